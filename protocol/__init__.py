@@ -1,0 +1,1 @@
+"""Kafka wire protocol: codec, framing, headers, error codes and the asyncio server."""
