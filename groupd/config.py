@@ -1,0 +1,109 @@
+"""Configuration: defaults < TOML file < ``GROUPD_*`` environment variables < command-line flags.
+
+Every field of ``Config`` is a setting under all three names: ``--group-max-size`` on the command
+line, ``GROUPD_GROUP_MAX_SIZE`` in the environment, ``group_max_size`` in the TOML file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Config:
+    host: str = dataclasses.field(default="127.0.0.1", metadata={"help": "address to listen on"})
+    port: int = dataclasses.field(default=9092, metadata={"help": "port to listen on (0 = any free port)"})
+    advertised_host: str = dataclasses.field(
+        default="", metadata={"help": "host name clients are told to connect to (default: --host)"}
+    )
+    data_dir: str = dataclasses.field(default="./data", metadata={"help": "directory for logs and metadata"})
+    node_id: int = dataclasses.field(default=1, metadata={"help": "this broker's node id"})
+    log_format: str = dataclasses.field(default="console", metadata={"help": "json | console"})
+    log_level: str = dataclasses.field(default="info", metadata={"help": "debug | info | warning | error"})
+    max_request_bytes: int = dataclasses.field(
+        default=100 * 1024 * 1024, metadata={"help": "largest request frame accepted (socket.request.max.bytes)"}
+    )
+    max_connections: int = dataclasses.field(default=0, metadata={"help": "refuse connections beyond this (0 = no limit)"})
+    connections_max_idle_ms: int = dataclasses.field(default=600_000, metadata={"help": "close idle connections"})
+    auto_create_topics: bool = dataclasses.field(
+        default=True, metadata={"help": "create unknown topics on Metadata requests that allow it"}
+    )
+    num_partitions: int = dataclasses.field(default=1, metadata={"help": "partitions of auto-created topics"})
+    group_initial_rebalance_delay_ms: int = dataclasses.field(
+        default=0, metadata={"help": "delay before the first rebalance of an empty group"}
+    )
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    fsync: str = dataclasses.field(default="interval:1000", metadata={"help": "always | interval:<ms> | never"})
+    segment_bytes: int = 100 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    delete_retention_ms: int = 24 * 3600 * 1000
+
+    @property
+    def advertised(self) -> str:
+        return self.advertised_host or self.host
+
+
+def _parse_bool(s: str) -> bool:
+    v = s.strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {s!r}")
+
+
+def _convert(f: dataclasses.Field[Any], raw: Any) -> Any:
+    kind = f.type if isinstance(f.type, str) else f.type.__name__
+    if kind == "bool":
+        return raw if isinstance(raw, bool) else _parse_bool(str(raw))
+    if kind == "int":
+        return int(raw)
+    return str(raw)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="TOML configuration file")
+    for f in fields(Config):
+        flag = "--" + f.name.replace("_", "-")
+        help_ = f.metadata.get("help", "") + f" (default: {f.default})"
+        if (f.type if isinstance(f.type, str) else f.type.__name__) == "bool":
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_)
+        else:
+            parser.add_argument(flag, dest=f.name, default=None, help=help_)
+
+
+def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = None) -> Config:
+    env = dict(os.environ) if env is None else env
+    values: dict[str, Any] = {}
+    by_name = {f.name: f for f in fields(Config)}
+    path = getattr(args, "config", None) or env.get("GROUPD_CONFIG")
+    if path:
+        with Path(path).open("rb") as fh:
+            data = tomllib.load(fh)
+        section = data.get("groupd", data)
+        for k, v in section.items():
+            key = k.replace("-", "_").replace(".", "_")
+            if key not in by_name:
+                raise ValueError(f"unknown setting {k!r} in {path}")
+            values[key] = _convert(by_name[key], v)
+    for name, f in by_name.items():
+        raw = env.get("GROUPD_" + name.upper())
+        if raw is not None:
+            values[name] = _convert(f, raw)
+    if args is not None:
+        for name, f in by_name.items():
+            raw = getattr(args, name, None)
+            if raw is not None:
+                values[name] = _convert(f, raw)
+    return Config(**values)

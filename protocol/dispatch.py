@@ -1,0 +1,178 @@
+"""Where a request is decoded and routed: frame -> header -> body -> handler, and back to bytes.
+
+The application registers one handler per API (``register``); only registered APIs are advertised
+by ApiVersions, which this module answers itself because its rules are protocol rules: the response
+header is always v0, and an unsupported ApiVersions version is answered in the v0 body format with
+UNSUPPORTED_VERSION and the supported ranges, which is how clients negotiate down.
+
+A handler receives the ``Request`` and either returns the response dict, returns an awaitable that
+resolves to it, or returns None and calls ``req.respond`` later itself (long-polls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from ._rt import DecodeError
+from .errors import ErrorCode
+from .messages import API_BY_KEY
+from .messages.core import API_VERSIONS
+from .messages.headers import REQUEST_HEADER
+from .schema import ApiSchema
+from .server import Connection, Request
+
+log = structlog.get_logger("groupd.dispatch")
+
+Handler = Callable[[Request], Any]
+_FIXED_HEADER = struct.Struct(">hhi")
+_SIZE_CORR = struct.Struct(">ii")
+_API_VERSIONS_KEY = 18
+
+
+@dataclass
+class Route:
+    api: ApiSchema
+    handler: Handler
+    min_version: int
+    max_version: int
+
+
+class Dispatcher:
+    def __init__(self) -> None:
+        self.routes: dict[int, Route] = {}
+        self.register(API_VERSIONS, self._api_versions)
+        self._req_header = {v: REQUEST_HEADER.codec(v) for v in (1, 2)}
+        # Observers: (api_key, version, error_code|None, seconds) after each response; used by metrics.
+        self.observers: list[Callable[[Request, dict[str, Any], float], None]] = []
+
+    def register(
+        self, api: ApiSchema, handler: Handler, *, min_version: int | None = None, max_version: int | None = None
+    ) -> None:
+        lo = api.min_version if min_version is None else min_version
+        hi = api.max_version if max_version is None else max_version
+        if not (api.supports(lo) and api.supports(hi) and lo <= hi):
+            raise ValueError(f"{api.name}: versions {lo}-{hi} are not in the schema")
+        self.routes[api.key] = Route(api, handler, lo, hi)
+
+    def supported_versions(self) -> list[dict[str, int]]:
+        return [
+            {"api_key": k, "min_version": r.min_version, "max_version": r.max_version}
+            for k, r in sorted(self.routes.items())
+        ]
+
+    # --- the request path -------------------------------------------------------------------------
+    def __call__(self, conn: Connection, frame: bytes) -> None:
+        api_key, version, correlation_id = _FIXED_HEADER.unpack_from(frame, 0)
+        route = self.routes.get(api_key)
+        if route is None:
+            conn.close("unknown api key", api_key=api_key, api_version=version)
+            return
+        if not route.min_version <= version <= route.max_version:
+            self._unsupported(conn, route, version, correlation_id)
+            return
+        flexible = route.api.is_flexible(version)
+        try:
+            header, pos = self._req_header[2 if flexible else 1].decode_at(frame, 0)
+            body = route.api.request.codec(version).decode(frame, pos)
+        except DecodeError as e:
+            conn.close("undecodable request", api=route.api.name, api_version=version, error=str(e))
+            return
+        req = Request(
+            conn,
+            api_key,
+            version,
+            correlation_id,
+            header.get("client_id"),
+            body,
+            self._encode_response,
+            time.perf_counter_ns(),
+        )
+        conn.enqueue(req)
+        try:
+            result = route.handler(req)
+        except Exception:
+            log.exception("handler_failed", api=route.api.name, api_version=version, conn=conn.id)
+            conn.close("internal error while handling request", api=route.api.name)
+            return
+        if result is None:
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            task.add_done_callback(lambda t: self._async_done(req, route, t))
+        else:
+            req.respond(result)
+
+    def _async_done(self, req: Request, route: Route, task: asyncio.Future[Any]) -> None:
+        if task.cancelled():
+            req.conn.close("handler cancelled", api=route.api.name)
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error(
+                "handler_failed",
+                api=route.api.name,
+                api_version=req.api_version,
+                conn=req.conn.id,
+                exc_info=(type(exc), exc, exc.__traceback__),
+            )
+            req.conn.close("internal error while handling request", api=route.api.name)
+            return
+        result = task.result()
+        if result is not None:
+            req.respond(result)
+
+    def _encode_response(self, req: Request, body: dict[str, Any]) -> bytes:
+        route = self.routes[req.api_key]
+        flexible = route.api.is_flexible(req.api_version) and req.api_key != _API_VERSIONS_KEY
+        parts: list[bytes] = [b""]
+        route.api.response.codec(req.api_version).encode_into(body, parts)
+        size = 4 + sum(len(p) for p in parts)
+        if flexible:
+            # Response header v1: correlation id and an empty tagged-field section.
+            parts[0] = _SIZE_CORR.pack(size + 1, req.correlation_id) + b"\x00"
+        else:
+            parts[0] = _SIZE_CORR.pack(size, req.correlation_id)
+        if self.observers:
+            elapsed = (time.perf_counter_ns() - req.received_ns) / 1e9
+            for obs in self.observers:
+                obs(req, body, elapsed)
+        return b"".join(parts)
+
+    def _unsupported(self, conn: Connection, route: Route, version: int, correlation_id: int) -> None:
+        if route.api.key == _API_VERSIONS_KEY:
+            # Answer in v0 format with the ranges, so the client can retry at a version it shares with us.
+            body = API_VERSIONS.response.codec(0).encode(
+                {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": self.supported_versions()}
+            )
+            payload = _SIZE_CORR.pack(4 + len(body), correlation_id) + body
+            req = Request(conn, route.api.key, 0, correlation_id, None, {}, self._encode_response)
+            conn.enqueue(req)
+            req.respond_raw(payload)
+            return
+        # Other APIs: a client never sends a version it was not offered; answer in the nearest version
+        # whose response has a top-level error code, or close when the response cannot carry one.
+        nearest = min(max(version, route.min_version), route.max_version)
+        codec = route.api.response.codec(nearest)
+        if "error_code" not in {f.name for f in codec.struct.fields}:
+            conn.close("unsupported api version", api=route.api.name, api_version=version)
+            return
+        log.warning("unsupported_version", api=route.api.name, api_version=version, conn=conn.id)
+        req = Request(conn, route.api.key, nearest, correlation_id, None, {}, self._encode_response)
+        conn.enqueue(req)
+        req.respond({"error_code": ErrorCode.UNSUPPORTED_VERSION})
+
+    # --- ApiVersions ------------------------------------------------------------------------------
+    def _api_versions(self, req: Request) -> dict[str, Any]:
+        return {"error_code": 0, "api_keys": self.supported_versions(), "throttle_time_ms": 0}
+
+
+def all_known_api_keys() -> set[int]:
+    return set(API_BY_KEY)

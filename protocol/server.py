@@ -1,0 +1,266 @@
+"""The asyncio TCP server: framing, per-connection ordering, batched writes, backpressure.
+
+Each connection is an ``asyncio.Protocol`` (not streams: pipelined requests are ~10x cheaper this
+way, design.md). Frames are 4-byte size prefixed; the size is checked against ``max_request_bytes``
+as soon as the prefix arrives, before anything is buffered. Every decoded request gets a slot in the
+connection's queue; handlers fill slots in any order (a JoinGroup may wait seconds for a rebalance),
+and the connection writes the contiguous run of filled slots at the head of the queue, in one
+``transport.write``, once per event-loop iteration. That is Kafka's guarantee: responses on one
+connection come back in request order, while other connections go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("groupd.server")
+
+_conn_ids = itertools.count(1)
+
+
+class Request:
+    """One decoded request and the slot its response goes into."""
+
+    __slots__ = (
+        "api_key",
+        "api_version",
+        "body",
+        "client_id",
+        "conn",
+        "correlation_id",
+        "encode_response",
+        "payload",
+        "received_ns",
+    )
+
+    def __init__(
+        self,
+        conn: Connection,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        client_id: str | None,
+        body: dict[str, Any],
+        encode_response: Callable[[Request, dict[str, Any]], bytes],
+        received_ns: int = 0,
+    ) -> None:
+        self.conn = conn
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.body = body
+        self.encode_response = encode_response
+        self.payload: bytes | None = None
+        self.received_ns = received_ns
+
+    @property
+    def client_host(self) -> str:
+        return self.conn.peer_host
+
+    @property
+    def done(self) -> bool:
+        return self.payload is not None
+
+    def respond(self, response: dict[str, Any]) -> None:
+        if self.payload is not None:
+            return  # answered already (e.g. a late timer after a connection error answer)
+        try:
+            self.payload = self.encode_response(self, response)
+        except Exception:
+            log.exception(
+                "response_encode_failed", api_key=self.api_key, api_version=self.api_version, conn=self.conn.id
+            )
+            self.payload = b""
+            self.conn.close("response could not be encoded")
+            return
+        self.conn.ready()
+
+    def respond_raw(self, payload: bytes) -> None:
+        """Answer with an already framed response (used for ApiVersions fallbacks)."""
+        if self.payload is None:
+            self.payload = payload
+            self.conn.ready()
+
+    def no_response(self) -> None:
+        """Requests that Kafka never answers (Produce with acks=0) still hold their place in order."""
+        if self.payload is None:
+            self.payload = b""
+            self.conn.ready()
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.id = next(_conn_ids)
+        self.transport: asyncio.Transport | None = None
+        self.peer_host = ""
+        self.peer_port = 0
+        self._buf = bytearray()
+        self._pending: deque[Request] = deque()
+        self._flush_scheduled = False
+        self._paused = False
+        self.closed = False
+        self.last_active = 0.0
+
+    # --- asyncio.Protocol -------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
+        peer = transport.get_extra_info("peername") or ("", 0)
+        self.peer_host, self.peer_port = peer[0], peer[1]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self.last_active = self.server.loop.time()
+        self.server.connection_opened(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._pending.clear()
+        self.server.connection_closed(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.last_active = self.server.loop.time()
+        buf = self._buf
+        buf += data
+        pos = 0
+        end = len(buf)
+        max_bytes = self.server.max_request_bytes
+        dispatch = self.server.dispatch
+        while end - pos >= 4:
+            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            if size < 8 or size > max_bytes:
+                self.close("frame size out of bounds", frame_size=size, max_request_bytes=max_bytes)
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            dispatch(self, frame)
+            if self.closed:
+                return
+        if pos:
+            del buf[:pos]
+        if len(self._pending) >= self.server.max_inflight and not self._paused and self.transport:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    # --- slots ------------------------------------------------------------------------------------
+    def enqueue(self, req: Request) -> None:
+        self._pending.append(req)
+
+    def ready(self) -> None:
+        if not self._flush_scheduled and not self.closed:
+            self._flush_scheduled = True
+            self.server.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self.closed or self.transport is None:
+            return
+        pending = self._pending
+        out: list[bytes] = []
+        while pending and pending[0].payload is not None:
+            p = pending.popleft().payload
+            if p:
+                out.append(p)
+        if out:
+            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+        if self._paused and len(pending) < self.server.max_inflight // 2:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def close(self, reason: str, **fields: Any) -> None:
+        if self.closed:
+            return
+        log.warning("connection_closed", conn=self.id, peer=f"{self.peer_host}:{self.peer_port}", reason=reason, **fields)
+        self.closed = True
+        self._pending.clear()
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class Server:
+    """Listens and owns the connections; ``dispatch(conn, frame)`` is supplied by the application."""
+
+    def __init__(
+        self,
+        dispatch: Callable[[Connection, bytes], None],
+        *,
+        max_request_bytes: int = 100 * 1024 * 1024,
+        max_inflight: int = 1024,
+        max_connections: int = 0,
+        idle_timeout_ms: int = 600_000,
+    ) -> None:
+        self.dispatch = dispatch
+        self.max_request_bytes = max_request_bytes
+        self.max_inflight = max_inflight
+        self.max_connections = max_connections
+        self.idle_timeout_ms = idle_timeout_ms
+        self.connections: set[Connection] = set()
+        self.loop = asyncio.get_event_loop()
+        self._servers: list[asyncio.base_events.Server] = []
+        self._idle_task: asyncio.Task[None] | None = None
+        self.on_connection_change: Callable[[int], None] | None = None
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        self.loop = asyncio.get_running_loop()
+        srv = await self.loop.create_server(lambda: Connection(self), host, port, reuse_address=True, backlog=1024)
+        self._servers.append(srv)
+        if self.idle_timeout_ms > 0:
+            self._idle_task = asyncio.create_task(self._close_idle())
+        addr = srv.sockets[0].getsockname()
+        return addr[0], addr[1]
+
+    def connection_opened(self, conn: Connection) -> None:
+        if self.max_connections and len(self.connections) >= self.max_connections:
+            log.warning("connection_refused", peer=f"{conn.peer_host}:{conn.peer_port}", reason="max connections")
+            conn.closed = True
+            if conn.transport is not None:
+                conn.transport.abort()
+            return
+        self.connections.add(conn)
+        log.debug("connection_opened", conn=conn.id, peer=f"{conn.peer_host}:{conn.peer_port}")
+        if self.on_connection_change:
+            self.on_connection_change(len(self.connections))
+
+    def connection_closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        if self.on_connection_change:
+            self.on_connection_change(len(self.connections))
+
+    async def _close_idle(self) -> None:
+        # Kafka's connections.max.idle.ms: a connection with nothing pending and no traffic is closed.
+        timeout = self.idle_timeout_ms / 1000
+        while True:
+            await asyncio.sleep(min(timeout / 2, 30))
+            now = self.loop.time()
+            for conn in list(self.connections):
+                if not conn._pending and now - conn.last_active > timeout:
+                    conn.close("idle", idle_ms=int((now - conn.last_active) * 1000))
+
+    async def close(self) -> None:
+        for srv in self._servers:
+            srv.close()
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        for srv in self._servers:
+            await srv.wait_closed()
