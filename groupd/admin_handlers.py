@@ -100,11 +100,23 @@ class AdminHandlers:
                     out.append(self._topic_entry(t, include_ops))
                 else:
                     out.append(
-                        {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "is_internal": False, "partitions": []}
+                        {
+                            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            "name": name,
+                            "is_internal": False,
+                            "partitions": [],
+                        }
                     )
         return {
             "throttle_time_ms": 0,
-            "brokers": [{"node_id": self.config.node_id, "host": self.config.advertised, "port": self.advertised_port(), "rack": None}],
+            "brokers": [
+                {
+                    "node_id": self.config.node_id,
+                    "host": self.config.advertised,
+                    "port": self.advertised_port(),
+                    "rack": None,
+                }
+            ],
             "cluster_id": self.topics.cluster_id,
             "controller_id": self.config.node_id,
             "topics": out,

@@ -29,7 +29,9 @@ class Config:
     max_request_bytes: int = dataclasses.field(
         default=100 * 1024 * 1024, metadata={"help": "largest request frame accepted (socket.request.max.bytes)"}
     )
-    max_connections: int = dataclasses.field(default=0, metadata={"help": "refuse connections beyond this (0 = no limit)"})
+    max_connections: int = dataclasses.field(
+        default=0, metadata={"help": "refuse connections beyond this (0 = no limit)"}
+    )
     connections_max_idle_ms: int = dataclasses.field(default=600_000, metadata={"help": "close idle connections"})
     auto_create_topics: bool = dataclasses.field(
         default=True, metadata={"help": "create unknown topics on Metadata requests that allow it"}

@@ -90,7 +90,7 @@ def validate_name(name: str | None) -> None:
     if not name:
         raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
     if len(name) > MAX_TOPIC_NAME:
         raise TopicError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
@@ -170,11 +170,14 @@ class TopicRegistry:
         if partitions == -1:
             partitions = self.default_partitions
         if partitions <= 0:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+            )
         if replication not in (-1, 1):
             if replication <= 0:
                 raise TopicError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value."
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "Replication factor must be larger than 0, or -1 to use the default value.",
                 )
             raise TopicError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -201,7 +204,9 @@ class TopicRegistry:
         if t is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         if t.internal:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic {name} is an internal topic and cannot be deleted")
+            raise TopicError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic {name} is an internal topic and cannot be deleted"
+            )
         del self.topics[name]
         self._save()
         return t

@@ -12,6 +12,7 @@ connection come back in request order, while other connections go on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import socket
 from collections import deque
@@ -117,10 +118,8 @@ class Connection(asyncio.Protocol):
         self.peer_host, self.peer_port = peer[0], peer[1]
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
         self.last_active = self.server.loop.time()
         self.server.connection_opened(self)
 
@@ -188,7 +187,9 @@ class Connection(asyncio.Protocol):
     def close(self, reason: str, **fields: Any) -> None:
         if self.closed:
             return
-        log.warning("connection_closed", conn=self.id, peer=f"{self.peer_host}:{self.peer_port}", reason=reason, **fields)
+        log.warning(
+            "connection_closed", conn=self.id, peer=f"{self.peer_host}:{self.peer_port}", reason=reason, **fields
+        )
         self.closed = True
         self._pending.clear()
         if self.transport is not None:
