@@ -41,8 +41,6 @@ class Broker:
 
     def _register(self) -> None:
         d, a = self.dispatcher, self.admin
-        if "Metadata" not in API_BY_NAME:  # TEMP until schemas land
-            return
         d.register(API_BY_NAME["Metadata"], a.metadata)
         d.register(API_BY_NAME["CreateTopics"], a.create_topics)
         d.register(API_BY_NAME["DeleteTopics"], a.delete_topics)

@@ -1,0 +1,45 @@
+# groupd — the two commands: `make run` and `make test`. Everything else is a convenience.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+HOST ?= 127.0.0.1
+PORT ?= 9092
+DATA ?= ./data
+
+.PHONY: run test bench bench-quick lint format clean wheel
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.base: $(VENV)/bin/python pyproject.toml
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.base
+	$(PIP) install -q -e '.[dev]'
+	touch $@
+
+run: $(VENV)/.base
+	$(VENV)/bin/groupd serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
+
+test: $(VENV)/.dev
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.dev
+	$(PY) -m bench.codec
+
+bench-quick: $(VENV)/.dev
+	$(PY) -m bench.codec --quick
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check groupd protocol/server.py protocol/dispatch.py
+
+wheel: $(VENV)/.dev
+	$(PY) -m build --wheel --outdir dist .
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.daemon import GroupdProcess
+
+
+@pytest.fixture(scope="session")
+def groupd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupdProcess]:
+    """One daemon shared by the end-to-end tests; tests use unique topic and group names."""
+    d = GroupdProcess(Path(tmp_path_factory.mktemp("groupd")) / "data")
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:10]
