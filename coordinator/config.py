@@ -1,0 +1,25 @@
+"""Coordinator settings, with Kafka's ``GroupCoordinatorConfig`` defaults (see reference.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    # Kafka ships 3000 but its dev server.properties sets 0; groupd is a dev tool, so 0.
+    group_initial_rebalance_delay_ms: int = 0
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_max_size: int = 2**31 - 1
+    # Kafka's group.coordinator.new.member.join.timeout: a new member parked in JoinGroup cannot
+    # heartbeat, so it is dropped after this long and is expected to retry.
+    group_new_member_join_timeout_ms: int = 300000
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
+    num_offsets_partitions: int = 50
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60 * 1000

@@ -1,0 +1,1293 @@
+"""The sans-IO group coordinator: requests and the clock in, responses and records out.
+
+The shell feeds it three things -- requests (``handle``), the passage of time (``tick``) and the
+outcome of log writes (``append_done``) -- and after each call re-arms one wake-up at
+``next_deadline()`` (which may be at or before now: then it ticks again straight away). It never
+reads a clock, sleeps or touches a socket; ``ctx`` is whatever the shell needs to route an answer.
+
+Persisted state (each group's last durable group-metadata record, every committed offset) is a
+fold over records: :meth:`GroupCoordinator.replay` is its only mutator, applied after a write is
+durable and, in the same way, when a partition is loaded at start-up. Everything else (who is
+parked in JoinGroup, session deadlines, the state of a rebalance in flight) is soft state that a
+restart loses, exactly as in Kafka, where a loaded group with members comes back Stable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from . import errors as err
+from .config import CoordinatorConfig
+from .group import CR, PR, ClassicGroup, D, E, GroupState, Member, S, Waiter
+from .offsets import OffsetsMixin
+from .records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    RecordKey,
+    RecordValue,
+)
+from .result import Append, Result
+from .routing import Node, PartitionOwnership, partition_for
+from .timers import Deadlines
+
+# Kafka's group authorized operations (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) as
+# the bit field DescribeGroups reports when asked; groupd has no ACLs, so everything is allowed.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+HANDLED_APIS = (
+    "FindCoordinator",
+    "JoinGroup",
+    "SyncGroup",
+    "Heartbeat",
+    "LeaveGroup",
+    "DescribeGroups",
+    "ListGroups",
+    "DeleteGroups",
+    "OffsetCommit",
+    "OffsetFetch",
+    "OffsetDelete",
+)
+
+_log = structlog.get_logger("groupd.coordinator")
+
+
+@dataclass
+class _PendingAppend:
+    partition: int
+    records: list[Record]
+    on_done: Callable[[int | None], None]  # called with None on success, the Kafka error code on failure
+
+
+def _hb_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("hb", group_id, member_id)
+
+
+class GroupCoordinator(OffsetsMixin):
+    def __init__(
+        self,
+        config: CoordinatorConfig | None = None,
+        *,
+        ownership: PartitionOwnership | None = None,
+        uuid_factory: Callable[[], str] | None = None,
+        topic_partitions: Callable[[str], int | None] | None = None,
+        logger: Any = None,
+    ) -> None:
+        self.config = config or CoordinatorConfig()
+        self.ownership = ownership or PartitionOwnership(
+            Node(0, "localhost", 9092), self.config.num_offsets_partitions
+        )
+        self._uuid = uuid_factory or (lambda: str(uuid.uuid4()))
+        # None means "every topic exists": tests of group logic need no topic catalogue.
+        self._topic_partitions = topic_partitions
+        self.log = logger or _log
+
+        self.groups: dict[str, ClassicGroup] = {}
+        # Persisted state, changed only by replay().
+        self.group_records: dict[str, GroupMetadataValue] = {}
+        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+
+        self._deadlines = Deadlines()
+        self._join_timer: dict[str, tuple[Any, ...]] = {}
+        self._sync_timer_generation: dict[str, int] = {}
+        self._loading: set[int] = set()
+        self._pending: dict[int, _PendingAppend] = {}
+        self._inflight_offsets: dict[str, Counter[tuple[str, int]]] = {}
+        self._next_token = 1
+        self._now = 0
+        self._out: Result = Result()
+        self._retention_armed = False
+
+    # ==========================================================================================
+    # The shell's interface
+    # ==========================================================================================
+
+    def handle(
+        self,
+        now_ms: int,
+        api_name: str,
+        version: int,
+        request: dict[str, Any],
+        ctx: Any,
+        *,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> Result:
+        """Process one request. Its answer is in the returned Result, or in a later one if parked."""
+        handler = self._handlers.get(api_name)
+        if handler is None:
+            raise ValueError(
+                f"the coordinator does not handle {api_name!r}; it handles {', '.join(HANDLED_APIS)}"
+            )
+        self._begin(now_ms)
+        handler(self, version, request, ctx, client_id or "", client_host or "")
+        return self._finish()
+
+    def tick(self, now_ms: int) -> Result:
+        """Fire every deadline that is due: sessions, join/sync phases, initial delay steps, retention."""
+        self._begin(now_ms)
+        horizon = self._deadlines.seq
+        while (key := self._deadlines.pop_due(now_ms, horizon)) is not None:
+            self._fire(key)
+        return self._finish()
+
+    def next_deadline(self) -> int | None:
+        return self._deadlines.next_deadline()
+
+    def append_done(self, now_ms: int, token: int, error: BaseException | int | None = None) -> Result:
+        """The shell reports that the append with ``token`` is durable (error None) or failed."""
+        self._begin(now_ms)
+        pending = self._pending.pop(token, None)
+        if pending is None:
+            raise KeyError(f"unknown append token {token}")
+        if error is None:
+            for key, value in pending.records:
+                self.replay(key, value)
+            pending.on_done(None)
+        else:
+            code = error if isinstance(error, int) else err.error_code_of(error)
+            self.log.warning(
+                "append_failed", partition=pending.partition, records=len(pending.records), error=code
+            )
+            pending.on_done(code)
+        return self._finish()
+
+    def replay(self, key: RecordKey, value: RecordValue | None) -> None:
+        """Apply one durable record to the persisted state: the live path and start-up alike."""
+        if isinstance(key, GroupMetadataKey):
+            if value is None:
+                self.group_records.pop(key.group, None)
+            else:
+                assert isinstance(value, GroupMetadataValue)
+                self.group_records[key.group] = value
+        elif isinstance(key, OffsetCommitKey):
+            tp = (key.topic, key.partition)
+            if value is None:
+                group_offsets = self.offsets.get(key.group)
+                if group_offsets is not None:
+                    group_offsets.pop(tp, None)
+                    if not group_offsets:
+                        del self.offsets[key.group]
+            else:
+                assert isinstance(value, OffsetCommitValue)
+                self.offsets.setdefault(key.group, {})[tp] = value
+        else:
+            raise TypeError(f"not a __consumer_offsets record key: {key!r}")
+
+    def begin_load(self, partition: int) -> None:
+        """Forget partition ``partition`` and refuse its groups' requests until ``end_load``."""
+        self._loading.add(partition)
+        n = self.config.num_offsets_partitions
+        for gid in [g for g in self.groups if partition_for(g, n) == partition]:
+            self._forget_group(self.groups.pop(gid))
+        for store in (self.group_records, self.offsets):
+            for gid in [g for g in store if partition_for(g, n) == partition]:
+                del store[gid]
+
+    def end_load(self, partition: int, now_ms: int | None = None) -> Result:
+        """Bring the groups of a loaded partition to life, as Kafka's loader does."""
+        self._begin(self._now if now_ms is None else now_ms)
+        self._loading.discard(partition)
+        n = self.config.num_offsets_partitions
+        gids = {g for g in self.group_records if partition_for(g, n) == partition}
+        gids |= {g for g in self.offsets if partition_for(g, n) == partition}
+        for gid in sorted(gids):
+            if gid not in self.groups:
+                self._materialize(gid)
+        return self._finish()
+
+    def load(self, now_ms: int, records: Iterable[Record]) -> Result:
+        """Load a whole log in one go (start-up of a single node, and tests)."""
+        parts = list(self.ownership.local_partitions())
+        for p in parts:
+            self.begin_load(p)
+        for key, value in records:
+            self.replay(key, value)
+        out = Result()
+        for p in parts:
+            out.extend(self.end_load(p, now_ms))
+        return out
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.num_offsets_partitions)
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        return self.groups.get(group_id)
+
+    @property
+    def pending_appends(self) -> int:
+        return len(self._pending)
+
+    # ==========================================================================================
+    # Plumbing
+    # ==========================================================================================
+
+    def _begin(self, now_ms: int) -> None:
+        self._now = now_ms
+        self._out = Result()
+        if not self._retention_armed:
+            self._retention_armed = True
+            self._deadlines.set(("retention",), now_ms + self.config.offsets_retention_check_interval_ms)
+
+    def _finish(self) -> Result:
+        out, self._out = self._out, Result()
+        return out
+
+    def _respond(self, ctx: Any, response: dict[str, Any]) -> None:
+        self._out.responses.append((ctx, response))
+
+    def _append(self, group_id: str, records: list[Record], on_done: Callable[[int | None], None]) -> None:
+        self._append_to_partition(self.partition_for(group_id), records, on_done)
+
+    def _append_to_partition(
+        self, partition: int, records: list[Record], on_done: Callable[[int | None], None]
+    ) -> None:
+        token = self._next_token
+        self._next_token += 1
+        self._pending[token] = _PendingAppend(partition, records, on_done)
+        self._out.appends.append(Append(token, partition, records))
+
+    def _route_error(self, group_id: str) -> int:
+        p = self.partition_for(group_id)
+        if not self.ownership.is_local(p):
+            return err.NOT_COORDINATOR
+        if p in self._loading:
+            return err.COORDINATOR_LOAD_IN_PROGRESS
+        return err.NONE
+
+    def _glog(self, group: ClassicGroup, **kw: Any) -> Any:
+        return self.log.bind(group=group.group_id, generation=group.generation, **kw)
+
+    def _fire(self, key: tuple[Any, ...]) -> None:
+        kind = key[0]
+        if kind == "hb":
+            self._expire_member_heartbeat(key[1], key[2])
+        elif kind == "join":
+            self._fire_join_timer(key[1])
+        elif kind == "sync":
+            self._expire_pending_sync(key[1], self._sync_timer_generation.pop(key[1], -1))
+        elif kind == "retention":
+            self._deadlines.set(("retention",), self._now + self.config.offsets_retention_check_interval_ms)
+            self._cleanup_group_metadata()
+
+    def _forget_group(self, group: ClassicGroup) -> None:
+        for mid in list(group.members) + list(group.pending_join_members):
+            self._deadlines.cancel(_hb_key(group.group_id, mid))
+        self._deadlines.cancel(("join", group.group_id))
+        self._deadlines.cancel(("sync", group.group_id))
+        self._join_timer.pop(group.group_id, None)
+        self._sync_timer_generation.pop(group.group_id, None)
+
+    def _materialize(self, group_id: str) -> ClassicGroup:
+        """A live group rebuilt from persisted state (Kafka's GroupMetadataManager.replay + onLoaded)."""
+        now = self._now
+        value = self.group_records.get(group_id)
+        if value is None:
+            # Offsets without group metadata: a standalone consumer's group.
+            group = ClassicGroup(group_id, E, now)
+            self.groups[group_id] = group
+            return group
+        group = ClassicGroup(
+            group_id,
+            S if value.members else E,
+            value.current_state_timestamp if value.current_state_timestamp != -1 else now,
+            generation=value.generation,
+            protocol_type=value.protocol_type or None,
+            protocol_name=value.protocol,
+            leader_id=value.leader,
+        )
+        for m in value.members:
+            member = Member(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.session_timeout if m.rebalance_timeout == -1 else m.rebalance_timeout,
+                session_timeout_ms=m.session_timeout,
+                protocol_type=value.protocol_type,
+                protocols=[(value.protocol or "", m.subscription)],
+                assignment=m.assignment,
+            )
+            group.add(member, None)
+        group.leader_id = value.leader if value.leader in group.members else next(iter(group.members), None)
+        group.subscribed_topics = group.compute_subscribed_topics()
+        self.groups[group_id] = group
+        for member in group.members.values():
+            self._reschedule_heartbeat(group, member)
+        if len(group.members) > self.config.group_max_size:
+            self._prepare_rebalance(group, f"loaded group is over capacity {self.config.group_max_size}")
+        return group
+
+    def _restore_group(self, group_id: str) -> None:
+        """Undo an in-memory removal whose tombstone could not be written."""
+        if group_id not in self.groups and (group_id in self.group_records or group_id in self.offsets):
+            self._materialize(group_id)
+
+    # ==========================================================================================
+    # Responses
+    # ==========================================================================================
+
+    @staticmethod
+    def _join_response(
+        version: int,
+        error: int,
+        *,
+        member_id: str = "",
+        generation: int = -1,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        leader: str = "",
+        members: list[dict[str, Any]] | None = None,
+        skip_assignment: bool = False,
+    ) -> dict[str, Any]:
+        if protocol_name is None and version < 7:
+            protocol_name = ""  # nullable only from v7
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error,
+            "generation_id": generation,
+            "protocol_type": protocol_type,
+            "protocol_name": protocol_name,
+            "leader": leader or "",
+            "skip_assignment": skip_assignment,
+            "member_id": member_id,
+            "members": members or [],
+        }
+
+    def _group_join_response(
+        self, group: ClassicGroup, waiter: Waiter, member_id: str, *, with_members: bool, skip: bool = False
+    ) -> dict[str, Any]:
+        return self._join_response(
+            waiter.version,
+            err.NONE,
+            member_id=member_id,
+            generation=group.generation,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            members=group.current_member_list() if with_members else [],
+            skip_assignment=skip,
+        )
+
+    @staticmethod
+    def _sync_response(
+        error: int, assignment: bytes = b"", ptype: str | None = None, pname: str | None = None
+    ):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error,
+            "protocol_type": ptype,
+            "protocol_name": pname,
+            "assignment": assignment,
+        }
+
+    def _complete_join_waiter(self, group: ClassicGroup, member: Member, response: dict[str, Any]) -> bool:
+        waiter = group.set_join_waiter(member, None)
+        if waiter is None:
+            return False
+        self._respond(waiter.ctx, response)
+        return True
+
+    def _complete_sync_waiter(self, member: Member, response: dict[str, Any]) -> bool:
+        waiter, member.sync_waiter = member.sync_waiter, None
+        if waiter is None:
+            return False
+        self._respond(waiter.ctx, response)
+        return True
+
+    def _unpark_removed_member(self, group: ClassicGroup, member: Member) -> None:
+        # Kafka answers a parked JoinGroup of a removed member with UNKNOWN_MEMBER_ID so that a
+        # still-alive client retries. It leaves a parked SyncGroup unanswered; groupd answers it the
+        # same way so that the connection is not stuck until the client's request timeout.
+        if member.join_waiter is not None:
+            w = member.join_waiter
+            self._complete_join_waiter(group, member, self._join_response(w.version, err.UNKNOWN_MEMBER_ID))
+        self._complete_sync_waiter(member, self._sync_response(err.UNKNOWN_MEMBER_ID))
+
+    # ==========================================================================================
+    # JoinGroup
+    # ==========================================================================================
+
+    def _join_group(self, v: int, req: dict[str, Any], ctx: Any, client_id: str, client_host: str) -> None:
+        gid = req.get("group_id") or ""
+        member_id = req.get("member_id") or ""
+        instance_id = req.get("group_instance_id") if v >= 5 else None
+        session_timeout = int(req.get("session_timeout_ms", 0))
+        rebalance_timeout = int(req.get("rebalance_timeout_ms", -1)) if v >= 1 else -1
+        if rebalance_timeout < 0:
+            rebalance_timeout = session_timeout  # JoinGroup v0 has one timeout for both
+        protocol_type = req.get("protocol_type") or ""
+        protocols = [
+            (p.get("name") or "", bytes(p.get("metadata") or b"")) for p in req.get("protocols") or []
+        ]
+        waiter = Waiter(ctx, v)
+        cfg = self.config
+
+        def fail(code: int, mid: str = member_id) -> None:
+            self._respond(ctx, self._join_response(v, code, member_id=mid))
+
+        if not gid:
+            return fail(err.INVALID_GROUP_ID)
+        if not cfg.group_min_session_timeout_ms <= session_timeout <= cfg.group_max_session_timeout_ms:
+            return fail(err.INVALID_SESSION_TIMEOUT)
+        code = self._route_error(gid)
+        if code:
+            return fail(code)
+
+        group = self.groups.get(gid)
+        if group is None:
+            if member_id:
+                # A member id for a group that does not exist: it was deleted or expired under it.
+                return fail(err.UNKNOWN_MEMBER_ID)
+            group = ClassicGroup(gid, E, self._now)
+            self.groups[gid] = group
+
+        if not self._accept_joining_member(group, member_id):
+            removed = group.remove(member_id)
+            if removed is not None:
+                self._deadlines.cancel(_hb_key(gid, member_id))
+                self._unpark_removed_member(group, removed)
+            return fail(err.GROUP_MAX_SIZE_REACHED, "")
+
+        ident = (
+            instance_id,
+            client_id,
+            client_host,
+            session_timeout,
+            rebalance_timeout,
+            protocol_type,
+            protocols,
+        )
+        reason = req.get("reason")
+        if not member_id:
+            self._join_new_member(group, v, waiter, ident, reason)
+        else:
+            self._join_existing_member(group, v, waiter, member_id, ident, reason)
+
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
+        max_size = self.config.group_max_size
+        if group.is_in(E, D):
+            return True
+        if group.is_in(PR):
+            # Counting members already parked (not all members) lets a shrunk max size kick out
+            # the last members to rejoin, as in Kafka.
+            member = group.members.get(member_id)
+            return (member is not None and member.awaiting_join) or group.num_awaiting_join < max_size
+        return member_id in group.members or len(group.members) < max_size
+
+    def _join_new_member(
+        self, group: ClassicGroup, v: int, waiter: Waiter, ident: tuple, reason: str | None
+    ) -> None:
+        instance_id, client_id, _host, session_timeout, _rt, protocol_type, protocols = ident
+        if group.is_in(D):
+            return self._respond(waiter.ctx, self._join_response(v, err.COORDINATOR_NOT_AVAILABLE))
+        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
+            return self._respond(waiter.ctx, self._join_response(v, err.INCONSISTENT_GROUP_PROTOCOL))
+        new_id = f"{instance_id if instance_id is not None else client_id}-{self._uuid()}"
+        if instance_id is not None:
+            existing = group.static_members.get(instance_id)
+            if existing is not None:
+                return self._replace_static_member(group, waiter, existing, new_id, ident, reason)
+            return self._add_member_and_rebalance(group, waiter, new_id, ident, reason)
+        if v >= 4:
+            # KIP-394: hand out the id first, so a client that times out and retries does not leave
+            # a ghost member behind; the id is forgotten if it does not come back in time.
+            group.pending_join_members.add(new_id)
+            self._deadlines.set(_hb_key(group.group_id, new_id), self._now + session_timeout)
+            self.log.info("member_id_required", group=group.group_id, member=new_id, state=str(group.state))
+            return self._respond(waiter.ctx, self._join_response(v, err.MEMBER_ID_REQUIRED, member_id=new_id))
+        return self._add_member_and_rebalance(group, waiter, new_id, ident, reason)
+
+    def _join_existing_member(
+        self, group: ClassicGroup, v: int, waiter: Waiter, member_id: str, ident: tuple, reason: str | None
+    ) -> None:
+        instance_id, _cid, _host, _st, _rt, protocol_type, protocols = ident
+        ctx = waiter.ctx
+        if group.is_in(D):
+            return self._respond(
+                ctx, self._join_response(v, err.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
+            )
+        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
+            return self._respond(
+                ctx, self._join_response(v, err.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            )
+        if group.is_pending_member(member_id):
+            if instance_id is not None:
+                return self._respond(ctx, self._join_response(v, err.INVALID_REQUEST, member_id=member_id))
+            return self._add_member_and_rebalance(group, waiter, member_id, ident, reason)
+        code = self._validate_member(group, member_id, instance_id)
+        if code:
+            return self._respond(ctx, self._join_response(v, code, member_id=member_id))
+        member = group.members[member_id]
+        if group.is_in(PR):
+            return self._update_member_and_rebalance(
+                group, member, waiter, ident, "rejoin during PreparingRebalance"
+            )
+        if group.is_in(CR):
+            if member.matches(protocols):
+                # It missed its JoinGroup answer (the seeds' lost-response cases): answer again.
+                return self._respond(
+                    ctx,
+                    self._group_join_response(
+                        group, waiter, member_id, with_members=group.is_leader(member_id)
+                    ),
+                )
+            return self._update_member_and_rebalance(group, member, waiter, ident, "metadata changed")
+        if group.is_in(S):
+            if group.is_leader(member_id):
+                # The leader rejoining is how a client asks for a new assignment (e.g. metadata changed).
+                return self._update_member_and_rebalance(group, member, waiter, ident, "leader rejoined")
+            if not member.matches(protocols):
+                return self._update_member_and_rebalance(group, member, waiter, ident, "metadata changed")
+            return self._respond(ctx, self._group_join_response(group, waiter, member_id, with_members=False))
+        # Empty with a known member id cannot happen with members present; tell it to start over.
+        return self._respond(ctx, self._join_response(v, err.UNKNOWN_MEMBER_ID, member_id=member_id))
+
+    def _validate_member(self, group: ClassicGroup, member_id: str, instance_id: str | None) -> int:
+        if instance_id is not None:
+            existing = group.static_members.get(instance_id)
+            if existing is None:
+                return err.UNKNOWN_MEMBER_ID
+            if existing != member_id:
+                self.log.info(
+                    "fenced_instance_id", group=group.group_id, member=member_id, instance=instance_id
+                )
+                return err.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return err.UNKNOWN_MEMBER_ID
+        return err.NONE
+
+    def _add_member_and_rebalance(
+        self, group: ClassicGroup, waiter: Waiter, member_id: str, ident: tuple, reason: str | None
+    ) -> None:
+        instance_id, client_id, client_host, session_timeout, rebalance_timeout, protocol_type, protocols = (
+            ident
+        )
+        member = Member(
+            member_id=member_id,
+            group_instance_id=instance_id,
+            client_id=client_id,
+            client_host=client_host,
+            rebalance_timeout_ms=rebalance_timeout,
+            session_timeout_ms=session_timeout,
+            protocol_type=protocol_type,
+            protocols=protocols,
+            is_new=True,
+        )
+        if group.is_in(PR) and group.previous_state is E:
+            group.new_member_added = True
+        group.add(member, waiter)
+        # A parked new member cannot heartbeat and a parked socket reveals no disconnect, so its
+        # join is bounded separately; a client still alive simply retries.
+        self._deadlines.set(
+            _hb_key(group.group_id, member_id), self._now + self.config.group_new_member_join_timeout_ms
+        )
+        self._glog(group, member=member_id).info(
+            "member_joined",
+            instance=instance_id,
+            client_id=client_id,
+            state=str(group.state),
+            members=len(group.members),
+            reason=reason,
+        )
+        self._maybe_prepare_rebalance_or_complete_join(group, f"new member {member_id} joined")
+
+    def _update_member_and_rebalance(
+        self, group: ClassicGroup, member: Member, waiter: Waiter, ident: tuple, reason: str
+    ) -> None:
+        _iid, _cid, _host, session_timeout, rebalance_timeout, _ptype, protocols = ident
+        old = group.update_member(member, protocols, rebalance_timeout, session_timeout, waiter)
+        if old is not None and old is not waiter:
+            # A second JoinGroup for a parked member (a retry on another connection): Kafka drops the
+            # first silently; answering it keeps that connection from waiting for nothing.
+            self._respond(
+                old.ctx,
+                self._join_response(old.version, err.REBALANCE_IN_PROGRESS, member_id=member.member_id),
+            )
+        self._glog(group, member=member.member_id).info(
+            "member_rejoined", state=str(group.state), reason=reason
+        )
+        self._maybe_prepare_rebalance_or_complete_join(group, f"member {member.member_id}: {reason}")
+
+    def _replace_static_member(
+        self, group: ClassicGroup, waiter: Waiter, old_id: str, new_id: str, ident: tuple, reason: str | None
+    ) -> None:
+        instance_id, _cid, _host, session_timeout, rebalance_timeout, _ptype, protocols = ident
+        old_leader = group.leader_id
+        old_member, new_member = group.replace_static_member(instance_id, old_id, new_id)
+        # Whoever still holds the old id is a zombie of the same instance: fence it now.
+        if old_member.join_waiter is not None:
+            w, old_member.join_waiter = old_member.join_waiter, None
+            self._respond(w.ctx, self._join_response(w.version, err.FENCED_INSTANCE_ID, member_id=old_id))
+        self._complete_sync_waiter(old_member, self._sync_response(err.FENCED_INSTANCE_ID))
+        self._deadlines.cancel(_hb_key(group.group_id, old_id))
+        self._reschedule_heartbeat(group, new_member)
+        old_protocols = new_member.protocols
+        old_timeouts = (new_member.rebalance_timeout_ms, new_member.session_timeout_ms)
+        group.update_member(new_member, protocols, rebalance_timeout, session_timeout, waiter)
+        self._glog(group, member=new_id).info(
+            "static_member_replaced", instance=instance_id, old_member=old_id, state=str(group.state)
+        )
+
+        if group.is_in(S):
+            if group.protocol_name == group.select_protocol():
+                # Nothing the assignment depends on changed: no rebalance, just persist the new id.
+                self._store_static_replacement(
+                    group, new_member, old_id, old_leader, old_protocols, old_timeouts
+                )
+                return
+            return self._maybe_prepare_rebalance_or_complete_join(
+                group, f"static member {instance_id} changed protocol"
+            )
+        if group.is_in(CR):
+            # The leader may already be assigning with the old member id; only a new round is safe.
+            return self._prepare_rebalance(
+                group, f"static member {instance_id} rejoined during CompletingRebalance"
+            )
+        self._maybe_complete_join_phase(group)
+
+    def _store_static_replacement(
+        self,
+        group: ClassicGroup,
+        member: Member,
+        old_id: str,
+        old_leader: str | None,
+        old_protocols: list[tuple[str, bytes]],
+        old_timeouts: tuple[int, int],
+    ) -> None:
+        assignment = {m.member_id: m.assignment for m in group.members.values()}
+        record = self._group_metadata_record(group, assignment)
+        generation = group.generation
+        new_id = member.member_id
+
+        def done(error: int | None) -> None:
+            waiter = member.join_waiter
+            if group is not self.groups.get(group.group_id) or group.members.get(new_id) is not member:
+                return
+            if error is not None and group.is_in(S) and group.generation == generation:
+                # Not durable: put the old member id back, as Kafka does, and tell the newcomer.
+                group.update_member(member, old_protocols, old_timeouts[0], old_timeouts[1], None)
+                _, restored = group.replace_static_member(member.group_instance_id or "", new_id, old_id)
+                self._deadlines.cancel(_hb_key(group.group_id, new_id))
+                self._reschedule_heartbeat(group, restored)
+                if waiter is not None:
+                    resp = self._join_response(
+                        waiter.version,
+                        err.append_error_to_response_error(error),
+                        generation=generation,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        leader=old_leader or "",
+                    )
+                    self._respond(waiter.ctx, resp)
+                return
+            if waiter is None or error is not None:
+                return
+            group.set_join_waiter(member, None)
+            if waiter.version >= 9:
+                is_leader = group.is_leader(new_id)
+                resp = self._group_join_response(
+                    group, waiter, new_id, with_members=is_leader, skip=is_leader
+                )
+            else:
+                # Before v9 a static leader must not learn it is the leader, or it would reassign
+                # and trigger the rebalance this path exists to avoid; it is told the old leader id.
+                resp = self._group_join_response(group, waiter, new_id, with_members=False)
+                resp["leader"] = old_leader or ""
+            self._respond(waiter.ctx, resp)
+
+        self._append(group.group_id, [(GroupMetadataKey(group.group_id), record)], done)
+
+    # ==========================================================================================
+    # The join phase
+    # ==========================================================================================
+
+    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+        else:
+            self._maybe_complete_join_phase(group)
+
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        if group.is_in(CR):
+            self._reset_and_propagate_assignment_with_error(group, err.REBALANCE_IN_PROGRESS)
+        self._remove_sync_expiration(group)
+        initial = group.is_in(E)
+        if initial:
+            delay = self.config.group_initial_rebalance_delay_ms
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            self._schedule_join(group, delay, ("initial", delay, remaining))
+        old_state = group.state
+        group.transition_to(PR, self._now)
+        group.rebalance_started_ms = self._now
+        self._glog(group).info(
+            "rebalance_started", from_state=str(old_state), members=len(group.members), reason=reason
+        )
+        if not initial:
+            self._maybe_complete_join_else_schedule(group)
+
+    def _schedule_join(self, group: ClassicGroup, delay_ms: int, kind: tuple[Any, ...]) -> None:
+        self._join_timer[group.group_id] = kind
+        self._deadlines.set(("join", group.group_id), self._now + max(delay_ms, 0))
+
+    def _maybe_complete_join_else_schedule(self, group: ClassicGroup) -> None:
+        if group.has_all_members_joined():
+            self._complete_join(group)
+        else:
+            self._schedule_join(group, group.rebalance_timeout_ms(), ("complete",))
+
+    def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
+        # During the initial delay the timer alone completes the join, however many have joined.
+        if group.is_in(PR) and group.previous_state is not E and group.has_all_members_joined():
+            self._complete_join(group)
+
+    def _fire_join_timer(self, group_id: str) -> None:
+        kind = self._join_timer.pop(group_id, None)
+        group = self.groups.get(group_id)
+        if group is None or kind is None:
+            return
+        if kind[0] == "initial":
+            _, delay, remaining = kind
+            if group.new_member_added and remaining != 0:
+                # Members are still arriving: wait another step, never past the rebalance timeout.
+                group.new_member_added = False
+                new_delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
+                self._schedule_join(group, new_delay, ("initial", new_delay, max(remaining - delay, 0)))
+                return
+        self._complete_join(group)
+
+    def _complete_join(self, group: ClassicGroup) -> None:
+        gid = group.group_id
+        self._deadlines.cancel(("join", gid))
+        self._join_timer.pop(gid, None)
+        dropped = [m for m in group.not_yet_rejoined() if not m.is_static]
+        for member in dropped:
+            group.remove(member.member_id)
+            self._deadlines.cancel(_hb_key(gid, member.member_id))
+            self._unpark_removed_member(group, member)
+        if dropped:
+            self._glog(group).info("members_removed_not_rejoined", removed=[m.member_id for m in dropped])
+        if group.is_in(D):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Only static members that have not rejoined are left: wait for them or their expiry.
+            self._glog(group).warning("rebalance_postponed_no_member_rejoined", members=len(group.members))
+            self._schedule_join(group, group.rebalance_timeout_ms(), ("complete",))
+            return
+        group.init_next_generation(self._now)
+        started = group.rebalance_started_ms
+        duration = None if started is None else self._now - started
+        if group.is_in(E):
+            self._glog(group).info("group_empty", duration_ms=duration)
+            record = self._group_metadata_record(group, {})
+
+            def done(error: int | None) -> None:
+                if error is not None:
+                    # Harmless: the previous generation in the log has no live members either way.
+                    self._glog(group).warning("empty_group_metadata_not_stored", error=error)
+
+            self._append(gid, [(GroupMetadataKey(gid), record)], done)
+            return
+        self._glog(group).info(
+            "join_phase_completed",
+            members=len(group.members),
+            protocol=group.protocol_name,
+            leader=group.leader_id,
+            duration_ms=duration,
+        )
+        for member in group.members.values():
+            waiter = member.join_waiter
+            if waiter is not None:
+                resp = self._group_join_response(
+                    group, waiter, member.member_id, with_members=group.is_leader(member.member_id)
+                )
+                self._complete_join_waiter(group, member, resp)
+            self._reschedule_heartbeat(group, member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        self._sync_timer_generation[gid] = group.generation
+        self._deadlines.set(("sync", gid), self._now + group.rebalance_timeout_ms())
+
+    def _group_metadata_record(self, group: ClassicGroup, assignment: dict[str, bytes]) -> GroupMetadataValue:
+        return GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation,
+            protocol=group.protocol_name,
+            leader=group.leader_id,
+            current_state_timestamp=group.state_timestamp,
+            members=tuple(
+                MemberMetadata(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout=m.rebalance_timeout_ms,
+                    session_timeout=m.session_timeout_ms,
+                    subscription=m.metadata(group.protocol_name),
+                    assignment=assignment.get(m.member_id, b""),
+                )
+                for m in group.members.values()
+            ),
+        )
+
+    # ==========================================================================================
+    # Sessions and the sync phase
+    # ==========================================================================================
+
+    def _reschedule_heartbeat(
+        self, group: ClassicGroup, member: Member, timeout_ms: int | None = None
+    ) -> None:
+        timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        self._deadlines.set(_hb_key(group.group_id, member.member_id), self._now + timeout)
+
+    def _expire_member_heartbeat(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(D):
+            return
+        if group.is_pending_member(member_id):
+            group.remove(member_id)
+            self.log.info("pending_member_expired", group=group_id, member=member_id)
+            if group.is_in(PR) and group.has_all_members_joined():
+                self._complete_join(group)
+            return
+        member = group.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat():
+            return
+        self._glog(group, member=member_id).info(
+            "member_expired", state=str(group.state), session_timeout_ms=member.session_timeout_ms
+        )
+        self._remove_member_and_update_group(group, member, f"member {member_id} session expired")
+
+    def _remove_member_and_update_group(self, group: ClassicGroup, member: Member, reason: str) -> None:
+        self._unpark_removed_member(group, member)
+        group.remove(member.member_id)
+        self._deadlines.cancel(_hb_key(group.group_id, member.member_id))
+        if group.is_in(S, CR):
+            self._maybe_prepare_rebalance_or_complete_join(group, reason)
+        elif group.is_in(PR) and group.has_all_members_joined():
+            self._complete_join(group)
+
+    def _remove_sync_expiration(self, group: ClassicGroup) -> None:
+        group.pending_sync_members.clear()
+        self._deadlines.cancel(("sync", group.group_id))
+        self._sync_timer_generation.pop(group.group_id, None)
+
+    def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        if not group.is_in(CR, S) or not group.pending_sync_members:
+            self._deadlines.cancel(("sync", group.group_id))
+            self._sync_timer_generation.pop(group.group_id, None)
+
+    def _expire_pending_sync(self, group_id: str, generation: int) -> None:
+        group = self.groups.get(group_id)
+        if group is None or generation != group.generation or not group.is_in(CR, S):
+            return
+        if not group.pending_sync_members:
+            return
+        missing = sorted(group.pending_sync_members)
+        for mid in missing:
+            member = group.remove(mid)
+            self._deadlines.cancel(_hb_key(group_id, mid))
+            if member is not None:
+                self._unpark_removed_member(group, member)
+        self._glog(group).info("members_removed_no_sync", removed=missing, state=str(group.state))
+        self._prepare_rebalance(group, f"removing {missing} on pending sync request expiration")
+
+    def _reset_and_propagate_assignment_with_error(self, group: ClassicGroup, error: int) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: ClassicGroup, error: int) -> None:
+        ok = error == err.NONE
+        for member in group.members.values():
+            resp = self._sync_response(
+                error,
+                member.assignment,
+                group.protocol_type if ok else None,
+                group.protocol_name if ok else None,
+            )
+            if self._complete_sync_waiter(member, resp):
+                # Sessions that ran out while the member was parked were forgiven; start afresh.
+                self._reschedule_heartbeat(group, member)
+
+    # ==========================================================================================
+    # SyncGroup
+    # ==========================================================================================
+
+    def _sync_group(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+        gid = req.get("group_id") or ""
+        member_id = req.get("member_id") or ""
+        generation = int(req.get("generation_id", -1))
+        instance_id = req.get("group_instance_id") if v >= 3 else None
+        ptype = req.get("protocol_type") if v >= 5 else None
+        pname = req.get("protocol_name") if v >= 5 else None
+
+        def fail(code: int) -> None:
+            self._respond(ctx, self._sync_response(code))
+
+        if not gid:
+            return fail(err.INVALID_GROUP_ID)
+        code = self._route_error(gid)
+        if code:
+            return fail(code)
+        group = self.groups.get(gid)
+        if group is None or group.is_in(E):
+            return fail(err.UNKNOWN_MEMBER_ID)
+        if group.is_in(D):
+            return fail(err.COORDINATOR_NOT_AVAILABLE)
+        code = self._validate_member(group, member_id, instance_id)
+        if code:
+            return fail(code)
+        if generation != group.generation:
+            return fail(err.ILLEGAL_GENERATION)
+        if (ptype is not None and group.protocol_type is not None and ptype != group.protocol_type) or (
+            pname is not None and group.protocol_name is not None and pname != group.protocol_name
+        ):
+            return fail(err.INCONSISTENT_GROUP_PROTOCOL)
+        if group.is_in(PR):
+            return fail(err.REBALANCE_IN_PROGRESS)
+        member = group.members[member_id]
+        if group.is_in(S):
+            self._remove_pending_sync_member(group, member_id)
+            return self._respond(
+                ctx,
+                self._sync_response(err.NONE, member.assignment, group.protocol_type, group.protocol_name),
+            )
+        # CompletingRebalance: park until the leader's assignment is durable.
+        old = member.sync_waiter
+        member.sync_waiter = Waiter(ctx, v)
+        if old is not None:
+            self._respond(old.ctx, self._sync_response(err.REBALANCE_IN_PROGRESS))
+        self._remove_pending_sync_member(group, member_id)
+        if not group.is_leader(member_id):
+            return
+        assignment: dict[str, bytes] = {}
+        for a in req.get("assignments") or []:
+            assignment[a.get("member_id") or ""] = bytes(a.get("assignment") or b"")
+        missing = [mid for mid in group.members if mid not in assignment]
+        for mid in missing:
+            assignment[mid] = b""
+        assignment = {mid: assignment[mid] for mid in group.members}  # members of this generation only
+        self._glog(group, member=member_id).info(
+            "assignment_received", members=len(group.members), missing=missing or None
+        )
+        record = self._group_metadata_record(group, assignment)
+
+        def done(error: int | None) -> None:
+            # Another member may have joined while the record was being written; then this
+            # generation is over and its assignment is moot.
+            if group is not self.groups.get(gid) or not group.is_in(CR) or group.generation != generation:
+                return
+            if error is not None:
+                code = err.append_error_to_response_error(error)
+                self._reset_and_propagate_assignment_with_error(group, code)
+                self._maybe_prepare_rebalance_or_complete_join(group, f"error {code} storing the assignment")
+                return
+            for m in group.members.values():
+                m.assignment = assignment.get(m.member_id, b"")
+            self._propagate_assignment(group, err.NONE)
+            group.transition_to(S, self._now)
+            started = group.rebalance_started_ms
+            self._glog(group).info(
+                "rebalance_completed",
+                members=len(group.members),
+                protocol=group.protocol_name,
+                leader=group.leader_id,
+                duration_ms=None if started is None else self._now - started,
+            )
+            group.rebalance_started_ms = None
+
+        self._append(gid, [(GroupMetadataKey(gid), record)], done)
+
+    # ==========================================================================================
+    # Heartbeat and LeaveGroup
+    # ==========================================================================================
+
+    def _heartbeat(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+        gid = req.get("group_id") or ""
+        member_id = req.get("member_id") or ""
+        generation = int(req.get("generation_id", -1))
+        instance_id = req.get("group_instance_id") if v >= 3 else None
+        code = self._heartbeat_error(gid, member_id, generation, instance_id)
+        self._respond(ctx, {"throttle_time_ms": 0, "error_code": code})
+
+    def _heartbeat_error(self, gid: str, member_id: str, generation: int, instance_id: str | None) -> int:
+        if not gid:
+            return err.INVALID_GROUP_ID
+        code = self._route_error(gid)
+        if code:
+            return code
+        group = self.groups.get(gid)
+        if group is None:
+            return err.UNKNOWN_MEMBER_ID
+        if group.is_in(D):
+            return err.COORDINATOR_NOT_AVAILABLE
+        code = self._validate_member(group, member_id, instance_id)
+        if code:
+            return code
+        if generation != group.generation:
+            return err.ILLEGAL_GENERATION
+        if group.is_in(E):
+            return err.UNKNOWN_MEMBER_ID
+        self._reschedule_heartbeat(group, group.members[member_id])
+        self.log.debug(
+            "heartbeat", group=gid, member=member_id, generation=generation, state=str(group.state)
+        )
+        return err.REBALANCE_IN_PROGRESS if group.is_in(PR) else err.NONE
+
+    def _leave_group(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+        gid = req.get("group_id") or ""
+        if v >= 3:
+            identities = [
+                (m.get("member_id") or "", m.get("group_instance_id"), m.get("reason"))
+                for m in req.get("members") or []
+            ]
+        else:
+            identities = [(req.get("member_id") or "", None, None)]
+
+        def top(code: int) -> None:
+            self._respond(ctx, {"throttle_time_ms": 0, "error_code": code, "members": []})
+
+        if not gid:
+            return top(err.INVALID_GROUP_ID)
+        code = self._route_error(gid)
+        if code:
+            return top(code)
+        group = self.groups.get(gid)
+        if group is None:
+            return top(err.UNKNOWN_MEMBER_ID)
+        if group.is_in(D):
+            return top(err.COORDINATOR_NOT_AVAILABLE)
+
+        results: list[dict[str, Any]] = []
+        left = 0
+        for member_id, instance_id, reason in identities:
+            code = err.NONE
+            if not member_id:
+                # Admin removal by instance id alone.
+                target = group.static_members.get(instance_id) if instance_id is not None else None
+                if target is None:
+                    code = err.UNKNOWN_MEMBER_ID
+                else:
+                    self._remove_current_member(group, target, reason)
+            elif group.is_pending_member(member_id):
+                group.remove(member_id)
+                self._deadlines.cancel(_hb_key(gid, member_id))
+                self.log.info("pending_member_left", group=gid, member=member_id, reason=reason)
+            else:
+                code = self._validate_member(group, member_id, instance_id)
+                if not code:
+                    self._remove_current_member(group, member_id, reason)
+            if not code:
+                left += 1
+            results.append({"member_id": member_id, "group_instance_id": instance_id, "error_code": code})
+
+        if left:
+            if group.is_in(S, CR):
+                self._maybe_prepare_rebalance_or_complete_join(group, f"{left} member(s) left")
+            elif group.is_in(PR):
+                self._maybe_complete_join_phase(group)
+
+        if v >= 3:
+            self._respond(ctx, {"throttle_time_ms": 0, "error_code": err.NONE, "members": results})
+        else:
+            first_error = next((r["error_code"] for r in results if r["error_code"]), err.NONE)
+            self._respond(ctx, {"throttle_time_ms": 0, "error_code": first_error})
+
+    def _remove_current_member(self, group: ClassicGroup, member_id: str, reason: str | None) -> None:
+        member = group.members[member_id]
+        self._deadlines.cancel(_hb_key(group.group_id, member_id))
+        self._glog(group, member=member_id).info(
+            "member_left", instance=member.group_instance_id, state=str(group.state), reason=reason
+        )
+        self._unpark_removed_member(group, member)
+        group.remove(member_id)
+
+    # ==========================================================================================
+    # FindCoordinator, DescribeGroups, ListGroups, DeleteGroups
+    # ==========================================================================================
+
+    def _find_coordinator(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+        key_type = int(req.get("key_type", 0)) if v >= 1 else 0
+        keys = list(req.get("coordinator_keys") or []) if v >= 4 else [req.get("key") or ""]
+        answers = []
+        for key in keys:
+            node: Node | None = None
+            message: str | None = None
+            if key_type == 0:
+                node = self.ownership.owner(self.partition_for(key))
+                code = err.NONE if node is not None else err.COORDINATOR_NOT_AVAILABLE
+            elif key_type in (1, 2):
+                code, message = (
+                    err.INVALID_REQUEST,
+                    "groupd coordinates consumer groups only (no transactions or share groups)",
+                )
+            else:
+                code, message = err.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
+            answers.append(
+                {
+                    "key": key,
+                    "node_id": node.node_id if node else -1,
+                    "host": node.host if node else "",
+                    "port": node.port if node else -1,
+                    "error_code": code,
+                    "error_message": message,
+                }
+            )
+        if v >= 4:
+            self._respond(ctx, {"throttle_time_ms": 0, "coordinators": answers})
+        else:
+            a = answers[0]
+            a.pop("key")
+            self._respond(ctx, {"throttle_time_ms": 0, **a})
+
+    def _describe_groups(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+        ops = (
+            GROUP_AUTHORIZED_OPERATIONS
+            if req.get("include_authorized_operations")
+            else AUTHORIZED_OPERATIONS_OMITTED
+        )
+        described = []
+        for gid in req.get("groups") or []:
+            base = {
+                "error_code": err.NONE,
+                "error_message": None,
+                "group_id": gid,
+                "group_state": "",
+                "protocol_type": "",
+                "protocol_data": "",
+                "members": [],
+                "authorized_operations": ops,
+            }
+            code = err.INVALID_GROUP_ID if not gid else self._route_error(gid)
+            group = self.groups.get(gid) if not code else None
+            if code:
+                base["error_code"] = code
+            elif group is None or group.is_in(D):
+                base["group_state"] = str(D)
+                if v >= 6:
+                    # KIP-1043: from v6 a missing group is an error rather than a Dead placeholder.
+                    base["error_code"] = err.GROUP_ID_NOT_FOUND
+                    base["error_message"] = f"Group {gid} not found."
+            else:
+                stable = group.is_in(S)
+                base["group_state"] = str(group.state)
+                base["protocol_type"] = group.protocol_type or ""
+                base["protocol_data"] = (group.protocol_name or "") if stable else ""
+                base["members"] = [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                        "member_assignment": m.assignment if stable else b"",
+                    }
+                    for m in group.members.values()
+                ]
+            described.append(base)
+        self._respond(ctx, {"throttle_time_ms": 0, "groups": described})
+
+    def _list_groups(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+        states = {s.lower() for s in (req.get("states_filter") or [])} if v >= 4 else set()
+        types = {t.lower() for t in (req.get("types_filter") or [])} if v >= 5 else set()
+        if any(p in self._loading for p in self.ownership.local_partitions()):
+            return self._respond(
+                ctx, {"throttle_time_ms": 0, "error_code": err.COORDINATOR_LOAD_IN_PROGRESS, "groups": []}
+            )
+        listed = []
+        if not types or "classic" in types:
+            for gid, group in self.groups.items():
+                if group.is_in(D) or (states and str(group.state).lower() not in states):
+                    continue
+                listed.append(
+                    {
+                        "group_id": gid,
+                        "protocol_type": group.protocol_type or "",
+                        "group_state": str(group.state),
+                        "group_type": "classic",
+                    }
+                )
+        self._respond(ctx, {"throttle_time_ms": 0, "error_code": err.NONE, "groups": listed})
+
+    def _delete_groups(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+        results: list[dict[str, Any]] = []
+        by_partition: dict[int, list[tuple[dict[str, Any], ClassicGroup]]] = {}
+        for gid in req.get("groups_names") or []:
+            entry = {"group_id": gid, "error_code": err.NONE}
+            results.append(entry)
+            code = err.INVALID_GROUP_ID if not gid else self._route_error(gid)
+            group = self.groups.get(gid) if not code else None
+            if code:
+                entry["error_code"] = code
+            elif group is None or group.is_in(D):
+                entry["error_code"] = err.GROUP_ID_NOT_FOUND
+            elif not group.is_in(E):
+                entry["error_code"] = err.NON_EMPTY_GROUP
+            elif any(g is group for pending in by_partition.values() for _, g in pending):
+                pass  # named twice in one request
+            else:
+                by_partition.setdefault(self.partition_for(gid), []).append((entry, group))
+
+        waiting = len(by_partition)
+        if not waiting:
+            return self._respond(ctx, {"throttle_time_ms": 0, "results": results})
+
+        for batch in by_partition.values():
+            records: list[Record] = []
+            for _entry, group in batch:
+                records.extend(self._delete_group_now(group, "deleted by DeleteGroups"))
+
+            def done(error: int | None, batch: list[tuple[dict[str, Any], ClassicGroup]] = batch) -> None:
+                nonlocal waiting
+                if error is not None:
+                    for entry, group in batch:
+                        entry["error_code"] = err.append_error_to_response_error(error)
+                        self._restore_group(group.group_id)
+                waiting -= 1
+                if waiting == 0:
+                    self._respond(ctx, {"throttle_time_ms": 0, "results": results})
+
+            self._append(batch[0][1].group_id, records, done)
+
+    def _delete_group_now(self, group: ClassicGroup, reason: str) -> list[Record]:
+        """Kill an Empty group in memory and return the tombstones that make it so on disk."""
+        gid = group.group_id
+        keys = set(self.offsets.get(gid, {}))
+        keys |= set(self._inflight_offsets.get(gid, {}))
+        records: list[Record] = [(OffsetCommitKey(gid, t, p), None) for t, p in sorted(keys)]
+        records.append((GroupMetadataKey(gid), None))
+        group.transition_to(D, self._now)
+        self._forget_group(group)
+        del self.groups[gid]
+        self._glog(group).info("group_deleted", reason=reason, offsets=len(keys))
+        return records
+
+    def _state_of(self, group_id: str) -> GroupState | None:
+        group = self.groups.get(group_id)
+        return group.state if group else None
+
+    _handlers: dict[str, Callable[..., None]] = {
+        "FindCoordinator": _find_coordinator,
+        "JoinGroup": _join_group,
+        "SyncGroup": _sync_group,
+        "Heartbeat": _heartbeat,
+        "LeaveGroup": _leave_group,
+        "DescribeGroups": _describe_groups,
+        "ListGroups": _list_groups,
+        "DeleteGroups": _delete_groups,
+        "OffsetCommit": OffsetsMixin._offset_commit,
+        "OffsetFetch": OffsetsMixin._offset_fetch,
+        "OffsetDelete": OffsetsMixin._offset_delete,
+    }

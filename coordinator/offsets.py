@@ -1,0 +1,336 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and retention (Kafka's OffsetMetadataManager).
+
+Offsets are persisted state only: a commit becomes visible to OffsetFetch when its record is
+durable and replayed, and is acknowledged to the committer at that moment too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from . import errors as err
+from .group import CR, PR, ClassicGroup, D, E, S
+from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+
+if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
+
+    _Base = GroupCoordinator
+else:
+    _Base = object
+
+
+class OffsetsMixin(_Base):
+    # ------------------------------------------------------------------------------------------
+    # OffsetCommit
+    # ------------------------------------------------------------------------------------------
+
+    def _offset_commit(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+        gid = req.get("group_id") or ""
+        generation = int(req.get("generation_id_or_member_epoch", -1)) if v >= 1 else -1
+        member_id = (req.get("member_id") or "") if v >= 1 else ""
+        instance_id = req.get("group_instance_id") if v >= 7 else None
+        retention = int(req.get("retention_time_ms", -1)) if 2 <= v <= 4 else -1
+        topics = req.get("topics") or []
+        now = self._now
+
+        code = self._commit_group_error(v, gid, generation, member_id, instance_id)
+
+        resp_topics: list[dict[str, Any]] = []
+        records: list[Record] = []
+        ok_partitions: list[dict[str, Any]] = []
+        for t in topics:
+            name = t.get("name") or ""
+            parts_out: list[dict[str, Any]] = []
+            resp_topics.append({"name": name, "partitions": parts_out})
+            count = self._topic_partitions(name) if self._topic_partitions is not None else None
+            for p in t.get("partitions") or []:
+                index = int(p.get("partition_index", 0))
+                entry = {"partition_index": index, "error_code": err.NONE}
+                parts_out.append(entry)
+                metadata = p.get("committed_metadata")
+                if self._topic_partitions is not None and (count is None or not 0 <= index < count):
+                    entry["error_code"] = err.UNKNOWN_TOPIC_OR_PARTITION
+                elif code:
+                    entry["error_code"] = code
+                elif metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
+                    entry["error_code"] = err.OFFSET_METADATA_TOO_LARGE
+                else:
+                    commit_ts = int(p.get("commit_timestamp", -1)) if v == 1 else -1
+                    leader_epoch = int(p.get("committed_leader_epoch", -1)) if v >= 6 else -1
+                    value = OffsetCommitValue(
+                        offset=int(p.get("committed_offset", -1)),
+                        leader_epoch=leader_epoch if leader_epoch >= 0 else -1,
+                        metadata=metadata or "",
+                        commit_timestamp=now if commit_ts == -1 else commit_ts,
+                        expire_timestamp=-1 if retention == -1 else now + retention,
+                    )
+                    records.append((OffsetCommitKey(gid, name, index), value))
+                    ok_partitions.append(entry)
+
+        response = {"throttle_time_ms": 0, "topics": resp_topics}
+        if not records:
+            return self._respond(ctx, response)
+
+        inflight = self._inflight_offsets.setdefault(gid, Counter())
+        keys = [(k.topic, k.partition) for k, _ in records if isinstance(k, OffsetCommitKey)]
+        inflight.update(keys)
+        self.log.debug(
+            "offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records)
+        )
+
+        def done(error: int | None) -> None:
+            counter = self._inflight_offsets.get(gid)
+            if counter is not None:
+                counter.subtract(keys)
+                counter += Counter()
+                if not counter:
+                    del self._inflight_offsets[gid]
+            if error is not None:
+                code = err.append_error_to_response_error(error)
+                for entry in ok_partitions:
+                    entry["error_code"] = code
+            self._respond(ctx, response)
+
+        self._append(gid, records, done)
+
+    def _commit_group_error(
+        self, v: int, gid: str, generation: int, member_id: str, instance_id: str | None
+    ) -> int:
+        if not gid:
+            return err.INVALID_GROUP_ID
+        code = self._route_error(gid)
+        if code:
+            return code
+        group = self.groups.get(gid)
+        if group is None:
+            if generation < 0:
+                # A consumer managing its own partitions (or an admin): a "simple" group is born.
+                self.groups[gid] = ClassicGroup(gid, E, self._now)
+                self.log.info("simple_group_created", group=gid)
+                return err.NONE
+            # v9 says what happened; older clients only understand ILLEGAL_GENERATION here.
+            return err.GROUP_ID_NOT_FOUND if v >= 9 else err.ILLEGAL_GENERATION
+        if group.is_in(D):
+            return err.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.is_in(E):
+            return err.NONE
+        if generation >= 0 or member_id or instance_id is not None:
+            code = self._validate_member(group, member_id, instance_id)
+            if code:
+                return code
+            if generation != group.generation:
+                return err.ILLEGAL_GENERATION
+        elif not group.is_in(E):
+            # Without member id and generation a commit could clobber a live group's progress.
+            return err.UNKNOWN_MEMBER_ID
+        if group.is_in(CR):
+            # The member has its JoinGroup answer but not its assignment: it must finish the
+            # rebalance before committing (clients handle this code gracefully).
+            return err.REBALANCE_IN_PROGRESS
+        if group.is_in(S, PR):
+            # In the classic protocol a commit also keeps the session alive.
+            self._reschedule_heartbeat(group, group.members[member_id])
+        return err.NONE
+
+    # ------------------------------------------------------------------------------------------
+    # OffsetFetch
+    # ------------------------------------------------------------------------------------------
+
+    def _offset_fetch(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+        if v >= 8:
+            groups = []
+            for g in req.get("groups") or []:
+                gid = g.get("group_id") or ""
+                topics = g.get("topics")
+                code, topics_out = self._fetch_group(gid, topics)
+                groups.append({"group_id": gid, "topics": topics_out, "error_code": code})
+            return self._respond(ctx, {"throttle_time_ms": 0, "groups": groups})
+
+        gid = req.get("group_id") or ""
+        topics = req.get("topics")
+        code, topics_out = self._fetch_group(gid, topics)
+        if code and v < 2:
+            # No top-level error before v2: the error goes on every requested partition.
+            topics_out = [
+                {
+                    "name": t.get("name") or "",
+                    "partitions": [self._fetched(p, None, code) for p in t.get("partition_indexes") or []],
+                }
+                for t in topics or []
+            ]
+            code = err.NONE
+        self._respond(ctx, {"throttle_time_ms": 0, "topics": topics_out, "error_code": code})
+
+    @staticmethod
+    def _fetched(index: int, value: OffsetCommitValue | None, code: int = err.NONE) -> dict[str, Any]:
+        if value is None:
+            return {
+                "partition_index": index,
+                "committed_offset": -1,
+                "committed_leader_epoch": -1,
+                "metadata": "",
+                "error_code": code,
+            }
+        return {
+            "partition_index": index,
+            "committed_offset": value.offset,
+            "committed_leader_epoch": value.leader_epoch,
+            "metadata": value.metadata,
+            "error_code": code,
+        }
+
+    def _fetch_group(self, gid: str, topics: list[dict[str, Any]] | None) -> tuple[int, list[dict[str, Any]]]:
+        if not gid:
+            return err.INVALID_GROUP_ID, []
+        code = self._route_error(gid)
+        if code:
+            return code, []
+        committed = self.offsets.get(gid, {})
+        if topics is None:
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for (topic, index), value in sorted(committed.items()):
+                by_topic.setdefault(topic, []).append(self._fetched(index, value))
+            return err.NONE, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+        out = []
+        for t in topics:
+            name = t.get("name") or ""
+            indexes = t.get("partition_indexes") or []
+            out.append(
+                {"name": name, "partitions": [self._fetched(i, committed.get((name, i))) for i in indexes]}
+            )
+        return err.NONE, out
+
+    # ------------------------------------------------------------------------------------------
+    # OffsetDelete
+    # ------------------------------------------------------------------------------------------
+
+    def _offset_delete(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+        gid = req.get("group_id") or ""
+        topics = req.get("topics") or []
+
+        def top(code: int) -> None:
+            self._respond(ctx, {"throttle_time_ms": 0, "error_code": code, "topics": []})
+
+        code = err.INVALID_GROUP_ID if not gid else self._route_error(gid)
+        if code:
+            return top(code)
+        group = self.groups.get(gid)
+        if group is None or group.is_in(D):
+            return top(err.GROUP_ID_NOT_FOUND)
+        if group.is_in(S, PR, CR) and not group.uses_consumer_protocol():
+            # Without the consumer protocol there is no way to know which topics are in use.
+            return top(err.NON_EMPTY_GROUP)
+
+        committed = self.offsets.get(gid, {})
+        records: list[Record] = []
+        resp_topics = []
+        for t in topics:
+            name = t.get("name") or ""
+            subscribed = group.is_subscribed_to_topic(name)
+            parts = []
+            for p in t.get("partitions") or []:
+                index = int(p.get("partition_index", 0))
+                if subscribed:
+                    parts.append({"partition_index": index, "error_code": err.GROUP_SUBSCRIBED_TO_TOPIC})
+                    continue
+                parts.append({"partition_index": index, "error_code": err.NONE})
+                if (name, index) in committed:
+                    records.append((OffsetCommitKey(gid, name, index), None))
+            resp_topics.append({"name": name, "partitions": parts})
+
+        response = {"throttle_time_ms": 0, "error_code": err.NONE, "topics": resp_topics}
+        if not records:
+            return self._respond(ctx, response)
+        self.log.info("offsets_deleted", group=gid, partitions=len(records))
+
+        def done(error: int | None) -> None:
+            if error is not None:
+                response["error_code"] = err.append_error_to_response_error(error)
+                response["topics"] = []
+            self._respond(ctx, response)
+
+        self._append(gid, records, done)
+
+    # ------------------------------------------------------------------------------------------
+    # Retention (KIP-211)
+    # ------------------------------------------------------------------------------------------
+
+    def _cleanup_group_metadata(self) -> None:
+        """The periodic check: expire offsets, then delete Empty groups left with none."""
+        now = self._now
+        retention_ms = self.config.offsets_retention_ms
+        by_partition: dict[int, list[Record]] = {}
+        deleted: dict[int, list[str]] = {}
+        for gid in sorted(set(self.groups) | set(self.offsets)):
+            p = self.partition_for(gid)
+            if p in self._loading or not self.ownership.is_local(p):
+                continue
+            group = self.groups.get(gid)
+            if group is None:
+                continue
+            tombstones, all_expired = self._expired_offsets(group, now, retention_ms)
+            records = by_partition.setdefault(p, [])
+            records.extend(tombstones)
+            if tombstones:
+                self._glog(group).info("offsets_expired", partitions=len(tombstones))
+            if all_expired and group.is_in(E) and not self._inflight_offsets.get(gid):
+                # The group's offset tombstones are already in ``records``; only the group's own.
+                self._delete_group_shell(group)
+                records.append((GroupMetadataKey(gid), None))
+                deleted.setdefault(p, []).append(gid)
+        for p, records in by_partition.items():
+            if not records:
+                continue
+            gone = deleted.get(p, [])
+
+            def done(error: int | None, gone: list[str] = gone) -> None:
+                if error is not None:
+                    for gid in gone:
+                        self._restore_group(gid)
+
+            # Any group id of the partition routes the append there.
+            self._append_to_partition(p, records, done)
+
+    def _expired_offsets(self, group: ClassicGroup, now: int, retention_ms: int) -> tuple[list[Record], bool]:
+        gid = group.group_id
+        committed = self.offsets.get(gid)
+        if not committed:
+            return [], True
+        # Which clock an offset's retention runs on (ClassicGroup.offsetExpirationCondition).
+        if group.protocol_type is None:
+
+            def base(o: OffsetCommitValue) -> int:
+                return o.commit_timestamp  # standalone commits
+        elif group.is_in(E):
+
+            def base(o: OffsetCommitValue) -> int:
+                return group.state_timestamp  # since the group became Empty
+        elif group.uses_consumer_protocol() and group.subscribed_topics is not None and group.is_in(S):
+
+            def base(o: OffsetCommitValue) -> int:
+                return o.commit_timestamp  # topics nobody subscribes to any more
+        else:
+            return [], False
+        tombstones: list[Record] = []
+        all_expired = True
+        for (topic, index), value in sorted(committed.items()):
+            if group.is_subscribed_to_topic(topic):
+                all_expired = False
+                continue
+            if value.expire_timestamp != -1:
+                expired = now >= value.expire_timestamp  # an explicit per-commit retention (v2-4)
+            else:
+                expired = now - base(value) >= retention_ms
+            if expired:
+                tombstones.append((OffsetCommitKey(gid, topic, index), None))
+            else:
+                all_expired = False
+        return tombstones, all_expired
+
+    def _delete_group_shell(self, group: ClassicGroup) -> None:
+        group.transition_to(D, self._now)
+        self._forget_group(group)
+        del self.groups[group.group_id]
+        self._glog(group).info("group_deleted", reason="empty and no offsets left")

@@ -1,0 +1,73 @@
+"""The ``__consumer_offsets`` record types, as dataclasses.
+
+These mirror Kafka's ``GroupMetadataKey``/``GroupMetadataValue`` and ``OffsetCommitKey``/
+``OffsetCommitValue`` message specs (group-coordinator/src/main/resources/common/message/). Byte
+serialization lives with the wire codec; the coordinator only produces and replays these objects.
+A record is ``(key, value)``; a ``None`` value is a tombstone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True)
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int
+    members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
+
+    @property
+    def version(self) -> int:
+        # Kafka writes v3 (the first version with group instance ids).
+        return 3
+
+
+@dataclass(frozen=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+    @property
+    def version(self) -> int:
+        return 1
+
+
+@dataclass(frozen=True)
+class OffsetCommitValue:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1  # -1: none; only value v1 can carry one
+
+    @property
+    def version(self) -> int:
+        # Kafka writes v1 when an explicit expire timestamp must survive, v3 otherwise.
+        return 1 if self.expire_timestamp != -1 else 3
+
+
+RecordKey = GroupMetadataKey | OffsetCommitKey
+RecordValue = GroupMetadataValue | OffsetCommitValue
+Record = tuple[RecordKey, RecordValue | None]

@@ -1,0 +1,34 @@
+"""What a coordinator call hands back to the shell."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .records import Record
+
+
+@dataclass
+class Append:
+    """Records the shell must append, in order, to ``__consumer_offsets`` partition ``partition``.
+
+    When the write is durable (or has failed) the shell calls
+    ``coordinator.append_done(now_ms, token, error)``. Appends to one partition must reach the log
+    in the order they were handed out: a later record may overwrite or tombstone an earlier one.
+    """
+
+    token: int
+    partition: int
+    records: list[Record]
+
+
+@dataclass
+class Result:
+    """Responses to send now, as ``(ctx, response)`` pairs, and appends to perform."""
+
+    responses: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    appends: list[Append] = field(default_factory=list)
+
+    def extend(self, other: Result) -> None:
+        self.responses.extend(other.responses)
+        self.appends.extend(other.appends)

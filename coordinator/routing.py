@@ -1,0 +1,60 @@
+"""Where a group lives: its ``__consumer_offsets`` partition and the node owning that partition.
+
+Python's ``hash()`` is salted per process, so it must never decide placement (design principle 6);
+this is Java's ``String.hashCode`` over UTF-16 code units with int32 overflow, then Kafka's
+``Utils.abs`` (which maps Integer.MIN_VALUE to 0, unlike ``Math.abs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+def java_string_hashcode(s: str) -> int:
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def kafka_abs(n: int) -> int:
+    return 0 if n == -(2**31) else abs(n)
+
+
+def partition_for(group_id: str, num_partitions: int = 50) -> int:
+    return kafka_abs(java_string_hashcode(group_id)) % num_partitions
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+
+class PartitionOwnership:
+    """Which node leads each ``__consumer_offsets`` partition.
+
+    One node owns everything today; a cluster would hand each node a disjoint set and the same
+    FindCoordinator/NOT_COORDINATOR logic keeps working.
+    """
+
+    def __init__(self, local: Node, num_partitions: int = 50, owners: dict[int, Node] | None = None):
+        self.local = local
+        self.num_partitions = num_partitions
+        self._owners: dict[int, Node] = dict(owners) if owners else {p: local for p in range(num_partitions)}
+
+    def owner(self, partition: int) -> Node | None:
+        return self._owners.get(partition)
+
+    def is_local(self, partition: int) -> bool:
+        node = self._owners.get(partition)
+        return node is not None and node.node_id == self.local.node_id
+
+    def local_partitions(self) -> Iterable[int]:
+        return (p for p, n in self._owners.items() if n.node_id == self.local.node_id)
+
+    def assign(self, partition: int, node: Node) -> None:
+        self._owners[partition] = node

@@ -1,0 +1,261 @@
+"""A fake shell for the sans-IO coordinator: fake clock, in-memory log, clients that remember their ids."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from groupd.coordinator import CoordinatorConfig, GroupCoordinator, Record, Result
+from groupd.coordinator.consumer_protocol import (
+    Assignment,
+    Subscription,
+    TopicPartitions,
+    encode_assignment,
+    encode_subscription,
+)
+from groupd.coordinator.group import ClassicGroup
+
+
+def quiet_logger() -> Any:
+    return structlog.wrap_logger(
+        structlog.PrintLogger(io.StringIO()),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR),
+    )
+
+
+def sub(*topics: str) -> bytes:
+    return encode_subscription(Subscription(tuple(topics)))
+
+
+def assignment(topic: str, *parts: int) -> bytes:
+    return encode_assignment(Assignment((TopicPartitions(topic, tuple(parts)),)))
+
+
+@dataclass(eq=False)
+class Ctx:
+    """Stands for one request's way back to its client."""
+
+    n: int
+    api: str
+
+    def __repr__(self) -> str:
+        return f"<{self.api} #{self.n}>"
+
+
+@dataclass
+class Shell:
+    config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    auto_append: bool = True
+    topic_partitions: Any = None
+    logger: Any = None
+    now: int = 0
+
+    def __post_init__(self) -> None:
+        counter = itertools.count(1)
+        self.coord = GroupCoordinator(
+            self.config,
+            uuid_factory=lambda: f"uuid{next(counter)}",
+            topic_partitions=self.topic_partitions,
+            logger=self.logger or quiet_logger(),
+        )
+        self.answers: dict[Ctx, dict[str, Any]] = {}
+        self.log: list[tuple[int, Record]] = []  # durable records, in append order
+        self.queued: deque[tuple[int, int, list[Record]]] = deque()  # appends not yet completed
+        self._ctx = itertools.count(1)
+
+    # -- driving ---------------------------------------------------------------------------
+
+    def absorb(self, result: Result) -> None:
+        for ctx, response in result.responses:
+            assert ctx not in self.answers, f"{ctx} answered twice"
+            self.answers[ctx] = response
+        for a in result.appends:
+            self.queued.append((a.token, a.partition, a.records))
+        if self.auto_append:
+            self.flush()
+
+    def flush(self, error: BaseException | int | None = None, count: int | None = None) -> None:
+        """Complete queued appends in order (all of them, or ``count``), successfully unless ``error``."""
+        done = 0
+        while self.queued and (count is None or done < count):
+            token, partition, records = self.queued.popleft()
+            if error is None:
+                self.log.extend((partition, r) for r in records)
+            self.absorb(self.coord.append_done(self.now, token, error))
+            done += 1
+
+    def send(self, api: str, version: int, request: dict[str, Any], client_id: str = "client") -> Ctx:
+        ctx = Ctx(next(self._ctx), api)
+        self.absorb(
+            self.coord.handle(self.now, api, version, request, ctx, client_id=client_id, client_host="/127.0.0.1")
+        )
+        self.settle()
+        return ctx
+
+    def settle(self) -> None:
+        """What the shell's timer does: fire whatever is due at the current time."""
+        while (d := self.coord.next_deadline()) is not None and d <= self.now:
+            self.absorb(self.coord.tick(self.now))
+
+    def advance(self, ms: int) -> None:
+        """Move the clock, firing every deadline on the way at its own time."""
+        target = self.now + ms
+        while (d := self.coord.next_deadline()) is not None and d <= target:
+            self.now = max(self.now, d)
+            self.absorb(self.coord.tick(self.now))
+        self.now = target
+        self.settle()
+
+    def answer(self, ctx: Ctx) -> dict[str, Any] | None:
+        return self.answers.get(ctx)
+
+    def group(self, gid: str = "g") -> ClassicGroup:
+        g = self.coord.group(gid)
+        assert g is not None, f"no group {gid}"
+        return g
+
+    def state(self, gid: str = "g") -> str:
+        g = self.coord.group(gid)
+        return "Dead" if g is None else str(g.state)
+
+    def records(self) -> list[Record]:
+        return [r for _, r in self.log]
+
+    def client(self, name: str, group: str = "g", **kw: Any) -> Client:
+        return Client(self, name, group, **kw)
+
+
+@dataclass(eq=False)
+class Client:
+    """A consumer as the coordinator sees it: ids and generation it learnt from answers."""
+
+    shell: Shell
+    name: str
+    group: str = "g"
+    join_version: int = 5
+    sync_version: int = 3
+    instance_id: str | None = None
+    topics: tuple[str, ...] = ("t",)
+    protocols: list[tuple[str, bytes]] | None = None
+    session_timeout_ms: int = 10000
+    rebalance_timeout_ms: int = 30000
+    protocol_type: str = "consumer"
+    member_id: str = ""
+    generation: int = -1
+    leader: str = ""
+    members: list[dict[str, Any]] = field(default_factory=list)
+    assignment: bytes | None = None
+    pending_join: Ctx | None = None
+    pending_sync: Ctx | None = None
+
+    def join_request(self) -> dict[str, Any]:
+        protocols = self.protocols if self.protocols is not None else [("range", sub(*self.topics))]
+        return {
+            "group_id": self.group,
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "member_id": self.member_id,
+            "group_instance_id": self.instance_id,
+            "protocol_type": self.protocol_type,
+            "protocols": [{"name": n, "metadata": m} for n, m in protocols],
+        }
+
+    def join(self, *, version: int | None = None) -> Ctx:
+        """Send JoinGroup; a MEMBER_ID_REQUIRED answer is followed straight away by the rejoin."""
+        v = self.join_version if version is None else version
+        ctx = self.shell.send("JoinGroup", v, self.join_request(), client_id=self.name)
+        resp = self.shell.answer(ctx)
+        if resp is not None and resp["error_code"] == 79:
+            self.member_id = resp["member_id"]
+            ctx = self.shell.send("JoinGroup", v, self.join_request(), client_id=self.name)
+        self.pending_join = ctx
+        self.collect_join()
+        return ctx
+
+    def collect_join(self, *, lose: bool = False) -> dict[str, Any] | None:
+        """Read the JoinGroup answer if it came; ``lose`` drops it as a lost response would."""
+        if self.pending_join is None:
+            return None
+        resp = self.shell.answer(self.pending_join)
+        if resp is None:
+            return None
+        self.pending_join = None
+        if lose:
+            return resp
+        if resp["error_code"] == 0:
+            self.member_id = resp["member_id"]
+            self.generation = resp["generation_id"]
+            self.leader = resp["leader"]
+            self.members = resp["members"]
+        elif resp["error_code"] in (25, 22):
+            self.member_id, self.generation = "", -1
+        return resp
+
+    @property
+    def is_leader(self) -> bool:
+        return self.member_id != "" and self.leader == self.member_id
+
+    def sync(self, assignments: dict[str, bytes] | None = None, *, version: int | None = None) -> Ctx:
+        v = self.sync_version if version is None else version
+        req = {
+            "group_id": self.group,
+            "generation_id": self.generation,
+            "member_id": self.member_id,
+            "group_instance_id": self.instance_id,
+            "protocol_type": self.protocol_type,
+            "protocol_name": None,
+            "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()],
+        }
+        self.pending_sync = self.shell.send("SyncGroup", v, req, client_id=self.name)
+        self.collect_sync()
+        return self.pending_sync
+
+    def collect_sync(self) -> dict[str, Any] | None:
+        if self.pending_sync is None:
+            return None
+        resp = self.shell.answer(self.pending_sync)
+        if resp is not None and resp["error_code"] == 0:
+            self.assignment = resp["assignment"]
+        return resp
+
+    def heartbeat(self, *, version: int = 3) -> int:
+        req = {
+            "group_id": self.group,
+            "generation_id": self.generation,
+            "member_id": self.member_id,
+            "group_instance_id": self.instance_id,
+        }
+        resp = self.shell.answer(self.shell.send("Heartbeat", version, req, client_id=self.name))
+        assert resp is not None
+        return resp["error_code"]
+
+    def leave(self, *, version: int = 3) -> dict[str, Any]:
+        if version >= 3:
+            req = {
+                "group_id": self.group,
+                "members": [{"member_id": self.member_id, "group_instance_id": self.instance_id, "reason": None}],
+            }
+        else:
+            req = {"group_id": self.group, "member_id": self.member_id}
+        resp = self.shell.answer(self.shell.send("LeaveGroup", version, req, client_id=self.name))
+        assert resp is not None
+        return resp
+
+    def commit(self, offsets: dict[tuple[str, int], int], *, version: int = 8, generation: int | None = None) -> Ctx:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), o in offsets.items():
+            topics.setdefault(t, []).append({"partition_index": p, "committed_offset": o, "committed_metadata": ""})
+        req = {
+            "group_id": self.group,
+            "generation_id_or_member_epoch": self.generation if generation is None else generation,
+            "member_id": self.member_id,
+            "group_instance_id": self.instance_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        return self.shell.send("OffsetCommit", version, req, client_id=self.name)
