@@ -24,14 +24,13 @@ from dataclasses import fields
 from functools import cache
 from typing import Any
 
+from groupd.protocol._rt import ZERO_UUID
+from groupd.protocol.schema import snake_case
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import i32Timedelta, i64Timedelta
-
-from groupd.protocol._rt import ZERO_UUID
-from groupd.protocol.schema import snake_case
 
 _MS_TYPES = {"timedelta_i32", "timedelta_i64", "datetime_i64"}
 
@@ -68,6 +67,7 @@ class _FieldInfo:
     optional: bool
     is_array: bool
     entity: type | None  # the nested dataclass, if any
+    default: Any  # kio's default, or dataclasses.MISSING
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
@@ -90,7 +90,7 @@ def field_infos(cls: type) -> tuple[_FieldInfo, ...]:
         entity = tp if dataclasses.is_dataclass(tp) else None
         kafka_type = fl.metadata.get("kafka_type")
         ours = fl.name + "_ms" if kafka_type in _MS_TYPES else fl.name
-        out.append(_FieldInfo(fl.name, ours, kafka_type, optional, is_array, entity))
+        out.append(_FieldInfo(fl.name, ours, kafka_type, optional, is_array, entity, fl.default))
     return tuple(out)
 
 
@@ -183,6 +183,9 @@ def kio_strategy(cls: type) -> st.SearchStrategy[Any]:
             inner = st.lists(inner, max_size=3).map(tuple)
         if fi.optional and (fi.is_array or fi.entity is not None):
             inner = st.one_of(st.none(), inner)
+        if fi.default is not dataclasses.MISSING:
+            # Defaults matter on the wire (a tagged field equal to its default is omitted): hit them often.
+            inner = st.one_of(st.just(fi.default), inner)
         kwargs[fi.name] = inner
     return st.builds(cls, **kwargs)
 
@@ -201,3 +204,42 @@ def kio_decode(cls: type, data: bytes) -> Any:
     assert size == len(data), f"kio consumed {size} of {len(data)} bytes"
     return value
 
+
+# --- defaults --------------------------------------------------------------------------------------
+
+_IMPLICIT = {"bool": False, "string": "", "bytes": b"", "records": None, "uuid": ZERO_UUID, "float64": 0.0}
+
+
+def kio_defaults(cls: type) -> dict[str, Any]:
+    """Our expected default per field of ``cls`` (nested: ``"topics.partitions.leader_epoch"``).
+
+    kio keeps Kafka's explicit ``"default"``; a field without one has the type's implicit default
+    (0, "", false, empty array, zero UUID; null for ``records``), as in Kafka's generated code.
+    """
+    out: dict[str, Any] = {}
+    for fi in field_infos(cls):
+        if fi.default is not dataclasses.MISSING:
+            d = fi.default
+            if d is None:
+                value: Any = -1 if fi.kafka_type == "datetime_i64" else None
+            elif fi.entity is not None:
+                value = [to_ours(x) for x in d] if fi.is_array else to_ours(d)
+            elif fi.is_array:
+                value = [_scalar_to_ours(fi.kafka_type, x) for x in d]  # type: ignore[arg-type]
+            else:
+                value = _scalar_to_ours(fi.kafka_type, d)  # type: ignore[arg-type]
+        elif fi.is_array:
+            value = []
+        elif fi.entity is not None:
+            value = _struct_default(fi.entity)
+        else:
+            value = _IMPLICIT.get(fi.kafka_type, 0)  # type: ignore[arg-type]
+        out[fi.ours] = value
+        if fi.entity is not None:
+            for k, v in kio_defaults(fi.entity).items():
+                out[f"{fi.ours}.{k}"] = v
+    return out
+
+
+def _struct_default(cls: type) -> dict[str, Any]:
+    return {k: v for k, v in kio_defaults(cls).items() if "." not in k}
