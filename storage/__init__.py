@@ -1,0 +1,46 @@
+"""groupd.storage: Kafka-format segmented partition logs, recovery, group commit, compaction.
+
+The engine stores and returns record batches; it knows nothing about what the records mean.
+"""
+
+from .appender import Appender, FsyncPolicy
+from .compaction import CompactionResult, compact, recover_interrupted_swaps, run_cleanup
+from .errors import (
+    CorruptRecordError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageEngineError,
+    StorageError,
+    UnsupportedCompressionError,
+)
+from .log import FileOps, LogConfig, PartitionLog, Segment
+from .manager import LogManager, parse_partition_dir
+from .records import BatchView, Record, build_batch, iter_batches, iter_records
+
+__all__ = [
+    "Appender",
+    "BatchView",
+    "CompactionResult",
+    "CorruptRecordError",
+    "FileOps",
+    "FsyncPolicy",
+    "LogClosedError",
+    "LogConfig",
+    "LogManager",
+    "OffsetOutOfRangeError",
+    "PartitionLog",
+    "Record",
+    "RecordTooLargeError",
+    "Segment",
+    "StorageEngineError",
+    "StorageError",
+    "UnsupportedCompressionError",
+    "build_batch",
+    "compact",
+    "iter_batches",
+    "iter_records",
+    "parse_partition_dir",
+    "recover_interrupted_swaps",
+    "run_cleanup",
+]

@@ -1,0 +1,346 @@
+"""Log compaction (keep the latest record per key) with Kafka's crash-safe segment swap.
+
+Theory of operation
+-------------------
+Only inactive segments are cleaned; the active segment is neither read for the key map nor
+rewritten, as in Kafka (its newest records may not even be on disk yet). A pass:
+
+1. fsyncs the inactive segments, because a record may only be dropped once the record that
+   supersedes it is durable;
+2. builds a map key -> offset of the latest record for every key in them (keys are opaque bytes);
+3. groups consecutive segments (at most `segment_bytes` of input per group) and rewrites each
+   group into one segment that starts at the group's base offset. A record survives if it is the
+   latest for its key, or has no key; a tombstone (null value) that is the latest for its key is
+   dropped too once its segment's newest timestamp is older than `delete_retention_ms`. Offsets
+   never change: surviving records keep theirs, batches keep their baseOffset and
+   lastOffsetDelta (they may become sparse), and the group's last batch is kept even when empty
+   so the cleaned segment covers exactly the offsets of the segments it replaces. Batches that are
+   kept whole are copied byte for byte; control batches and batches whose codec is not
+   installed are kept whole.
+
+The swap, per group with base offset X (each step ends with an fsync of the directory)::
+
+    write X.log.cleaned (+ .index/.timeindex.cleaned), fsync them   -- crash: .cleaned deleted
+    rename indexes, then X.log.cleaned -> X.log.swap                -- X.log.swap is the commit
+    rename every replaced segment's files -> *.deleted               -- crash: swap is completed
+    rename X.*.swap -> X.*                                          -- crash: swap is completed
+    unlink *.deleted
+
+`recover_interrupted_swaps`, run by PartitionLog.open before anything else, deletes `.cleaned`
+files (old segments are intact), completes any `X.log.swap` (deleting the segments whose base
+offsets fall inside the swap segment's offset range, then renaming it into place), and removes
+stray index `.swap` and `.deleted` files (indexes are rebuilt when missing). So a crash at any
+point leaves the old segments or the new one, never neither and never both.
+
+Retention for non-compacted topics (`retention_ms`, `retention_bytes`) is
+`PartitionLog.apply_retention`; `run_cleanup` applies whichever the topic's policy asks for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from . import records as rec
+from .errors import UnsupportedCompressionError
+from .log import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_ENTRY,
+    INDEX_SUFFIX,
+    INT32_MAX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIMEINDEX_ENTRY,
+    TIMEINDEX_SUFFIX,
+    PartitionLog,
+    Segment,
+    _Cursor,
+    _EmptySegmentState,
+    fsync_dir,
+    segment_name,
+)
+
+log = structlog.get_logger("groupd.storage")
+
+# Names of the points a crash_hook is called at, in order.
+SWAP_STEPS = ("cleaned_written", "swap_renamed", "old_renamed", "swap_installed", "deleted_removed")
+
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+
+
+@dataclass
+class CompactionResult:
+    groups_cleaned: int = 0
+    segments_replaced: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_dropped: int = 0
+    tombstones_dropped: int = 0
+
+
+def _is_segment_log(name: str) -> bool:
+    return name.endswith(LOG_SUFFIX) and len(name) == 20 + len(LOG_SUFFIX) and name[:20].isdigit()
+
+
+def _swap_next_offset(path: Path) -> int:
+    """Offset after the last batch of a (complete, fsynced) swap file."""
+    base = int(path.name[:20])
+    nxt = base
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        for view in rec.iter_batches(data):
+            nxt = view.next_offset
+    except rec.CorruptRecordError:
+        pass  # cannot happen for a file fsynced before its rename; keep what was readable
+    return nxt
+
+
+def recover_interrupted_swaps(directory: Path) -> None:
+    """Finish or roll back compaction swaps that a crash interrupted (see module docstring)."""
+    changed = False
+    for p in list(directory.iterdir()):
+        if p.name.endswith(CLEANED_SUFFIX):
+            p.unlink()
+            changed = True
+    for swap in sorted(p for p in directory.iterdir() if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
+        base = int(swap.name[:20])
+        nxt = _swap_next_offset(swap)
+        replaced = []
+        for p in directory.iterdir():
+            if _is_segment_log(p.name) and base <= int(p.name[:20]) < max(nxt, base + 1):
+                replaced.append(int(p.name[:20]))
+        for b in {*replaced, base}:
+            for suffix in _SEGMENT_SUFFIXES:
+                with contextlib.suppress(FileNotFoundError):
+                    (directory / (segment_name(b) + suffix)).unlink()
+        os.rename(swap, directory / (segment_name(base) + LOG_SUFFIX))
+        log.warning("storage.compaction.swap_completed", path=str(swap), replaced=sorted(replaced),
+                    next_offset=nxt)
+        changed = True
+    for p in list(directory.iterdir()):
+        # Index swaps left alone belong to a swap whose log is already in place (or never got
+        # there); the indexes are simply rebuilt, which is always safe.
+        if p.name.endswith(SWAP_SUFFIX) or p.name.endswith(DELETED_SUFFIX):
+            p.unlink()
+            changed = True
+    if changed:
+        fsync_dir(directory)
+
+
+def _segment_newest_ms(seg: Segment) -> int:
+    if seg.max_timestamp >= 0:
+        return seg.max_timestamp
+    return int(os.stat(seg.log_path).st_mtime * 1000)
+
+
+def _iter_segment_batches(plog: PartitionLog, seg: Segment):
+    """(position in segment, view) for each batch of a segment."""
+    pos = 0
+    for buf, cut in plog._segment_windows(seg, 0, seg.size):
+        for view in rec.iter_batches(buf, 0, cut, strict=True):
+            yield pos + view.position, view
+        pos += cut
+
+
+def _build_key_map(plog: PartitionLog, segments: list[Segment]) -> dict[bytes, int]:
+    latest: dict[bytes, int] = {}
+    for seg in segments:
+        for _pos, view in _iter_segment_batches(plog, seg):
+            if view.is_control:
+                continue
+            try:
+                kv = view.records_kv()
+            except UnsupportedCompressionError:
+                continue  # kept whole; its keys cannot supersede anything we would drop
+            for offset, _ts, key, _value in kv:
+                if key is not None:
+                    latest[key] = offset
+    return latest
+
+
+def _group_segments(segments: list[Segment], max_bytes: int) -> list[list[Segment]]:
+    groups: list[list[Segment]] = []
+    for seg in segments:
+        if groups:
+            g = groups[-1]
+            size = sum(s.size for s in g) + seg.size
+            span = seg.read_next_offset() - g[0].base_offset
+            if size <= max_bytes and span <= INT32_MAX:
+                g.append(seg)
+                continue
+        groups.append([seg])
+    return groups
+
+
+def compact(
+    plog: PartitionLog,
+    *,
+    now: int | None = None,
+    crash_hook: Callable[[str], None] | None = None,
+) -> CompactionResult:
+    """Clean every inactive segment of `plog`. Blocking file I/O: run it in an executor.
+
+    `crash_hook(step)` is called after each step of a swap (names in SWAP_STEPS); tests raise
+    from it to simulate a crash at that point.
+    """
+    cfg = plog.config
+    now = plog.clock() if now is None else now
+    result = CompactionResult()
+    with plog._maintenance_lock:
+        plog._check_open()
+        segments = plog.segments[:-1]
+        if not segments:
+            return result
+        for seg in segments:
+            seg.fsync()
+        latest = _build_key_map(plog, segments)
+        for group in _group_segments(segments, cfg.segment_bytes):
+            _clean_group(plog, group, latest, now, crash_hook, result)
+    if result.groups_cleaned:
+        log.info(
+            "storage.compaction.done",
+            path=str(plog.path),
+            groups=result.groups_cleaned,
+            bytes_before=result.bytes_before,
+            bytes_after=result.bytes_after,
+            records_dropped=result.records_dropped,
+            tombstones_dropped=result.tombstones_dropped,
+        )
+    return result
+
+
+def _clean_group(
+    plog: PartitionLog,
+    group: list[Segment],
+    latest: dict[bytes, int],
+    now: int,
+    crash_hook: Callable[[str], None] | None,
+    result: CompactionResult,
+) -> None:
+    directory = plog.path
+    base = group[0].base_offset
+    name = segment_name(base)
+    cleaned = {s: directory / (name + s + CLEANED_SUFFIX) for s in _SEGMENT_SUFFIXES}
+    swap = {s: directory / (name + s + SWAP_SUFFIX) for s in _SEGMENT_SUFFIXES}
+    horizon = now - plog.config.delete_retention_ms
+    cur = _Cursor(_EmptySegmentState(base), plog.config.index_interval_bytes)  # type: ignore[arg-type]
+    dropped = tombstones = 0
+    out_pos = 0
+    bytes_before = sum(s.size for s in group)
+    with open(cleaned[LOG_SUFFIX], "wb") as out:
+        for si, seg in enumerate(group):
+            drop_tombstones = _segment_newest_ms(seg) < horizon
+            last_segment = si == len(group) - 1
+            for pos, view in _iter_segment_batches(plog, seg):
+                data: bytes | memoryview | None = view.raw
+                if not view.is_control:
+                    try:
+                        records = view.records()
+                    except UnsupportedCompressionError:
+                        records = None
+                    if records is not None:
+                        kept = []
+                        for r in records:
+                            if r.key is None:
+                                kept.append(r)
+                            elif latest.get(r.key) != r.offset:
+                                dropped += 1
+                            elif r.value is None and drop_tombstones:
+                                tombstones += 1
+                            else:
+                                kept.append(r)
+                        if len(kept) != len(records):
+                            is_last = last_segment and pos + view.size == seg.size
+                            data = rec.build_sparse_batch(view, kept) if kept or is_last else None
+                if data is None:
+                    continue
+                (max_ts,) = struct.unpack_from(">q", data, rec.MAX_TIMESTAMP_OFFSET)
+                out.write(data)
+                cur.track(out_pos, view.last_offset, max_ts, len(data))
+                out_pos += len(data)
+        if dropped == 0 and tombstones == 0:
+            out.close()
+            cleaned[LOG_SUFFIX].unlink()
+            return
+        out.flush()
+        os.fsync(out.fileno())
+    final = cur.final_ti_entry()
+    ti_entries = [*cur.ti_entries, *([final] if final else [])]
+    for suffix, payload in (
+        (INDEX_SUFFIX, b"".join(INDEX_ENTRY.pack(o, p) for o, p in cur.index_entries)),
+        (TIMEINDEX_SUFFIX, b"".join(TIMEINDEX_ENTRY.pack(t, o) for t, o in ti_entries)),
+    ):
+        with open(cleaned[suffix], "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+    _hook(crash_hook, "cleaned_written")
+
+    os.rename(cleaned[INDEX_SUFFIX], swap[INDEX_SUFFIX])
+    os.rename(cleaned[TIMEINDEX_SUFFIX], swap[TIMEINDEX_SUFFIX])
+    os.rename(cleaned[LOG_SUFFIX], swap[LOG_SUFFIX])
+    fsync_dir(directory)
+    _hook(crash_hook, "swap_renamed")
+
+    deleted: list[Path] = []
+    for seg in group:
+        for p in (seg.log_path, seg.index_path, seg.timeindex_path):
+            target = p.with_name(p.name + DELETED_SUFFIX)
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(p, target)
+                deleted.append(target)
+    fsync_dir(directory)
+    _hook(crash_hook, "old_renamed")
+
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+        os.rename(swap[suffix], directory / (name + suffix))
+    fsync_dir(directory)
+    new_seg = Segment(directory, base, plog._ops)
+    if not new_seg.load_indexes(plog.config.index_interval_bytes):
+        plog._rebuild(new_seg, check_crc=False)
+    new_seg.next_offset = group[-1].read_next_offset()
+    with plog._lock:
+        segs = plog._segments
+        i = next(k for k, s in enumerate(segs) if s is group[0])
+        assert segs[i : i + len(group)] == group, "segments changed under the cleaner"
+        plog._set_segments([*segs[:i], new_seg, *segs[i + len(group) :]])
+        plog._dirty.difference_update(group)
+    _hook(crash_hook, "swap_installed")
+
+    for p in deleted:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+    _hook(crash_hook, "deleted_removed")
+
+    result.groups_cleaned += 1
+    result.segments_replaced += len(group)
+    result.bytes_before += bytes_before
+    result.bytes_after += out_pos
+    result.records_dropped += dropped
+    result.tombstones_dropped += tombstones
+
+
+def _hook(crash_hook: Callable[[str], None] | None, step: str) -> None:
+    if crash_hook is not None:
+        crash_hook(step)
+
+
+def run_cleanup(plog: PartitionLog, *, now: int | None = None) -> CompactionResult | int:
+    """Apply the topic's cleanup policy once: compaction, retention, or both."""
+    cfg = plog.config
+    result: CompactionResult | int = 0
+    if cfg.compact:
+        result = compact(plog, now=now)
+    if cfg.delete:
+        deleted = plog.apply_retention(now)
+        if not cfg.compact:
+            result = deleted
+    return result

@@ -1,0 +1,1330 @@
+"""Segmented append-only partition logs in Kafka's on-disk layout.
+
+Theory of operation
+-------------------
+A partition is a directory ``<data>/<topic>-<n>/`` of segments. A segment is three files named by
+the 20-digit base offset of its first batch:
+
+* ``00000000000000000000.log``        record batches (see records.py), back to back;
+* ``00000000000000000000.index``      sparse offset index, 8-byte entries (int32 offset relative to
+  the base offset, int32 byte position), one per `index_interval_bytes` of log; an entry maps the
+  *last* offset of a batch to the position where that batch starts, as Kafka's does;
+* ``00000000000000000000.timeindex``  12-byte entries (int64 timestamp, int32 relative offset): the
+  largest timestamp seen so far and the last offset of the batch that first reached it.
+
+Only the last (active) segment is written. Every append is prepared on the caller's thread
+(offsets assigned, bytes built, index entries computed), written with one ``pwrite`` at the
+segment's committed size (which may run in a worker thread), and only then committed to the
+in-memory state. Readers never look past a committed size, so a write in flight, a failed write,
+or a write that was rolled back with ``ftruncate`` is invisible. Because the write position comes
+from memory rather than the file offset, a failed truncate cannot misplace the next append.
+
+Recovery at open: interrupted compaction swaps are finished or rolled back (see compaction.py);
+older segments are trusted but get their indexes rebuilt when missing or implausible; the active
+segment is scanned, CRC by CRC, from its last index entry after a clean shutdown (a marker written
+by ``close()``), or from byte 0 after a crash or when its indexes are damaged, and a torn or
+corrupt tail is truncated at the first bad batch.
+
+Threading: appends to one log must be serialised by the caller (the Appender does that). Reads
+may run concurrently with an append. Segments are swapped copy-on-write under a small lock, and a
+segment's file descriptors close when the last reference goes, so a reader holding an old segment
+keeps reading valid (if superseded) bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import errno
+import os
+import struct
+import threading
+import time
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from . import records as rec
+from .errors import (
+    CorruptRecordError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+    UnsupportedCompressionError,
+)
+
+log = structlog.get_logger("groupd.storage")
+
+INT32_MAX = 2**31 - 1
+INDEX_ENTRY = struct.Struct(">ii")
+TIMEINDEX_ENTRY = struct.Struct(">qi")
+CLEAN_SHUTDOWN_FILE = "clean-shutdown"
+LOG_START_FILE = "log-start-offset"
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+READ_CHUNK = 4 * 1024 * 1024
+SEEK_CHUNK = 64 * 1024
+# Records the appender merges into one batch: beyond this a batch gains nothing but latency.
+MERGE_MAX_RECORDS = 10_000
+MERGE_MAX_BYTES = 1024 * 1024
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class FileOps:
+    """The few system calls that change files; tests substitute a subclass to inject failures."""
+
+    def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
+        return os.pwrite(fd, data, offset)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+
+DEFAULT_FILE_OPS = FileOps()
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 100 * 1024 * 1024
+    segment_ms: int | None = 7 * 24 * 3600 * 1000
+    index_interval_bytes: int = 4096
+    retention_ms: int | None = 7 * 24 * 3600 * 1000
+    retention_bytes: int | None = None
+    cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete", as Kafka spells it
+    delete_retention_ms: int = 24 * 3600 * 1000
+    max_message_bytes: int = 1_048_588
+    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    file_ops: FileOps = field(default=DEFAULT_FILE_OPS, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Index positions are int32, so a segment can never exceed 2 GiB.
+        if not rec.HEADER_SIZE <= self.segment_bytes <= INT32_MAX:
+            raise ValueError(f"segment_bytes must be between {rec.HEADER_SIZE} and {INT32_MAX}")
+        if self.index_interval_bytes < 0:
+            raise ValueError("index_interval_bytes must be >= 0")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise ValueError(f"unknown message_timestamp_type {self.message_timestamp_type!r}")
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+
+class _Fd:
+    """An fd that closes itself when unreferenced, so readers of swapped-out segments stay safe."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, path: Path, flags: int) -> None:
+        self.fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError):
+            self.close()
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _pwrite_all(ops: FileOps, fd: int, data: bytes | memoryview, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = ops.pwrite(fd, view, offset)
+        if n <= 0:
+            raise OSError(errno.EIO, "short write")
+        view = view[n:]
+        offset += n
+
+
+def _pread_exact(fd: int, size: int, offset: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    while len(data) < size:
+        more = os.pread(fd, size - len(data), offset + len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
+class _Cursor:
+    """Index-building state of a segment, copied so an append can be planned before it commits."""
+
+    __slots__ = (
+        "base",
+        "bytes_since",
+        "index_entries",
+        "interval",
+        "last_ti_ts",
+        "max_ts",
+        "max_ts_offset",
+        "rolling_ts",
+        "ti_entries",
+    )
+
+    def __init__(self, seg: Segment, interval: int) -> None:
+        self.base = seg.base_offset
+        self.interval = interval
+        self.bytes_since = seg.bytes_since_index
+        self.max_ts = seg.max_timestamp
+        self.max_ts_offset = seg.offset_of_max_timestamp
+        self.last_ti_ts = seg.ti_timestamps[-1] if seg.ti_timestamps else -1
+        self.rolling_ts = seg.rolling_base_timestamp
+        self.index_entries: list[tuple[int, int]] = []
+        self.ti_entries: list[tuple[int, int]] = []
+
+    def track(self, position: int, last_offset: int, max_ts: int, size: int) -> None:
+        # Same order as Kafka's LogSegment.append, so our indexes match what Kafka would write.
+        if max_ts > self.max_ts:
+            self.max_ts = max_ts
+            self.max_ts_offset = last_offset
+        if self.bytes_since > self.interval:
+            self.index_entries.append((last_offset - self.base, position))
+            if self.max_ts > self.last_ti_ts:
+                self.ti_entries.append((self.max_ts, self.max_ts_offset - self.base))
+                self.last_ti_ts = self.max_ts
+            self.bytes_since = 0
+        if self.rolling_ts is None:
+            self.rolling_ts = max_ts
+        self.bytes_since += size
+
+    def final_ti_entry(self) -> tuple[int, int] | None:
+        if self.max_ts > self.last_ti_ts:
+            return (self.max_ts, self.max_ts_offset - self.base)
+        return None
+
+
+class Segment:
+    """One .log file with its two indexes. Mutated only by its PartitionLog."""
+
+    def __init__(self, directory: Path, base_offset: int, ops: FileOps, *, create: bool = False) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.ops = ops
+        name = segment_name(base_offset)
+        self.log_path = directory / (name + LOG_SUFFIX)
+        self.index_path = directory / (name + INDEX_SUFFIX)
+        self.timeindex_path = directory / (name + TIMEINDEX_SUFFIX)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        self._log = _Fd(self.log_path, flags)
+        self._index = _Fd(self.index_path, os.O_RDWR | os.O_CREAT)
+        self._timeindex = _Fd(self.timeindex_path, os.O_RDWR | os.O_CREAT)
+        self.size = os.fstat(self._log.fd).st_size
+        self.idx_offsets = array("i")
+        self.idx_positions = array("i")
+        self.ti_timestamps = array("q")
+        self.ti_offsets = array("i")
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.bytes_since_index = 0
+        self.rolling_base_timestamp: int | None = None
+        self.created_ms = now_ms()
+        # Known for the active segment and for any segment that was scanned; else computed lazily.
+        self.next_offset: int | None = None
+
+    # -- fds --------------------------------------------------------------------------------
+
+    @property
+    def log_fd(self) -> int:
+        return self._log.fd
+
+    def close(self) -> None:
+        for f in (self._log, self._index, self._timeindex):
+            f.close()
+
+    def fsync(self) -> None:
+        self.ops.fsync(self._log.fd)
+
+    def fsync_all(self) -> None:
+        for f in (self._log, self._index, self._timeindex):
+            self.ops.fsync(f.fd)
+
+    # -- index files ------------------------------------------------------------------------
+
+    def load_indexes(self, interval: int) -> bool:
+        """Read both index files; False when either is missing, torn or implausible."""
+        idx = _pread_exact(self._index.fd, os.fstat(self._index.fd).st_size, 0)
+        tix = _pread_exact(self._timeindex.fd, os.fstat(self._timeindex.fd).st_size, 0)
+        if len(idx) % INDEX_ENTRY.size or len(tix) % TIMEINDEX_ENTRY.size:
+            return False
+        n = len(idx) // INDEX_ENTRY.size
+        flat = struct.unpack(f">{2 * n}i", idx)
+        offsets, positions = array("i", flat[0::2]), array("i", flat[1::2])
+        m = len(tix) // TIMEINDEX_ENTRY.size
+        tflat = struct.unpack(">" + "qi" * m, tix)
+        timestamps, toffsets = array("q", tflat[0::2]), array("i", tflat[1::2])
+        prev_o, prev_p = -1, -1
+        for o, p in zip(offsets, positions):
+            if o <= prev_o or p <= prev_p or p >= self.size:
+                return False
+            prev_o, prev_p = o, p
+        prev_t, prev_o = -1, -1
+        for t, o in zip(timestamps, toffsets):
+            if t <= prev_t or o < prev_o or o < 0:
+                return False
+            prev_t, prev_o = t, o
+        # A long segment without a single entry means the index was lost (or never written);
+        # a non-empty segment always gets a final time entry when it stops being active.
+        if not offsets and self.size > 2 * max(interval, rec.HEADER_SIZE):
+            return False
+        if self.size and not timestamps:
+            return False
+        self.idx_offsets, self.idx_positions = offsets, positions
+        self.ti_timestamps, self.ti_offsets = timestamps, toffsets
+        if timestamps:
+            self.max_timestamp = timestamps[-1]
+            self.offset_of_max_timestamp = self.base_offset + toffsets[-1]
+        return True
+
+    def write_indexes(self) -> None:
+        """Rewrite both index files from memory (after a rebuild or truncation)."""
+        flat: list[int] = []
+        for o, p in zip(self.idx_offsets, self.idx_positions):
+            flat += (o, p)
+        data = struct.pack(f">{len(flat)}i", *flat)
+        tflat: list[int] = []
+        for t, o in zip(self.ti_timestamps, self.ti_offsets):
+            tflat += (t, o)
+        tdata = struct.pack(">" + "qi" * len(self.ti_timestamps), *tflat)
+        for f, payload in ((self._index, data), (self._timeindex, tdata)):
+            self.ops.ftruncate(f.fd, 0)
+            if payload:
+                _pwrite_all(self.ops, f.fd, payload, 0)
+
+    def reset_indexes(self) -> None:
+        self.idx_offsets, self.idx_positions = array("i"), array("i")
+        self.ti_timestamps, self.ti_offsets = array("q"), array("i")
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.bytes_since_index = 0
+        self.rolling_base_timestamp = None
+
+    def apply_cursor(self, cur: _Cursor) -> None:
+        for o, p in cur.index_entries:
+            self.idx_offsets.append(o)
+            self.idx_positions.append(p)
+        for t, o in cur.ti_entries:
+            self.ti_timestamps.append(t)
+            self.ti_offsets.append(o)
+        self.bytes_since_index = cur.bytes_since
+        self.max_timestamp = cur.max_ts
+        self.offset_of_max_timestamp = cur.max_ts_offset
+        self.rolling_base_timestamp = cur.rolling_ts
+
+    def append_index_entries(self, cur: _Cursor) -> None:
+        """Write the cursor's new entries at the end of the index files (worker thread)."""
+        if cur.index_entries:
+            data = b"".join(INDEX_ENTRY.pack(o, p) for o, p in cur.index_entries)
+            _pwrite_all(self.ops, self._index.fd, data, len(self.idx_offsets) * INDEX_ENTRY.size)
+        if cur.ti_entries:
+            data = b"".join(TIMEINDEX_ENTRY.pack(t, o) for t, o in cur.ti_entries)
+            _pwrite_all(self.ops, self._timeindex.fd, data, len(self.ti_timestamps) * TIMEINDEX_ENTRY.size)
+
+    def truncate_index_files(self) -> None:
+        """Drop index bytes past what memory knows about (undo of a failed append)."""
+        self.ops.ftruncate(self._index.fd, len(self.idx_offsets) * INDEX_ENTRY.size)
+        self.ops.ftruncate(self._timeindex.fd, len(self.ti_timestamps) * TIMEINDEX_ENTRY.size)
+
+    def append_final_time_entry(self) -> None:
+        """Kafka's onBecomeInactiveSegment: make the time index's last entry the segment maximum."""
+        if self.max_timestamp >= 0 and (not self.ti_timestamps or self.max_timestamp > self.ti_timestamps[-1]):
+            rel = self.offset_of_max_timestamp - self.base_offset
+            _pwrite_all(
+                self.ops,
+                self._timeindex.fd,
+                TIMEINDEX_ENTRY.pack(self.max_timestamp, rel),
+                len(self.ti_timestamps) * TIMEINDEX_ENTRY.size,
+            )
+            self.ti_timestamps.append(self.max_timestamp)
+            self.ti_offsets.append(rel)
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def index_position(self, offset: int, size: int) -> int:
+        """Start of a batch at or before the batch holding `offset` (0 when no entry helps)."""
+        i = bisect.bisect_right(self.idx_offsets, offset - self.base_offset) - 1
+        positions = self.idx_positions
+        while i >= 0 and positions[i] >= size:
+            i -= 1
+        return positions[i] if i >= 0 else 0
+
+    def find_batch(self, offset: int, size: int) -> int | None:
+        """Position of the first batch whose last offset >= offset, or None if none before `size`."""
+        fd = self._log.fd
+        pos = self.index_position(offset, size)
+        while pos < size:
+            chunk = os.pread(fd, min(SEEK_CHUNK, size - pos), pos)
+            p = 0
+            n = len(chunk)
+            while n - p >= rec.HEADER_SIZE:
+                base, length, _, magic, _, _, lod = _HEAD7.unpack_from(chunk, p)
+                if magic != rec.MAGIC or length < rec.BATCH_OVERHEAD:
+                    raise CorruptRecordError(f"{self.log_path}: bad batch header at byte {pos + p}")
+                if base + lod >= offset:
+                    return pos + p
+                p += rec.LOG_OVERHEAD + length
+            if p == 0:
+                raise CorruptRecordError(f"{self.log_path}: truncated batch at byte {pos}")
+            pos += p
+        return None
+
+    def read_next_offset(self) -> int:
+        """Offset after this segment's last batch (scans from the last index entry)."""
+        if self.next_offset is not None:
+            return self.next_offset
+        nxt = self.base_offset
+        pos = self.idx_positions[-1] if self.idx_positions else 0
+        fd = self._log.fd
+        while self.size - pos >= rec.HEADER_SIZE:
+            base, length, _, _, _, _, lod = _HEAD7.unpack_from(_pread_exact(fd, 27, pos))
+            nxt = base + lod + 1
+            pos += rec.LOG_OVERHEAD + length
+        self.next_offset = nxt
+        return nxt
+
+
+_HEAD7 = struct.Struct(">qiibIhi")  # up to lastOffsetDelta
+
+
+@dataclass
+class _Prepared:
+    """An append planned on the caller's thread, to be written and then committed."""
+
+    data: bytes
+    position: int
+    base_offset: int
+    last_offset: int
+    target: Segment | None  # None: the write goes to a segment rolled at `roll_base`
+    cursor: _Cursor
+    roll_base: int | None = None
+    roll_from: Segment | None = None
+    new_segment: Segment | None = None
+    results: list = field(default_factory=list)
+
+
+@dataclass
+class _ScanResult:
+    end: int
+    next_offset: int
+    reason: str | None
+
+
+class PartitionLog:
+    """One partition: an ordered list of segments, the last of which takes appends."""
+
+    def __init__(self, path: Path, config: LogConfig, *, clock: Callable[[], int] = now_ms) -> None:
+        self.path = Path(path)
+        self.config = config
+        self.clock = clock
+        self._ops = config.file_ops
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._log_start = 0
+        self._next_offset = 0
+        self._lock = threading.RLock()  # guards the segment list, offsets and the dirty set
+        self._io_lock = threading.Lock()  # held while an append's bytes hit the disk
+        self._maintenance_lock = threading.Lock()  # compaction, retention, truncation
+        self._dirty: set[Segment] = set()
+        self._closed = False
+
+    # -- opening and recovery ---------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path | str, config: LogConfig | None = None, *, clock: Callable[[], int] = now_ms
+             ) -> PartitionLog:
+        self = cls(Path(path), config or LogConfig(), clock=clock)
+        try:
+            self._load()
+        except OSError as exc:
+            raise StorageError(f"cannot open log {self.path}: {exc}") from exc
+        return self
+
+    def _load(self) -> None:
+        from .compaction import recover_interrupted_swaps
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        recover_interrupted_swaps(self.path)
+        marker = self.path / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        bases = sorted(
+            int(p.name[: -len(LOG_SUFFIX)])
+            for p in self.path.iterdir()
+            if p.name.endswith(LOG_SUFFIX) and len(p.name) == 20 + len(LOG_SUFFIX) and p.name[:20].isdigit()
+        )
+        known = {segment_name(b) for b in bases}
+        for p in self.path.iterdir():
+            stem, _, suffix = p.name.partition(".")
+            if "." + suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX) and stem not in known:
+                p.unlink()  # index of a segment that no longer exists
+        start = self._read_log_start()
+        if not bases:
+            bases = [start or 0]
+            Segment(self.path, bases[0], self._ops, create=True).close()
+            fsync_dir(self.path)
+        segments = []
+        for i, base in enumerate(bases):
+            seg = Segment(self.path, base, self._ops)
+            active = i == len(bases) - 1
+            if active:
+                self._recover_active(seg, clean)
+            elif not seg.load_indexes(self.config.index_interval_bytes):
+                log.warning("storage.index.rebuild", path=str(seg.log_path), reason="missing or damaged")
+                self._rebuild(seg, check_crc=False)
+            segments.append(seg)
+        # A crash between checkpointing a new log start and deleting segments leaves dead ones.
+        while len(segments) > 1 and start is not None and segments[1].base_offset <= start:
+            dead = segments.pop(0)
+            self._unlink_segment(dead)
+        self._set_segments(segments)
+        active_seg = segments[-1]
+        self._next_offset = active_seg.next_offset if active_seg.next_offset is not None else active_seg.base_offset
+        first = segments[0].base_offset
+        self._log_start = first if start is None else min(max(first, start), self._next_offset)
+        if clean:
+            marker.unlink()
+            fsync_dir(self.path)
+
+    def _read_log_start(self) -> int | None:
+        try:
+            return int((self.path / LOG_START_FILE).read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _write_log_start(self, offset: int) -> None:
+        tmp = self.path / (LOG_START_FILE + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(f"{offset}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path / LOG_START_FILE)
+        fsync_dir(self.path)
+
+    def _recover_active(self, seg: Segment, clean: bool) -> None:
+        result = None
+        # After a clean shutdown everything before the last index entry was written and flushed by
+        # a process that then exited normally, so only the tail is checked. After a crash, or if
+        # anything about the indexes looks wrong, the whole segment is scanned.
+        if clean and seg.load_indexes(self.config.index_interval_bytes) and seg.idx_positions:
+            start = seg.idx_positions[-1]
+            # The time index entry written with the last offset entry already covers the batch
+            # there; entries after it (e.g. the final one from close) are recomputed by the scan.
+            cut = bisect.bisect_right(seg.ti_offsets, seg.idx_offsets[-1])
+            del seg.ti_timestamps[cut:]
+            del seg.ti_offsets[cut:]
+            seg.max_timestamp = seg.ti_timestamps[-1] if seg.ti_timestamps else -1
+            seg.offset_of_max_timestamp = seg.base_offset + seg.ti_offsets[-1] if seg.ti_offsets else -1
+            seg.bytes_since_index = 0
+            try:
+                seg.rolling_base_timestamp = rec.BatchView(
+                    _pread_exact(seg.log_fd, rec.HEADER_SIZE, 0), 0
+                ).max_timestamp
+            except CorruptRecordError:
+                seg.rolling_base_timestamp = None
+            else:
+                result = self._scan(seg, start, check_crc=True)
+                if result.reason is not None and result.end == start:
+                    result = None  # the batch the index pointed at is bad: distrust the index
+        if result is None:
+            seg.reset_indexes()
+            result = self._scan(seg, 0, check_crc=True)
+        if result.reason is not None:
+            log.warning(
+                "storage.recovery.truncated",
+                path=str(seg.log_path),
+                position=result.end,
+                truncated_bytes=seg.size - result.end,
+                reason=result.reason,
+            )
+            self._ops.ftruncate(seg.log_fd, result.end)
+            self._ops.fsync(seg.log_fd)
+            seg.size = result.end
+        seg.next_offset = result.next_offset
+        seg.write_indexes()
+
+    def _rebuild(self, seg: Segment, *, check_crc: bool) -> None:
+        seg.reset_indexes()
+        result = self._scan(seg, 0, check_crc=check_crc)
+        if result.reason is not None:
+            # Older segments are not truncated (later segments depend on their offsets); reads
+            # that reach the bad spot fail with CorruptRecordError instead.
+            log.error("storage.segment.corrupt", path=str(seg.log_path), position=result.end,
+                      reason=result.reason)
+        seg.next_offset = result.next_offset
+        seg.write_indexes()
+
+    def _scan(self, seg: Segment, start: int, *, check_crc: bool) -> _ScanResult:
+        """Walk batches from `start`, rebuilding index state; stop at the first bad one."""
+        cur = _Cursor(seg, self.config.index_interval_bytes)
+        fd = seg.log_fd
+        end = seg.size = os.fstat(fd).st_size
+        pos = start
+        next_offset = seg.base_offset
+        prev_next: int | None = None
+        chunk = b""
+        chunk_pos = pos
+        unpack = rec.HEADER.unpack_from
+        crc32c = rec._crc32c
+        reason = None
+        while pos < end:
+            if end - pos < rec.HEADER_SIZE:
+                reason = f"{end - pos} trailing bytes are too few for a batch header"
+                break
+            off = pos - chunk_pos
+            if off + rec.HEADER_SIZE > len(chunk):
+                chunk = _pread_exact(fd, min(READ_CHUNK, end - pos), pos)
+                chunk_pos, off = pos, 0
+            (base, length, _, magic, crc, _, lod, _, max_ts, _, _, _, count) = unpack(chunk, off)
+            size = rec.LOG_OVERHEAD + length
+            if magic != rec.MAGIC:
+                reason = f"bad magic {magic}"
+                break
+            if length < rec.BATCH_OVERHEAD:
+                reason = f"bad batch length {length}"
+                break
+            if size > end - pos:
+                reason = f"batch of {size} bytes runs past the end of the file"
+                break
+            if base < seg.base_offset or lod < 0 or count < 0 or base + lod - seg.base_offset > INT32_MAX:
+                reason = f"implausible offsets (base {base}, lastOffsetDelta {lod}, count {count})"
+                break
+            if prev_next is not None and base < prev_next:
+                reason = f"offset {base} does not follow {prev_next - 1}"
+                break
+            if check_crc:
+                if off + size > len(chunk):
+                    chunk = _pread_exact(fd, max(min(READ_CHUNK, end - pos), size), pos)
+                    chunk_pos, off = pos, 0
+                if crc32c(memoryview(chunk)[off + rec.ATTRIBUTES_OFFSET : off + size]) != crc:
+                    reason = "CRC mismatch"
+                    break
+            cur.track(pos, base + lod, max_ts, size)
+            prev_next = next_offset = base + lod + 1
+            pos += size
+        seg.apply_cursor(cur)
+        # Entries can only point below the valid end.
+        while seg.idx_positions and seg.idx_positions[-1] >= pos:
+            seg.idx_positions.pop()
+            seg.idx_offsets.pop()
+        return _ScanResult(pos, next_offset, reason)
+
+    # -- properties -------------------------------------------------------------------------
+
+    def _set_segments(self, segments: list[Segment]) -> None:
+        with self._lock:
+            self._segments = segments
+            self._bases = [s.base_offset for s in segments]
+
+    @property
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self.path} is closed")
+
+    # -- appending --------------------------------------------------------------------------
+
+    def append_records(self, records: Sequence[rec.RecordInput]) -> tuple[int, int]:
+        """Append records as one new batch; returns (base_offset, last_offset). No fsync."""
+        p = self.prepare([list(records)])
+        self._run(p)
+        result = p.results[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def append_batch(self, raw: bytes | bytearray | memoryview, *, log_append_time_ms: int | None = None
+                     ) -> tuple[int, int]:
+        """Append a client's batch(es) as sent (compressed or not), assigning offsets.
+
+        The CRC and header are validated first (CorruptRecordError). LogAppendTime is applied when
+        `log_append_time_ms` is given or the log is configured for it.
+        """
+        p = self.prepare([raw if isinstance(raw, bytes) else bytes(raw)], log_append_time_ms=log_append_time_ms)
+        self._run(p)
+        result = p.results[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _run(self, p: _Prepared) -> None:
+        try:
+            self.execute(p)
+        except StorageError:
+            self.abort(p)
+            raise
+        self.commit(p)
+
+    def _check_client_batches(self, raw: bytes) -> list[rec.BatchView]:
+        views = list(rec.iter_batches(raw, strict=True))
+        if not views:
+            raise CorruptRecordError("no record batch in produce data")
+        for v in views:
+            v.validate()
+            if v.record_count != v.last_offset_delta + 1:
+                raise CorruptRecordError(
+                    f"record count {v.record_count} does not match lastOffsetDelta {v.last_offset_delta}"
+                )
+            if v.size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {v.size} bytes exceeds max_message_bytes {self.config.max_message_bytes}"
+                )
+            if v.compression == rec.COMPRESSION_NONE and not v.is_control:
+                v.records_kv()  # structure check: a valid CRC does not make the varints sane
+        return views
+
+    def prepare(
+        self, items: Sequence[Sequence[rec.RecordInput] | bytes], *, log_append_time_ms: int | None = None
+    ) -> _Prepared:
+        """Plan one write for many appends. Each item is a list of records or raw client batch
+        bytes; per-item results ((base, last) or the exception for that item alone) land in
+        `results`, in order; when no item was valid the plan has no data and writes nothing."""
+        self._check_open()
+        if log_append_time_ms is None and self.config.message_timestamp_type == "LogAppendTime":
+            log_append_time_ms = self.clock()
+        results: list = [None] * len(items)
+        parts: list[bytes] = []
+        metas: list[tuple[int, int, int]] = []  # (size, last offset, max timestamp) per batch
+        next_off = self._next_offset
+        pending: list[tuple[int, Sequence[rec.RecordInput]]] = []
+        pending_bytes = 0
+
+        def flush_pending() -> None:
+            nonlocal next_off, pending, pending_bytes
+            if not pending:
+                return
+            merged = [r for _, rs in pending for r in rs]
+            try:
+                data = rec.build_batch(
+                    merged,
+                    base_offset=next_off,
+                    partition_leader_epoch=0,
+                    timestamp_type=rec.TIMESTAMP_CREATE_TIME,
+                )
+            except (TypeError, ValueError, AttributeError, OverflowError, struct.error) as exc:
+                for i, _ in pending:
+                    results[i] = ValueError(f"cannot encode records: {exc}")
+                pending, pending_bytes = [], 0
+                return
+            if log_append_time_ms is not None:
+                data = bytearray(data)
+                rec.set_log_append_time(data, 0, log_append_time_ms)
+                data = bytes(data)
+            off = next_off
+            for i, rs in pending:
+                results[i] = (off, off + len(rs) - 1)
+                off += len(rs)
+            (max_ts,) = struct.unpack_from(">q", data, rec.MAX_TIMESTAMP_OFFSET)
+            parts.append(data)
+            metas.append((len(data), off - 1, max_ts))
+            next_off = off
+            pending, pending_bytes = [], 0
+
+        for i, item in enumerate(items):
+            if isinstance(item, bytes | bytearray | memoryview):
+                flush_pending()
+                try:
+                    views = self._check_client_batches(bytes(item))
+                except (CorruptRecordError, RecordTooLargeError, UnsupportedCompressionError) as exc:
+                    results[i] = exc
+                    continue
+                buf = bytearray(item)
+                first = next_off
+                for v in views:
+                    rec.set_base_offset(buf, v.position, next_off, 0)
+                    max_ts = v.max_timestamp
+                    if log_append_time_ms is not None:
+                        rec.set_log_append_time(buf, v.position, log_append_time_ms)
+                        max_ts = log_append_time_ms
+                    next_off += v.last_offset_delta + 1
+                    metas.append((v.size, next_off - 1, max_ts))
+                parts.append(bytes(buf))
+                results[i] = (first, next_off - 1)
+            else:
+                records = list(item)
+                if not records:
+                    results[i] = ValueError("append of zero records")
+                    continue
+                size = sum(len(r[0] or b"") + len(r[1] or b"") + 16 for r in records)
+                if pending and (
+                    pending_bytes + size > MERGE_MAX_BYTES
+                    or sum(len(rs) for _, rs in pending) + len(records) > MERGE_MAX_RECORDS
+                ):
+                    flush_pending()
+                pending.append((i, records))
+                pending_bytes += size
+        flush_pending()
+        if not parts:
+            p = _Prepared(b"", 0, -1, -1, None, None, results=results)  # type: ignore[arg-type]
+            return p
+        data = b"".join(parts) if len(parts) > 1 else parts[0]
+        base, last = self._next_offset, next_off - 1
+        active = self._segments[-1]
+        roll = self._should_roll(active, len(data), last, metas[0][2])
+        if roll:
+            seg_for_cursor = _EmptySegmentState(base)
+            position = 0
+        else:
+            seg_for_cursor = active
+            position = active.size
+        cur = _Cursor(seg_for_cursor, self.config.index_interval_bytes)  # type: ignore[arg-type]
+        pos = position
+        for size, last_offset, max_ts in metas:
+            cur.track(pos, last_offset, max_ts, size)
+            pos += size
+        return _Prepared(
+            data=data,
+            position=position,
+            base_offset=base,
+            last_offset=last,
+            target=None if roll else active,
+            cursor=cur,
+            roll_base=base if roll else None,
+            roll_from=active if roll else None,
+            results=results,
+        )
+
+    def _should_roll(self, active: Segment, size: int, last_offset: int, first_max_ts: int) -> bool:
+        if active.size == 0:
+            return False
+        if active.size + size > self.config.segment_bytes:
+            return True
+        if last_offset - active.base_offset > INT32_MAX:
+            return True
+        seg_ms = self.config.segment_ms
+        if seg_ms is not None:
+            rolling = active.rolling_base_timestamp
+            if rolling is not None and rolling >= 0 and first_max_ts >= 0:
+                return first_max_ts - rolling > seg_ms
+            return self.clock() - active.created_ms > seg_ms
+        return False
+
+    def execute(self, p: _Prepared, after_write: Callable[[], None] | None = None) -> None:
+        """Do the disk part of an append (safe to run in a worker thread).
+
+        `after_write` (e.g. an fsync) runs inside the same failure scope, so if it fails the write
+        is rolled back too. Raises StorageError with the files restored to their committed size.
+        """
+        if not p.data:
+            return
+        with self._io_lock:
+            self._check_open()
+            try:
+                if p.roll_base is not None and p.new_segment is None:
+                    old = p.roll_from
+                    assert old is not None
+                    old.append_final_time_entry()
+                    p.new_segment = Segment(self.path, p.roll_base, self._ops, create=True)
+                    # A crash must not leave an offset range without its file entry.
+                    fsync_dir(self.path)
+                    with self._lock:
+                        self._dirty.add(old)
+            except OSError as exc:
+                raise StorageError(f"cannot roll segment in {self.path}: {exc}") from exc
+            target = p.new_segment if p.roll_base is not None else p.target
+            assert target is not None
+            try:
+                _pwrite_all(self._ops, target.log_fd, p.data, p.position)
+                target.append_index_entries(p.cursor)
+                with self._lock:
+                    self._dirty.add(target)
+                if after_write is not None:
+                    after_write()
+            except OSError as exc:
+                self._undo_write(target, p.position)
+                raise StorageError(f"write to {target.log_path} failed: {exc}") from exc
+            except StorageError:
+                self._undo_write(target, p.position)
+                raise
+
+    def _undo_write(self, target: Segment, position: int) -> None:
+        try:
+            self._ops.ftruncate(target.log_fd, position)
+            target.truncate_index_files()
+        except OSError as exc:
+            # Memory still says `position`, so the next append overwrites the stray bytes and a
+            # restart's CRC scan truncates them: the log stays consistent either way.
+            log.error("storage.append.rollback_failed", path=str(target.log_path), position=position,
+                      error=str(exc))
+
+    def commit(self, p: _Prepared) -> None:
+        """Make an executed append visible (caller's thread)."""
+        if not p.data:
+            return
+        with self._lock:
+            self._commit_roll(p)
+            target = p.new_segment if p.roll_base is not None else p.target
+            assert target is not None
+            target.apply_cursor(p.cursor)
+            target.size = p.position + len(p.data)
+            target.next_offset = p.last_offset + 1
+            self._next_offset = p.last_offset + 1
+
+    def abort(self, p: _Prepared) -> None:
+        """Forget a failed append; a segment it rolled stays (it is empty and valid)."""
+        with self._lock:
+            self._commit_roll(p)
+
+    def _commit_roll(self, p: _Prepared) -> None:
+        if p.new_segment is not None and p.new_segment not in self._segments:
+            p.new_segment.next_offset = p.new_segment.base_offset
+            self._set_segments([*self._segments, p.new_segment])
+
+    # -- durability -------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every segment written since the last flush. Raises StorageError."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+        try:
+            for seg in sorted(dirty, key=lambda s: s.base_offset):
+                seg.fsync()
+        except OSError as exc:
+            with self._lock:
+                self._dirty |= dirty
+            raise StorageError(f"fsync in {self.path} failed: {exc}") from exc
+
+    @property
+    def needs_flush(self) -> bool:
+        return bool(self._dirty)
+
+    def close(self) -> None:
+        """Flush, finish the active segment's time index and leave a clean-shutdown marker."""
+        if self._closed:
+            return
+        with self._io_lock, self._lock:
+            try:
+                active = self._segments[-1]
+                active.append_final_time_entry()
+                self._dirty.add(active)
+                self.flush()
+                active.fsync_all()
+                (self.path / CLEAN_SHUTDOWN_FILE).touch()
+                fsync_dir(self.path)
+            except OSError as exc:
+                raise StorageError(f"cannot close {self.path} cleanly: {exc}") from exc
+            finally:
+                self._closed = True
+                for s in self._segments:
+                    s.close()
+
+    def abandon(self) -> None:
+        """Drop file handles without a clean-shutdown marker (tests simulate a crash with it)."""
+        self._closed = True
+        for s in self._segments:
+            s.close()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _snapshot(self) -> tuple[list[Segment], list[int], list[int], int, int]:
+        with self._lock:
+            self._check_open()
+            segs = self._segments
+            return segs, self._bases, [s.size for s in segs], self._log_start, self._next_offset
+
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> bytes:
+        """Whole batches starting with the one that holds `offset`, up to `max_bytes` in total.
+
+        At least one batch is returned (if any exists at `offset`) even when it is larger than
+        `max_bytes`, unless `min_one_batch` is False. The first batch may begin before `offset`.
+        """
+        segs, bases, sizes, start, end = self._snapshot()
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(f"offset {offset} outside [{start}, {end}] of {self.path}")
+        if offset == end:
+            return b""
+        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        out: list[bytes] = []
+        total = 0
+        try:
+            pos = segs[i].find_batch(offset, sizes[i])
+            while i < len(segs):
+                if pos is None or pos >= sizes[i]:
+                    i += 1
+                    pos = 0
+                    continue
+                seg, size = segs[i], sizes[i]
+                want = max_bytes - total
+                if want < rec.HEADER_SIZE and (out or not min_one_batch):
+                    break
+                buf = os.pread(seg.log_fd, min(max(want, rec.HEADER_SIZE), size - pos), pos)
+                cut = _complete_prefix(buf, want)
+                if cut == 0:
+                    if total == 0 and min_one_batch:
+                        (length,) = struct.unpack_from(">i", buf, 8)
+                        out.append(_pread_exact(seg.log_fd, rec.LOG_OVERHEAD + length, pos))
+                    break
+                out.append(buf[:cut] if cut < len(buf) else buf)
+                total += cut
+                pos += cut
+                if cut < len(buf) or total >= max_bytes:
+                    break
+        except OSError as exc:
+            raise StorageError(f"read from {self.path} failed: {exc}") from exc
+        return b"".join(out)
+
+    def _windows(self, start_offset: int | None) -> Iterator[tuple[bytes, int]]:
+        segs, bases, sizes, start, end = self._snapshot()
+        offset = start if start_offset is None else start_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(f"offset {offset} outside [{start}, {end}] of {self.path}")
+        if offset == end:
+            return
+        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        pos = segs[i].find_batch(offset, sizes[i])
+        while i < len(segs):
+            if pos is None or pos >= sizes[i]:
+                i += 1
+                pos = 0
+                continue
+            fd, size = segs[i].log_fd, sizes[i]
+            buf = _pread_exact(fd, min(READ_CHUNK, size - pos), pos)
+            cut = _complete_prefix(buf, len(buf))
+            if cut == 0:
+                (length,) = struct.unpack_from(">i", buf, 8)
+                buf = _pread_exact(fd, rec.LOG_OVERHEAD + length, pos)
+                cut = len(buf)
+                if cut < rec.LOG_OVERHEAD + length:
+                    raise CorruptRecordError(f"{segs[i].log_path}: batch at {pos} is truncated")
+            yield buf, cut
+            pos += cut
+
+    def iter_batches(self, start_offset: int | None = None) -> Iterator[rec.BatchView]:
+        """Every batch from the one holding `start_offset` (default: log start) to the end."""
+        for buf, cut in self._windows(start_offset):
+            yield from rec.iter_batches(buf, 0, cut, strict=True)
+
+    def iter_records(self, start_offset: int | None = None, *, full: bool = False) -> Iterator[tuple]:
+        """Decode records from `start_offset` on: (offset, timestamp, key, value) tuples, or
+        `Record`s with headers when `full`. This is the replay path."""
+        first = True
+        lo = self._log_start if start_offset is None else start_offset
+        for buf, cut in self._windows(start_offset):
+            it = rec.iter_records(buf, 0, cut, full=full)
+            if first:
+                first = False
+                for r in it:
+                    if r[0] >= lo:
+                        yield r
+                        break
+            yield from it
+
+    # -- timestamps -------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp >= `timestamp`, else None."""
+        segs, bases, sizes, start, end = self._snapshot()
+        for seg, size in zip(segs, sizes):
+            if seg.max_timestamp < timestamp:
+                continue
+            i = bisect.bisect_right(seg.ti_timestamps, timestamp) - 1
+            hint = seg.base_offset + seg.ti_offsets[i] if i >= 0 else seg.base_offset
+            pos = seg.find_batch(max(hint, start), size)
+            if pos is None:
+                continue
+            for buf, cut in self._segment_windows(seg, pos, size):
+                for view in rec.iter_batches(buf, 0, cut, strict=True):
+                    if view.max_timestamp < timestamp or view.is_control:
+                        continue
+                    if view.timestamp_type == rec.TIMESTAMP_LOG_APPEND_TIME:
+                        return max(view.base_offset, start), view.max_timestamp
+                    try:
+                        kv = view.records_kv()
+                    except UnsupportedCompressionError:
+                        return max(view.base_offset, start), view.max_timestamp
+                    for r in kv:
+                        if r[1] >= timestamp and r[0] >= start:
+                            return r[0], r[1]
+        return None
+
+    def _segment_windows(self, seg: Segment, pos: int, size: int) -> Iterator[tuple[bytes, int]]:
+        while pos < size:
+            buf = _pread_exact(seg.log_fd, min(READ_CHUNK, size - pos), pos)
+            cut = _complete_prefix(buf, len(buf))
+            if cut == 0:
+                (length,) = struct.unpack_from(">i", buf, 8)
+                buf = _pread_exact(seg.log_fd, rec.LOG_OVERHEAD + length, pos)
+                cut = len(buf)
+            yield buf, cut
+            pos += cut
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(largest timestamp, offset of the first record carrying it), or (-1, -1) if none."""
+        segs, _bases, sizes, start, _end = self._snapshot()
+        best = None
+        for seg in segs:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return -1, -1
+        ts = best.max_timestamp
+        found = self.offset_for_timestamp(ts)
+        if found is not None and found[1] == ts:
+            return ts, found[0]
+        return ts, best.offset_of_max_timestamp
+
+    # -- truncation, deletion, retention ----------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding offsets >= `offset` (the whole batch containing it)."""
+        with self._maintenance_lock, self._io_lock:
+            self._check_open()
+            if offset >= self._next_offset:
+                return
+            if offset <= self._log_start:
+                self._truncate_fully(offset)
+                return
+            try:
+                segs = list(self._segments)
+                while len(segs) > 1 and segs[-1].base_offset >= offset:
+                    self._unlink_segment(segs.pop())
+                seg = segs[-1]
+                pos = seg.find_batch(offset, seg.size)
+                if pos is not None:
+                    self._ops.ftruncate(seg.log_fd, pos)
+                    seg.size = pos
+                self._rebuild(seg, check_crc=False)
+                self._ops.fsync(seg.log_fd)
+                with self._lock:
+                    self._set_segments(segs)
+                    self._next_offset = seg.next_offset if seg.next_offset is not None else seg.base_offset
+                    self._dirty = {s for s in self._dirty if s in segs}
+            except OSError as exc:
+                raise StorageError(f"truncate of {self.path} failed: {exc}") from exc
+
+    def _truncate_fully(self, offset: int) -> None:
+        try:
+            old = list(self._segments)
+            seg = Segment(self.path, offset, self._ops, create=True) if offset not in self._bases else None
+            for s in old:
+                if seg is None and s.base_offset == offset:
+                    self._ops.ftruncate(s.log_fd, 0)
+                    s.size = 0
+                    s.reset_indexes()
+                    s.write_indexes()
+                    seg = s
+                else:
+                    self._unlink_segment(s)
+            assert seg is not None
+            seg.next_offset = offset
+            fsync_dir(self.path)
+            self._write_log_start(offset)
+            with self._lock:
+                self._set_segments([seg])
+                self._next_offset = offset
+                self._log_start = offset
+                self._dirty = set()
+        except OSError as exc:
+            raise StorageError(f"truncate of {self.path} failed: {exc}") from exc
+
+    def _unlink_segment(self, seg: Segment) -> None:
+        for p in (seg.log_path, seg.index_path, seg.timeindex_path):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset to `offset` (DeleteRecords) and drop segments wholly below
+        it. Returns the new log start offset."""
+        with self._maintenance_lock:
+            self._check_open()
+            if offset > self._next_offset:
+                raise OffsetOutOfRangeError(f"offset {offset} is past the log end {self._next_offset}")
+            if offset <= self._log_start:
+                return self._log_start
+            try:
+                self._write_log_start(offset)
+                with self._lock:
+                    self._log_start = offset
+                self._drop_segments_below(offset)
+            except OSError as exc:
+                raise StorageError(f"delete records in {self.path} failed: {exc}") from exc
+            return offset
+
+    def _drop_segments_below(self, offset: int) -> int:
+        """Delete leading segments whose successor starts at or below `offset` (never the last)."""
+        with self._lock:
+            segs = list(self._segments)
+            dead = []
+            while len(segs) > 1 and segs[1].base_offset <= offset:
+                dead.append(segs.pop(0))
+            if dead:
+                self._set_segments(segs)
+                self._dirty -= set(dead)
+        for s in dead:
+            self._unlink_segment(s)
+        return len(dead)
+
+    def apply_retention(self, now: int | None = None) -> int:
+        """Delete whole segments past `retention_ms` / beyond `retention_bytes`, oldest first,
+        advancing the log start offset. Returns how many segments were deleted."""
+        cfg = self.config
+        now = self.clock() if now is None else now
+        with self._maintenance_lock:
+            self._check_open()
+            segs = list(self._segments)
+            n = 0
+            if cfg.retention_ms is not None and cfg.retention_ms >= 0:
+                while n < len(segs):
+                    s = segs[n]
+                    if s.size == 0:
+                        break
+                    newest = s.max_timestamp if s.max_timestamp >= 0 else int(os.stat(s.log_path).st_mtime * 1000)
+                    if now - newest <= cfg.retention_ms:
+                        break
+                    n += 1
+            if cfg.retention_bytes is not None and cfg.retention_bytes >= 0:
+                total = sum(s.size for s in segs)
+                for s in segs[:n]:
+                    total -= s.size
+                while n < len(segs) - 1 and total - segs[n].size >= cfg.retention_bytes:
+                    total -= segs[n].size
+                    n += 1
+            if n == 0:
+                return 0
+            try:
+                if n == len(segs):
+                    self._roll_empty()
+                new_start = self._segments[n].base_offset
+                self._write_log_start(max(new_start, self._log_start))
+                with self._lock:
+                    self._log_start = max(new_start, self._log_start)
+                deleted = self._drop_segments_below(new_start)
+            except OSError as exc:
+                raise StorageError(f"retention in {self.path} failed: {exc}") from exc
+            log.info("storage.retention.deleted", path=str(self.path), segments=deleted,
+                     log_start_offset=self._log_start)
+            return deleted
+
+    def _roll_empty(self) -> None:
+        """Start a new empty active segment at the log end (so every old one can be deleted)."""
+        with self._io_lock:
+            old = self._segments[-1]
+            if old.size == 0:
+                return
+            old.append_final_time_entry()
+            seg = Segment(self.path, self._next_offset, self._ops, create=True)
+            seg.next_offset = self._next_offset
+            fsync_dir(self.path)
+            with self._lock:
+                self._dirty.add(old)
+                self._set_segments([*self._segments, seg])
+
+    def roll(self) -> None:
+        """Force the active segment to become inactive (no-op when it is empty)."""
+        with self._maintenance_lock:
+            self._check_open()
+            if self._segments[-1].size:
+                try:
+                    self._roll_empty()
+                except OSError as exc:
+                    raise StorageError(f"roll in {self.path} failed: {exc}") from exc
+
+    # -- verification -----------------------------------------------------------------------
+
+    def validate_all(self) -> None:
+        """Check every batch's CRC and offsets and every index entry; raise CorruptRecordError.
+
+        Meant for tests and offline checks: it reads the whole log."""
+        segs, _bases, sizes, _start, _end = self._snapshot()
+        prev_next = None
+        for seg, size in zip(segs, sizes):
+            starts: dict[int, int] = {}
+            pos = 0
+            for buf, cut in self._segment_windows(seg, 0, size):
+                for v in rec.iter_batches(buf, 0, cut, strict=True):
+                    if not v.crc_ok():
+                        raise CorruptRecordError(f"{seg.log_path}: CRC mismatch at byte {pos}")
+                    if v.base_offset < seg.base_offset or (prev_next is not None and v.base_offset < prev_next):
+                        raise CorruptRecordError(f"{seg.log_path}: offset {v.base_offset} out of order")
+                    starts[pos] = v.last_offset
+                    prev_next = v.next_offset
+                    pos += v.size
+            if pos != size:
+                raise CorruptRecordError(f"{seg.log_path}: {size - pos} bytes of trailing garbage")
+            for o, p in zip(seg.idx_offsets, seg.idx_positions):
+                if starts.get(p) != seg.base_offset + o:
+                    raise CorruptRecordError(f"{seg.index_path}: entry ({o}, {p}) is not a batch start")
+            prev = -1
+            for t in seg.ti_timestamps:
+                if t <= prev:
+                    raise CorruptRecordError(f"{seg.timeindex_path}: timestamps not increasing")
+                prev = t
+
+
+class _EmptySegmentState:
+    """What a freshly rolled segment's index state will be, for planning before it exists."""
+
+    def __init__(self, base: int) -> None:
+        self.base_offset = base
+        self.bytes_since_index = 0
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.ti_timestamps: list[int] = []
+        self.rolling_base_timestamp = None
+
+
+def _complete_prefix(buf: bytes, limit: int) -> int:
+    """Length of the longest run of whole batches at the start of buf that fits in `limit`."""
+    p = 0
+    n = min(len(buf), limit)
+    unpack = struct.Struct(">i").unpack_from
+    while n - p >= rec.HEADER_SIZE:
+        (length,) = unpack(buf, p + 8)
+        if length < rec.BATCH_OVERHEAD:
+            raise CorruptRecordError(f"bad batch length {length}")
+        size = rec.LOG_OVERHEAD + length
+        if p + size > n:
+            break
+        p += size
+    return p

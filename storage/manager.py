@@ -1,0 +1,178 @@
+"""LogManager: the partition logs of one data directory, keyed by (topic, partition)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from .compaction import CompactionResult, run_cleanup
+from .errors import StorageError
+from .log import LogConfig, PartitionLog, fsync_dir, now_ms
+
+log = structlog.get_logger("groupd.storage")
+
+__all__ = ["LogManager", "parse_partition_dir"]
+
+LOCK_FILE = ".lock"
+DELETE_SUFFIX = "-delete"
+# Kafka's legal topic names: ASCII letters, digits, '.', '_' and '-', at most 249 characters.
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``my-topic-3`` -> ("my-topic", 3); None for anything that is not a partition directory."""
+    topic, sep, num = name.rpartition("-")
+    if not sep or not num.isdigit() or not _TOPIC_RE.match(topic) or topic in (".", ".."):
+        return None
+    return topic, int(num)
+
+
+class LogManager:
+    """Opens, creates and deletes partition logs under `data_dir`.
+
+    `config` is the default; `topic_config(topic)` may return a per-topic override (e.g.
+    cleanup_policy="compact" for ``__consumer_offsets``, retention from CreateTopics configs).
+    A lock file keeps a second process from opening the same directory.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        config: LogConfig | None = None,
+        *,
+        topic_config: Callable[[str], LogConfig | None] | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config or LogConfig()
+        self._topic_config = topic_config
+        self._clock = clock
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._lock_fd: int | None = None
+
+    def config_for(self, topic: str) -> LogConfig:
+        if self._topic_config is not None:
+            override = self._topic_config(topic)
+            if override is not None:
+                return override
+        return self.config
+
+    def _dir(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def open_all(self) -> list[tuple[str, int]]:
+        """Lock the directory, remove half-deleted partitions and open (recover) every log."""
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise StorageError(f"{self.data_dir} is in use by another process") from None
+            self._lock_fd = fd
+            found = []
+            for p in sorted(self.data_dir.iterdir()):
+                if not p.is_dir():
+                    continue
+                if p.name.endswith(DELETE_SUFFIX):
+                    shutil.rmtree(p, ignore_errors=True)
+                    continue
+                parsed = parse_partition_dir(p.name)
+                if parsed is None:
+                    continue
+                found.append(parsed)
+        except OSError as exc:
+            raise StorageError(f"cannot open data directory {self.data_dir}: {exc}") from exc
+        for topic, partition in found:
+            self._logs[(topic, partition)] = PartitionLog.open(
+                self._dir(topic, partition), self.config_for(topic), clock=self._clock
+            )
+        log.info("storage.opened", data_dir=str(self.data_dir), partitions=len(found))
+        return found
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        plog = self._logs.get((topic, partition))
+        if plog is None:
+            plog = self.create(topic, partition, config)
+        return plog
+
+    def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        if (topic, partition) in self._logs:
+            raise ValueError(f"{topic}-{partition} already exists")
+        if not _TOPIC_RE.match(topic) or topic in (".", "..") or partition < 0:
+            raise ValueError(f"illegal topic partition {topic!r}-{partition}")
+        path = self._dir(topic, partition)
+        plog = PartitionLog.open(path, config or self.config_for(topic), clock=self._clock)
+        try:
+            fsync_dir(self.data_dir)
+        except OSError as exc:
+            raise StorageError(f"cannot create {path}: {exc}") from exc
+        self._logs[(topic, partition)] = plog
+        return plog
+
+    def delete(self, topic: str, partition: int) -> None:
+        """Remove a partition and its data (rename first, so a crash never leaves half a log)."""
+        plog = self._logs.pop((topic, partition), None)
+        path = self._dir(topic, partition)
+        if plog is not None:
+            plog.abandon()
+        if not path.exists():
+            return
+        tomb = self.data_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        try:
+            os.rename(path, tomb)
+            fsync_dir(self.data_dir)
+        except OSError as exc:
+            raise StorageError(f"cannot delete {path}: {exc}") from exc
+        shutil.rmtree(tomb, ignore_errors=True)
+
+    def partitions(self, topic: str | None = None) -> list[tuple[str, int]]:
+        return sorted(k for k in self._logs if topic is None or k[0] == topic)
+
+    def topics(self) -> set[str]:
+        return {t for t, _ in self._logs}
+
+    @property
+    def logs(self) -> dict[tuple[str, int], PartitionLog]:
+        return dict(self._logs)
+
+    def flush_all(self) -> None:
+        for plog in self._logs.values():
+            plog.flush()
+
+    def cleanup(self, now: int | None = None) -> dict[tuple[str, int], CompactionResult | int]:
+        """One pass of compaction/retention over every partition (blocking: use an executor)."""
+        results = {}
+        for key, plog in list(self._logs.items()):
+            try:
+                results[key] = run_cleanup(plog, now=now)
+            except StorageError as exc:
+                log.error("storage.cleanup.failed", topic=key[0], partition=key[1], error=str(exc))
+        return results
+
+    def close(self) -> None:
+        errors = []
+        for plog in self._logs.values():
+            try:
+                plog.close()
+            except StorageError as exc:
+                errors.append(exc)
+        self._logs.clear()
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)
+            self._lock_fd = None
+        if errors:
+            raise errors[0]

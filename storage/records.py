@@ -1,0 +1,834 @@
+"""Kafka record batch v2 (magic 2): the unit that is written to, stored in and read from a log.
+
+Theory of operation
+-------------------
+A batch is a 61-byte header followed by its records::
+
+    offset  size  field
+     0       8    baseOffset             assigned by the broker, not covered by the CRC
+     8       4    batchLength            bytes after this field (so the batch is 12 + batchLength long)
+    12       4    partitionLeaderEpoch   assigned by the broker, not covered by the CRC
+    16       1    magic                  always 2 here
+    17       4    crc                    CRC-32C of bytes 21..end
+    21       2    attributes             bits 0-2 codec, 3 timestampType, 4 transactional, 5 control
+    23       4    lastOffsetDelta
+    27       8    baseTimestamp
+    35       8    maxTimestamp
+    43       8    producerId
+    51       2    producerEpoch
+    53       4    baseSequence
+    57       4    recordsCount
+    61       ...  records (compressed as one blob when the codec bits are set)
+
+Because the CRC starts at `attributes`, a broker assigns offsets to a client's batch by
+overwriting the first 8 bytes (and the epoch) in place; the client's CRC stays valid. Only
+LogAppendTime, which rewrites attributes and maxTimestamp, needs the CRC recomputed.
+
+Each record is varint-framed, every integer zig-zag encoded::
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+    keyLength varint | key | valueLength varint | value | headerCount varint |
+    (headerKeyLength varint | headerKey utf-8 | headerValueLength varint | headerValue)*
+
+Decoding is the hot path of a log replay (a million records must decode in a few seconds),
+so the record loop below is written out by hand: plain `bytes` indexing, inline one- and two-byte
+varint fast paths, tuples instead of objects. Anything malformed surfaces as
+`CorruptRecordError`, never as IndexError/struct.error/UnicodeDecodeError.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
+
+import crc32c as _crc32c_module
+
+from .errors import CorruptRecordError, UnsupportedCompressionError
+
+__all__ = [
+    "ATTRIBUTES_OFFSET",
+    "BATCH_OVERHEAD",
+    "COMPRESSION_GZIP",
+    "COMPRESSION_LZ4",
+    "COMPRESSION_NONE",
+    "COMPRESSION_SNAPPY",
+    "COMPRESSION_ZSTD",
+    "CONTROL_FLAG",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "TIMESTAMP_CREATE_TIME",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "TIMESTAMP_TYPE_FLAG",
+    "TRANSACTIONAL_FLAG",
+    "BatchView",
+    "Record",
+    "RecordInput",
+    "build_batch",
+    "compute_crc",
+    "decode_records",
+    "iter_batches",
+    "iter_records",
+    "set_base_offset",
+    "set_log_append_time",
+]
+
+_crc32c = _crc32c_module.crc32c
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch not counted by batchLength
+BATCH_OVERHEAD = HEADER_SIZE - LOG_OVERHEAD  # smallest legal batchLength (a batch with no records)
+MAGIC = 2
+
+_LEN_MAGIC = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+
+EPOCH_OFFSET = 12
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+
+COMPRESSION_MASK = 0x07
+COMPRESSION_NONE = 0
+COMPRESSION_GZIP = 1
+COMPRESSION_SNAPPY = 2
+COMPRESSION_LZ4 = 3
+COMPRESSION_ZSTD = 4
+TIMESTAMP_TYPE_FLAG = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+
+TIMESTAMP_CREATE_TIME = 0
+TIMESTAMP_LOG_APPEND_TIME = 1
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+
+# Decompression output is bounded so a tiny hostile batch cannot make us allocate gigabytes.
+DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
+
+# (key, value, headers, timestamp); headers are (str key, bytes-or-None value) pairs.
+RecordInput = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int]
+
+
+class Record(NamedTuple):
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+# --------------------------------------------------------------------------------------------
+# varints
+
+
+def _zigzag_encode(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    if z < 0x80:
+        return _SMALL_VARINTS[z]
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [bytes((i,)) for i in range(0x80)]
+_ZZ_CACHE = [_zigzag_encode(i) for i in range(1 << 14)]
+_ZZ_MINUS_ONE = _zigzag_encode(-1)
+
+
+def _zz(n: int) -> bytes:
+    if 0 <= n < 16384:
+        return _ZZ_CACHE[n]
+    return _zigzag_encode(n)
+
+
+def encode_varint(n: int) -> bytes:
+    """Zig-zag varint/varlong encoding as used inside records."""
+    if not -(1 << 63) <= n < (1 << 63):
+        raise ValueError(f"varint out of int64 range: {n}")
+    return _zigzag_encode(n)
+
+
+def _uvarint_slow(data: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint longer than 10 bytes")
+
+
+def decode_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Decode one zig-zag varint at `pos`; returns (value, next position)."""
+    try:
+        v, pos = _uvarint_slow(data, pos)
+    except IndexError:
+        raise CorruptRecordError("truncated varint") from None
+    return (v >> 1) ^ -(v & 1), pos
+
+
+# --------------------------------------------------------------------------------------------
+# batch views
+
+
+class BatchView:
+    """A parsed batch header plus where the batch lives; records are decoded only on demand."""
+
+    __slots__ = (
+        "attributes",
+        "base_offset",
+        "base_sequence",
+        "base_timestamp",
+        "buffer",
+        "crc",
+        "last_offset_delta",
+        "magic",
+        "max_timestamp",
+        "partition_leader_epoch",
+        "position",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+        "size",
+    )
+
+    def __init__(self, buffer: bytes | bytearray | memoryview, position: int = 0) -> None:
+        end = len(buffer)
+        if end - position < HEADER_SIZE:
+            raise CorruptRecordError(f"{end - position} bytes are too few for a batch header")
+        (
+            self.base_offset,
+            length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        ) = HEADER.unpack_from(buffer, position)
+        if self.magic != MAGIC:
+            raise CorruptRecordError(f"unsupported magic {self.magic} (only record batch v2)")
+        if length < BATCH_OVERHEAD:
+            raise CorruptRecordError(f"batchLength {length} is smaller than a batch header")
+        if end - position < LOG_OVERHEAD + length:
+            raise CorruptRecordError(f"batch of {LOG_OVERHEAD + length} bytes is truncated")
+        self.size = LOG_OVERHEAD + length
+        self.buffer = buffer
+        self.position = position
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return TIMESTAMP_LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_FLAG else TIMESTAMP_CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def raw(self) -> memoryview:
+        """The batch's bytes (a view into the buffer it was parsed from, no copy)."""
+        return memoryview(self.buffer)[self.position : self.position + self.size]
+
+    def crc_ok(self) -> bool:
+        return compute_crc(self.buffer, self.position, self.size) == self.crc
+
+    def validate(self) -> None:
+        """Raise CorruptRecordError unless the CRC matches and header fields are coherent."""
+        if not self.crc_ok():
+            raise CorruptRecordError(f"CRC mismatch in batch at base offset {self.base_offset}")
+        if self.last_offset_delta < 0:
+            raise CorruptRecordError(f"negative lastOffsetDelta {self.last_offset_delta}")
+        if self.record_count < 0:
+            raise CorruptRecordError(f"negative record count {self.record_count}")
+
+    def records(self, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> list[Record]:
+        """Decode every record (with headers), decompressing if needed."""
+        return _decode_batch(self.buffer, self.position, self.size, True, max_decompressed)
+
+    def records_kv(self, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> list[tuple]:
+        """Decode records as lean (offset, timestamp, key, value) tuples, headers skipped."""
+        return _decode_batch(self.buffer, self.position, self.size, False, max_decompressed)
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchView(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.record_count}, size={self.size}, attributes={self.attributes:#x}, "
+            f"max_timestamp={self.max_timestamp}, producer_id={self.producer_id})"
+        )
+
+
+def iter_batches(
+    buffer: bytes | bytearray | memoryview, position: int = 0, end: int | None = None, *, strict: bool = False
+) -> Iterator[BatchView]:
+    """Yield each complete batch in buffer[position:end].
+
+    A partial batch at the very end is silently ignored unless `strict` (Fetch responses may end
+    with one); any other malformation raises CorruptRecordError. CRCs are not checked here —
+    call `BatchView.validate()` where the bytes come from outside.
+    """
+    if end is None:
+        end = len(buffer)
+    unpack = _LEN_MAGIC.unpack_from
+    view_buffer = buffer if end == len(buffer) else memoryview(buffer)[:end]
+    while position < end:
+        if end - position < HEADER_SIZE:
+            if strict:
+                raise CorruptRecordError(f"{end - position} trailing bytes are not a whole batch")
+            return
+        _, length, _, magic = unpack(buffer, position)
+        if length < BATCH_OVERHEAD or magic != MAGIC:
+            raise CorruptRecordError(f"bad batch at byte {position}: length {length}, magic {magic}")
+        size = LOG_OVERHEAD + length
+        if end - position < size:
+            if strict:
+                raise CorruptRecordError(f"batch at byte {position} is truncated")
+            return
+        yield BatchView(view_buffer, position)
+        position += size
+
+
+def compute_crc(buffer: bytes | bytearray | memoryview, position: int, size: int) -> int:
+    return _crc32c(memoryview(buffer)[position + ATTRIBUTES_OFFSET : position + size])
+
+
+# --------------------------------------------------------------------------------------------
+# in-place rewrites
+
+
+def set_base_offset(
+    buffer: bytearray | memoryview, position: int, base_offset: int, partition_leader_epoch: int | None = None
+) -> None:
+    """Assign a broker offset (and leader epoch) to a batch without touching CRC-covered bytes."""
+    _INT64.pack_into(buffer, position, base_offset)
+    if partition_leader_epoch is not None:
+        _INT32.pack_into(buffer, position + EPOCH_OFFSET, partition_leader_epoch)
+
+
+def set_log_append_time(buffer: bytearray | memoryview, position: int, timestamp_ms: int) -> None:
+    """Mark the batch LogAppendTime with the given time, as a broker does; recomputes the CRC."""
+    (length,) = _INT32.unpack_from(buffer, position + 8)
+    size = LOG_OVERHEAD + length
+    (attributes,) = _INT16.unpack_from(buffer, position + ATTRIBUTES_OFFSET)
+    _INT16.pack_into(buffer, position + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_FLAG)
+    _INT64.pack_into(buffer, position + MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    _UINT32.pack_into(buffer, position + CRC_OFFSET, compute_crc(buffer, position, size))
+
+
+# --------------------------------------------------------------------------------------------
+# building
+
+
+def _encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[tuple[str | bytes, bytes | None]],
+) -> bytes:
+    parts = [b"\x00", _zz(timestamp_delta), _zz(offset_delta)]
+    if key is None:
+        parts.append(_ZZ_MINUS_ONE)
+    else:
+        parts.append(_zz(len(key)))
+        parts.append(key)
+    if value is None:
+        parts.append(_ZZ_MINUS_ONE)
+    else:
+        parts.append(_zz(len(value)))
+        parts.append(value)
+    if headers:
+        headers = list(headers)
+        parts.append(_zz(len(headers)))
+        for hkey, hvalue in headers:
+            hk = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
+            parts.append(_zz(len(hk)))
+            parts.append(hk)
+            if hvalue is None:
+                parts.append(_ZZ_MINUS_ONE)
+            else:
+                parts.append(_zz(len(hvalue)))
+                parts.append(hvalue)
+    else:
+        parts.append(b"\x00")
+    body = b"".join(parts)
+    return _zz(len(body)) + body
+
+
+def _assemble(
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    count: int,
+    payload: bytes,
+) -> bytes:
+    header = bytearray(
+        HEADER.pack(
+            base_offset,
+            BATCH_OVERHEAD + len(payload),
+            partition_leader_epoch,
+            MAGIC,
+            0,
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+    )
+    crc = _crc32c(payload, _crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    _UINT32.pack_into(header, CRC_OFFSET, crc)
+    return bytes(header) + payload
+
+
+def _compress(codec: int, payload: bytes) -> bytes:
+    if codec == COMPRESSION_NONE:
+        return payload
+    if codec == COMPRESSION_GZIP:
+        c = zlib.compressobj(6, zlib.DEFLATED, 31)
+        return c.compress(payload) + c.flush()
+    raise UnsupportedCompressionError(f"building batches with codec {codec} is not supported")
+
+
+def build_batch(
+    records: Sequence[RecordInput],
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    timestamp_type: int = TIMESTAMP_CREATE_TIME,
+    transactional: bool = False,
+    control: bool = False,
+    compression: int = COMPRESSION_NONE,
+) -> bytes:
+    """Encode records (key, value, headers, timestamp) as one batch with consecutive offsets."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    timestamps = [r[3] for r in records]
+    base_ts = timestamps[0]
+    payload = b"".join(
+        [_encode_record(i, r[3] - base_ts, r[0], r[1], r[2]) for i, r in enumerate(records)]
+    )
+    attributes = compression
+    if timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_FLAG
+    if transactional:
+        attributes |= TRANSACTIONAL_FLAG
+    if control:
+        attributes |= CONTROL_FLAG
+    return _assemble(
+        base_offset,
+        partition_leader_epoch,
+        attributes,
+        len(records) - 1,
+        base_ts,
+        max(timestamps),
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+        _compress(compression, payload),
+    )
+
+
+def build_sparse_batch(
+    template: BatchView,
+    records: Sequence[Record],
+) -> bytes:
+    """Re-encode some records of `template` keeping their offsets and the template's header.
+
+    Used by compaction: the batch keeps its baseOffset and lastOffsetDelta (so the log's offset
+    ranges do not move) and its producer fields, but holds only the surviving records, written
+    uncompressed. An empty `records` yields a valid zero-record batch.
+    """
+    base = template.base_offset
+    if records:
+        base_ts = records[0].timestamp
+        max_ts = max(r.timestamp for r in records)
+    else:
+        base_ts = template.base_timestamp
+        max_ts = template.max_timestamp
+    if template.timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
+        # Every record of a LogAppendTime batch reads the batch's maxTimestamp; keep it intact.
+        max_ts = template.max_timestamp
+    payload = b"".join(
+        [_encode_record(r.offset - base, r.timestamp - base_ts, r.key, r.value, r.headers) for r in records]
+    )
+    return _assemble(
+        base,
+        template.partition_leader_epoch,
+        template.attributes & ~COMPRESSION_MASK,
+        template.last_offset_delta,
+        base_ts,
+        max_ts,
+        template.producer_id,
+        template.producer_epoch,
+        template.base_sequence,
+        len(records),
+        payload,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# decoding
+
+
+def _decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
+    try:
+        if codec == COMPRESSION_GZIP:
+            d = zlib.decompressobj(47)  # 32 + 15: accept a gzip or zlib header
+            out = d.decompress(data, limit)
+            if d.unconsumed_tail:
+                raise CorruptRecordError(f"decompressed batch exceeds {limit} bytes")
+            return out
+        if codec == COMPRESSION_SNAPPY:
+            return _snappy_decompress(bytes(data), limit)
+        if codec == COMPRESSION_LZ4:
+            try:
+                import lz4.frame as lz4_frame  # type: ignore[import-not-found]
+            except ImportError:
+                raise UnsupportedCompressionError("lz4 batches need the 'lz4' package") from None
+            out = lz4_frame.decompress(bytes(data))
+        elif codec == COMPRESSION_ZSTD:
+            out = _zstd_decompress(bytes(data), limit)
+        else:
+            raise UnsupportedCompressionError(f"unknown compression codec id {codec}")
+    except (CorruptRecordError, UnsupportedCompressionError):
+        raise
+    except Exception as exc:  # each codec library has its own error types
+        raise CorruptRecordError(f"cannot decompress batch (codec {codec}): {exc}") from None
+    if len(out) > limit:
+        raise CorruptRecordError(f"decompressed batch exceeds {limit} bytes")
+    return out
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def _snappy_decompress(data: bytes, limit: int) -> bytes:
+    try:
+        import snappy  # type: ignore[import-not-found]
+    except ImportError:
+        raise UnsupportedCompressionError("snappy batches need the 'python-snappy' package") from None
+    if not data.startswith(_XERIAL_MAGIC):
+        return snappy.decompress(data)
+    # Java clients use snappy-java's xerial framing: a 16-byte header, then length-prefixed blocks.
+    out = bytearray()
+    pos = 16
+    while pos < len(data):
+        (n,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        if n < 0 or pos + n > len(data):
+            raise CorruptRecordError("bad xerial snappy block length")
+        out += snappy.decompress(data[pos : pos + n])
+        pos += n
+        if len(out) > limit:
+            raise CorruptRecordError(f"decompressed batch exceeds {limit} bytes")
+    return bytes(out)
+
+
+def _zstd_decompress(data: bytes, limit: int) -> bytes:
+    try:
+        from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
+
+        return zstd.decompress(data)
+    except ImportError:
+        pass
+    try:
+        import zstandard  # type: ignore[import-not-found]
+    except ImportError:
+        raise UnsupportedCompressionError("zstd batches need the 'zstandard' package") from None
+    reader = zstandard.ZstdDecompressor().stream_reader(data)
+    out = reader.read(limit + 1)
+    return out
+
+
+def _decode_batch(
+    buffer: bytes | bytearray | memoryview, position: int, size: int, full: bool, max_decompressed: int
+) -> list:
+    try:
+        (
+            base_offset,
+            _length,
+            _epoch,
+            _magic,
+            _crc,
+            attributes,
+            _lod,
+            base_ts,
+            max_ts,
+            _pid,
+            _pepoch,
+            _seq,
+            count,
+        ) = HEADER.unpack_from(buffer, position)
+    except struct.error:
+        raise CorruptRecordError("truncated batch header") from None
+    codec = attributes & COMPRESSION_MASK
+    fixed_ts = max_ts if attributes & TIMESTAMP_TYPE_FLAG else None
+    if codec == COMPRESSION_NONE:
+        if isinstance(buffer, bytes):
+            data, start, end = buffer, position + HEADER_SIZE, position + size
+        else:
+            data = bytes(memoryview(buffer)[position + HEADER_SIZE : position + size])
+            start, end = 0, len(data)
+    else:
+        data = _decompress(codec, memoryview(buffer)[position + HEADER_SIZE : position + size], max_decompressed)
+        start, end = 0, len(data)
+    return decode_records(data, start, end, count, base_offset, base_ts, fixed_ts, full=full)
+
+
+def decode_records(
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    fixed_timestamp: int | None = None,
+    *,
+    full: bool = True,
+) -> list:
+    """Decode `count` uncompressed records in data[pos:end].
+
+    Returns `Record`s when `full`, else (offset, timestamp, key, value) tuples without headers.
+    `fixed_timestamp` (a LogAppendTime batch's maxTimestamp) overrides every record's timestamp.
+    """
+    if count < 0 or count > end - pos:
+        raise CorruptRecordError(f"record count {count} does not fit in {end - pos} bytes")
+    out: list = []
+    append = out.append
+    slow = _uvarint_slow
+    try:
+        for _ in range(count):
+            # record length
+            b = data[pos]
+            if b < 0x80:
+                v = b
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    v = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    v, pos = slow(data, pos)
+            rec_end = pos + ((v >> 1) ^ -(v & 1))
+            if rec_end > end or rec_end <= pos:
+                raise CorruptRecordError("record length runs past the batch")
+            pos += 1  # record attributes: unused by Kafka
+            # timestamp delta
+            b = data[pos]
+            if b < 0x80:
+                v = b
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    v = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    v, pos = slow(data, pos)
+            if fixed_timestamp is None:
+                ts = base_timestamp + ((v >> 1) ^ -(v & 1))
+            else:
+                ts = fixed_timestamp
+            # offset delta
+            b = data[pos]
+            if b < 0x80:
+                v = b
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    v = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    v, pos = slow(data, pos)
+            offset = base_offset + ((v >> 1) ^ -(v & 1))
+            # key
+            b = data[pos]
+            if b < 0x80:
+                v = b
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    v = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    v, pos = slow(data, pos)
+            n = (v >> 1) ^ -(v & 1)
+            if n >= 0:
+                key = data[pos : pos + n]
+                pos += n
+            elif n == -1:
+                key = None
+            else:
+                raise CorruptRecordError(f"negative key length {n}")
+            # value
+            b = data[pos]
+            if b < 0x80:
+                v = b
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    v = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    v, pos = slow(data, pos)
+            n = (v >> 1) ^ -(v & 1)
+            if n >= 0:
+                value = data[pos : pos + n]
+                pos += n
+            elif n == -1:
+                value = None
+            else:
+                raise CorruptRecordError(f"negative value length {n}")
+            # headers
+            b = data[pos]
+            if b == 0:
+                pos += 1
+                headers: tuple = ()
+            else:
+                headers, pos = _decode_headers(data, pos, rec_end)
+            if pos != rec_end:
+                raise CorruptRecordError("record length does not match its fields")
+            if full:
+                append(Record(offset, ts, key, value, headers))
+            else:
+                append((offset, ts, key, value))
+    except IndexError:
+        raise CorruptRecordError("record runs past the end of the batch") from None
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record")
+    return out
+
+
+def _decode_headers(data: bytes, pos: int, rec_end: int) -> tuple[tuple, int]:
+    count, pos = decode_varint(data, pos)
+    if count < 0 or count > rec_end - pos:
+        raise CorruptRecordError(f"bad header count {count}")
+    headers = []
+    for _ in range(count):
+        n, pos = decode_varint(data, pos)
+        if n < 0 or pos + n > rec_end:
+            raise CorruptRecordError(f"bad header key length {n}")
+        try:
+            hkey = bytes(data[pos : pos + n]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecordError("header key is not UTF-8") from None
+        pos += n
+        n, pos = decode_varint(data, pos)
+        if n >= 0:
+            if pos + n > rec_end:
+                raise CorruptRecordError("header value runs past the record")
+            hvalue = data[pos : pos + n]
+            pos += n
+        elif n == -1:
+            hvalue = None
+        else:
+            raise CorruptRecordError(f"bad header value length {n}")
+        headers.append((hkey, hvalue))
+    return tuple(headers), pos
+
+
+def iter_records(
+    buffer: bytes,
+    position: int = 0,
+    end: int | None = None,
+    *,
+    full: bool = False,
+    skip_control: bool = True,
+) -> Iterator[tuple]:
+    """Decode every record of every batch in buffer[position:end], in order.
+
+    Yields (offset, timestamp, key, value) tuples, or `Record`s with headers when `full`. This is
+    the replay path: it unpacks each header once and hands whole batches to the record loop.
+    Control batches (transaction markers) are skipped by default, as Kafka consumers do.
+    """
+    if end is None:
+        end = len(buffer)
+    unpack = HEADER.unpack_from
+    while end - position >= HEADER_SIZE:
+        (
+            base_offset,
+            length,
+            _epoch,
+            magic,
+            _crc,
+            attributes,
+            _lod,
+            base_ts,
+            max_ts,
+            _pid,
+            _pepoch,
+            _seq,
+            count,
+        ) = unpack(buffer, position)
+        size = LOG_OVERHEAD + length
+        if magic != MAGIC or length < BATCH_OVERHEAD:
+            raise CorruptRecordError(f"bad batch at byte {position}: length {length}, magic {magic}")
+        if end - position < size:
+            return
+        if skip_control and attributes & CONTROL_FLAG:
+            pass
+        elif attributes & COMPRESSION_MASK or not isinstance(buffer, bytes):
+            yield from _decode_batch(buffer, position, size, full, DEFAULT_MAX_DECOMPRESSED)
+        else:
+            fixed = max_ts if attributes & TIMESTAMP_TYPE_FLAG else None
+            yield from decode_records(
+                buffer, position + HEADER_SIZE, position + size, count, base_offset, base_ts, fixed, full=full
+            )
+        position += size
