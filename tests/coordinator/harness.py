@@ -68,6 +68,7 @@ class Shell:
         self.log: list[tuple[int, Record]] = []  # durable records, in append order
         self.queued: deque[tuple[int, int, list[Record]]] = deque()  # appends not yet completed
         self._ctx = itertools.count(1)
+        self.clients: list[Client] = []
 
     # -- driving ---------------------------------------------------------------------------
 
@@ -98,6 +99,12 @@ class Shell:
         self.settle()
         return ctx
 
+    def deliver(self) -> None:
+        """Hand each client the answers that came in for it (clients read their sockets)."""
+        for c in self.clients:
+            c.collect_join()
+            c.collect_sync()
+
     def settle(self) -> None:
         """What the shell's timer does: fire whatever is due at the current time."""
         while (d := self.coord.next_deadline()) is not None and d <= self.now:
@@ -111,6 +118,7 @@ class Shell:
             self.absorb(self.coord.tick(self.now))
         self.now = target
         self.settle()
+        self.deliver()
 
     def answer(self, ctx: Ctx) -> dict[str, Any] | None:
         return self.answers.get(ctx)
@@ -128,7 +136,9 @@ class Shell:
         return [r for _, r in self.log]
 
     def client(self, name: str, group: str = "g", **kw: Any) -> Client:
-        return Client(self, name, group, **kw)
+        c = Client(self, name, group, **kw)
+        self.clients.append(c)
+        return c
 
 
 @dataclass(eq=False)
@@ -153,6 +163,9 @@ class Client:
     assignment: bytes | None = None
     pending_join: Ctx | None = None
     pending_sync: Ctx | None = None
+    lose_next_join: bool = False  # the next JoinGroup answer is lost on the way
+    join_answers: list[dict[str, Any]] = field(default_factory=list)
+    sync_answers: list[dict[str, Any]] = field(default_factory=list)
 
     def join_request(self) -> dict[str, Any]:
         protocols = self.protocols if self.protocols is not None else [("range", sub(*self.topics))]
@@ -175,19 +188,28 @@ class Client:
             self.member_id = resp["member_id"]
             ctx = self.shell.send("JoinGroup", v, self.join_request(), client_id=self.name)
         self.pending_join = ctx
-        self.collect_join()
+        self.shell.deliver()
         return ctx
 
-    def collect_join(self, *, lose: bool = False) -> dict[str, Any] | None:
-        """Read the JoinGroup answer if it came; ``lose`` drops it as a lost response would."""
+    @property
+    def last_join(self) -> dict[str, Any] | None:
+        return self.join_answers[-1] if self.join_answers else None
+
+    @property
+    def last_sync(self) -> dict[str, Any] | None:
+        return self.sync_answers[-1] if self.sync_answers else None
+
+    def collect_join(self) -> dict[str, Any] | None:
         if self.pending_join is None:
             return None
         resp = self.shell.answer(self.pending_join)
         if resp is None:
             return None
         self.pending_join = None
-        if lose:
-            return resp
+        if self.lose_next_join:
+            self.lose_next_join = False
+            return None
+        self.join_answers.append(resp)
         if resp["error_code"] == 0:
             self.member_id = resp["member_id"]
             self.generation = resp["generation_id"]
@@ -212,15 +234,19 @@ class Client:
             "protocol_name": None,
             "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()],
         }
-        self.pending_sync = self.shell.send("SyncGroup", v, req, client_id=self.name)
-        self.collect_sync()
-        return self.pending_sync
+        ctx = self.pending_sync = self.shell.send("SyncGroup", v, req, client_id=self.name)
+        self.shell.deliver()
+        return ctx
 
     def collect_sync(self) -> dict[str, Any] | None:
         if self.pending_sync is None:
             return None
         resp = self.shell.answer(self.pending_sync)
-        if resp is not None and resp["error_code"] == 0:
+        if resp is None:
+            return None
+        self.pending_sync = None
+        self.sync_answers.append(resp)
+        if resp["error_code"] == 0:
             self.assignment = resp["assignment"]
         return resp
 
@@ -232,6 +258,7 @@ class Client:
             "group_instance_id": self.instance_id,
         }
         resp = self.shell.answer(self.shell.send("Heartbeat", version, req, client_id=self.name))
+        self.shell.deliver()
         assert resp is not None
         return resp["error_code"]
 
@@ -244,6 +271,9 @@ class Client:
         else:
             req = {"group_id": self.group, "member_id": self.member_id}
         resp = self.shell.answer(self.shell.send("LeaveGroup", version, req, client_id=self.name))
+        self.shell.deliver()
+        if resp is not None and version >= 3 and resp["error_code"] == 0 and resp["members"][0]["error_code"] == 0:
+            self.member_id, self.generation = "", -1
         assert resp is not None
         return resp
 
