@@ -1,0 +1,194 @@
+"""FindCoordinator, DescribeGroups, ListGroups, DeleteGroups; routing; loading from the log."""
+
+from __future__ import annotations
+
+import pytest
+from harness import Shell, sub
+from test_rebalance import stable_group
+
+from groupd.coordinator import GroupCoordinator, Node, PartitionOwnership
+from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey
+from groupd.coordinator.routing import java_string_hashcode, partition_for
+
+# -- routing ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("group", "hashcode", "partition"),
+    [("my-group", -1906497762, 12), ("polygenelubricants", -(2**31), 0), ("😀", None, 49), ("", 0, 0)],
+)
+def test_partition_vectors(group: str, hashcode: int | None, partition: int) -> None:
+    if hashcode is not None:
+        assert java_string_hashcode(group) == hashcode
+    assert partition_for(group) == partition
+
+
+def test_find_coordinator_versions() -> None:
+    s = Shell()
+    v0 = s.answer(s.send("FindCoordinator", 0, {"key": "my-group"}))
+    assert (v0["error_code"], v0["node_id"], v0["host"], v0["port"]) == (0, 0, "localhost", 9092)
+    v4 = s.answer(s.send("FindCoordinator", 4, {"key_type": 0, "coordinator_keys": ["a", "b"]}))
+    assert [c["key"] for c in v4["coordinators"]] == ["a", "b"]
+    assert all(c["error_code"] == 0 and c["node_id"] == 0 for c in v4["coordinators"])
+    txn = s.answer(s.send("FindCoordinator", 3, {"key": "tx", "key_type": 1}))
+    assert txn["error_code"] == 42 and "transactions" in txn["error_message"] and txn["node_id"] == -1
+
+
+def test_groups_of_partitions_owned_elsewhere_get_not_coordinator() -> None:
+    here, there = Node(1, "h1", 9092), Node(2, "h2", 9093)
+    owners = {p: (here if p != 12 else there) for p in range(50)}
+    coord = GroupCoordinator(ownership=PartitionOwnership(here, 50, owners))
+    r = coord.handle(0, "FindCoordinator", 1, {"key": "my-group", "key_type": 0}, "ctx")
+    assert r.responses[0][1]["node_id"] == 2 and r.responses[0][1]["host"] == "h2"
+    r = coord.handle(0, "Heartbeat", 0, {"group_id": "my-group", "generation_id": 1, "member_id": "m"}, "ctx")
+    assert r.responses[0][1]["error_code"] == 16
+
+
+# -- DescribeGroups / ListGroups ----------------------------------------------------------------
+
+
+def test_describe_stable_and_rebalancing_groups() -> None:
+    s, (a, b) = stable_group(2)
+    d = s.answer(s.send("DescribeGroups", 5, {"groups": ["g"], "include_authorized_operations": True}))["groups"][0]
+    assert (d["error_code"], d["group_state"], d["protocol_type"], d["protocol_data"]) == (
+        0,
+        "Stable",
+        "consumer",
+        "range",
+    )
+    assert {m["member_id"] for m in d["members"]} == {a.member_id, b.member_id}
+    by_id = {m["member_id"]: m for m in d["members"]}
+    assert by_id[a.member_id]["member_metadata"] == sub("t")
+    assert by_id[a.member_id]["member_assignment"] == a.assignment
+    assert by_id[a.member_id]["client_id"] == "c1" and by_id[a.member_id]["client_host"] == "/127.0.0.1"
+    assert d["authorized_operations"] > 0
+    a.join()
+    d = s.answer(s.send("DescribeGroups", 0, {"groups": ["g"]}))["groups"][0]
+    assert d["group_state"] == "PreparingRebalance" and d["protocol_data"] == ""
+    assert all(m["member_metadata"] == b"" and m["member_assignment"] == b"" for m in d["members"])
+    assert d["authorized_operations"] == -(2**31)
+
+
+def test_describe_missing_group_dead_or_not_found_by_version() -> None:
+    s = Shell()
+    old = s.answer(s.send("DescribeGroups", 5, {"groups": ["nope"]}))["groups"][0]
+    assert (old["error_code"], old["group_state"], old["members"]) == (0, "Dead", [])
+    new = s.answer(s.send("DescribeGroups", 6, {"groups": ["nope"]}))["groups"][0]
+    assert (new["error_code"], new["group_state"]) == (69, "Dead")
+
+
+def test_list_groups_with_filters() -> None:
+    s, _ = stable_group(1)
+    s2 = s.client("x", group="other")
+    s2.join()
+    s2.leave()
+    listed = s.answer(s.send("ListGroups", 3, {}))
+    assert sorted(g["group_id"] for g in listed["groups"]) == ["g", "other"]
+    only = s.answer(s.send("ListGroups", 4, {"states_filter": ["stable"]}))
+    assert [(g["group_id"], g["group_state"]) for g in only["groups"]] == [("g", "Stable")]
+    typed = s.answer(s.send("ListGroups", 5, {"states_filter": [], "types_filter": ["Classic"]}))
+    assert {g["group_type"] for g in typed["groups"]} == {"classic"} and len(typed["groups"]) == 2
+    none = s.answer(s.send("ListGroups", 5, {"types_filter": ["consumer"]}))
+    assert none["groups"] == []
+
+
+# -- DeleteGroups -------------------------------------------------------------------------------
+
+
+def test_delete_groups_semantics() -> None:
+    s, (a,) = stable_group(1)
+    e = s.client("e", group="empty")
+    e.join()
+    e.sync({e.member_id: b""})
+    e.commit({("t", 0): 42})
+    e.leave()
+    resp = s.answer(s.send("DeleteGroups", 2, {"groups_names": ["g", "empty", "missing", ""]}))
+    assert {r["group_id"]: r["error_code"] for r in resp["results"]} == {
+        "g": 68,
+        "empty": 0,
+        "missing": 69,
+        "": 24,
+    }
+    assert s.coord.group("empty") is None and "empty" not in s.coord.offsets
+    tail = s.records()[-2:]
+    assert tail == [(OffsetCommitKey("empty", "t", 0), None), (GroupMetadataKey("empty"), None)]
+    again = s.answer(s.send("DeleteGroups", 0, {"groups_names": ["empty"]}))
+    assert again["results"][0]["error_code"] == 69
+    fetched = s.answer(s.send("OffsetFetch", 5, {"group_id": "empty", "topics": None}))
+    assert fetched["topics"] == []
+
+
+def test_delete_waits_for_tombstones_and_restores_on_failure() -> None:
+    s = Shell()
+    c = s.client("c")
+    c.join()
+    c.sync({c.member_id: b""})
+    c.commit({("t", 0): 1})
+    c.leave()
+    s.auto_append = False
+    ctx = s.send("DeleteGroups", 1, {"groups_names": ["g"]})
+    assert s.answer(ctx) is None and s.coord.group("g") is None
+    s.flush(error=OSError("disk"))
+    assert s.answer(ctx)["results"][0]["error_code"] == 16
+    assert s.state() == "Empty" and s.coord.offsets["g"][("t", 0)].offset == 1
+
+
+def test_join_after_delete_creates_a_new_group() -> None:
+    s = Shell()
+    c = s.client("c")
+    c.join()
+    c.leave()
+    s.send("DeleteGroups", 1, {"groups_names": ["g"]})
+    d = s.client("d")
+    d.join()
+    assert d.generation == 1 and s.state() == "CompletingRebalance"
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+
+def test_loaded_group_is_stable_with_fresh_sessions() -> None:
+    s, (a, b) = stable_group(2)
+    a.commit({("t", 0): 7})
+    fresh = Shell()
+    fresh.now = 100000
+    fresh.coord.load(fresh.now, s.records())
+    g = fresh.group()
+    assert str(g.state) == "Stable" and g.generation == s.group().generation
+    assert g.leader_id == a.member_id and g.members[b.member_id].assignment == b.assignment
+    assert g.protocol_name == "range" and g.subscribed_topics == frozenset({"t"})
+    a.shell = b.shell = fresh
+    assert a.heartbeat() == 0
+    fresh.advance(9999)
+    assert a.heartbeat() == 0
+    fresh.advance(1)  # b's session ran from load time
+    assert b.member_id not in fresh.group().members and fresh.state() == "PreparingRebalance"
+    assert fresh.coord.offsets["g"][("t", 0)].offset == 7
+
+
+def test_requests_during_load_get_load_in_progress() -> None:
+    s, (a,) = stable_group(1)
+    p = s.coord.partition_for("g")
+    s.coord.begin_load(p)
+    assert a.heartbeat() == 14
+    a.join()
+    assert a.last_join["error_code"] == 14
+    assert s.answer(s.send("ListGroups", 0, {}))["error_code"] == 14
+    for key, value in s.records():
+        s.coord.replay(key, value)
+    s.coord.end_load(p, s.now)
+    assert a.heartbeat() == 0
+
+
+def test_deleted_group_stays_deleted_after_restart() -> None:
+    """Redpanda once forgot to apply the deletion tombstone on restart; deleted groups came back."""
+    s = Shell()
+    c = s.client("c")
+    c.join()
+    c.sync({c.member_id: b"a"})
+    c.commit({("t", 0): 3})
+    c.leave()
+    s.send("DeleteGroups", 2, {"groups_names": ["g"]})
+    fresh = Shell()
+    fresh.coord.load(0, s.records())
+    assert fresh.coord.group("g") is None and fresh.coord.offsets == {} and fresh.coord.group_records == {}
