@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from harness import Shell, sub
-from test_rebalance import stable_group
-
 from groupd.coordinator import GroupCoordinator, Node, PartitionOwnership
 from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey
 from groupd.coordinator.routing import java_string_hashcode, partition_for
+from harness import Shell, sub
+from test_rebalance import stable_group
 
 # -- routing ------------------------------------------------------------------------------------
 
@@ -49,7 +48,9 @@ def test_groups_of_partitions_owned_elsewhere_get_not_coordinator() -> None:
 
 def test_describe_stable_and_rebalancing_groups() -> None:
     s, (a, b) = stable_group(2)
-    d = s.answer(s.send("DescribeGroups", 5, {"groups": ["g"], "include_authorized_operations": True}))["groups"][0]
+    d = s.answer(s.send("DescribeGroups", 5, {"groups": ["g"], "include_authorized_operations": True}))[
+        "groups"
+    ][0]
     assert (d["error_code"], d["group_state"], d["protocol_type"], d["protocol_data"]) == (
         0,
         "Stable",
@@ -96,7 +97,7 @@ def test_list_groups_with_filters() -> None:
 
 
 def test_delete_groups_semantics() -> None:
-    s, (a,) = stable_group(1)
+    s, (_a,) = stable_group(1)
     e = s.client("e", group="empty")
     e.join()
     e.sync({e.member_id: b""})

@@ -42,7 +42,7 @@ def test_heartbeat_answers_per_state() -> None:
 
 
 def test_heartbeat_errors() -> None:
-    s, (a, b) = stable_group(2)
+    _s, (a, _b) = stable_group(2)
     gen = a.generation
     a.generation = gen - 1
     assert a.heartbeat() == 22  # ILLEGAL_GENERATION
@@ -145,7 +145,7 @@ def test_last_leave_makes_group_empty_and_writes_it() -> None:
 
 
 def test_leave_errors() -> None:
-    s, (a, b) = stable_group(2)
+    s, (a, _b) = stable_group(2)
     assert s.answer(s.send("LeaveGroup", 1, {"group_id": "nope", "member_id": "x"}))["error_code"] == 25
     resp = s.answer(
         s.send(
@@ -193,12 +193,12 @@ def static_group():  # type: ignore[no-untyped-def]
 
 
 def test_static_member_id_derives_from_instance_id() -> None:
-    s, a, b = static_group()
+    _s, a, b = static_group()
     assert a.member_id.startswith("ia-") and b.member_id.startswith("ib-")
 
 
 def test_static_follower_restart_takes_old_place_without_rebalance(transitions) -> None:  # type: ignore[no-untyped-def]
-    s, a, b = static_group()
+    s, _a, b = static_group()
     gen = s.group().generation
     old_id = b.member_id
     restarted = s.client("b2", instance_id="ib", join_version=9)
@@ -220,7 +220,7 @@ def test_static_follower_restart_takes_old_place_without_rebalance(transitions) 
 
 
 def test_static_leader_restart_v9_gets_skip_assignment() -> None:
-    s, a, b = static_group()
+    s, _a, _b = static_group()
     again = s.client("a2", instance_id="ia", join_version=9)
     again.join()
     resp = again.last_join
@@ -229,7 +229,7 @@ def test_static_leader_restart_v9_gets_skip_assignment() -> None:
 
 
 def test_static_leader_restart_before_v9_is_told_the_old_leader() -> None:
-    s, a, b = static_group()
+    s, a, _b = static_group()
     again = s.client("a2", instance_id="ia", join_version=7)
     again.join()
     resp = again.last_join
@@ -238,7 +238,7 @@ def test_static_leader_restart_before_v9_is_told_the_old_leader() -> None:
 
 
 def test_static_rejoin_with_new_protocol_rebalances() -> None:
-    s, a, b = static_group()
+    s, _a, _b = static_group()
     again = s.client("b2", instance_id="ib", join_version=9, protocols=[("range", sub("t")), ("x", b"")])
     again.join()
     assert s.state() == S  # range still wins, no rebalance
@@ -258,7 +258,7 @@ def test_static_rejoin_during_completing_rebalance_rebalances() -> None:
 
 
 def test_static_replacement_failed_write_restores_old_member() -> None:
-    s, a, b = static_group()
+    s, _a, b = static_group()
     s.auto_append = False
     again = s.client("b2", instance_id="ib", join_version=9)
     again.join()
@@ -270,7 +270,7 @@ def test_static_replacement_failed_write_restores_old_member() -> None:
 
 
 def test_leave_by_instance_id_only() -> None:
-    s, a, b = static_group()
+    s, _a, b = static_group()
     resp = s.answer(
         s.send("LeaveGroup", 4, {"group_id": "g", "members": [{"member_id": "", "group_instance_id": "ib"}]})
     )

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from harness import Shell, assignment, sub
-
 from groupd.coordinator import CoordinatorConfig
 from groupd.coordinator.group import ClassicGroup, GroupState, IllegalStateTransition
+from harness import Shell, assignment, sub
 
 PR, CR, S, E = "PreparingRebalance", "CompletingRebalance", "Stable", "Empty"
 
@@ -138,7 +137,7 @@ def test_protocol_selected_by_vote() -> None:
 
 def test_group_max_size() -> None:
     s = Shell(config=CoordinatorConfig(group_max_size=2))
-    s_, cs = stable_group(2, s)
+    s_, _cs = stable_group(2, s)
     extra = s.client("c3")
     extra.join()
     assert extra.last_join["error_code"] == 81 and len(s.group().members) == 2
@@ -148,7 +147,7 @@ def test_group_max_size() -> None:
 
 
 def test_leader_gets_member_list_followers_do_not() -> None:
-    s, (c1, c2, c3) = stable_group(3)
+    _s, (c1, c2, c3) = stable_group(3)
     assert c1.is_leader
     assert sorted(m["member_id"] for m in c1.members) == sorted(c.member_id for c in (c1, c2, c3))
     assert all(m["metadata"] == sub("t") for m in c1.members)
@@ -176,7 +175,7 @@ def test_new_leader_elected_when_leader_does_not_rejoin() -> None:
 
 
 def test_join_completes_at_rebalance_timeout_removing_laggards(transitions) -> None:  # type: ignore[no-untyped-def]
-    s, (c1, c2, c3) = stable_group(3, session_timeout_ms=45000)
+    s, (c1, c2, _c3) = stable_group(3, session_timeout_ms=45000)
     c1.join()  # the leader asks for a rebalance
     c2.join()
     s.advance(29999)
@@ -266,9 +265,12 @@ def test_sync_timeout_removes_members_that_never_sync(transitions) -> None:  # t
 
 def test_sync_errors() -> None:
     s, (a, b) = stable_group(2)
-    assert s.answer(s.send("SyncGroup", 3, {"group_id": "nope", "generation_id": 1, "member_id": "x"}))[
-        "error_code"
-    ] == 25
+    assert (
+        s.answer(s.send("SyncGroup", 3, {"group_id": "nope", "generation_id": 1, "member_id": "x"}))[
+            "error_code"
+        ]
+        == 25
+    )
     b.generation = 7
     b.sync()
     assert b.last_sync["error_code"] == 22
@@ -279,7 +281,7 @@ def test_sync_errors() -> None:
 
 
 def test_sync_v5_protocol_checks() -> None:
-    s, (a, b) = stable_group(2)
+    s, (_a, b) = stable_group(2)
     req = {"group_id": "g", "generation_id": b.generation, "member_id": b.member_id, "assignments": []}
     for ptype, pname in (("consumer", "roundrobin"), ("connect", "range")):
         resp = s.answer(s.send("SyncGroup", 5, {**req, "protocol_type": ptype, "protocol_name": pname}))
