@@ -137,7 +137,7 @@ def test_protocol_selected_by_vote() -> None:
 
 def test_group_max_size() -> None:
     s = Shell(config=CoordinatorConfig(group_max_size=2))
-    s_, _cs = stable_group(2, s)
+    stable_group(2, s)
     extra = s.client("c3")
     extra.join()
     assert extra.last_join["error_code"] == 81 and len(s.group().members) == 2
