@@ -305,7 +305,7 @@ def _clean_group(
     fsync_dir(directory)
     new_seg = Segment(directory, base, plog._ops)
     if not new_seg.load_indexes(plog.config.index_interval_bytes):
-        plog._rebuild(new_seg, check_crc=False)
+        plog._rebuild(new_seg, check_crc=False, inactive=True)
     new_seg.next_offset = group[-1].read_next_offset()
     with plog._lock:
         segs = plog._segments

@@ -438,6 +438,7 @@ class _ScanResult:
     end: int
     next_offset: int
     reason: str | None
+    gaps: bool = False
 
 
 class PartitionLog:
@@ -500,7 +501,7 @@ class PartitionLog:
                 self._recover_active(seg, clean)
             elif not seg.load_indexes(self.config.index_interval_bytes):
                 log.warning("storage.index.rebuild", path=str(seg.log_path), reason="missing or damaged")
-                self._rebuild(seg, check_crc=False)
+                self._rebuild(seg, check_crc=False, inactive=True)
             segments.append(seg)
         # A crash between checkpointing a new log start and deleting segments leaves dead ones.
         while len(segments) > 1 and start is not None and segments[1].base_offset <= start:
@@ -545,19 +546,18 @@ class PartitionLog:
             seg.max_timestamp = seg.ti_timestamps[-1] if seg.ti_timestamps else -1
             seg.offset_of_max_timestamp = seg.base_offset + seg.ti_offsets[-1] if seg.ti_offsets else -1
             seg.bytes_since_index = 0
-            try:
-                seg.rolling_base_timestamp = rec.BatchView(
-                    _pread_exact(seg.log_fd, rec.HEADER_SIZE, 0), 0
-                ).max_timestamp
-            except CorruptRecordError:
-                seg.rolling_base_timestamp = None
-            else:
-                result = self._scan(seg, start, check_crc=True)
+            first = _pread_exact(seg.log_fd, rec.HEADER_SIZE, 0)
+            if len(first) == rec.HEADER_SIZE:
+                seg.rolling_base_timestamp = rec.HEADER.unpack_from(first)[8]
+                result = self._scan(
+                    seg, start, check_crc=True, contiguous=True,
+                    first_last_offset=seg.base_offset + seg.idx_offsets[-1],
+                )
                 if result.reason is not None and result.end == start:
                     result = None  # the batch the index pointed at is bad: distrust the index
         if result is None:
             seg.reset_indexes()
-            result = self._scan(seg, 0, check_crc=True)
+            result = self._scan(seg, 0, check_crc=True, contiguous=True)
         if result.reason is not None:
             log.warning(
                 "storage.recovery.truncated",
@@ -572,7 +572,7 @@ class PartitionLog:
         seg.next_offset = result.next_offset
         seg.write_indexes()
 
-    def _rebuild(self, seg: Segment, *, check_crc: bool) -> None:
+    def _rebuild(self, seg: Segment, *, check_crc: bool, inactive: bool = False) -> _ScanResult:
         seg.reset_indexes()
         result = self._scan(seg, 0, check_crc=check_crc)
         if result.reason is not None:
@@ -582,9 +582,26 @@ class PartitionLog:
                       reason=result.reason)
         seg.next_offset = result.next_offset
         seg.write_indexes()
+        if inactive:
+            seg.append_final_time_entry()
+        return result
 
-    def _scan(self, seg: Segment, start: int, *, check_crc: bool) -> _ScanResult:
-        """Walk batches from `start`, rebuilding index state; stop at the first bad one."""
+    def _scan(
+        self,
+        seg: Segment,
+        start: int,
+        *,
+        check_crc: bool,
+        contiguous: bool = False,
+        first_last_offset: int | None = None,
+    ) -> _ScanResult:
+        """Walk batches from `start`, rebuilding index state; stop at the first bad one.
+
+        `contiguous` demands that each batch start exactly where the previous one ended (true of
+        every active segment, which compaction never touches); it is what catches a damaged
+        baseOffset, the one header field besides the leader epoch that the CRC does not cover.
+        `first_last_offset` is what the index says the batch at `start` ends with.
+        """
         cur = _Cursor(seg, self.config.index_interval_bytes)
         fd = seg.log_fd
         end = seg.size = os.fstat(fd).st_size
@@ -596,6 +613,7 @@ class PartitionLog:
         unpack = rec.HEADER.unpack_from
         crc32c = rec._crc32c
         reason = None
+        gaps = False
         while pos < end:
             if end - pos < rec.HEADER_SIZE:
                 reason = f"{end - pos} trailing bytes are too few for a batch header"
@@ -621,6 +639,18 @@ class PartitionLog:
             if prev_next is not None and base < prev_next:
                 reason = f"offset {base} does not follow {prev_next - 1}"
                 break
+            if prev_next is None:
+                if first_last_offset is not None and base + lod != first_last_offset:
+                    reason = f"batch ends at offset {base + lod}, the index says {first_last_offset}"
+                    break
+                if contiguous and start == 0 and base != seg.base_offset:
+                    reason = f"first batch starts at offset {base}, not {seg.base_offset}"
+                    break
+            elif base != prev_next:
+                if contiguous:
+                    reason = f"offset {base} does not follow {prev_next - 1}"
+                    break
+                gaps = True
             if check_crc:
                 if off + size > len(chunk):
                     chunk = _pread_exact(fd, max(min(READ_CHUNK, end - pos), size), pos)
@@ -636,7 +666,7 @@ class PartitionLog:
         while seg.idx_positions and seg.idx_positions[-1] >= pos:
             seg.idx_positions.pop()
             seg.idx_offsets.pop()
-        return _ScanResult(pos, next_offset, reason)
+        return _ScanResult(pos, next_offset, reason, gaps)
 
     # -- properties -------------------------------------------------------------------------
 
@@ -1064,7 +1094,7 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp >= `timestamp`, else None."""
-        segs, bases, sizes, start, end = self._snapshot()
+        segs, _bases, sizes, start, _end = self._snapshot()
         for seg, size in zip(segs, sizes):
             if seg.max_timestamp < timestamp:
                 continue
@@ -1101,7 +1131,7 @@ class PartitionLog:
 
     def max_timestamp(self) -> tuple[int, int]:
         """(largest timestamp, offset of the first record carrying it), or (-1, -1) if none."""
-        segs, _bases, sizes, start, _end = self._snapshot()
+        segs, _bases, _sizes, _start, _end = self._snapshot()
         best = None
         for seg in segs:
             if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
@@ -1134,12 +1164,16 @@ class PartitionLog:
                 if pos is not None:
                     self._ops.ftruncate(seg.log_fd, pos)
                     seg.size = pos
-                self._rebuild(seg, check_crc=False)
+                scanned = self._rebuild(seg, check_crc=False)
                 self._ops.fsync(seg.log_fd)
                 with self._lock:
                     self._set_segments(segs)
                     self._next_offset = seg.next_offset if seg.next_offset is not None else seg.base_offset
                     self._dirty = {s for s in self._dirty if s in segs}
+                if scanned.gaps:
+                    # A compacted (sparse) segment must not become the active one: recovery
+                    # holds active segments to contiguous offsets.
+                    self._roll_empty(locked=True)
             except OSError as exc:
                 raise StorageError(f"truncate of {self.path} failed: {exc}") from exc
 
@@ -1246,9 +1280,9 @@ class PartitionLog:
                      log_start_offset=self._log_start)
             return deleted
 
-    def _roll_empty(self) -> None:
+    def _roll_empty(self, *, locked: bool = False) -> None:
         """Start a new empty active segment at the log end (so every old one can be deleted)."""
-        with self._io_lock:
+        with contextlib.nullcontext() if locked else self._io_lock:
             old = self._segments[-1]
             if old.size == 0:
                 return
