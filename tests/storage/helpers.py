@@ -5,10 +5,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from kafka.record.memory_records import MemoryRecords
-
 from groupd.storage import records as R
 from groupd.storage.log import LogConfig, PartitionLog
+from kafka.record.memory_records import MemoryRecords
 
 
 def small_config(**kw) -> LogConfig:

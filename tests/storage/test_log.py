@@ -6,11 +6,10 @@ import os
 import struct
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
-
 from groupd.storage import records as R
 from groupd.storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
 from groupd.storage.log import PartitionLog
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from .helpers import fill, records_via_kafka_python, small_config
 
@@ -22,8 +21,8 @@ def test_append_read_round_trip_and_offsets(tmp_path):
     assert plog.append_records([(b"b", b"2", [], 11), (None, None, [("h", b"x")], 12)]) == (1, 2)
     assert plog.log_end_offset == 3
     assert list(plog.iter_records()) == [(0, 10, b"a", b"1"), (1, 11, b"b", b"2"), (2, 12, None, None)]
-    assert list(plog.iter_records(2, full=True))[0].headers == (("h", b"x"),)
-    assert list(plog.iter_records(1))[0][0] == 1
+    assert next(iter(plog.iter_records(2, full=True))).headers == (("h", b"x"),)
+    assert next(iter(plog.iter_records(1)))[0] == 1
     assert list(plog.iter_records(3)) == []
     plog.close()
 
@@ -246,7 +245,7 @@ def test_delete_records_before_advances_and_persists_log_start(tmp_path):
     plog.close()
     plog = PartitionLog.open(tmp_path / "t-0", cfg)
     assert plog.log_start_offset == 150
-    assert list(plog.iter_records())[0][0] == 150
+    assert next(iter(plog.iter_records()))[0] == 150
     plog.close()
 
 
@@ -259,7 +258,7 @@ def test_retention_by_time_and_by_size(tmp_path):
     n = len(plog.segments)
     now = 10_000 + 59 * 100 + 500
     deleted = plog.apply_retention(now=now)
-    assert 0 < deleted and len(plog.segments) == n - deleted
+    assert deleted > 0 and len(plog.segments) == n - deleted
     start = plog.log_start_offset
     assert start == plog.segments[0].base_offset
     # Whole segments went, each only because its newest record was older than retention_ms...

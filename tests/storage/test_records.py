@@ -5,13 +5,12 @@ from __future__ import annotations
 import struct
 
 import pytest
+from groupd.storage import records as R
+from groupd.storage.errors import CorruptRecordError, UnsupportedCompressionError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
-
-from groupd.storage import records as R
-from groupd.storage.errors import CorruptRecordError, UnsupportedCompressionError
 
 keys = st.none() | st.binary(max_size=40)
 values = st.none() | st.binary(max_size=300)

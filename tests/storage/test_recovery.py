@@ -6,9 +6,8 @@ import os
 import random
 
 import pytest
-from structlog.testing import capture_logs
-
 from groupd.storage.log import PartitionLog
+from structlog.testing import capture_logs
 
 from .helpers import batch_bounds, fill, records_via_kafka_python, small_config
 
