@@ -195,14 +195,18 @@ class Appender:
             self._schedule_fsync(plog, state)
 
     def _schedule_fsync(self, plog: PartitionLog, state: _PartitionState) -> None:
-        if state.flushing or state.flush_handle is not None:
+        if state.flushing:
             return
         due = state.last_fsync + self.policy.interval_ms / 1000.0
         delay = due - self._clock()
         if delay <= 0:
+            # Also covers a timer that is late (a busy loop): the interval is what counts.
+            if state.flush_handle is not None:
+                state.flush_handle.cancel()
+                state.flush_handle = None
             state.flushing = True
             self._spawn(self._background_fsync(plog, state))
-        else:
+        elif state.flush_handle is None:
             loop = asyncio.get_running_loop()
             state.flush_handle = loop.call_later(delay, self._fsync_timer, plog, state)
 

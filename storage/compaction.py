@@ -51,6 +51,7 @@ from . import records as rec
 from .errors import UnsupportedCompressionError
 from .log import (
     CLEANED_SUFFIX,
+    DEFAULT_FILE_OPS,
     DELETED_SUFFIX,
     INDEX_ENTRY,
     INDEX_SUFFIX,
@@ -59,6 +60,7 @@ from .log import (
     SWAP_SUFFIX,
     TIMEINDEX_ENTRY,
     TIMEINDEX_SUFFIX,
+    FileOps,
     PartitionLog,
     Segment,
     _Cursor,
@@ -103,7 +105,7 @@ def _swap_next_offset(path: Path) -> int:
     return nxt
 
 
-def recover_interrupted_swaps(directory: Path) -> None:
+def recover_interrupted_swaps(directory: Path, ops: FileOps = DEFAULT_FILE_OPS) -> None:
     """Finish or roll back compaction swaps that a crash interrupted (see module docstring)."""
     changed = False
     for p in list(directory.iterdir()):
@@ -132,7 +134,7 @@ def recover_interrupted_swaps(directory: Path) -> None:
             p.unlink()
             changed = True
     if changed:
-        fsync_dir(directory)
+        fsync_dir(directory, ops)
 
 
 def _segment_newest_ms(seg: Segment) -> int:
@@ -271,7 +273,7 @@ def _clean_group(
             cleaned[LOG_SUFFIX].unlink()
             return
         out.flush()
-        os.fsync(out.fileno())
+        plog._ops.fsync(out.fileno())
     final = cur.final_ti_entry()
     ti_entries = [*cur.ti_entries, *([final] if final else [])]
     for suffix, payload in (
@@ -281,13 +283,13 @@ def _clean_group(
         with open(cleaned[suffix], "wb") as f:
             f.write(payload)
             f.flush()
-            os.fsync(f.fileno())
+            plog._ops.fsync(f.fileno())
     _hook(crash_hook, "cleaned_written")
 
     os.rename(cleaned[INDEX_SUFFIX], swap[INDEX_SUFFIX])
     os.rename(cleaned[TIMEINDEX_SUFFIX], swap[TIMEINDEX_SUFFIX])
     os.rename(cleaned[LOG_SUFFIX], swap[LOG_SUFFIX])
-    fsync_dir(directory)
+    fsync_dir(directory, plog._ops)
     _hook(crash_hook, "swap_renamed")
 
     deleted: list[Path] = []
@@ -297,12 +299,12 @@ def _clean_group(
             with contextlib.suppress(FileNotFoundError):
                 os.rename(p, target)
                 deleted.append(target)
-    fsync_dir(directory)
+    fsync_dir(directory, plog._ops)
     _hook(crash_hook, "old_renamed")
 
     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
         os.rename(swap[suffix], directory / (name + suffix))
-    fsync_dir(directory)
+    fsync_dir(directory, plog._ops)
     new_seg = Segment(directory, base, plog._ops)
     if not new_seg.load_indexes(plog.config.index_interval_bytes):
         plog._rebuild(new_seg, check_crc=False, inactive=True)

@@ -150,10 +150,11 @@ class _Fd:
             self.close()
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path, ops: FileOps = DEFAULT_FILE_OPS) -> None:
+    """Make a create/rename/unlink in `path` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        ops.fsync(fd)
     finally:
         os.close(fd)
 
@@ -475,7 +476,7 @@ class PartitionLog:
         from .compaction import recover_interrupted_swaps
 
         self.path.mkdir(parents=True, exist_ok=True)
-        recover_interrupted_swaps(self.path)
+        recover_interrupted_swaps(self.path, self._ops)
         marker = self.path / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         bases = sorted(
@@ -492,7 +493,7 @@ class PartitionLog:
         if not bases:
             bases = [start or 0]
             Segment(self.path, bases[0], self._ops, create=True).close()
-            fsync_dir(self.path)
+            fsync_dir(self.path, self._ops)
         segments = []
         for i, base in enumerate(bases):
             seg = Segment(self.path, base, self._ops)
@@ -514,7 +515,7 @@ class PartitionLog:
         self._log_start = first if start is None else min(max(first, start), self._next_offset)
         if clean:
             marker.unlink()
-            fsync_dir(self.path)
+            fsync_dir(self.path, self._ops)
 
     def _read_log_start(self) -> int | None:
         try:
@@ -527,9 +528,9 @@ class PartitionLog:
         with open(tmp, "w") as f:
             f.write(f"{offset}\n")
             f.flush()
-            os.fsync(f.fileno())
+            self._ops.fsync(f.fileno())
         os.replace(tmp, self.path / LOG_START_FILE)
-        fsync_dir(self.path)
+        fsync_dir(self.path, self._ops)
 
     def _recover_active(self, seg: Segment, clean: bool) -> None:
         result = None
@@ -897,7 +898,7 @@ class PartitionLog:
                     old.append_final_time_entry()
                     p.new_segment = Segment(self.path, p.roll_base, self._ops, create=True)
                     # A crash must not leave an offset range without its file entry.
-                    fsync_dir(self.path)
+                    fsync_dir(self.path, self._ops)
                     with self._lock:
                         self._dirty.add(old)
             except OSError as exc:
@@ -981,7 +982,7 @@ class PartitionLog:
                 self.flush()
                 active.fsync_all()
                 (self.path / CLEAN_SHUTDOWN_FILE).touch()
-                fsync_dir(self.path)
+                fsync_dir(self.path, self._ops)
             except OSError as exc:
                 raise StorageError(f"cannot close {self.path} cleanly: {exc}") from exc
             finally:
@@ -1192,7 +1193,7 @@ class PartitionLog:
                     self._unlink_segment(s)
             assert seg is not None
             seg.next_offset = offset
-            fsync_dir(self.path)
+            fsync_dir(self.path, self._ops)
             self._write_log_start(offset)
             with self._lock:
                 self._set_segments([seg])
@@ -1289,7 +1290,7 @@ class PartitionLog:
             old.append_final_time_entry()
             seg = Segment(self.path, self._next_offset, self._ops, create=True)
             seg.next_offset = self._next_offset
-            fsync_dir(self.path)
+            fsync_dir(self.path, self._ops)
             with self._lock:
                 self._dirty.add(old)
                 self._set_segments([*self._segments, seg])

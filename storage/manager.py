@@ -116,7 +116,7 @@ class LogManager:
         path = self._dir(topic, partition)
         plog = PartitionLog.open(path, config or self.config_for(topic), clock=self._clock)
         try:
-            fsync_dir(self.data_dir)
+            fsync_dir(self.data_dir, self.config.file_ops)
         except OSError as exc:
             raise StorageError(f"cannot create {path}: {exc}") from exc
         self._logs[(topic, partition)] = plog
@@ -133,7 +133,7 @@ class LogManager:
         tomb = self.data_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         try:
             os.rename(path, tomb)
-            fsync_dir(self.data_dir)
+            fsync_dir(self.data_dir, self.config.file_ops)
         except OSError as exc:
             raise StorageError(f"cannot delete {path}: {exc}") from exc
         shutil.rmtree(tomb, ignore_errors=True)

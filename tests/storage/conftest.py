@@ -34,3 +34,4 @@ def _ensure_groupd_storage() -> None:
 
 
 _ensure_groupd_storage()
+sys.path.insert(0, str(Path(__file__).parent))  # for `import storage_helpers`

@@ -8,14 +8,13 @@ import struct
 import pytest
 from groupd.storage import records as R
 from groupd.storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
-from groupd.storage.log import PartitionLog
+from groupd.storage.log import FileOps, PartitionLog
 from kafka.record.default_records import DefaultRecordBatchBuilder
-
-from .helpers import fill, records_via_kafka_python, small_config
+from storage_helpers import fill, records_via_kafka_python, small_config
 
 
 def test_append_read_round_trip_and_offsets(tmp_path):
-    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    plog = PartitionLog.open(tmp_path / "t-0", small_config(file_ops=FileOps()))  # real fsyncs
     assert (plog.log_start_offset, plog.log_end_offset) == (0, 0)
     assert plog.append_records([(b"a", b"1", [], 10)]) == (0, 0)
     assert plog.append_records([(b"b", b"2", [], 11), (None, None, [("h", b"x")], 12)]) == (1, 2)

@@ -6,12 +6,28 @@ import random
 from pathlib import Path
 
 from groupd.storage import records as R
-from groupd.storage.log import LogConfig, PartitionLog
+from groupd.storage.log import FileOps, LogConfig, PartitionLog
 from kafka.record.memory_records import MemoryRecords
 
 
+class CountingOps(FileOps):
+    """Counts fsyncs instead of doing them.
+
+    The crashes these tests simulate are process deaths, after which the page cache still holds
+    every write, so real fsyncs would only make the suite slow (a few ms each on this disk).
+    """
+
+    def __init__(self) -> None:
+        self.fsyncs = 0
+
+    def fsync(self, fd: int) -> None:
+        self.fsyncs += 1
+
+
 def small_config(**kw) -> LogConfig:
-    base = dict(segment_bytes=4096, index_interval_bytes=256, segment_ms=None, retention_ms=None)
+    base = dict(
+        segment_bytes=4096, index_interval_bytes=256, segment_ms=None, retention_ms=None, file_ops=CountingOps()
+    )
     base.update(kw)
     return LogConfig(**base)
 

@@ -30,7 +30,7 @@ def kafka_python_records(data: bytes) -> list[tuple]:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record_lists, st.integers(min_value=0, max_value=2**40))
 def test_build_decode_round_trip_agrees_with_kafka_python(records, base_offset):
     data = R.build_batch(records, base_offset=base_offset)
@@ -51,7 +51,7 @@ def test_build_decode_round_trip_agrees_with_kafka_python(records, base_offset):
     assert list(R.iter_records(data, full=True)) == expected
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(record_lists)
 def test_we_decode_what_kafka_python_builds(records):
     builder = DefaultRecordBatchBuilder(
@@ -144,7 +144,7 @@ def test_crc_detects_any_single_flip_in_covered_bytes():
             R.BatchView(bytes(bad)).validate()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.binary(max_size=400), st.data())
 def test_garbage_raises_only_corrupt_record_error(garbage, data):
     valid = R.build_batch([(b"k", b"v" * 30, [("h", b"1")], 7), (None, b"z", [], 9)])

@@ -1,0 +1,260 @@
+"""Group commit: batching, fsync policies, and I/O errors that fail exactly the affected callers."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import threading
+
+import pytest
+from groupd.storage import records as R
+from groupd.storage.appender import Appender, FsyncPolicy
+from groupd.storage.errors import CorruptRecordError, StorageError
+from groupd.storage.log import FileOps, PartitionLog
+from storage_helpers import CountingOps, records_via_kafka_python, small_config
+
+
+def rec(i: int, ts: int = 1000):
+    return [(b"k%d" % i, b"v%d" % i, [], ts)]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class FsyncSpy:
+    """An injectable fsync that records calls, then does the log's real flush."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls = 0
+        self.fail = fail
+        self.events: list[str] = []
+
+    def __call__(self, plog: PartitionLog) -> None:
+        self.calls += 1
+        self.events.append("fsync")
+        if self.fail:
+            raise OSError(errno.EIO, "injected fsync failure")
+        plog.flush()
+
+
+def test_fsync_policy_parsing():
+    assert FsyncPolicy.parse("always") == FsyncPolicy("always")
+    assert FsyncPolicy.parse(" Never ") == FsyncPolicy("never")
+    assert FsyncPolicy.parse("interval:1000") == FsyncPolicy("interval", 1000)
+    assert str(FsyncPolicy.parse("interval:250")) == "interval:250"
+    for bad in ("sometimes", "interval:", "interval:x", "interval:-5", ""):
+        with pytest.raises(ValueError):
+            FsyncPolicy.parse(bad)
+
+
+async def test_concurrent_appends_share_one_write_per_partition(tmp_path):
+    logs = [PartitionLog.open(tmp_path / f"t-{p}", small_config(segment_bytes=10**6)) for p in range(3)]
+    appender = Appender("never")
+    results = await asyncio.gather(*(appender.append(logs[i % 3], rec(i)) for i in range(150)))
+    assert appender.writes == 3  # 150 callers, 3 partitions, one loop iteration
+    for p, plog in enumerate(logs):
+        mine = [(r, i) for i, r in enumerate(results) if i % 3 == p]
+        assert sorted(r for r, _ in mine) == [(o, o) for o in range(50)]
+        got = {r[0]: r[2] for r in plog.iter_records()}
+        for (off, _), i in mine:
+            assert got[off] == b"k%d" % i  # each caller got the offset its record landed at
+        assert len(list(plog.iter_batches())) == 1  # merged into a single batch
+    await appender.close()
+    for plog in logs:
+        plog.close()
+
+
+async def test_appends_arriving_during_a_write_form_the_next_group(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", small_config(segment_bytes=10**6))
+    appender = Appender("never")
+
+    async def caller(i):
+        out = []
+        for j in range(10):
+            out.append(await appender.append(plog, rec(i * 100 + j)))
+        return out
+
+    res = await asyncio.gather(*(caller(i) for i in range(20)))
+    assert sorted(o for r in res for o, _ in r) == list(range(200))
+    assert appender.writes < 200 / 5  # group commit, not one write per call
+    await appender.close()
+    plog.validate_all()
+    plog.close()
+
+
+async def test_always_fsyncs_before_releasing_any_caller(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", small_config(file_ops=FileOps()))
+    spy = FsyncSpy()
+    appender = Appender("always", fsync=spy)
+
+    async def caller(i):
+        r = await appender.append(plog, rec(i))
+        spy.events.append("released")
+        return r
+
+    await asyncio.gather(*(caller(i) for i in range(20)))
+    assert spy.calls == appender.writes == 1
+    assert spy.events == ["fsync"] + ["released"] * 20
+    await asyncio.gather(*(caller(i) for i in range(5)))
+    assert spy.calls == 2
+    await appender.close()
+    assert spy.calls == 2  # nothing left dirty
+    plog.close()
+
+
+async def test_interval_fsyncs_at_most_once_per_interval(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    spy = FsyncSpy()
+    clock = FakeClock()
+    appender = Appender("interval:1000", fsync=spy, clock=clock)
+    await appender.append(plog, rec(0))  # first write: nothing fsynced for ages, so fsync now
+    await asyncio.gather(*list(appender._tasks))
+    assert spy.calls == 1
+    for i in range(30):
+        clock.t += 0.01
+        await appender.append(plog, rec(i))
+    await asyncio.gather(*list(appender._tasks))
+    assert spy.calls == 1  # 300 ms of appends: the next fsync waits on a timer
+    clock.t += 1.0
+    await appender.append(plog, rec(99))
+    await asyncio.gather(*list(appender._tasks))
+    assert spy.calls == 2  # interval elapsed: the timer's job is done right away
+    await appender.append(plog, rec(100))
+    assert spy.calls == 2 and plog.needs_flush
+    await appender.close()  # close flushes what the pending timer would have
+    assert spy.calls == 3 and not plog.needs_flush
+    plog.close()
+
+
+async def test_interval_releases_callers_before_the_fsync(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    gate = threading.Event()
+
+    def slow_fsync(p: PartitionLog) -> None:
+        assert gate.wait(5)
+        p.flush()
+
+    appender = Appender("interval:0", fsync=slow_fsync)
+    assert await appender.append(plog, rec(1)) == (0, 0)  # returns while the fsync is blocked
+    assert await appender.append(plog, rec(2)) == (1, 1)
+    gate.set()
+    await appender.close()
+    plog.close()
+
+
+async def test_never_only_fsyncs_at_close(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    spy = FsyncSpy()
+    appender = Appender(FsyncPolicy("never"), fsync=spy)
+    for i in range(10):
+        await appender.append(plog, rec(i))
+    assert spy.calls == 0
+    await appender.close()
+    assert spy.calls == 1
+    with pytest.raises(StorageError):
+        await appender.append(plog, rec(0))
+    plog.close()
+
+
+class FailingOps(CountingOps):
+    """Writes half of the data, then fails with ENOSPC, while `failing` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+
+    def pwrite(self, fd: int, data, offset: int) -> int:
+        if self.failing:
+            os.pwrite(fd, bytes(data[: len(data) // 2]), offset)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().pwrite(fd, data, offset)
+
+
+async def test_io_error_fails_exactly_the_affected_callers_and_later_appends_work(tmp_path):
+    ops = FailingOps()
+    bad = PartitionLog.open(tmp_path / "t-0", small_config(file_ops=ops))
+    good = PartitionLog.open(tmp_path / "t-1", small_config())
+    appender = Appender("never")
+    assert await appender.append(bad, rec(0)) == (0, 0)
+    size = bad.size_in_bytes
+    ops.failing = True
+    results = await asyncio.gather(
+        *(appender.append(bad if i % 2 else good, rec(i)) for i in range(20)), return_exceptions=True
+    )
+    for i, r in enumerate(results):
+        if i % 2:
+            assert isinstance(r, StorageError)
+        else:
+            assert isinstance(r, tuple)
+    # Nothing of the failed write is visible or left on disk, and offsets were not consumed.
+    assert bad.log_end_offset == 1 and bad.size_in_bytes == size
+    assert os.path.getsize(bad.active_segment.log_path) == size
+    ops.failing = False
+    assert await appender.append(bad, rec(100)) == (1, 1)
+    await appender.close()
+    assert [r[2] for r in bad.iter_records()] == [b"k0", b"k100"]
+    bad.close()
+    good.close()
+    reopened = PartitionLog.open(tmp_path / "t-0", small_config())
+    reopened.validate_all()
+    assert records_via_kafka_python(tmp_path / "t-0") == list(reopened.iter_records())
+    reopened.close()
+
+
+async def test_failed_fsync_under_always_rolls_the_write_back(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    spy = FsyncSpy()
+    appender = Appender("always", fsync=spy)
+    await appender.append(plog, rec(0))
+    spy.fail = True
+    results = await asyncio.gather(*(appender.append(plog, rec(i)) for i in range(5)), return_exceptions=True)
+    assert all(isinstance(r, StorageError) for r in results)
+    assert plog.log_end_offset == 1
+    assert os.path.getsize(plog.active_segment.log_path) == plog.size_in_bytes
+    spy.fail = False
+    assert await appender.append(plog, rec(7)) == (1, 1)
+    await appender.close()
+    plog.close()
+
+
+async def test_a_bad_client_batch_fails_only_its_caller(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    appender = Appender("never")
+    good = R.build_batch([(b"a", b"1", [], 5), (b"b", b"2", [], 6)])
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF
+    results = await asyncio.gather(
+        appender.append(plog, rec(0)),
+        appender.append(plog, bytes(corrupt)),
+        appender.append(plog, good),
+        appender.append(plog, []),
+        appender.append(plog, rec(1)),
+        return_exceptions=True,
+    )
+    assert results[0] == (0, 0)
+    assert isinstance(results[1], CorruptRecordError)
+    assert results[2] == (1, 2)
+    assert isinstance(results[3], ValueError)
+    assert results[4] == (3, 3)
+    assert appender.writes == 1
+    assert [r[2] for r in plog.iter_records()] == [b"k0", b"a", b"b", b"k1"]
+    await appender.close()
+    plog.close()
+
+
+async def test_group_write_that_rolls_a_segment(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", small_config(segment_bytes=600))
+    appender = Appender("always")
+    for round_ in range(5):
+        await asyncio.gather(*(appender.append(plog, rec(round_ * 10 + i)) for i in range(10)))
+    assert len(plog.segments) > 1
+    assert [r[0] for r in plog.iter_records()] == list(range(50))
+    await appender.close()
+    plog.validate_all()
+    plog.close()
