@@ -10,13 +10,16 @@ from pathlib import Path
 
 import structlog
 
+from groupd.coordinator import HANDLED_APIS, CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.server import Server
+from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
 
 from .admin_handlers import AdminHandlers
 from .config import Config
-from .topics import TopicRegistry
+from .group_shell import GroupShell
+from .topics import OFFSETS_TOPIC, TopicRegistry
 
 log = structlog.get_logger("groupd")
 
@@ -37,7 +40,43 @@ class Broker:
         )
         self.port = config.port
         self.admin = AdminHandlers(config, self.topics, lambda: self.port)
+        self.logs = LogManager(self.data_dir, self._log_config(), topic_config=self._topic_log_config)
+        self.appender = Appender(config.fsync)
+        self.core = GroupCoordinator(
+            CoordinatorConfig(
+                group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+                group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+                group_max_size=config.group_max_size,
+                offsets_retention_minutes=config.offsets_retention_minutes,
+                offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+                offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+            ),
+            ownership=self._ownership(),
+            topic_partitions=self.topics.partition_count,
+        )
+        self.groups = GroupShell(self.core, self._offsets_log, self.appender)
         self._register()
+
+    def _ownership(self) -> PartitionOwnership:
+        return PartitionOwnership(Node(self.config.node_id, self.config.advertised, self.port), 50)
+
+    def _log_config(self) -> LogConfig:
+        return LogConfig(segment_bytes=self.config.segment_bytes, segment_ms=self.config.segment_ms)
+
+    def _topic_log_config(self, topic: str) -> LogConfig | None:
+        if topic == OFFSETS_TOPIC:
+            return LogConfig(
+                segment_bytes=self.config.segment_bytes,
+                segment_ms=self.config.segment_ms,
+                cleanup_policy="compact",
+                retention_ms=None,
+                delete_retention_ms=self.config.delete_retention_ms,
+            )
+        return None
+
+    def _offsets_log(self, partition: int) -> PartitionLog:
+        return self.logs.get_or_create(OFFSETS_TOPIC, partition)
 
     def _register(self) -> None:
         d, a = self.dispatcher, self.admin
@@ -45,11 +84,22 @@ class Broker:
         d.register(API_BY_NAME["CreateTopics"], a.create_topics)
         d.register(API_BY_NAME["DeleteTopics"], a.delete_topics)
         d.register(API_BY_NAME["CreatePartitions"], a.create_partitions)
+        for name in HANDLED_APIS:
+            d.register(API_BY_NAME[name], self.groups.handler(name))
 
     async def start(self) -> None:
         t0 = time.perf_counter()
         self.topics.load()
+        self.logs.open_all()
+        partitions = list(range(50))
+        for p in partitions:
+            self._offsets_log(p)
+        # Groups answer COORDINATOR_LOAD_IN_PROGRESS until their partition is replayed; the server
+        # listens straight away, as a Kafka broker does while it loads __consumer_offsets.
+        self.groups.begin_load(partitions)
         host, self.port = await self.server.start(self.config.host, self.config.port)
+        self.core.ownership = self._ownership()
+        self._load_task = asyncio.create_task(self.groups.load(partitions))
         log.info(
             "groupd_listening",
             listen=f"{host}:{self.port}",
@@ -62,6 +112,9 @@ class Broker:
 
     async def stop(self) -> None:
         await self.server.close()
+        await self.groups.drain()
+        await self.appender.close()
+        self.logs.close()
         log.info("groupd_stopped")
 
 

@@ -1,0 +1,183 @@
+"""The asyncio shell around the sans-IO group coordinator.
+
+The core (``groupd.coordinator``) is a synchronous state machine: requests, clock ticks and append
+outcomes go in; responses, records to append and the next deadline come out. This shell feeds it:
+
+- each group API request is handed to ``core.handle`` with the ``Request`` as its ``ctx``; the
+  core answers now or later by returning ``(ctx, response)`` pairs, which go to ``ctx.respond``;
+- every ``Append`` is serialized (``coordinator.serde``) and written to its ``__consumer_offsets``
+  partition through the group-commit ``Appender``; when it is durable (or failed) the outcome goes
+  back through ``core.append_done`` and only then are the waiting responses released;
+- one ``loop.call_at`` is armed for ``core.next_deadline()`` (design principle 4).
+
+Why no per-group ``asyncio.Lock``: a core call runs to completion on the loop thread, so requests for
+one group are already serialized, and the one suspension point (the append) is a continuation in
+the core, not an ``await`` in the middle of a handler. Different groups never wait for each other,
+and a parked JoinGroup holds nothing but its own connection slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from groupd.coordinator import GroupCoordinator
+from groupd.coordinator.result import Append, Result
+from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_record
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.server import Request
+from groupd.storage import Appender, PartitionLog, StorageError
+
+log = structlog.get_logger("groupd.groups")
+
+# Replay yields to the event loop every this many records so that a long load never stalls serving.
+_LOAD_CHUNK = 20_000
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class GroupShell:
+    def __init__(
+        self,
+        core: GroupCoordinator,
+        partition_logs: Callable[[int], PartitionLog],
+        appender: Appender,
+        *,
+        clock: Callable[[], int] = wall_ms,
+    ) -> None:
+        self.core = core
+        self.partition_logs = partition_logs
+        self.appender = appender
+        self.clock = clock
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.loaded = asyncio.Event()
+        self.load_stats: dict[str, float] = {}
+
+    # --- requests ---------------------------------------------------------------------------------
+    def handler(self, api_name: str) -> Callable[[Request], None]:
+        core = self.core
+
+        def handle(req: Request) -> None:
+            result = core.handle(
+                self.clock(),
+                api_name,
+                req.api_version,
+                req.body,
+                req,
+                client_id=req.client_id or "",
+                client_host="/" + req.client_host,
+            )
+            self.apply(result)
+
+        return handle
+
+    def apply(self, result: Result) -> None:
+        for ctx, response in result.responses:
+            ctx.respond(response)
+        for append in result.appends:
+            self._start_append(append)
+        self._arm()
+
+    # --- appends ----------------------------------------------------------------------------------
+    def _start_append(self, append: Append) -> None:
+        # Tasks start in creation order and enqueue in the appender before their first suspension,
+        # so appends reach a partition in the order the core handed them out.
+        task = asyncio.get_running_loop().create_task(self._append(append))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _append(self, append: Append) -> None:
+        error: int | None = None
+        try:
+            plog = self.partition_logs(append.partition)
+            now = self.clock()
+            records = [(k, v, (), now) for k, v in map(encode_record, append.records)]
+            await self.appender.append(plog, records)
+        except StorageError as e:
+            log.error("offsets_append_failed", partition=append.partition, error=str(e))
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+        except Exception:
+            log.exception("offsets_append_failed", partition=append.partition)
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+        self.apply(self.core.append_done(self.clock(), append.token, error))
+
+    # --- time -------------------------------------------------------------------------------------
+    def _arm(self) -> None:
+        deadline = self.core.next_deadline()
+        if deadline == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline is None:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, (deadline - self.clock()) / 1000)
+        self._timer = loop.call_at(loop.time() + delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        self.apply(self.core.tick(self.clock()))
+
+    # --- start-up load ----------------------------------------------------------------------------
+    def begin_load(self, partitions: list[int]) -> None:
+        for p in partitions:
+            self.core.begin_load(p)
+
+    async def load(self, partitions: list[int]) -> None:
+        """Replay each partition of ``__consumer_offsets`` through ``core.replay``; until a
+        partition is done its groups answer COORDINATOR_LOAD_IN_PROGRESS."""
+        t0 = time.perf_counter()
+        total = 0
+        bad = 0
+        for p in partitions:
+            plog = self.partition_logs(p)
+            n = 0
+            for _offset, _ts, key, value in plog.iter_records():
+                if key is None:
+                    bad += 1
+                    continue
+                try:
+                    k, v = decode_record(key, value)
+                except RecordDecodeError as e:
+                    bad += 1
+                    log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
+                    continue
+                self.core.replay(k, v)
+                n += 1
+                if n % _LOAD_CHUNK == 0:
+                    await asyncio.sleep(0)
+            total += n
+            self.apply(self.core.end_load(p, self.clock()))
+        elapsed = time.perf_counter() - t0
+        self.load_stats = {"records": total, "seconds": elapsed, "skipped": bad}
+        log.info(
+            "offsets_loaded",
+            partitions=len(partitions),
+            records=total,
+            skipped=bad,
+            groups=len(self.core.groups),
+            seconds=round(elapsed, 3),
+            records_per_s=round(total / elapsed) if elapsed > 0 else None,
+        )
+        self.loaded.set()
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait for in-flight appends (graceful shutdown: acknowledge what was written)."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def stats(self) -> dict[str, Any]:
+        return {"groups": len(self.core.groups), "pending_appends": self.core.pending_appends}
