@@ -58,7 +58,7 @@ def standalone_commit(
 
 
 def test_member_commit_and_fetch_round_trip() -> None:
-    s, (a, b) = stable_group(2)
+    s, (a, _b) = stable_group(2)
     ctx = a.commit({("t", 0): 10, ("t", 1): 20})
     assert errors(s.answer(ctx)) == {("t", 0): 0, ("t", 1): 0}
     assert offsets_of(fetch(s, topics={"t": [0, 1, 2]})) == {("t", 0): 10, ("t", 1): 20, ("t", 2): -1}

@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from groupd.coordinator import CoordinatorConfig, GroupCoordinator
+from groupd.coordinator.group import GroupState
 from harness import Client, Ctx, Shell
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-
-from groupd.coordinator import CoordinatorConfig, GroupCoordinator
-from groupd.coordinator.group import GroupState
 
 NAMES = ["a", "b", "c", "s"]  # "s" is a static member
 CONFIG = CoordinatorConfig(offsets_retention_check_interval_ms=10**12)
@@ -152,10 +151,29 @@ class GroupMachine(RuleBasedStateMachine):
         ctx = c.commit({("t", partition): offset})
         self.commits[ctx] = ({("t", partition): offset}, c.generation, self.group_generation())
 
+    @rule(version=st.sampled_from([5, 9]))
+    def well_behaved_round(self, version: int) -> None:
+        """Every client does what a healthy consumer would next; lets the random walk reach Stable."""
+        for _ in range(3):
+            for name, c in self.clients.items():
+                g = self.coord.group("g")
+                rebalancing = g is not None and g.state is GroupState.PREPARING_REBALANCE
+                if c.pending_join is None and (
+                    not c.member_id or c.generation != self.group_generation() or rebalancing
+                ):
+                    self.join(name, version)
+            self.shell.flush()
+            self.shell.deliver()
+            for name, _ in sorted(self.clients.items(), key=lambda kv: not kv[1].is_leader):
+                self.sync(name)
+            self.shell.flush()
+            self.shell.deliver()
+        for name in self.clients:
+            self.heartbeat(name)
+
     @rule(ms=st.sampled_from([100, 1000, 4000, 9000, 16000]))
     def advance(self, ms: int) -> None:
         self.shell.advance(ms)
-
 
     @rule(fail=st.booleans(), count=st.integers(1, 3))
     def complete_appends(self, fail: bool, count: int) -> None:
@@ -191,7 +209,11 @@ class GroupMachine(RuleBasedStateMachine):
     def fetch_returns_exactly_the_acknowledged_commits(self) -> None:
         resp = self.shell.answer(self.shell.send("OffsetFetch", 7, {"group_id": "g", "topics": None}))
         assert resp is not None
-        fetched = {(t["name"], p["partition_index"]): p["committed_offset"] for t in resp["topics"] for p in t["partitions"]}
+        fetched = {
+            (t["name"], p["partition_index"]): p["committed_offset"]
+            for t in resp["topics"]
+            for p in t["partitions"]
+        }
         assert fetched == self.model_offsets
 
     @invariant()
@@ -246,7 +268,7 @@ class GroupMachine(RuleBasedStateMachine):
 
 GroupMachine.TestCase.settings = settings(
     # Raise GROUPD_STATEFUL_EXAMPLES for a longer bug hunt; the default keeps the suite fast.
-    max_examples=int(os.environ.get("GROUPD_STATEFUL_EXAMPLES", "120")),
+    max_examples=int(os.environ.get("GROUPD_STATEFUL_EXAMPLES", "100")),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
