@@ -90,7 +90,7 @@ def _decode_or_decode_error(codec: Any, data: bytes) -> None:
 
 
 @pytest.mark.parametrize(("schema", "version"), [s[1:] for s in SCHEMAS], ids=[s[0] for s in SCHEMAS])
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_round_trip_paths_agree_and_malformed_input_is_a_decode_error(
     schema: MessageSchema, version: int, data: st.DataObject
@@ -129,7 +129,7 @@ def test_round_trip_paths_agree_and_malformed_input_is_a_decode_error(
 
 
 @pytest.mark.parametrize(("schema", "version"), [s[1:] for s in SCHEMAS], ids=[s[0] for s in SCHEMAS])
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(junk=st.binary(max_size=64))
 def test_random_bytes_decode_or_raise_decode_error(schema: MessageSchema, version: int, junk: bytes) -> None:
     _decode_or_decode_error(schema.codec(version), junk)
