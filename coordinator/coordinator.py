@@ -24,7 +24,7 @@ import structlog
 
 from . import errors as err
 from .config import CoordinatorConfig
-from .group import CR, PR, ClassicGroup, D, E, GroupState, Member, S, Waiter
+from .group import CR, PR, ClassicGroup, D, E, Member, S, Waiter
 from .offsets import OffsetsMixin
 from .records import (
     GroupMetadataKey,
@@ -1273,10 +1273,6 @@ class GroupCoordinator(OffsetsMixin):
         del self.groups[gid]
         self._glog(group).info("group_deleted", reason=reason, offsets=len(keys))
         return records
-
-    def _state_of(self, group_id: str) -> GroupState | None:
-        group = self.groups.get(group_id)
-        return group.state if group else None
 
     _handlers: dict[str, Callable[..., None]] = {
         "FindCoordinator": _find_coordinator,

@@ -66,27 +66,42 @@ def test_heartbeat_keeps_session_alive_and_expiry_rebalances(transitions) -> Non
     assert transitions["g"][-1] == PR
 
 
-def test_expiry_in_every_state() -> None:
-    # Stable -> PreparingRebalance
+def test_expiry_in_stable_rebalances() -> None:
     s, (a, b) = stable_group(2)
-    s.advance(10000)
-    assert s.state() in (PR, E)
-    # CompletingRebalance -> PreparingRebalance; the parked SyncGroup is told to rejoin
-    s, a, b = in_completing_rebalance()
-    a.sync({a.member_id: b"x"})  # parked? no: a is leader, the group goes Stable
-    assert s.state() == S
-    s, a, b = in_completing_rebalance()
+    s.advance(9000)
+    assert a.heartbeat() == 0
+    s.advance(1000)
+    assert b.member_id not in s.group().members and s.state() == PR
+
+
+def test_expiry_in_completing_rebalance_cancels_parked_syncs() -> None:
+    s, (a, b) = stable_group(2)
+    a.join()
+    b.join()
     follower = b if a.is_leader else a
     leader = a if a.is_leader else b
     follower.sync()
-    assert follower.pending_sync
-    s.advance(45000)  # the leader never syncs: its session and the sync timeout run out
-    assert follower.last_sync["error_code"] in (25, 27)
-    assert leader.member_id not in s.group().members
-    # PreparingRebalance: a member that never rejoins is dropped when the join completes
-    s, a, b = in_preparing_rebalance()
-    s.advance(30000)
+    assert s.state() == CR and follower.pending_sync
+    s.advance(10000)  # the leader never syncs; the parked follower is kept alive meanwhile
+    assert follower.last_sync["error_code"] == 27
+    assert leader.member_id not in s.group().members and follower.member_id in s.group().members
+    assert s.state() == PR
+
+
+def test_expiry_in_preparing_rebalance_completes_the_join() -> None:
+    s, (a, b) = stable_group(2)
+    a.join()
+    assert s.state() == PR
+    s.advance(10000)  # b neither rejoins nor heartbeats: its session ends before the rebalance timeout
     assert s.state() == CR and b.member_id not in s.group().members and a.generation == 3
+
+
+def test_expiry_of_pending_member_in_empty_group() -> None:
+    s = Shell()
+    resp = s.answer(s.send("JoinGroup", 4, s.client("p").join_request(), client_id="p"))
+    assert resp["error_code"] == 79 and s.state() == E
+    s.advance(10000)
+    assert not s.group().pending_join_members and s.state() == E
 
 
 def test_parked_member_is_not_expired() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from groupd.coordinator import CoordinatorConfig, GroupCoordinator
 from groupd.coordinator.group import GroupState
-from harness import Client, Ctx, Shell
+from harness import Ctx, Shell
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -274,8 +274,3 @@ GroupMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestGroupMachine = GroupMachine.TestCase
-
-
-def test_client_harness_types() -> None:
-    # Keeps the imports honest for readers: the machine drives the same Client as the scenarios.
-    assert Client.__name__ == "Client"
