@@ -334,6 +334,10 @@ def write_varlong(v: int, io: BytesIO) -> int:
 
 
 def _read_exact(io: BytesIO, n: int) -> bytes:
+    if n > 0x7FFFFFFF:
+        # A compact length is a varint and may decode to anything up to 2**70; no Kafka length is
+        # over 2**31-1, and BytesIO.read() raises OverflowError past sys.maxsize.
+        raise _short(n, 0)
     b = io.read(n)
     if len(b) != n:
         raise _short(n, len(b))

@@ -13,6 +13,7 @@ fills absent keys with the field's default.
 
 from __future__ import annotations
 
+import copy
 from io import BytesIO
 from typing import Any
 
@@ -279,11 +280,20 @@ class _Node(Construct):
 
     def _emitparse(self, code: Any) -> str:
         fn = self.emit_parse_fn(code)
+        # The position-based code lets struct.error / IndexError / UnicodeDecodeError escape on
+        # malformed input (``Codec.decode_at`` translates them); do the same for construct's own
+        # Compiled entry points, so DecodeError stays the only error for bad bytes on every path.
+        code.append("from struct import error as _StructError\n")
         code.append(f"""
             def {fn}_io(io, this):
                 start = io.tell()
                 buf = io.read()
-                value, pos = {fn}(buf, 0)
+                try:
+                    value, pos = {fn}(buf, 0)
+                except DecodeError:
+                    raise
+                except (_StructError, IndexError, UnicodeDecodeError, ValueError) as e:
+                    raise DecodeError(f"malformed message: {{e}}") from None
                 io.seek(start + pos)
                 return value
         """)
@@ -429,6 +439,8 @@ class KField:
         self.tag = tag
 
     def fresh_default(self) -> Any:
+        if isinstance(self.default, dict):
+            return copy.deepcopy(self.default)
         return list(self.default) if isinstance(self.default, list) else self.default
 
 
@@ -437,6 +449,8 @@ def _default_literal(v: Any) -> str:
         return "ZERO_UUID"
     if isinstance(v, list):
         return "[]"
+    if isinstance(v, dict):  # a nested struct's default: a fresh dict literal of its fields' defaults
+        return "{" + ", ".join(f"{k!r}: {_default_literal(x)}" for k, x in v.items()) + "}"
     if isinstance(v, bool | int | float | str | bytes) or v is None:
         return repr(v)
     raise TypeError(f"no literal for default {v!r}")

@@ -65,7 +65,9 @@ class Field:
     """One field of a message, in the vocabulary of Kafka's JSON message specs."""
 
     name: str
-    type: str  # a scalar name, "string", "bytes", "records", "[]" + scalar, or "[]" with ``fields``
+    # a scalar name, "string", "bytes", "records", "[]" + scalar, "[]" with ``fields`` (array of structs),
+    # or a struct name with ``fields`` (one nested struct, e.g. Fetch's "LeaderIdAndEpoch")
+    type: str
     versions: str = "0+"
     nullable: str | None = None  # nullableVersions
     default: Any = _UNSET
@@ -83,11 +85,18 @@ class Field:
     def tagged_in(self, v: int) -> bool:
         return self.tag is not None and v in VersionRange.parse(self.tagged or self.versions)
 
+    @property
+    def is_struct(self) -> bool:
+        """A single nested struct (Kafka's ``"type": "LeaderIdAndEpoch"`` with ``fields``), not an array."""
+        return bool(self.fields) and not self.type.startswith("[]")
+
     def default_value(self, v: int) -> Any:
         if self.default is not _UNSET:
             return list(self.default) if isinstance(self.default, list) else self.default
         if self.type.startswith("[]"):
             return []
+        if self.is_struct:
+            return {sub.name: sub.default_value(v) for sub in self.fields if sub.exists_in(v)}
         if self.type in ("string",):
             return ""
         if self.type in ("bytes",):
@@ -141,6 +150,8 @@ def build_struct(fields: Sequence[Field], version: int, flexible: bool) -> p.KSt
             else:
                 inner = _leaf(fld.type[2:], compact=compact, nullable=False)
             sub: Construct = p.KArray(inner, compact=compact, nullable=nullable)
+        elif fld.is_struct:
+            sub = build_struct(fld.fields, version, flexible)
         else:
             sub = _leaf(fld.type, compact=compact, nullable=nullable)
         default = fld.default_value(version)
