@@ -1,4 +1,18 @@
-"""groupd's sans-IO consumer-group coordinator (Kafka's classic group protocol and committed offsets)."""
+"""groupd's sans-IO consumer-group coordinator (Kafka's classic group protocol and committed offsets).
+
+How the shell drives it (all calls from one thread or under one lock; each is quick and never blocks):
+
+    coord = GroupCoordinator(config, ownership=..., topic_partitions=lambda name: count_or_None)
+    coord.load(now_ms, records_from_the_log)           # or begin_load(p) / replay(k, v)... / end_load(p, now)
+    result = coord.handle(now_ms, "JoinGroup", version, request_dict, ctx, client_id=..., client_host=...)
+    result = coord.tick(now_ms)                         # when the wake-up armed at next_deadline() fires
+    result = coord.append_done(now_ms, token, error)    # when an Append of a Result is durable (or failed)
+
+Every Result carries ``responses`` -- ``(ctx, response_dict)`` pairs to send now -- and ``appends`` --
+records to write, in order, to one ``__consumer_offsets`` partition each. After every call the shell
+re-arms its single timer at ``next_deadline()`` (at or before now means: tick again straight away).
+A parked request (JoinGroup, SyncGroup, a commit awaiting durability) is answered in a later Result.
+"""
 
 from .config import CoordinatorConfig
 from .coordinator import HANDLED_APIS, GroupCoordinator
