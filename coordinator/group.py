@@ -231,7 +231,7 @@ class ClassicGroup:
         self.members[member.member_id] = member
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
-        self.supported_protocols.update(name for name, _ in member.protocols)
+        self.supported_protocols.update({name for name, _ in member.protocols})
         member.join_waiter = waiter
         if waiter is not None:
             self.num_awaiting_join += 1
@@ -240,7 +240,7 @@ class ClassicGroup:
     def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
         if member is not None:
-            self.supported_protocols.subtract(name for name, _ in member.protocols)
+            self.supported_protocols.subtract({name for name, _ in member.protocols})
             self.supported_protocols += Counter()  # drop zero counts
             if member.awaiting_join:
                 self.num_awaiting_join -= 1
@@ -270,9 +270,9 @@ class ClassicGroup:
         session_timeout_ms: int,
         waiter: Waiter | None,
     ) -> Waiter | None:
-        self.supported_protocols.subtract(name for name, _ in member.protocols)
+        self.supported_protocols.subtract({name for name, _ in member.protocols})
         member.protocols = protocols
-        self.supported_protocols.update(name for name, _ in protocols)
+        self.supported_protocols.update({name for name, _ in protocols})
         self.supported_protocols += Counter()
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms

@@ -334,3 +334,15 @@ def test_join_during_pending_write_voids_that_generation() -> None:
     assert a.last_sync["error_code"] == 27 and s.state() == PR
     s.flush()  # the record lands but changes nothing live
     assert s.state() == PR and s.coord.group_records["g"].generation == 1
+
+
+def test_duplicate_protocol_names_count_once() -> None:
+    s = Shell()
+    a = s.client("a", protocols=[("range", sub("t")), ("range", sub("t"))])
+    b = s.client("b")
+    a.join()
+    a.sync({})
+    b.join()
+    assert b.last_join is None or b.last_join["error_code"] == 0
+    a.join()
+    assert s.state() == CR and s.group().protocol_name == "range"
