@@ -16,7 +16,7 @@ from .errors import (
 )
 from .log import FileOps, LogConfig, PartitionLog, Segment
 from .manager import LogManager, parse_partition_dir
-from .records import BatchView, Record, build_batch, iter_batches, iter_records
+from .records import BatchView, Record, build_batch, decode_window, iter_batches, iter_records
 
 __all__ = [
     "Appender",
@@ -38,6 +38,7 @@ __all__ = [
     "UnsupportedCompressionError",
     "build_batch",
     "compact",
+    "decode_window",
     "iter_batches",
     "iter_records",
     "parse_partition_dir",

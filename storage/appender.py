@@ -8,9 +8,10 @@ together. Per partition at most one write is in flight; whatever queues up meanw
 next write, which starts as soon as the previous one is done (so under load the batches grow
 by themselves, the classic group commit).
 
-A write is planned on the loop thread (`PartitionLog.prepare`: offsets, bytes, index entries), its
-disk part runs in the executor (`PartitionLog.execute`), and it is committed back on the loop
-thread, so the in-memory log only ever shows completed writes and the loop never waits on disk.
+Each write is one `PartitionLog.append_items` call in the executor: it plans (offsets, bytes,
+index entries), writes, runs the fsync if the policy wants one, and only then makes the data
+visible, all under the log's I/O lock. The loop never waits on disk and readers never see a write
+that could still be rolled back.
 
 fsync policy:
 * ``always``       the fsync runs inside the same executor job, after the write and before any
@@ -31,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 
@@ -160,38 +162,34 @@ class Appender:
 
     async def _write_group(self, loop, plog: PartitionLog, state: _PartitionState, lat, entries) -> None:
         futures = [e[2] for e in entries]
-        try:
-            p = plog.prepare([e[0] for e in entries], log_append_time_ms=lat)
-        except Exception as exc:  # a closed log, or a bug: fail these callers, not the appender
-            _fail_all(futures, exc if isinstance(exc, StorageError) else StorageError(str(exc)))
-            return
         sync = self.policy.mode == "always"
         after = (lambda: self._fsync(plog)) if sync else None
+        self.writes += 1
         try:
-            if p.data:
-                self.writes += 1
-                await loop.run_in_executor(self._executor, plog.execute, p, after)
+            results = await loop.run_in_executor(
+                self._executor, partial(plog.append_items, [e[0] for e in entries], log_append_time_ms=lat,
+                                        after_write=after)
+            )
         except StorageError as exc:
-            plog.abort(p)
             log.error("storage.append.failed", path=str(plog.path), error=str(exc), callers=len(futures))
             _fail_all(futures, exc)
             return
-        except BaseException as exc:
-            plog.abort(p)
+        except Exception as exc:  # a bug must fail these callers, not wedge the partition
+            log.exception("storage.append.crashed", path=str(plog.path))
             _fail_all(futures, StorageError(f"append failed: {exc!r}"))
-            raise
-        plog.commit(p)
-        if sync and p.data:
+            return
+        wrote = any(not isinstance(r, BaseException) for r in results)
+        if sync and wrote:
             self.fsyncs += 1
             state.last_fsync = self._clock()
-        for fut, result in zip(futures, p.results):
+        for fut, result in zip(futures, results):
             if fut.done():
                 continue
             if isinstance(result, BaseException):
                 fut.set_exception(result)
             else:
                 fut.set_result(result)
-        if self.policy.mode == "interval" and p.data:
+        if self.policy.mode == "interval" and wrote:
             self._schedule_fsync(plog, state)
 
     def _schedule_fsync(self, plog: PartitionLog, state: _PartitionState) -> None:

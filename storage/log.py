@@ -12,10 +12,10 @@ the 20-digit base offset of its first batch:
 * ``00000000000000000000.timeindex``  12-byte entries (int64 timestamp, int32 relative offset): the
   largest timestamp seen so far and the last offset of the batch that first reached it.
 
-Only the last (active) segment is written. Every append is prepared on the caller's thread
-(offsets assigned, bytes built, index entries computed), written with one ``pwrite`` at the
-segment's committed size (which may run in a worker thread), and only then committed to the
-in-memory state. Readers never look past a committed size, so a write in flight, a failed write,
+Only the last (active) segment is written. An append (`append_items`) is planned (offsets
+assigned, bytes built, index entries computed), written with one ``pwrite`` at the segment's
+committed size, optionally fsynced, and only then committed to the in-memory state, all under the
+log's I/O lock. Readers never look past a committed size, so a write in flight, a failed write,
 or a write that was rolled back with ``ftruncate`` is invisible. Because the write position comes
 from memory rather than the file offset, a failed truncate cannot misplace the next append.
 
@@ -25,10 +25,12 @@ segment is scanned, CRC by CRC, from its last index entry after a clean shutdown
 by ``close()``), or from byte 0 after a crash or when its indexes are damaged, and a torn or
 corrupt tail is truncated at the first bad batch.
 
-Threading: appends to one log must be serialised by the caller (the Appender does that). Reads
-may run concurrently with an append. Segments are swapped copy-on-write under a small lock, and a
-segment's file descriptors close when the last reference goes, so a reader holding an old segment
-keeps reading valid (if superseded) bytes.
+Threading: any method may be called from a worker thread. Appends, truncation and rolls are
+serialised by the I/O lock; compaction and retention by a maintenance lock; the segment list is
+replaced copy-on-write under a short metadata lock. Reads take a snapshot (segments and their
+committed sizes) and then read without locks; a segment's file descriptors close when its last
+reference goes, so a reader holding a segment that compaction or retention just replaced keeps
+reading valid (if superseded) bytes. Blocking calls belong in an executor, not on the event loop.
 """
 
 from __future__ import annotations
@@ -374,8 +376,10 @@ class Segment:
 
     def index_position(self, offset: int, size: int) -> int:
         """Start of a batch at or before the batch holding `offset` (0 when no entry helps)."""
-        i = bisect.bisect_right(self.idx_offsets, offset - self.base_offset) - 1
         positions = self.idx_positions
+        # min(): a writer thread may have appended the offset half of an entry but not yet the
+        # position half; entries past the reader's snapshot size are skipped below.
+        i = min(bisect.bisect_right(self.idx_offsets, offset - self.base_offset), len(positions)) - 1
         while i >= 0 and positions[i] >= size:
             i -= 1
         return positions[i] if i >= 0 else 0
@@ -708,9 +712,7 @@ class PartitionLog:
 
     def append_records(self, records: Sequence[rec.RecordInput]) -> tuple[int, int]:
         """Append records as one new batch; returns (base_offset, last_offset). No fsync."""
-        p = self.prepare([list(records)])
-        self._run(p)
-        result = p.results[0]
+        (result,) = self.append_items([list(records)])
         if isinstance(result, Exception):
             raise result
         return result
@@ -722,20 +724,38 @@ class PartitionLog:
         The CRC and header are validated first (CorruptRecordError). LogAppendTime is applied when
         `log_append_time_ms` is given or the log is configured for it.
         """
-        p = self.prepare([raw if isinstance(raw, bytes) else bytes(raw)], log_append_time_ms=log_append_time_ms)
-        self._run(p)
-        result = p.results[0]
+        (result,) = self.append_items([bytes(raw)], log_append_time_ms=log_append_time_ms)
         if isinstance(result, Exception):
             raise result
         return result
 
-    def _run(self, p: _Prepared) -> None:
-        try:
-            self.execute(p)
-        except StorageError:
-            self.abort(p)
-            raise
-        self.commit(p)
+    def append_items(
+        self,
+        items: Sequence[Sequence[rec.RecordInput] | bytes],
+        *,
+        log_append_time_ms: int | None = None,
+        after_write: Callable[[], None] | None = None,
+    ) -> list:
+        """Append many items with one write: each item is a list of records or a client's raw
+        batch bytes. Returns one result per item, in order: (base_offset, last_offset), or the
+        exception that item alone earned (CorruptRecordError, RecordTooLargeError, ValueError...).
+
+        Blocking, and safe to call from a worker thread. Planning, the write, `after_write` (e.g.
+        an fsync) and making the data visible all happen under the log's I/O lock, so the plan
+        cannot go stale and readers never see a write that may still be rolled back. If the disk
+        fails, the write is truncated away and StorageError is raised for the whole call.
+        """
+        with self._io_lock:
+            self._check_open()
+            p = self._prepare(items, log_append_time_ms=log_append_time_ms)
+            if p.data:
+                try:
+                    self._execute(p, after_write)
+                except StorageError:
+                    self._abort(p)
+                    raise
+                self._commit(p)
+            return p.results
 
     def _check_client_batches(self, raw: bytes) -> list[rec.BatchView]:
         views = list(rec.iter_batches(raw, strict=True))
@@ -755,13 +775,10 @@ class PartitionLog:
                 v.records_kv()  # structure check: a valid CRC does not make the varints sane
         return views
 
-    def prepare(
+    def _prepare(
         self, items: Sequence[Sequence[rec.RecordInput] | bytes], *, log_append_time_ms: int | None = None
     ) -> _Prepared:
-        """Plan one write for many appends. Each item is a list of records or raw client batch
-        bytes; per-item results ((base, last) or the exception for that item alone) land in
-        `results`, in order; when no item was valid the plan has no data and writes nothing."""
-        self._check_open()
+        """Plan one write: offsets, bytes, index entries, whether to roll. No I/O."""
         if log_append_time_ms is None and self.config.message_timestamp_type == "LogAppendTime":
             log_append_time_ms = self.clock()
         results: list = [None] * len(items)
@@ -881,43 +898,36 @@ class PartitionLog:
             return self.clock() - active.created_ms > seg_ms
         return False
 
-    def execute(self, p: _Prepared, after_write: Callable[[], None] | None = None) -> None:
-        """Do the disk part of an append (safe to run in a worker thread).
-
-        `after_write` (e.g. an fsync) runs inside the same failure scope, so if it fails the write
-        is rolled back too. Raises StorageError with the files restored to their committed size.
-        """
-        if not p.data:
-            return
-        with self._io_lock:
-            self._check_open()
-            try:
-                if p.roll_base is not None and p.new_segment is None:
-                    old = p.roll_from
-                    assert old is not None
-                    old.append_final_time_entry()
-                    p.new_segment = Segment(self.path, p.roll_base, self._ops, create=True)
-                    # A crash must not leave an offset range without its file entry.
-                    fsync_dir(self.path, self._ops)
-                    with self._lock:
-                        self._dirty.add(old)
-            except OSError as exc:
-                raise StorageError(f"cannot roll segment in {self.path}: {exc}") from exc
-            target = p.new_segment if p.roll_base is not None else p.target
-            assert target is not None
-            try:
-                _pwrite_all(self._ops, target.log_fd, p.data, p.position)
-                target.append_index_entries(p.cursor)
+    def _execute(self, p: _Prepared, after_write: Callable[[], None] | None = None) -> None:
+        """The disk part of an append. `after_write` runs inside the same failure scope, so if it
+        fails the write is rolled back too. Raises StorageError with the files restored."""
+        try:
+            if p.roll_base is not None and p.new_segment is None:
+                old = p.roll_from
+                assert old is not None
+                old.append_final_time_entry()
+                p.new_segment = Segment(self.path, p.roll_base, self._ops, create=True)
+                # A crash must not leave an offset range without its file entry.
+                fsync_dir(self.path, self._ops)
                 with self._lock:
-                    self._dirty.add(target)
-                if after_write is not None:
-                    after_write()
-            except OSError as exc:
-                self._undo_write(target, p.position)
-                raise StorageError(f"write to {target.log_path} failed: {exc}") from exc
-            except StorageError:
-                self._undo_write(target, p.position)
-                raise
+                    self._dirty.add(old)
+        except OSError as exc:
+            raise StorageError(f"cannot roll segment in {self.path}: {exc}") from exc
+        target = p.new_segment if p.roll_base is not None else p.target
+        assert target is not None
+        try:
+            _pwrite_all(self._ops, target.log_fd, p.data, p.position)
+            target.append_index_entries(p.cursor)
+            with self._lock:
+                self._dirty.add(target)
+            if after_write is not None:
+                after_write()
+        except OSError as exc:
+            self._undo_write(target, p.position)
+            raise StorageError(f"write to {target.log_path} failed: {exc}") from exc
+        except StorageError:
+            self._undo_write(target, p.position)
+            raise
 
     def _undo_write(self, target: Segment, position: int) -> None:
         try:
@@ -929,10 +939,8 @@ class PartitionLog:
             log.error("storage.append.rollback_failed", path=str(target.log_path), position=position,
                       error=str(exc))
 
-    def commit(self, p: _Prepared) -> None:
-        """Make an executed append visible (caller's thread)."""
-        if not p.data:
-            return
+    def _commit(self, p: _Prepared) -> None:
+        """Make a written append visible."""
         with self._lock:
             self._commit_roll(p)
             target = p.new_segment if p.roll_base is not None else p.target
@@ -942,7 +950,7 @@ class PartitionLog:
             target.next_offset = p.last_offset + 1
             self._next_offset = p.last_offset + 1
 
-    def abort(self, p: _Prepared) -> None:
+    def _abort(self, p: _Prepared) -> None:
         """Forget a failed append; a segment it rolled stays (it is empty and valid)."""
         with self._lock:
             self._commit_roll(p)
@@ -1079,17 +1087,46 @@ class PartitionLog:
     def iter_records(self, start_offset: int | None = None, *, full: bool = False) -> Iterator[tuple]:
         """Decode records from `start_offset` on: (offset, timestamp, key, value) tuples, or
         `Record`s with headers when `full`. This is the replay path."""
+        for chunk in self.iter_record_chunks(start_offset, full=full):
+            yield from chunk
+
+    def iter_record_chunks(self, start_offset: int | None = None, *, full: bool = False) -> Iterator[list]:
+        """Like iter_records, but yields lists of records (a few MiB of log each): the fastest way
+        to replay a log, as the consumer's loop then runs over plain lists."""
+        segs, bases, sizes, start, end = self._snapshot()
+        lo = start if start_offset is None else start_offset
+        if lo < start or lo > end:
+            raise OffsetOutOfRangeError(f"offset {lo} outside [{start}, {end}] of {self.path}")
+        if lo == end:
+            return
+        i = max(bisect.bisect_right(bases, lo) - 1, 0)
+        pos = segs[i].find_batch(lo, sizes[i])
         first = True
-        lo = self._log_start if start_offset is None else start_offset
-        for buf, cut in self._windows(start_offset):
-            it = rec.iter_records(buf, 0, cut, full=full)
+        while i < len(segs):
+            if pos is None or pos >= sizes[i]:
+                i += 1
+                pos = 0
+                continue
+            fd, size = segs[i].log_fd, sizes[i]
+            buf = _pread_exact(fd, min(READ_CHUNK, size - pos), pos)
+            chunk, used = rec.decode_window(buf, 0, len(buf), full=full)
+            if used == 0:  # one batch bigger than the read size
+                (length,) = struct.unpack_from(">i", buf, 8)
+                buf = _pread_exact(fd, rec.LOG_OVERHEAD + length, pos)
+                chunk, used = rec.decode_window(buf, 0, len(buf), full=full)
+                if used == 0:
+                    raise CorruptRecordError(f"{segs[i].log_path}: batch at {pos} is truncated")
+            pos += used
             if first:
                 first = False
-                for r in it:
-                    if r[0] >= lo:
-                        yield r
-                        break
-            yield from it
+                # The first batch may begin before the requested offset (or the log start).
+                skip = 0
+                while skip < len(chunk) and chunk[skip][0] < lo:
+                    skip += 1
+                if skip:
+                    del chunk[:skip]
+            if chunk:
+                yield chunk
 
     # -- timestamps -------------------------------------------------------------------------
 
@@ -1099,7 +1136,7 @@ class PartitionLog:
         for seg, size in zip(segs, sizes):
             if seg.max_timestamp < timestamp:
                 continue
-            i = bisect.bisect_right(seg.ti_timestamps, timestamp) - 1
+            i = min(bisect.bisect_right(seg.ti_timestamps, timestamp), len(seg.ti_offsets)) - 1
             hint = seg.base_offset + seg.ti_offsets[i] if i >= 0 else seg.base_offset
             pos = seg.find_batch(max(hint, start), size)
             if pos is None:

@@ -638,15 +638,34 @@ def decode_records(
     fixed_timestamp: int | None = None,
     *,
     full: bool = True,
+    out: list | None = None,
 ) -> list:
-    """Decode `count` uncompressed records in data[pos:end].
+    """Decode `count` uncompressed records in data[pos:end], appending them to `out` (or a new
+    list), which is returned.
 
-    Returns `Record`s when `full`, else (offset, timestamp, key, value) tuples without headers.
+    Records are `Record`s when `full`, else (offset, timestamp, key, value) tuples without headers.
     `fixed_timestamp` (a LogAppendTime batch's maxTimestamp) overrides every record's timestamp.
     """
+    if out is None:
+        out = []
+    _decode_into(out, data, pos, end, count, base_offset, base_timestamp, fixed_timestamp, full)
+    return out
+
+
+def _decode_into(
+    out: list,
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    fixed_timestamp: int | None,
+    full: bool,
+) -> None:
+    # Positional-only on purpose: this is called once per batch on the replay path.
     if count < 0 or count > end - pos:
         raise CorruptRecordError(f"record count {count} does not fit in {end - pos} bytes")
-    out: list = []
     append = out.append
     slow = _uvarint_slow
     try:
@@ -753,7 +772,6 @@ def decode_records(
         raise CorruptRecordError("record runs past the end of the batch") from None
     if pos != end:
         raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record")
-    return out
 
 
 def _decode_headers(data: bytes, pos: int, rec_end: int) -> tuple[tuple, int]:
@@ -784,23 +802,26 @@ def _decode_headers(data: bytes, pos: int, rec_end: int) -> tuple[tuple, int]:
     return tuple(headers), pos
 
 
-def iter_records(
+def decode_window(
     buffer: bytes,
     position: int = 0,
     end: int | None = None,
     *,
     full: bool = False,
     skip_control: bool = True,
-) -> Iterator[tuple]:
-    """Decode every record of every batch in buffer[position:end], in order.
+) -> tuple[list, int]:
+    """Decode every record of every complete batch in buffer[position:end] into one list.
 
-    Yields (offset, timestamp, key, value) tuples, or `Record`s with headers when `full`. This is
-    the replay path: it unpacks each header once and hands whole batches to the record loop.
-    Control batches (transaction markers) are skipped by default, as Kafka consumers do.
+    Returns (records, position after the last complete batch). Records are (offset, timestamp,
+    key, value) tuples, or `Record`s with headers when `full`. This is the replay path: one header
+    unpack per batch, one list for the whole window, no generator per record. Control batches
+    (transaction markers) are skipped by default, as Kafka consumers do.
     """
     if end is None:
         end = len(buffer)
+    out: list = []
     unpack = HEADER.unpack_from
+    plain = isinstance(buffer, bytes)
     while end - position >= HEADER_SIZE:
         (
             base_offset,
@@ -821,14 +842,27 @@ def iter_records(
         if magic != MAGIC or length < BATCH_OVERHEAD:
             raise CorruptRecordError(f"bad batch at byte {position}: length {length}, magic {magic}")
         if end - position < size:
-            return
+            break
         if skip_control and attributes & CONTROL_FLAG:
             pass
-        elif attributes & COMPRESSION_MASK or not isinstance(buffer, bytes):
-            yield from _decode_batch(buffer, position, size, full, DEFAULT_MAX_DECOMPRESSED)
+        elif attributes & COMPRESSION_MASK or not plain:
+            out += _decode_batch(buffer, position, size, full, DEFAULT_MAX_DECOMPRESSED)
         else:
-            fixed = max_ts if attributes & TIMESTAMP_TYPE_FLAG else None
-            yield from decode_records(
-                buffer, position + HEADER_SIZE, position + size, count, base_offset, base_ts, fixed, full=full
+            _decode_into(
+                out, buffer, position + HEADER_SIZE, position + size, count, base_offset, base_ts,
+                max_ts if attributes & TIMESTAMP_TYPE_FLAG else None, full,
             )
         position += size
+    return out, position
+
+
+def iter_records(
+    buffer: bytes,
+    position: int = 0,
+    end: int | None = None,
+    *,
+    full: bool = False,
+    skip_control: bool = True,
+) -> Iterator[tuple]:
+    """Yield the records of every complete batch in buffer[position:end] (see decode_window)."""
+    yield from decode_window(buffer, position, end, full=full, skip_control=skip_control)[0]

@@ -258,3 +258,36 @@ async def test_group_write_that_rolls_a_segment(tmp_path):
     await appender.close()
     plog.validate_all()
     plog.close()
+
+
+async def test_cleanup_racing_with_appends_keeps_the_log_consistent(tmp_path):
+    from groupd.storage.compaction import run_cleanup
+    from structlog.testing import capture_logs
+
+    cfg = small_config(segment_bytes=700, retention_ms=1, cleanup_policy="compact,delete")
+    plog = PartitionLog.open(tmp_path / "t-0", cfg)
+    appender = Appender("never")
+    loop = asyncio.get_running_loop()
+    acked = []
+
+    async def producer(n):
+        for i in range(60):
+            # Old timestamps: time retention wants every segment gone, even the active one.
+            acked.append(await appender.append(plog, [(b"p%d-%d" % (n, i), b"v" * 30, [], 1)]))
+
+    async def cleaner():
+        for _ in range(30):
+            await loop.run_in_executor(None, run_cleanup, plog)
+
+    await asyncio.gather(producer(0), producer(1), producer(2), cleaner())
+    assert sorted(a for a, _ in acked) == list(range(180))
+    assert plog.log_end_offset == 180
+    await appender.close()
+    plog.validate_all()
+    plog.abandon()
+    with capture_logs() as logs:
+        reopened = PartitionLog.open(tmp_path / "t-0", cfg)
+    assert not [e for e in logs if e["event"] == "storage.recovery.truncated"]
+    assert reopened.log_end_offset == 180
+    assert [r[0] for r in reopened.iter_records()] == list(range(reopened.log_start_offset, 180))
+    reopened.close()
