@@ -648,9 +648,11 @@ class PartitionLog:
                 if first_last_offset is not None and base + lod != first_last_offset:
                     reason = f"batch ends at offset {base + lod}, the index says {first_last_offset}"
                     break
-                if contiguous and start == 0 and base != seg.base_offset:
-                    reason = f"first batch starts at offset {base}, not {seg.base_offset}"
-                    break
+                if start == 0 and base != seg.base_offset:
+                    if contiguous:
+                        reason = f"first batch starts at offset {base}, not {seg.base_offset}"
+                        break
+                    gaps = True
             elif base != prev_next:
                 if contiguous:
                     reason = f"offset {base} does not follow {prev_next - 1}"

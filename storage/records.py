@@ -339,6 +339,8 @@ def set_base_offset(
     buffer: bytearray | memoryview, position: int, base_offset: int, partition_leader_epoch: int | None = None
 ) -> None:
     """Assign a broker offset (and leader epoch) to a batch without touching CRC-covered bytes."""
+    if len(buffer) - position < HEADER_SIZE:
+        raise CorruptRecordError("too few bytes for a batch header")
     _INT64.pack_into(buffer, position, base_offset)
     if partition_leader_epoch is not None:
         _INT32.pack_into(buffer, position + EPOCH_OFFSET, partition_leader_epoch)
@@ -346,8 +348,12 @@ def set_base_offset(
 
 def set_log_append_time(buffer: bytearray | memoryview, position: int, timestamp_ms: int) -> None:
     """Mark the batch LogAppendTime with the given time, as a broker does; recomputes the CRC."""
+    if len(buffer) - position < HEADER_SIZE:
+        raise CorruptRecordError("too few bytes for a batch header")
     (length,) = _INT32.unpack_from(buffer, position + 8)
     size = LOG_OVERHEAD + length
+    if length < BATCH_OVERHEAD or len(buffer) - position < size:
+        raise CorruptRecordError(f"batchLength {length} does not fit the buffer")
     (attributes,) = _INT16.unpack_from(buffer, position + ATTRIBUTES_OFFSET)
     _INT16.pack_into(buffer, position + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_FLAG)
     _INT64.pack_into(buffer, position + MAX_TIMESTAMP_OFFSET, timestamp_ms)

@@ -179,3 +179,27 @@ def test_run_cleanup_applies_the_topic_policy(tmp_path):
     assert run_cleanup(plog, now=10**12) > 0
     assert plog.log_start_offset == plog.log_end_offset
     plog.close()
+
+
+def test_truncating_back_into_compacted_segments_survives_a_crash(tmp_path):
+    path = tmp_path / "t-0"
+    plog = PartitionLog.open(path, CFG)
+    write_keyed(plog, 300)
+    compact(plog, now=0)
+    by_segment = [
+        [v for v in plog.iter_batches(s.base_offset) if v.base_offset < s.read_next_offset()]
+        for s in plog.segments[:-1]
+    ]
+    batches = max(by_segment, key=len)
+    assert len(batches) >= 2 and any(v.record_count <= v.last_offset_delta for v in batches)  # sparse
+    target = batches[-1].base_offset  # drop the last batch of a compacted (sparse) segment
+    keep = [r for r in plog.iter_records() if r[0] < target]
+    plog.truncate_to(target)
+    assert list(plog.iter_records()) == keep
+    leo = plog.log_end_offset
+    plog.append_records([(b"group-new", b"v", [], 5)])
+    plog.abandon()
+    reopened = PartitionLog.open(path, CFG)
+    assert list(reopened.iter_records()) == [*keep, (leo, 5, b"group-new", b"v")]
+    reopened.validate_all()
+    reopened.close()
