@@ -11,7 +11,9 @@ by themselves, the classic group commit).
 Each write is one `PartitionLog.append_items` call in the executor: it plans (offsets, bytes,
 index entries), writes, runs the fsync if the policy wants one, and only then makes the data
 visible, all under the log's I/O lock. The loop never waits on disk and readers never see a write
-that could still be rolled back.
+that could still be rolled back. Without fsyncs the writes of all partitions drained together
+share one executor job (the thread hop costs more than a page-cache write); under ``always``
+every partition gets its own job so that their fsyncs overlap.
 
 fsync policy:
 * ``always``       the fsync runs inside the same executor job, after the write and before any
@@ -129,68 +131,88 @@ class Appender:
 
     def _drain(self) -> None:
         self._drain_scheduled = False
-        for plog, state in self._states.items():
-            if state.pending and not state.writing:
-                self._start_write(plog, state)
+        ready = [(plog, state) for plog, state in self._states.items() if state.pending and not state.writing]
+        if not ready:
+            return
+        units = []
+        for plog, state in ready:
+            batch, state.pending = state.pending, []
+            state.writing = True
+            # One write per distinct log-append time; in practice all items share None or now.
+            groups: dict[int | None, list] = {}
+            for entry in batch:
+                groups.setdefault(entry[1], []).append(entry)
+            units.append((plog, state, list(groups.items())))
+        if self.policy.mode == "always":
+            # Separate jobs so the partitions' fsyncs overlap in the executor's threads.
+            for unit in units:
+                self._spawn(self._run_job([unit]))
+        else:
+            # Plain writes are quick: one executor hop for every partition of this iteration.
+            self._spawn(self._run_job(units))
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _start_write(self, plog: PartitionLog, state: _PartitionState) -> None:
-        batch, state.pending = state.pending, []
-        state.writing = True
-        self._spawn(self._write(plog, state, batch))
-
-    async def _write(self, plog: PartitionLog, state: _PartitionState, batch: list) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            # One log-append time per distinct value; in practice all items share None or now.
-            groups: dict[int | None, list] = {}
-            for entry in batch:
-                groups.setdefault(entry[1], []).append(entry)
-            for lat, entries in groups.items():
-                await self._write_group(loop, plog, state, lat, entries)
-        finally:
-            state.writing = False
-            if state.pending and not self._closed_for(plog):
-                self._start_write(plog, state)
-
-    def _closed_for(self, plog: PartitionLog) -> bool:
-        return plog.closed
-
-    async def _write_group(self, loop, plog: PartitionLog, state: _PartitionState, lat, entries) -> None:
-        futures = [e[2] for e in entries]
+    def _job(self, units: list) -> list:
+        """Executor side: every unit's writes (and fsyncs), each failing on its own."""
         sync = self.policy.mode == "always"
-        after = (lambda: self._fsync(plog)) if sync else None
-        self.writes += 1
+        out = []
+        for plog, _state, groups in units:
+            after = partial(self._fsync, plog) if sync else None
+            unit_results = []
+            for lat, entries in groups:
+                try:
+                    res: list | BaseException = plog.append_items(
+                        [e[0] for e in entries], log_append_time_ms=lat, after_write=after
+                    )
+                except StorageError as exc:
+                    log.error("storage.append.failed", path=str(plog.path), error=str(exc), callers=len(entries))
+                    res = exc
+                except Exception as exc:  # a bug must fail these callers, not wedge the partition
+                    log.exception("storage.append.crashed", path=str(plog.path))
+                    res = StorageError(f"append failed: {exc!r}")
+                unit_results.append(res)
+            out.append(unit_results)
+        return out
+
+    async def _run_job(self, units: list) -> None:
+        loop = asyncio.get_running_loop()
+        self.writes += sum(len(groups) for _, _, groups in units)
         try:
-            results = await loop.run_in_executor(
-                self._executor, partial(plog.append_items, [e[0] for e in entries], log_append_time_ms=lat,
-                                        after_write=after)
-            )
-        except StorageError as exc:
-            log.error("storage.append.failed", path=str(plog.path), error=str(exc), callers=len(futures))
-            _fail_all(futures, exc)
-            return
-        except Exception as exc:  # a bug must fail these callers, not wedge the partition
-            log.exception("storage.append.crashed", path=str(plog.path))
-            _fail_all(futures, StorageError(f"append failed: {exc!r}"))
-            return
-        wrote = any(not isinstance(r, BaseException) for r in results)
-        if sync and wrote:
-            self.fsyncs += 1
-            state.last_fsync = self._clock()
-        for fut, result in zip(futures, results):
-            if fut.done():
-                continue
-            if isinstance(result, BaseException):
-                fut.set_exception(result)
-            else:
-                fut.set_result(result)
-        if self.policy.mode == "interval" and wrote:
-            self._schedule_fsync(plog, state)
+            outcome = await loop.run_in_executor(self._executor, self._job, units)
+        except BaseException as exc:
+            # Cancelled or the executor is gone: nobody may be left waiting.
+            for _plog, state, groups in units:
+                for _lat, entries in groups:
+                    _fail_all([e[2] for e in entries], StorageError(f"append failed: {exc!r}"))
+                state.writing = False
+            raise
+        for (plog, state, groups), unit_results in zip(units, outcome):
+            wrote = False
+            for (_lat, entries), res in zip(groups, unit_results):
+                futures = [e[2] for e in entries]
+                if isinstance(res, BaseException):
+                    _fail_all(futures, res)
+                    continue
+                for fut, result in zip(futures, res):
+                    if fut.done():
+                        continue
+                    if isinstance(result, BaseException):
+                        fut.set_exception(result)
+                    else:
+                        wrote = True
+                        fut.set_result(result)
+            state.writing = False
+            if wrote and self.policy.mode == "always":
+                self.fsyncs += len(groups)
+                state.last_fsync = self._clock()
+            elif wrote and self.policy.mode == "interval":
+                self._schedule_fsync(plog, state)
+        if any(state.pending for _, state, _ in units):
+            self._drain()
 
     def _schedule_fsync(self, plog: PartitionLog, state: _PartitionState) -> None:
         if state.flushing:
