@@ -1206,9 +1206,15 @@ class PartitionLog:
                     seg.size = pos
                 scanned = self._rebuild(seg, check_crc=False)
                 self._ops.fsync(seg.log_fd)
+                new_end = seg.next_offset if seg.next_offset is not None else seg.base_offset
+                if new_end < self._log_start:
+                    # The batch holding `offset` began below the log start: nothing readable
+                    # is left, so the log restarts empty at that batch's base.
+                    self._write_log_start(new_end)
                 with self._lock:
                     self._set_segments(segs)
-                    self._next_offset = seg.next_offset if seg.next_offset is not None else seg.base_offset
+                    self._next_offset = new_end
+                    self._log_start = min(self._log_start, new_end)
                     self._dirty = {s for s in self._dirty if s in segs}
                 if scanned.gaps:
                     # A compacted (sparse) segment must not become the active one: recovery
