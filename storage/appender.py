@@ -103,6 +103,12 @@ class Appender:
         self._closed = False
         self.writes = 0  # disk writes issued, for tests and metrics
         self.fsyncs = 0
+        self._listeners: list[Callable[[PartitionLog, int], None]] = []
+
+    def add_listener(self, fn: Callable[[PartitionLog, int], None]) -> None:
+        """Call fn(log, log_end_offset) on the event loop after each write that added data (and
+        after its callers were released), e.g. to wake Fetch requests waiting for new data."""
+        self._listeners.append(fn)
 
     async def append(
         self,
@@ -211,6 +217,12 @@ class Appender:
                 state.last_fsync = self._clock()
             elif wrote and self.policy.mode == "interval":
                 self._schedule_fsync(plog, state)
+            if wrote:
+                for fn in self._listeners:
+                    try:
+                        fn(plog, plog.log_end_offset)
+                    except Exception:
+                        log.exception("storage.append.listener_failed", path=str(plog.path))
         if any(state.pending for _, state, _ in units):
             self._drain()
 

@@ -44,7 +44,7 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import structlog
@@ -124,6 +124,29 @@ class LogConfig:
             raise ValueError("index_interval_bytes must be >= 0")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ValueError(f"unknown message_timestamp_type {self.message_timestamp_type!r}")
+        if set(self.cleanup_policy.replace(" ", "").split(",")) - {"delete", "compact"}:
+            raise ValueError(f"unknown cleanup_policy {self.cleanup_policy!r}")
+        if self.max_message_bytes < 0 or self.delete_retention_ms < 0:
+            raise ValueError("max_message_bytes and delete_retention_ms must be >= 0")
+
+    def with_kafka_configs(self, configs: dict[str, str | None]) -> LogConfig:
+        """This config with topic-level overrides spelled as Kafka spells them (CreateTopics,
+        AlterConfigs): ``segment.bytes``, ``retention.ms``, ``cleanup.policy``... A null value
+        restores our default. Unknown names and bad values raise ValueError (INVALID_CONFIG)."""
+        changes: dict[str, object] = {}
+        defaults = LogConfig()
+        for name, raw in configs.items():
+            if name not in _KAFKA_CONFIGS:
+                raise ValueError(f"unsupported topic config {name!r}")
+            attr, parse = _KAFKA_CONFIGS[name]
+            if raw is None:
+                changes[attr] = getattr(defaults, attr)
+                continue
+            try:
+                changes[attr] = parse(raw)
+            except ValueError:
+                raise ValueError(f"invalid value {raw!r} for {name}") from None
+        return replace(self, **changes)
 
     @property
     def compact(self) -> bool:
@@ -132,6 +155,47 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+
+def _ms_or_unlimited(raw: str) -> int | None:
+    n = int(raw)
+    if n < -1:
+        raise ValueError(raw)
+    return None if n == -1 else n
+
+
+def _non_negative(raw: str) -> int:
+    n = int(raw)
+    if n < 0:
+        raise ValueError(raw)
+    return n
+
+
+def _policy(raw: str) -> str:
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if not parts or set(parts) - {"delete", "compact"}:
+        raise ValueError(raw)
+    return ",".join(sorted(set(parts)))
+
+
+def _timestamp_type(raw: str) -> str:
+    if raw not in ("CreateTime", "LogAppendTime"):
+        raise ValueError(raw)
+    return raw
+
+
+_KAFKA_CONFIGS: dict[str, tuple[str, Callable[[str], object]]] = {
+    "segment.bytes": ("segment_bytes", _non_negative),
+    "segment.ms": ("segment_ms", _ms_or_unlimited),
+    "index.interval.bytes": ("index_interval_bytes", _non_negative),
+    "retention.ms": ("retention_ms", _ms_or_unlimited),
+    "retention.bytes": ("retention_bytes", _ms_or_unlimited),
+    "cleanup.policy": ("cleanup_policy", _policy),
+    "delete.retention.ms": ("delete_retention_ms", _non_negative),
+    "max.message.bytes": ("max_message_bytes", _non_negative),
+    "message.timestamp.type": ("message_timestamp_type", _timestamp_type),
+}
+KAFKA_TOPIC_CONFIGS = frozenset(_KAFKA_CONFIGS)
 
 
 class _Fd:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ __all__ = ["LogManager", "parse_partition_dir"]
 
 LOCK_FILE = ".lock"
 DELETE_SUFFIX = "-delete"
+TOPIC_CONFIG_DIR = ".topic-configs"
 # Kafka's legal topic names: ASCII letters, digits, '.', '_' and '-', at most 249 characters.
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -38,9 +40,11 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 class LogManager:
     """Opens, creates and deletes partition logs under `data_dir`.
 
-    `config` is the default; `topic_config(topic)` may return a per-topic override (e.g.
-    cleanup_policy="compact" for ``__consumer_offsets``, retention from CreateTopics configs).
-    A lock file keeps a second process from opening the same directory.
+    `config` is the default. A topic's config is, in order of precedence: what
+    `topic_config(topic)` returns (the daemon's own topics, e.g. a compacted
+    ``__consumer_offsets``), else `config` with the topic's Kafka-style overrides applied (set
+    through `set_topic_configs`, e.g. from CreateTopics, and persisted under `.topic-configs/` so
+    retention and compaction survive a restart). A lock file keeps a second process out.
     """
 
     def __init__(
@@ -56,6 +60,7 @@ class LogManager:
         self._topic_config = topic_config
         self._clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._overrides: dict[str, dict[str, str | None]] = {}
         self._lock_fd: int | None = None
 
     def config_for(self, topic: str) -> LogConfig:
@@ -63,7 +68,58 @@ class LogManager:
             override = self._topic_config(topic)
             if override is not None:
                 return override
-        return self.config
+        overrides = self._overrides.get(topic)
+        return self.config.with_kafka_configs(overrides) if overrides else self.config
+
+    def topic_configs(self, topic: str) -> dict[str, str | None]:
+        """The Kafka-style overrides stored for a topic (empty if none)."""
+        return dict(self._overrides.get(topic, {}))
+
+    def set_topic_configs(self, topic: str, configs: dict[str, str | None]) -> LogConfig:
+        """Validate, persist and apply a topic's overrides (replacing earlier ones). Raises
+        ValueError for an unknown name or bad value, StorageError if they cannot be saved."""
+        if not _TOPIC_RE.match(topic) or topic in (".", ".."):
+            raise ValueError(f"illegal topic name {topic!r}")
+        self.config.with_kafka_configs(configs)  # validate before anything is written
+        directory = self.data_dir / TOPIC_CONFIG_DIR
+        path = directory / f"{topic}.json"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            if configs:
+                tmp = path.with_suffix(".json.tmp")
+                with open(tmp, "w") as f:
+                    json.dump(configs, f, sort_keys=True)
+                    f.flush()
+                    self.config.file_ops.fsync(f.fileno())
+                os.replace(tmp, path)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            fsync_dir(directory, self.config.file_ops)
+        except OSError as exc:
+            raise StorageError(f"cannot save configs of topic {topic}: {exc}") from exc
+        if configs:
+            self._overrides[topic] = dict(configs)
+        else:
+            self._overrides.pop(topic, None)
+        cfg = self.config_for(topic)
+        for (t, _p), plog in self._logs.items():
+            if t == topic:
+                plog.config = cfg
+        return cfg
+
+    def _load_overrides(self) -> None:
+        directory = self.data_dir / TOPIC_CONFIG_DIR
+        if not directory.is_dir():
+            return
+        for p in directory.glob("*.json"):
+            try:
+                configs = json.loads(p.read_text())
+                self.config.with_kafka_configs(configs)
+            except (ValueError, TypeError, AttributeError) as exc:
+                log.error("storage.topic_config.invalid", path=str(p), error=str(exc))
+                continue
+            self._overrides[p.name[: -len(".json")]] = configs
 
     def _dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
@@ -79,6 +135,7 @@ class LogManager:
                 os.close(fd)
                 raise StorageError(f"{self.data_dir} is in use by another process") from None
             self._lock_fd = fd
+            self._load_overrides()
             found = []
             for p in sorted(self.data_dir.iterdir()):
                 if not p.is_dir():
@@ -137,6 +194,13 @@ class LogManager:
         except OSError as exc:
             raise StorageError(f"cannot delete {path}: {exc}") from exc
         shutil.rmtree(tomb, ignore_errors=True)
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete every partition of a topic and its stored configs."""
+        for t, p in self.partitions(topic):
+            self.delete(t, p)
+        if topic in self._overrides:
+            self.set_topic_configs(topic, {})
 
     def partitions(self, topic: str | None = None) -> list[tuple[str, int]]:
         return sorted(k for k in self._logs if topic is None or k[0] == topic)

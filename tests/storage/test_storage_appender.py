@@ -291,3 +291,18 @@ async def test_cleanup_racing_with_appends_keeps_the_log_consistent(tmp_path):
     assert reopened.log_end_offset == 180
     assert [r[0] for r in reopened.iter_records()] == list(range(reopened.log_start_offset, 180))
     reopened.close()
+
+
+async def test_listeners_hear_about_each_write_that_added_data(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    appender = Appender("never")
+    heard = []
+    appender.add_listener(lambda log, end: heard.append((log, end)))
+    appender.add_listener(lambda log, end: 1 / 0)  # a broken listener must not hurt the others
+    await asyncio.gather(*(appender.append(plog, rec(i)) for i in range(4)))
+    assert heard == [(plog, 4)]
+    with pytest.raises(ValueError):
+        await appender.append(plog, [])
+    assert heard == [(plog, 4)]
+    await appender.close()
+    plog.close()

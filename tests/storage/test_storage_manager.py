@@ -71,3 +71,35 @@ def test_a_second_manager_cannot_open_the_same_directory(tmp_path):
     first.close()
     second.open_all()
     second.close()
+
+
+def test_topic_configs_are_validated_persisted_and_applied(tmp_path):
+    mgr = LogManager(tmp_path, small_config(retention_ms=None))
+    mgr.open_all()
+    plog = mgr.create("events", 0)
+    with pytest.raises(ValueError):
+        mgr.set_topic_configs("events", {"retention.ms": "soon"})
+    with pytest.raises(ValueError):
+        mgr.set_topic_configs("events", {"no.such.config": "1"})
+    with pytest.raises(ValueError):
+        mgr.set_topic_configs("events", {"cleanup.policy": "shred"})
+    cfg = mgr.set_topic_configs("events", {"retention.ms": "1000", "cleanup.policy": "compact,delete",
+                                           "message.timestamp.type": "LogAppendTime"})
+    assert plog.config is cfg
+    assert (cfg.retention_ms, cfg.compact, cfg.delete, cfg.message_timestamp_type) == (
+        1000, True, True, "LogAppendTime")
+    assert cfg.segment_bytes == small_config().segment_bytes  # untouched settings keep the default
+    mgr.close()
+
+    mgr = LogManager(tmp_path, small_config(retention_ms=None))
+    mgr.open_all()
+    assert mgr.get("events", 0).config.retention_ms == 1000
+    assert mgr.topic_configs("events")["cleanup.policy"] == "compact,delete"
+    assert mgr.config_for("other").retention_ms is None
+    assert mgr.set_topic_configs("events", {"retention.ms": "-1"}).retention_ms is None
+    mgr.delete_topic("events")
+    assert mgr.partitions() == [] and mgr.topic_configs("events") == {}
+    mgr.close()
+    mgr = LogManager(tmp_path, small_config(retention_ms=None))
+    assert mgr.open_all() == [] and mgr.topic_configs("events") == {}
+    mgr.close()
