@@ -295,7 +295,9 @@ class _Cursor:
 class Segment:
     """One .log file with its two indexes. Mutated only by its PartitionLog."""
 
-    def __init__(self, directory: Path, base_offset: int, ops: FileOps, *, create: bool = False) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, ops: FileOps, *, create: bool = False, created_ms: int | None = None
+    ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.ops = ops
@@ -316,7 +318,10 @@ class Segment:
         self.offset_of_max_timestamp = -1
         self.bytes_since_index = 0
         self.rolling_base_timestamp: int | None = None
-        self.created_ms = now_ms()
+        # For segment_ms when records carry no timestamps; an existing file counts from its mtime.
+        if created_ms is None:
+            created_ms = int(os.fstat(self._log.fd).st_mtime * 1000)
+        self.created_ms = created_ms
         # Known for the active segment and for any segment that was scanned; else computed lazily.
         self.next_offset: int | None = None
 
@@ -605,7 +610,10 @@ class PartitionLog:
         # After a clean shutdown everything before the last index entry was written and flushed by
         # a process that then exited normally, so only the tail is checked. After a crash, or if
         # anything about the indexes looks wrong, the whole segment is scanned.
-        if clean and seg.load_indexes(self.config.index_interval_bytes) and seg.idx_positions:
+        indexes_ok = clean and seg.load_indexes(self.config.index_interval_bytes)
+        if clean and not indexes_ok:
+            log.warning("storage.index.rebuild", path=str(seg.log_path), reason="missing or damaged")
+        if indexes_ok and seg.idx_positions:
             start = seg.idx_positions[-1]
             # The time index entry written with the last offset entry already covers the batch
             # there; entries after it (e.g. the final one from close) are recomputed by the scan.
@@ -867,9 +875,15 @@ class PartitionLog:
                     timestamp_type=rec.TIMESTAMP_CREATE_TIME,
                 )
             except (TypeError, ValueError, AttributeError, OverflowError, struct.error) as exc:
-                for i, _ in pending:
-                    results[i] = ValueError(f"cannot encode records: {exc}")
-                pending, pending_bytes = [], 0
+                if len(pending) == 1:
+                    results[pending[0][0]] = ValueError(f"cannot encode records: {exc}")
+                    pending, pending_bytes = [], 0
+                    return
+                # Merged appends must not fail for one caller's bad record: retry one by one.
+                retry, pending, pending_bytes = pending, [], 0
+                for entry in retry:
+                    pending = [entry]
+                    flush_pending()
                 return
             if log_append_time_ms is not None:
                 data = bytearray(data)
@@ -906,11 +920,15 @@ class PartitionLog:
                 parts.append(bytes(buf))
                 results[i] = (first, next_off - 1)
             else:
-                records = list(item)
+                try:
+                    records = list(item)
+                    size = sum(len(r[0] or b"") + len(r[1] or b"") + 16 for r in records)
+                except (TypeError, IndexError) as exc:
+                    results[i] = ValueError(f"records must be (key, value, headers, timestamp): {exc}")
+                    continue
                 if not records:
                     results[i] = ValueError("append of zero records")
                     continue
-                size = sum(len(r[0] or b"") + len(r[1] or b"") + 16 for r in records)
                 if pending and (
                     pending_bytes + size > MERGE_MAX_BYTES
                     or sum(len(rs) for _, rs in pending) + len(records) > MERGE_MAX_RECORDS
@@ -972,7 +990,7 @@ class PartitionLog:
                 old = p.roll_from
                 assert old is not None
                 old.append_final_time_entry()
-                p.new_segment = Segment(self.path, p.roll_base, self._ops, create=True)
+                p.new_segment = Segment(self.path, p.roll_base, self._ops, create=True, created_ms=self.clock())
                 # A crash must not leave an offset range without its file entry.
                 fsync_dir(self.path, self._ops)
                 with self._lock:
@@ -1290,7 +1308,11 @@ class PartitionLog:
     def _truncate_fully(self, offset: int) -> None:
         try:
             old = list(self._segments)
-            seg = Segment(self.path, offset, self._ops, create=True) if offset not in self._bases else None
+            seg = (
+                Segment(self.path, offset, self._ops, create=True, created_ms=self.clock())
+                if offset not in self._bases
+                else None
+            )
             for s in old:
                 if seg is None and s.base_offset == offset:
                     self._ops.ftruncate(s.log_fd, 0)
@@ -1397,7 +1419,7 @@ class PartitionLog:
             if old.size == 0:
                 return
             old.append_final_time_entry()
-            seg = Segment(self.path, self._next_offset, self._ops, create=True)
+            seg = Segment(self.path, self._next_offset, self._ops, create=True, created_ms=self.clock())
             seg.next_offset = self._next_offset
             fsync_dir(self.path, self._ops)
             with self._lock:

@@ -235,6 +235,8 @@ async def test_a_bad_client_batch_fails_only_its_caller(tmp_path):
         appender.append(plog, good),
         appender.append(plog, []),
         appender.append(plog, rec(1)),
+        appender.append(plog, [(b"k", "not bytes", [], 1)]),  # would poison a merged batch
+        appender.append(plog, rec(2)),
         return_exceptions=True,
     )
     assert results[0] == (0, 0)
@@ -242,8 +244,10 @@ async def test_a_bad_client_batch_fails_only_its_caller(tmp_path):
     assert results[2] == (1, 2)
     assert isinstance(results[3], ValueError)
     assert results[4] == (3, 3)
+    assert isinstance(results[5], ValueError)
+    assert results[6] == (4, 4)
     assert appender.writes == 1
-    assert [r[2] for r in plog.iter_records()] == [b"k0", b"a", b"b", b"k1"]
+    assert [r[2] for r in plog.iter_records()] == [b"k0", b"a", b"b", b"k1", b"k2"]
     await appender.close()
     plog.close()
 
