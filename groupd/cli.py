@@ -1,4 +1,5 @@
-"""Command line: ``groupd serve`` (the daemon) and ``groupd --version``."""
+"""Command line: ``groupd serve`` (the daemon), ``groupd analyze`` (the PySpark pipeline) and
+``groupd --version``."""
 
 from __future__ import annotations
 
@@ -14,10 +15,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the daemon")
     config.add_arguments(serve)
+    # `analyze` is parsed by groupd.pipeline itself (see main); listed here for --help only.
+    sub.add_parser("analyze", help="rebalance and offset analytics over a data directory (PySpark)", add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["analyze"]:
+        return _analyze(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
@@ -32,6 +38,15 @@ def main(argv: list[str] | None = None) -> int:
         return run(cfg)
     parser.print_help()
     return 2
+
+
+def _analyze(argv: list[str]) -> int:
+    try:  # lazy: pulls in pyspark, which only the `pipeline` extra installs
+        from groupd.pipeline.job import main as analyze
+    except ImportError as e:
+        print(f"groupd analyze needs the pipeline extra (pip install 'groupd[pipeline]'): {e}", file=sys.stderr)
+        return 2
+    return analyze(argv, prog="groupd analyze", default_master="local[*]")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,240 @@
+"""Reading a groupd data directory into a Spark DataFrame (one row per ``__consumer_offsets`` record).
+
+Two routes, one decoder (``decode.py``) and one schema (``decode.SCHEMA_DDL``):
+
+* ``groupd-log``, a Spark Python Data Source: ``spark.read.format("groupd-log").load(path)``.
+  Planning lists the segment files and makes one input partition per segment; each Spark task
+  reads its segment and yields Arrow record batches. Paths are local paths or ``file:`` URIs, and
+  any URI ``pyarrow.fs`` opens (``hdfs://`` through libhdfs, ``s3://``/``s3a://``, ``gs://``,
+  ``abfs://``) -- read by the Python workers themselves, so every worker needs that access.
+* ``binaryFile``: Spark's own Hadoop file source loads each segment as one binary row and
+  ``mapInArrow`` decodes it. This reaches every URI the cluster's Hadoop configuration reaches
+  (``hdfs://``, ``s3a://`` with its credentials providers, ...), which is why ``read_log`` uses it
+  for anything that is not a local path.
+
+Options of ``groupd-log`` (all optional):
+
+``group``              shell-style pattern (``billing-*``); records of other groups are dropped
+                       in the reader, before they reach Spark
+``offsetsPartitions``  the number of ``__consumer_offsets`` partitions; with a literal ``group``
+                       only the one log partition that group hashes to is read
+``verifyCrc``          ``true`` (default) checks every batch's CRC-32C
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from . import decode
+
+FORMAT = "groupd-log"
+
+
+class SegmentPartition(InputPartition):
+    """One segment file: the unit of work of one Spark task."""
+
+    def __init__(self, path: str, log_partition: int, segment: int) -> None:
+        super().__init__((path, log_partition, segment))
+        self.path = path
+        self.log_partition = log_partition
+        self.segment = segment
+
+
+def is_local(path: str) -> bool:
+    scheme = urlparse(path).scheme
+    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
+
+
+def _local_path(path: str) -> str:
+    return urlparse(path).path if path.startswith("file:") else path
+
+
+def _arrow_fs(path: str) -> tuple[Any, str]:
+    """(pyarrow filesystem, path inside it) for a non-local URI."""
+    from pyarrow import fs
+
+    if path.startswith(("s3a://", "s3n://")):
+        path = "s3://" + path.split("://", 1)[1]
+    return fs.FileSystem.from_uri(path)
+
+
+def list_segments(path: str, partitions: set[int] | None = None) -> list[SegmentPartition]:
+    """Every ``__consumer_offsets-<n>/<base>.log`` under `path` (a data directory, one partition
+    directory or one segment file), ordered by (log partition, base offset)."""
+    found: list[SegmentPartition] = []
+
+    def consider(file_path: str, shown: str) -> None:
+        parsed = decode.parse_segment_path(file_path)
+        if parsed is not None and (partitions is None or parsed[0] in partitions):
+            found.append(SegmentPartition(shown, *parsed))
+
+    if is_local(path):
+        root = _local_path(path)
+        if os.path.isfile(root):
+            consider(os.path.abspath(root), os.path.abspath(root))
+        elif not os.path.isdir(root):
+            raise FileNotFoundError(f"no such data directory: {path}")
+        else:
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames.sort()
+                for name in sorted(filenames):
+                    if name.endswith(".log"):
+                        full = os.path.abspath(os.path.join(dirpath, name))
+                        consider(full, full)
+    else:
+        from pyarrow import fs
+
+        afs, inner = _arrow_fs(path)
+        info = afs.get_file_info(inner)
+        if info.type == fs.FileType.File:
+            infos = [info]
+        elif info.type == fs.FileType.Directory:
+            infos = afs.get_file_info(fs.FileSelector(inner, recursive=True))
+        else:
+            raise FileNotFoundError(f"no such data directory: {path}")
+        for i in infos:
+            if i.type == fs.FileType.File and i.path.endswith(".log"):
+                consider(i.path, _uri_for(path, i.path))
+    found.sort(key=lambda s: (s.log_partition, s.segment))
+    return found
+
+
+def _uri_for(root: str, inner: str) -> str:
+    """The URI of a file that pyarrow listed as `inner` under the URI `root`."""
+    if "://" in inner:
+        return inner
+    p = urlparse(root)
+    if p.scheme in ("hdfs", "viewfs"):  # pyarrow paths are absolute inside the name node
+        return f"{p.scheme}://{p.netloc}/{inner.lstrip('/')}"
+    return f"{p.scheme}://{inner.lstrip('/')}"  # object stores: the bucket is the first component
+
+
+def read_bytes(path: str) -> bytes:
+    if is_local(path):
+        with open(_local_path(path), "rb") as fh:
+            return fh.read()
+    afs, inner = _arrow_fs(path)
+    with afs.open_input_file(inner) as fh:
+        return fh.read()
+
+
+def _bool(value: str | None, default: bool) -> bool:
+    if value is None:
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+class GroupdLogReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.path = options.get("path")
+        if not self.path:
+            raise ValueError('groupd-log needs a path: spark.read.format("groupd-log").load(PATH)')
+        self.pattern = options.get("group")
+        n = options.get("offsetsPartitions")
+        self.offsets_partitions = int(n) if n else None
+        self.verify_crc = _bool(options.get("verifyCrc"), True)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        wanted = decode.partitions_for_pattern(self.pattern, self.offsets_partitions)
+        return list_segments(self.path, wanted)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, SegmentPartition)
+        data = read_bytes(partition.path)
+        yield from decode.decode_segment_arrow(
+            data,
+            partition.log_partition,
+            partition.segment,
+            group_filter=decode.group_matcher(self.pattern),
+            verify_crc=self.verify_crc,
+        )
+
+
+class GroupdLogDataSource(DataSource):
+    """``spark.read.format("groupd-log").load(path)``: one row per record of a groupd log."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        return decode.SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return GroupdLogReader(dict(self.options))
+
+
+def register(spark: SparkSession) -> None:
+    spark.dataSource.register(GroupdLogDataSource)
+
+
+def schema() -> StructType:
+    return StructType.fromDDL(decode.SCHEMA_DDL)
+
+
+def _decode_binary_files(pattern: str | None, verify_crc: bool):  # -> mapInArrow function
+    def fn(batches: Iterator[Any]) -> Iterator[Any]:
+        matcher = decode.group_matcher(pattern)
+        for b in batches:
+            paths = b.column("path").to_pylist()
+            contents = b.column("content")
+            for i, p in enumerate(paths):
+                parsed = decode.parse_segment_path(p)
+                if parsed is None:
+                    continue
+                data = contents[i].as_py()
+                yield from decode.decode_segment_arrow(
+                    data, parsed[0], parsed[1], group_filter=matcher, verify_crc=verify_crc
+                )
+
+    return fn
+
+
+def read_log(
+    spark: SparkSession,
+    path: str,
+    *,
+    group: str | None = None,
+    offsets_partitions: int | None = None,
+    verify_crc: bool = True,
+    via: str = "auto",
+) -> DataFrame:
+    """The records of the groupd data directory at `path` as a DataFrame of ``decode.SCHEMA_DDL``.
+
+    `via` is ``"datasource"`` (the ``groupd-log`` source), ``"binaryfile"`` (Spark's Hadoop file
+    source + mapInArrow) or ``"auto"``: the data source for local paths, binaryFile for URIs.
+    """
+    if via == "auto":
+        via = "datasource" if is_local(path) else "binaryfile"
+    if via == "datasource":
+        register(spark)
+        reader = spark.read.format(FORMAT).option("verifyCrc", str(verify_crc).lower())
+        if group:
+            reader = reader.option("group", group)
+        if offsets_partitions:
+            reader = reader.option("offsetsPartitions", str(offsets_partitions))
+        return reader.load(path)
+    if via != "binaryfile":
+        raise ValueError(f"unknown reader {via!r}")
+    files = (
+        spark.read.format("binaryFile")
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", "*.log")
+        .load(path)
+        .select("path", "content")
+        .where(F.col("path").rlike(decode.SEGMENT_RE.pattern))
+    )
+    wanted = decode.partitions_for_pattern(group, offsets_partitions)
+    if wanted is not None:
+        files = files.where(
+            F.regexp_extract("path", decode.SEGMENT_RE.pattern, 1).cast("int").isin(sorted(wanted))
+        )
+    return files.mapInArrow(_decode_binary_files(group, verify_crc), schema())
