@@ -18,6 +18,7 @@ from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
 
 from .admin_handlers import AdminHandlers
 from .config import Config
+from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
 from .topics import OFFSETS_TOPIC, TopicRegistry
 
@@ -56,6 +57,8 @@ class Broker:
             topic_partitions=self.topics.partition_count,
         )
         self.groups = GroupShell(self.core, self._offsets_log, self.appender)
+        self.data = DataPlane(config, self.topics, self.logs, self.appender)
+        self.data.register_topic_callbacks(self.admin)
         self._register()
 
     def _ownership(self) -> PartitionOwnership:
@@ -73,7 +76,8 @@ class Broker:
                 retention_ms=None,
                 delete_retention_ms=self.config.delete_retention_ms,
             )
-        return None
+        t = self.topics.get(topic)
+        return topic_log_config(self._log_config(), t.configs) if t is not None else None
 
     def _offsets_log(self, partition: int) -> PartitionLog:
         return self.logs.get_or_create(OFFSETS_TOPIC, partition)
@@ -86,6 +90,8 @@ class Broker:
         d.register(API_BY_NAME["CreatePartitions"], a.create_partitions)
         for name in HANDLED_APIS:
             d.register(API_BY_NAME[name], self.groups.handler(name))
+        for name, handler, (lo, hi) in self.data.handlers():
+            d.register(API_BY_NAME[name], handler, min_version=lo, max_version=hi)
 
     async def start(self) -> None:
         t0 = time.perf_counter()
@@ -94,6 +100,7 @@ class Broker:
         partitions = list(range(50))
         for p in partitions:
             self._offsets_log(p)
+        self.data.start()
         # Groups answer COORDINATOR_LOAD_IN_PROGRESS until their partition is replayed; the server
         # listens straight away, as a Kafka broker does while it loads __consumer_offsets.
         self.groups.begin_load(partitions)
@@ -112,6 +119,7 @@ class Broker:
 
     async def stop(self) -> None:
         await self.server.close()
+        await self.data.close()
         await self.groups.drain()
         await self.appender.close()
         self.logs.close()

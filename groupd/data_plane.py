@@ -1,0 +1,1214 @@
+"""The data plane: Produce, Fetch, ListOffsets and InitProducerId over the partition logs.
+
+Theory of operation
+-------------------
+groupd is the only broker, the leader of every partition and the whole ISR, so the high watermark
+of a partition is its log end offset and ``acks=1`` and ``acks=all`` mean the same thing: the
+append is in the log (and fsynced first under ``--fsync always``). There are no transactions, so
+the last stable offset is the high watermark too.
+
+Produce. Each partition's data must be exactly one record batch v2 (Kafka's rule for Produce v3+).
+Everything Kafka checks before an append is checked here first, on the event-loop thread, in
+Kafka's order: size (MESSAGE_TOO_LARGE), CRC (CORRUPT_MESSAGE), header sanity (INVALID_RECORD),
+keys on compacted topics and timestamps when the topic limits them, then the idempotent-producer
+state (below). The batch then goes, as sent (compressed batches are stored compressed), to the
+group-commit ``Appender``, which assigns offsets and writes it. Appends are queued in the order
+their requests were checked: the check and the hand-off to the appender happen in one synchronous
+step (the append task is created immediately, and tasks start in creation order), so sequence
+checks and log order can never disagree. A finished append wakes the parked fetches of that
+partition.
+
+Idempotent producers. Per partition and producer id: the epoch and the metadata of the last five
+batches (``ProducerStateManager``'s cache). A batch whose epoch is older than the producer's is
+fenced (INVALID_PRODUCER_EPOCH); one that repeats a cached batch's sequence range is a duplicate
+and is answered NONE with the *original* base offset, without writing anything (Kafka's behaviour:
+``findDuplicateBatch``; a retry that arrives while the original is still being written waits for
+it); otherwise its first sequence must follow the last one (OUT_OF_ORDER_SEQUENCE_NUMBER), and a
+new epoch must start at sequence 0. An unknown producer may start anywhere (KIP-360). The cache
+counts batches still being written, and a batch whose write fails is taken back out, so its retry
+is in sequence again. After a restart the state of a partition is rebuilt from the batch headers in
+its log (only from segments that can still hold a live producer, as Kafka's
+``producer.id.expiration.ms`` decides), the first time an idempotent batch arrives for it.
+Producer ids come from blocks of 1000 whose end is persisted (``producer-ids`` in the data dir)
+before the first id of a block is handed out, so no id is ever reused, even after a crash.
+
+Transactions are out of scope. InitProducerId with a transactional id, and Produce requests that
+carry transactional batches, are answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED: it is what a Kafka
+broker answers when a transactional id may not be used, and every client treats it as fatal at once
+(``initTransactions()`` fails with a clear exception). The retriable alternatives
+(COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) would make clients retry until ``max.block.ms``
+expires and then report a timeout, which tells the user nothing. FindCoordinator for a transaction
+key already answers INVALID_REQUEST ("groupd coordinates consumer groups only").
+
+Fetch. Partitions are read in request order; the first partition with data may return one batch
+larger than the limits (Kafka's ``minOneMessage``), later ones stay within ``partition_max_bytes``
+and what is left of ``max_bytes``. Reads return whole batches (Kafka may end a response with a
+partial batch; clients accept both). If fewer than ``min_bytes`` are available, no partition had
+an error and ``max_wait_ms`` > 0, the fetch is parked: it registers with each partition it reads,
+each append adds its size to the parked fetch's count (capped per partition at
+``partition_max_bytes``), and the fetch is read again and answered once ``min_bytes`` is reached
+or its single ``call_later`` timer fires. Nothing polls. Appends that do not go through the data
+plane (the coordinator's own writes to ``__consumer_offsets``) do not wake fetches; a fetch of
+that topic waits out ``max_wait_ms``. Fetch sessions are not kept: every answer has session id 0,
+which clients take as "no session, send full fetches".
+
+Topics. Creating a topic or adding partitions creates the partition logs, deleting a topic deletes
+them (and wakes fetches parked on them); logs whose topic no longer exists are removed at start-up.
+Each topic's ``LogConfig`` comes from its configs (``topic_log_config``); a background task applies
+retention and compaction to user topics every ``log_retention_check_interval_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.server import Request
+from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
+from groupd.storage import records as rec
+from groupd.storage.compaction import run_cleanup
+from groupd.storage.errors import (
+    CorruptRecordError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageEngineError,
+    StorageError,
+    UnsupportedCompressionError,
+)
+
+from .config import Config
+from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
+
+log = structlog.get_logger("groupd.data")
+
+__all__ = [
+    "FETCH_VERSIONS",
+    "INIT_PRODUCER_ID_VERSIONS",
+    "LIST_OFFSETS_VERSIONS",
+    "PRODUCE_VERSIONS",
+    "DataPlane",
+    "ProducerIdManager",
+    "topic_log_config",
+]
+
+# What the data plane serves (and ApiVersions advertises): the whole range of each schema.
+PRODUCE_VERSIONS = (3, 11)
+FETCH_VERSIONS = (4, 12)
+LIST_OFFSETS_VERSIONS = (1, 8)
+INIT_PRODUCER_ID_VERSIONS = (0, 4)
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+LEADER_EPOCH = 0  # groupd never changes leaders; batches are stored with partition leader epoch 0
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+PRODUCER_ID_BLOCK = 1000
+PRODUCER_ID_FILE = "producer-ids"
+CACHED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+KAFKA_DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# ------------------------------------------------------------------------------------------------
+# topic configs -> LogConfig
+
+
+def _int_config(configs: dict[str, str], name: str) -> int | None:
+    raw = configs.get(name)
+    if raw is None:
+        return None
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        log.warning("topic_config_ignored", config=name, value=raw, reason="not an integer")
+        return None
+
+
+def topic_log_config(base: LogConfig, configs: dict[str, str]) -> LogConfig:
+    """The LogConfig of a user topic: the broker's defaults overridden by the topic's configs.
+
+    Kafka semantics: ``retention.ms`` / ``retention.bytes`` of -1 mean unlimited; ``cleanup.policy``
+    is ``delete``, ``compact`` or both. Values that do not parse, or that storage cannot honour, are
+    ignored with a warning rather than making the partition unopenable.
+    """
+    changes: dict[str, Any] = {}
+    retention_ms = _int_config(configs, "retention.ms")
+    if retention_ms is not None:
+        changes["retention_ms"] = None if retention_ms < 0 else retention_ms
+    retention_bytes = _int_config(configs, "retention.bytes")
+    if retention_bytes is not None:
+        changes["retention_bytes"] = None if retention_bytes < 0 else retention_bytes
+    segment_bytes = _int_config(configs, "segment.bytes")
+    if segment_bytes is not None:
+        if rec.HEADER_SIZE <= segment_bytes <= INT32_MAX:
+            changes["segment_bytes"] = segment_bytes
+        else:
+            log.warning("topic_config_ignored", config="segment.bytes", value=segment_bytes, reason="out of range")
+    segment_ms = _int_config(configs, "segment.ms")
+    if segment_ms is not None and segment_ms > 0:
+        changes["segment_ms"] = segment_ms
+    delete_retention_ms = _int_config(configs, "delete.retention.ms")
+    if delete_retention_ms is not None and delete_retention_ms >= 0:
+        changes["delete_retention_ms"] = delete_retention_ms
+    max_message_bytes = _int_config(configs, "max.message.bytes")
+    if max_message_bytes is not None and max_message_bytes >= 0:
+        changes["max_message_bytes"] = max_message_bytes
+    index_interval = _int_config(configs, "index.interval.bytes")
+    if index_interval is not None and index_interval >= 0:
+        changes["index_interval_bytes"] = index_interval
+    policy = configs.get("cleanup.policy")
+    if policy is not None:
+        parts = sorted({p.strip() for p in str(policy).split(",") if p.strip()})
+        if parts and set(parts) <= {"compact", "delete"}:
+            changes["cleanup_policy"] = ",".join(parts)
+        else:
+            log.warning("topic_config_ignored", config="cleanup.policy", value=policy, reason="unknown policy")
+    ts_type = configs.get("message.timestamp.type")
+    if ts_type is not None:
+        if ts_type in ("CreateTime", "LogAppendTime"):
+            changes["message_timestamp_type"] = ts_type
+        else:
+            log.warning("topic_config_ignored", config="message.timestamp.type", value=ts_type, reason="unknown type")
+    return replace(base, **changes) if changes else base
+
+
+# ------------------------------------------------------------------------------------------------
+# producer ids
+
+
+class ProducerIdManager:
+    """Hands out producer ids from blocks whose end is made durable before the block is used."""
+
+    def __init__(self, path: Path, block: int = PRODUCER_ID_BLOCK) -> None:
+        self.path = path
+        self.block = block
+        self._next = 0
+        self._block_end = 0
+
+    def load(self) -> None:
+        try:
+            value = int(self.path.read_text().strip())
+        except FileNotFoundError:
+            value = 0
+        except ValueError as exc:
+            # A torn file can only come from a crash mid-rename, which os.replace rules out; refuse
+            # to guess, since guessing low would hand out ids again.
+            raise RuntimeError(f"{self.path} is damaged: {exc}") from exc
+        self._next = self._block_end = value
+
+    def allocate(self) -> int:
+        if self._next >= self._block_end:
+            end = self._next + self.block
+            _atomic_write(self.path, f"{end}\n")
+            self._block_end = end
+        pid = self._next
+        self._next += 1
+        return pid
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+# ------------------------------------------------------------------------------------------------
+# idempotent producer state
+
+
+def _last_sequence(base_sequence: int, last_offset_delta: int) -> int:
+    """Kafka's DefaultRecordBatch.incrementSequence: sequences wrap from INT32_MAX to 0."""
+    if base_sequence > INT32_MAX - last_offset_delta:
+        return last_offset_delta - (INT32_MAX - base_sequence) - 1
+    return base_sequence + last_offset_delta
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class _BatchMeta:
+    __slots__ = ("first_offset", "first_seq", "last_offset", "last_seq", "pending", "timestamp")
+
+    def __init__(
+        self,
+        first_seq: int,
+        last_seq: int,
+        first_offset: int = -1,
+        last_offset: int = -1,
+        timestamp: int = -1,
+        pending: asyncio.Future[Any] | None = None,
+    ) -> None:
+        self.first_seq = first_seq
+        self.last_seq = last_seq
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.timestamp = timestamp
+        self.pending = pending
+
+
+class _ProducerEntry:
+    __slots__ = ("batches", "epoch", "last_ms")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.batches: deque[_BatchMeta] = deque(maxlen=CACHED_BATCHES)
+        self.last_ms = -1
+
+
+class PartitionProducers:
+    """The idempotent-producer state of one partition (Kafka's ProducerStateManager, minus
+    transactions)."""
+
+    def __init__(self) -> None:
+        self.producers: dict[int, _ProducerEntry] = {}
+
+    def check(self, pid: int, epoch: int, first_seq: int, last_seq: int) -> tuple[int, str | None, _BatchMeta | None]:
+        """(error code, message, duplicate) for a batch about to be appended."""
+        e = self.producers.get(pid)
+        if e is None:
+            return ErrorCode.NONE, None, None
+        if epoch < e.epoch:
+            return (
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"Epoch of producer {pid} at offset -1 is {epoch}, which is smaller than the last seen epoch {e.epoch}",
+                None,
+            )
+        if epoch == e.epoch:
+            for m in e.batches:
+                if m.first_seq == first_seq and m.last_seq == last_seq:
+                    return ErrorCode.NONE, None, m
+            if e.batches and not _in_sequence(e.batches[-1].last_seq, first_seq):
+                return (
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"Out of order sequence number for producer {pid}: {first_seq} (incoming seq. number), "
+                    f"{e.batches[-1].last_seq} (current end sequence number)",
+                    None,
+                )
+        elif first_seq != 0:
+            return (
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"Invalid sequence number for new epoch of producer {pid}: {epoch} (request epoch), "
+                f"{first_seq} (seq. number), {e.epoch} (current producer epoch)",
+                None,
+            )
+        return ErrorCode.NONE, None, None
+
+    def record(self, pid: int, epoch: int, meta: _BatchMeta, now_ms: int) -> None:
+        e = self.producers.get(pid)
+        if e is None or e.epoch != epoch:
+            e = self.producers[pid] = _ProducerEntry(epoch)
+        e.batches.append(meta)
+        e.last_ms = max(e.last_ms, now_ms)
+
+    def forget(self, pid: int, meta: _BatchMeta) -> None:
+        """Take back a batch whose append failed, so that its retry is in sequence again."""
+        e = self.producers.get(pid)
+        if e is None:
+            return
+        with contextlib.suppress(ValueError):
+            e.batches.remove(meta)
+        if not e.batches:
+            del self.producers[pid]
+
+    def expire(self, older_than_ms: int) -> int:
+        dead = [
+            pid
+            for pid, e in self.producers.items()
+            if e.last_ms < older_than_ms and not any(m.pending is not None for m in e.batches)
+        ]
+        for pid in dead:
+            del self.producers[pid]
+        return len(dead)
+
+    @classmethod
+    def from_batches(cls, batches: Iterable[rec.BatchView]) -> PartitionProducers:
+        self = cls()
+        for v in batches:
+            if v.producer_id < 0 or v.is_control or v.base_sequence < 0:
+                continue
+            meta = _BatchMeta(
+                v.base_sequence,
+                _last_sequence(v.base_sequence, v.last_offset_delta),
+                v.base_offset,
+                v.last_offset,
+                v.max_timestamp,
+            )
+            self.record(v.producer_id, v.producer_epoch, meta, v.max_timestamp)
+        return self
+
+
+def scan_producers(plog: PartitionLog, since_ms: int) -> PartitionProducers:
+    """Rebuild a partition's producer state from the headers of its batches, skipping segments
+    whose newest timestamp is older than `since_ms` (their producers would have expired)."""
+    start = plog.log_start_offset
+    for seg in plog.segments:
+        if seg.max_timestamp < 0 or seg.max_timestamp >= since_ms:
+            start = max(start, seg.base_offset)
+            break
+    else:
+        return PartitionProducers()
+    if start >= plog.log_end_offset:
+        return PartitionProducers()
+    return PartitionProducers.from_batches(plog.iter_batches(start))
+
+
+# ------------------------------------------------------------------------------------------------
+# requests in flight
+
+
+class _PendingAppend:
+    """One partition of a Produce request whose batch was handed to the appender."""
+
+    __slots__ = ("duplicate", "future", "index", "lat", "plog")
+
+    def __init__(
+        self,
+        index: int,
+        plog: PartitionLog,
+        future: asyncio.Future[Any] | None,
+        lat: int,
+        duplicate: _BatchMeta | None = None,
+    ) -> None:
+        self.index = index
+        self.plog = plog
+        self.future = future
+        self.lat = lat
+        self.duplicate = duplicate
+
+
+class _Load:
+    """A rebuild of one partition's producer state and the batches waiting for it."""
+
+    __slots__ = ("future", "waiting")
+
+    def __init__(self, future: asyncio.Future[PartitionProducers]) -> None:
+        self.future = future
+        self.waiting = 0
+
+
+class _ParkedFetch:
+    """A Fetch waiting for min_bytes or max_wait_ms."""
+
+    __slots__ = ("accumulated", "caps", "done", "keys", "min_bytes", "req", "timer")
+
+    def __init__(self, req: Request, min_bytes: int, accumulated: int, caps: dict[tuple[str, int], int]) -> None:
+        self.req = req
+        self.min_bytes = min_bytes
+        self.accumulated = accumulated
+        self.caps = caps  # remaining bytes each partition may still contribute
+        self.keys = list(caps)
+        self.timer: asyncio.TimerHandle | None = None
+        self.done = False
+
+
+def _partition_error(index: int, code: int, message: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": -1,
+        "log_append_time_ms": -1,
+        "log_start_offset": -1,
+        "record_errors": extra.get("record_errors", []),
+        "error_message": message,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# the data plane
+
+
+class DataPlane:
+    def __init__(
+        self,
+        config: Config,
+        topics: TopicRegistry,
+        logs: LogManager,
+        appender: Appender,
+        *,
+        data_dir: Path | None = None,
+        clock: Callable[[], int] = wall_ms,
+        producer_id_expiration_ms: int | None = None,
+        retention_check_interval_ms: int | None = None,
+    ) -> None:
+        self.config = config
+        self.topics = topics
+        self.logs = logs
+        self.appender = appender
+        self.clock = clock
+        self.data_dir = Path(data_dir if data_dir is not None else config.data_dir)
+        self.producer_ids = ProducerIdManager(self.data_dir / PRODUCER_ID_FILE)
+        self.producer_id_expiration_ms = (
+            producer_id_expiration_ms
+            if producer_id_expiration_ms is not None
+            else getattr(config, "producer_id_expiration_ms", 86_400_000)
+        )
+        self.retention_check_interval_ms = (
+            retention_check_interval_ms
+            if retention_check_interval_ms is not None
+            else getattr(config, "log_retention_check_interval_ms", 300_000)
+        )
+        self._producers: dict[tuple[str, int], PartitionProducers] = {}
+        self._loading: dict[tuple[str, int], _Load] = {}
+        self._waiters: dict[tuple[str, int], set[_ParkedFetch]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._maintenance: asyncio.Task[None] | None = None
+        self._started = False
+
+    # --- wiring -----------------------------------------------------------------------------------
+    def handlers(self) -> list[tuple[str, Callable[[Request], Any], tuple[int, int]]]:
+        """(API name, handler, (min, max) version) for the dispatcher."""
+        return [
+            ("Produce", self.produce, PRODUCE_VERSIONS),
+            ("Fetch", self.fetch, FETCH_VERSIONS),
+            ("ListOffsets", self.list_offsets, LIST_OFFSETS_VERSIONS),
+            ("InitProducerId", self.init_producer_id, INIT_PRODUCER_ID_VERSIONS),
+        ]
+
+    def register_topic_callbacks(self, admin: Any) -> None:
+        admin.on_topic_created.append(self.topic_created)
+        admin.on_topic_deleted.append(self.topic_deleted)
+        admin.on_partitions_added.append(self.partitions_added)
+
+    def start(self) -> None:
+        """After the topic registry is loaded and the logs are open: reconcile logs with topics,
+        load the producer-id block, start the retention task (when a loop is running)."""
+        self.producer_ids.load()
+        for topic, partition in self.logs.partitions():
+            t = self.topics.get(topic)
+            if t is None or partition >= t.partitions:
+                log.warning("stray_log_deleted", topic=topic, partition=partition)
+                self.logs.delete(topic, partition)
+        for t in list(self.topics.topics.values()):
+            if t.name != OFFSETS_TOPIC:
+                for p in range(t.partitions):
+                    self.logs.get_or_create(t.name, p)
+        self._started = True
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self.retention_check_interval_ms > 0:
+            self._maintenance = asyncio.create_task(self._maintain())
+
+    async def close(self) -> None:
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
+            self._maintenance = None
+        for waiters in list(self._waiters.values()):
+            for w in list(waiters):
+                self._complete(w)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=10)
+
+    # --- topic lifecycle --------------------------------------------------------------------------
+    def topic_created(self, t: Topic) -> None:
+        for p in range(t.partitions):
+            self._create_partition(t.name, p)
+
+    def partitions_added(self, t: Topic, before: int) -> None:
+        for p in range(before, t.partitions):
+            self._create_partition(t.name, p)
+
+    def _create_partition(self, topic: str, p: int) -> None:
+        try:
+            plog = self.logs.get_or_create(topic, p)
+        except (StorageError, ValueError) as exc:
+            # Produce retries creation lazily; the topic exists either way.
+            log.error("partition_create_failed", topic=topic, partition=p, error=str(exc))
+            return
+        if plog.log_end_offset == 0:
+            self._producers[(topic, p)] = PartitionProducers()  # nothing to rebuild
+
+    def topic_deleted(self, t: Topic) -> None:
+        for topic, p in self.logs.partitions(t.name):
+            plog = self.logs.get(topic, p)
+            try:
+                self.logs.delete(topic, p)
+            except StorageError as exc:
+                log.error("partition_delete_failed", topic=topic, partition=p, error=str(exc))
+            if plog is not None:
+                self.appender.forget(plog)
+        for key in [k for k in self._producers if k[0] == t.name]:
+            del self._producers[key]
+        for key in [k for k in self._loading if k[0] == t.name]:
+            del self._loading[key]
+        for key in [k for k in self._waiters if k[0] == t.name]:
+            for w in list(self._waiters.get(key, ())):
+                self._complete(w)
+
+    def _log(self, t: Topic, p: int) -> PartitionLog:
+        plog = self.logs.get(t.name, p)
+        if plog is None:
+            plog = self.logs.get_or_create(t.name, p)
+        return plog
+
+    # --- Produce ----------------------------------------------------------------------------------
+    def produce(self, req: Request) -> Any:
+        body = req.body
+        v = req.api_version
+        acks = body["acks"]
+        now = self.clock()
+        topic_data = body["topic_data"] or []
+        transactional = any(
+            _is_transactional(pd.get("records")) for td in topic_data for pd in (td["partition_data"] or [])
+        )
+        results: list[tuple[str, list[dict[str, Any] | _PendingAppend]]] = []
+        for td in topic_data:
+            name = td["name"]
+            t = self.topics.get(name)
+            parts: list[dict[str, Any] | _PendingAppend] = []
+            for pd in td["partition_data"] or []:
+                index = pd["index"]
+                if t is None or not 0 <= index < t.partitions:
+                    parts.append(
+                        _partition_error(
+                            index,
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            "This server does not host this topic-partition.",
+                        )
+                    )
+                elif transactional:
+                    parts.append(
+                        _partition_error(
+                            index,
+                            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                            "groupd does not support transactions: transactional batches are refused",
+                        )
+                    )
+                elif acks not in (-1, 0, 1):
+                    parts.append(_partition_error(index, ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid acks {acks}"))
+                else:
+                    parts.append(self._produce_partition(t, index, pd.get("records"), v, now))
+            results.append((name, parts))
+        return self._finish_produce(req, acks, results)
+
+    def _produce_partition(
+        self, t: Topic, index: int, raw: bytes | None, v: int, now: int
+    ) -> dict[str, Any] | _PendingAppend:
+        if t.internal:
+            return _partition_error(
+                index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {t.name}"
+            )
+        try:
+            plog = self._log(t, index)
+        except (StorageError, ValueError) as exc:
+            return _partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
+        cfg = plog.config
+        checked = self._check_batch(t, plog, cfg, index, raw, v, now)
+        if isinstance(checked, dict):
+            return checked
+        view = checked
+        lat = now if cfg.message_timestamp_type == "LogAppendTime" else -1
+        key = (t.name, index)
+        if view.producer_id >= 0:
+            load = self._loading.get(key)
+            if load is None and key not in self._producers:
+                load = self._loading[key] = _Load(asyncio.ensure_future(self._load_producers(key, plog)))
+            if load is not None:
+                # The partition's producer state is being rebuilt from the log: this batch, and every
+                # idempotent batch after it, waits for that and is then checked in arrival order.
+                return _PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v), lat)
+            return self._idempotent_append(self._producers[key], key, plog, index, view, raw, lat, now)
+        fut = self._start_append(key, plog, raw, lat)  # type: ignore[arg-type]
+        return _PendingAppend(index, plog, fut, lat)
+
+    def _idempotent_append(
+        self,
+        producers: PartitionProducers,
+        key: tuple[str, int],
+        plog: PartitionLog,
+        index: int,
+        view: rec.BatchView,
+        raw: bytes | None,
+        lat: int,
+        now: int,
+    ) -> dict[str, Any] | _PendingAppend:
+        pid, epoch = view.producer_id, view.producer_epoch
+        first_seq = view.base_sequence
+        last_seq = _last_sequence(first_seq, view.last_offset_delta)
+        code, message, duplicate = producers.check(pid, epoch, first_seq, last_seq)
+        if code != ErrorCode.NONE:
+            log.info("produce_sequence_error", topic=key[0], partition=index, producer_id=pid, error=message)
+            return _partition_error(index, code, message)
+        if duplicate is not None:
+            return _PendingAppend(index, plog, duplicate.pending, lat, duplicate)
+        meta = _BatchMeta(first_seq, last_seq, timestamp=view.max_timestamp)
+        producers.record(pid, epoch, meta, now)
+        fut = self._start_append(key, plog, raw, lat, producers=producers, pid=pid, meta=meta)  # type: ignore[arg-type]
+        meta.pending = fut
+        return _PendingAppend(index, plog, fut, lat)
+
+    def _after_load(
+        self, load: _Load, key: tuple[str, int], plog: PartitionLog, t: Topic, index: int, raw: bytes | None, v: int
+    ) -> asyncio.Future[Any]:
+        load.waiting += 1
+
+        async def continue_after_load() -> tuple[int, int] | dict[str, Any]:
+            producers = await load.future
+            try:
+                if self.logs.get(t.name, index) is not plog:
+                    return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition was deleted.")
+                now = self.clock()
+                checked = self._check_batch(t, plog, plog.config, index, raw, v, now)
+                if isinstance(checked, dict):
+                    return checked
+                lat = now if plog.config.message_timestamp_type == "LogAppendTime" else -1
+                r = self._idempotent_append(producers, key, plog, index, checked, raw, lat, now)
+            finally:
+                # The last waiter lets later batches take the direct path again; until then they
+                # queue here, behind the ones that arrived during the load.
+                load.waiting -= 1
+                if load.waiting == 0 and self._loading.get(key) is load:
+                    del self._loading[key]
+            if isinstance(r, dict):
+                return r
+            if r.duplicate is not None and r.future is None:
+                return (r.duplicate.first_offset, r.duplicate.last_offset)
+            assert r.future is not None
+            return await r.future
+
+        return asyncio.ensure_future(continue_after_load())
+
+    async def _load_producers(self, key: tuple[str, int], plog: PartitionLog) -> PartitionProducers:
+        t0 = time.perf_counter()
+        since = self.clock() - self.producer_id_expiration_ms
+        loop = asyncio.get_running_loop()
+        try:
+            producers = await loop.run_in_executor(None, scan_producers, plog, since)
+        except (StorageEngineError, OSError) as exc:
+            log.error("producer_state_load_failed", topic=key[0], partition=key[1], error=str(exc))
+            producers = PartitionProducers()
+        # Appends of non-idempotent batches during the scan cannot add producers.
+        if self.logs.get(*key) is not plog:
+            return producers  # deleted meanwhile: the waiters see that and answer for themselves
+        self._producers.setdefault(key, producers)
+        log.info(
+            "producer_state_loaded",
+            topic=key[0],
+            partition=key[1],
+            producers=len(producers.producers),
+            ms=round((time.perf_counter() - t0) * 1000, 1),
+        )
+        return self._producers[key]
+
+    def _check_batch(
+        self, t: Topic, plog: PartitionLog, cfg: LogConfig, index: int, raw: bytes | None, v: int, now: int
+    ) -> dict[str, Any] | rec.BatchView:
+        """Kafka's validation of a client's batch (ProduceRequest.validateRecords, LogValidator)."""
+        if not raw:
+            return _partition_error(
+                index,
+                ErrorCode.INVALID_RECORD,
+                f"Produce requests with version {v} must have at least one record batch",
+            )
+        if len(raw) < rec.HEADER_SIZE or raw[16] != 2:
+            return _partition_error(
+                index,
+                ErrorCode.INVALID_RECORD,
+                f"Produce requests with version {v} are only allowed to contain record batches with magic version 2",
+            )
+        try:
+            view = rec.BatchView(raw, 0)
+        except CorruptRecordError as exc:
+            return _partition_error(index, ErrorCode.CORRUPT_MESSAGE, str(exc))
+        if view.size != len(raw):
+            return _partition_error(
+                index,
+                ErrorCode.INVALID_RECORD,
+                f"Produce requests with version {v} are only allowed to contain exactly one record batch per partition",
+            )
+        codec = view.compression
+        if codec > rec.COMPRESSION_ZSTD:
+            return _partition_error(
+                index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"Unknown compression type id {codec}"
+            )
+        if codec == rec.COMPRESSION_ZSTD and v < 7:
+            return _partition_error(
+                index,
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                f"Produce requests with version {v} are not allowed to use ZStandard compression",
+            )
+        if view.size > cfg.max_message_bytes:
+            return _partition_error(
+                index,
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"The record batch size in the append to {t.name}-{index} is {view.size} bytes which exceeds "
+                f"the maximum configured value of {cfg.max_message_bytes}.",
+            )
+        if not view.crc_ok():
+            return _partition_error(
+                index,
+                ErrorCode.CORRUPT_MESSAGE,
+                f"Record is corrupt (stored crc = {view.crc}) in topic partition {t.name}-{index}.",
+            )
+        if view.base_offset != 0:
+            return _partition_error(
+                index,
+                ErrorCode.INVALID_RECORD,
+                f"The baseOffset of the record batch in the append to {t.name}-{index} should be 0, but it is {view.base_offset}",
+            )
+        if view.is_control:
+            return _partition_error(index, ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
+        if view.record_count != view.last_offset_delta + 1 or view.record_count <= 0:
+            return _partition_error(
+                index,
+                ErrorCode.INVALID_RECORD,
+                f"Record count {view.record_count} does not match lastOffsetDelta {view.last_offset_delta}",
+            )
+        if view.producer_id >= 0 and view.base_sequence < 0:
+            return _partition_error(
+                index,
+                ErrorCode.INVALID_RECORD,
+                f"Invalid sequence number {view.base_sequence} in record batch with producerId {view.producer_id}",
+            )
+        if cfg.compact or _timestamp_limits(t.configs) != (None, None):
+            return self._check_records(t, cfg, index, view, now)
+        return view
+
+    def _check_records(
+        self, t: Topic, cfg: LogConfig, index: int, view: rec.BatchView, now: int
+    ) -> dict[str, Any] | rec.BatchView:
+        """Record-level checks that need the records decoded: keys on compacted topics, timestamps
+        when the topic limits them."""
+        try:
+            records = view.records_kv()
+        except UnsupportedCompressionError as exc:
+            return _partition_error(
+                index,
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                f"{exc}: groupd must read the records of topic {t.name} ({cfg.cleanup_policy} policy or timestamp limits)",
+            )
+        except CorruptRecordError as exc:
+            return _partition_error(index, ErrorCode.CORRUPT_MESSAGE, str(exc))
+        if cfg.compact:
+            bad = [i for i, r in enumerate(records) if r[2] is None]
+            if bad:
+                return _partition_error(
+                    index,
+                    ErrorCode.INVALID_RECORD,
+                    "One or more records have been rejected",
+                    record_errors=[
+                        {
+                            "batch_index": i,
+                            "batch_index_error_message": "Compacted topic cannot accept message without key",
+                        }
+                        for i in bad
+                    ],
+                )
+        before, after = _timestamp_limits(t.configs)
+        if cfg.message_timestamp_type == "CreateTime" and (before is not None or after is not None):
+            errors = []
+            for i, r in enumerate(records):
+                ts = r[1]
+                if (before is not None and ts < now - before) or (after is not None and ts > now + after):
+                    errors.append(
+                        {
+                            "batch_index": i,
+                            "batch_index_error_message": f"Timestamp {ts} of message with offset {i} is out of range. "
+                            f"The timestamp should be within [{now - (before or 0)}, {now + (after or 0)}]",
+                        }
+                    )
+            if errors:
+                return _partition_error(
+                    index,
+                    ErrorCode.INVALID_TIMESTAMP,
+                    "One or more records have been rejected due to invalid timestamp",
+                    record_errors=errors,
+                )
+        return view
+
+    def _start_append(
+        self,
+        key: tuple[str, int],
+        plog: PartitionLog,
+        raw: bytes,
+        lat: int,
+        *,
+        producers: PartitionProducers | None = None,
+        pid: int = -1,
+        meta: _BatchMeta | None = None,
+    ) -> asyncio.Future[Any]:
+        # The task's first step queues the batch in the appender; tasks start in creation order, so
+        # batches reach the log in the order they were checked.
+        fut = asyncio.ensure_future(self.appender.append(plog, raw, log_append_time_ms=lat if lat >= 0 else None))
+        size = len(raw)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if f.cancelled() or f.exception() is not None:
+                if producers is not None and meta is not None:
+                    producers.forget(pid, meta)
+                    meta.pending = None
+                return
+            base, last = f.result()
+            if meta is not None:
+                meta.first_offset, meta.last_offset = base, last
+                meta.pending = None
+            self._notify(key, size)
+
+        fut.add_done_callback(done)
+        return fut
+
+    async def _finish_produce(
+        self, req: Request, acks: int, results: list[tuple[str, list[dict[str, Any] | _PendingAppend]]]
+    ) -> dict[str, Any] | None:
+        responses = []
+        failed = False
+        for name, parts in results:
+            out = []
+            for part in parts:
+                if isinstance(part, dict):
+                    out.append(part)
+                else:
+                    out.append(await self._append_result(name, part))
+                failed = failed or out[-1]["error_code"] != ErrorCode.NONE
+            responses.append({"name": name, "partition_responses": out})
+        if acks == 0:
+            if failed:
+                # Kafka closes the connection: a client that asked for no answer cannot learn of the
+                # failure otherwise.
+                req.conn.close("produce with acks=0 failed", errors=_error_summary(responses))
+            else:
+                req.no_response()
+            return None
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    async def _append_result(self, topic: str, part: _PendingAppend) -> dict[str, Any]:
+        if part.duplicate is not None and part.future is None:
+            base = part.duplicate.first_offset
+        else:
+            assert part.future is not None
+            try:
+                result = await part.future
+            except Exception as exc:
+                return self._append_error(topic, part.index, exc)
+            if isinstance(result, dict):  # answered after a producer-state load
+                return result
+            base = result[0]
+        if part.duplicate is not None:
+            log.info("produce_duplicate", topic=topic, partition=part.index, base_offset=base)
+        return {
+            "index": part.index,
+            "error_code": ErrorCode.NONE,
+            "base_offset": base,
+            "log_append_time_ms": part.lat,
+            "log_start_offset": part.plog.log_start_offset if not part.plog.closed else -1,
+            "record_errors": [],
+            "error_message": None,
+        }
+
+    def _append_error(self, topic: str, index: int, exc: BaseException) -> dict[str, Any]:
+        if isinstance(exc, RecordTooLargeError):
+            return _partition_error(index, ErrorCode.MESSAGE_TOO_LARGE, str(exc))
+        if isinstance(exc, CorruptRecordError):
+            return _partition_error(index, ErrorCode.CORRUPT_MESSAGE, str(exc))
+        if isinstance(exc, UnsupportedCompressionError):
+            return _partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc))
+        if isinstance(exc, LogClosedError):
+            t = self.topics.get(topic)
+            if t is None or index >= t.partitions:
+                return _partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition was deleted.")
+            return _partition_error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
+        if isinstance(exc, StorageError):
+            return _partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
+        log.error("produce_failed", topic=topic, partition=index, exc_info=(type(exc), exc, exc.__traceback__))
+        return _partition_error(index, ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
+
+    # --- Fetch ------------------------------------------------------------------------------------
+    def fetch(self, req: Request) -> dict[str, Any] | None:
+        body = req.body
+        v = req.api_version
+        if v >= 7:
+            if body["session_id"] != 0:
+                return _fetch_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+            if body["session_epoch"] not in (0, -1):
+                return _fetch_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        response, total, error, caps = self._read_fetch(body, v)
+        if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not caps:
+            return response
+        w = _ParkedFetch(req, body["min_bytes"], total, caps)
+        for key in w.keys:
+            self._waiters.setdefault(key, set()).add(w)
+        loop = asyncio.get_running_loop()
+        w.timer = loop.call_later(body["max_wait_ms"] / 1000, self._complete, w)
+        return None
+
+    def _notify(self, key: tuple[str, int], size: int) -> None:
+        waiters = self._waiters.get(key)
+        if not waiters:
+            return
+        for w in list(waiters):
+            cap = w.caps.get(key, 0)
+            n = min(size, cap)
+            w.caps[key] = cap - n
+            w.accumulated += n
+            if w.accumulated >= w.min_bytes:
+                self._complete(w)
+
+    def _complete(self, w: _ParkedFetch) -> None:
+        if w.done:
+            return
+        w.done = True
+        if w.timer is not None:
+            w.timer.cancel()
+        for key in w.keys:
+            ws = self._waiters.get(key)
+            if ws is not None:
+                ws.discard(w)
+                if not ws:
+                    del self._waiters[key]
+        if w.req.conn.closed:
+            return
+        try:
+            response = self._read_fetch(w.req.body, w.req.api_version)[0]
+        except Exception:
+            log.exception("fetch_failed")
+            w.req.conn.close("internal error while handling fetch")
+            return
+        w.req.respond(response)
+
+    def _read_fetch(self, body: dict[str, Any], v: int) -> tuple[dict[str, Any], int, bool, dict[tuple[str, int], int]]:
+        """Read every requested partition now: (response, bytes read, any error, per-partition caps
+        of the partitions that can still grow)."""
+        limit = body["max_bytes"]
+        min_one = True
+        total = 0
+        error = False
+        caps: dict[tuple[str, int], int] = {}
+        read_committed = body.get("isolation_level", 0) == 1
+        responses = []
+        for tp in body["topics"] or []:
+            name = tp["topic"]
+            t = self.topics.get(name)
+            parts = []
+            for fp in tp["partitions"] or []:
+                index = fp["partition"]
+                out = {
+                    "partition_index": index,
+                    "error_code": ErrorCode.NONE,
+                    "high_watermark": -1,
+                    "last_stable_offset": -1,
+                    "log_start_offset": -1,
+                    "aborted_transactions": [] if read_committed else None,
+                    "preferred_read_replica": -1,
+                    "records": b"",
+                }
+                parts.append(out)
+                if t is None or not 0 <= index < t.partitions:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    error = True
+                    continue
+                epoch = fp.get("current_leader_epoch", -1)
+                if epoch is not None and epoch > LEADER_EPOCH:
+                    out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+                    error = True
+                    continue
+                try:
+                    plog = self._log(t, index)
+                    hw = plog.log_end_offset
+                    start = plog.log_start_offset
+                    pmax = fp["partition_max_bytes"]
+                    want = min(pmax, limit)
+                    offset = fp["fetch_offset"]
+                    if want <= 0 and not min_one:
+                        if not start <= offset <= hw:
+                            raise OffsetOutOfRangeError(f"offset {offset} outside [{start}, {hw}]")
+                        data = b""
+                    else:
+                        data = plog.read(offset, max(want, 0), min_one_batch=min_one)
+                except OffsetOutOfRangeError:
+                    out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    error = True
+                    continue
+                except (StorageError, CorruptRecordError, ValueError) as exc:
+                    log.error("fetch_read_failed", topic=name, partition=index, error=str(exc))
+                    out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                    error = True
+                    continue
+                out["high_watermark"] = hw
+                out["last_stable_offset"] = hw
+                out["log_start_offset"] = start
+                out["records"] = data
+                n = len(data)
+                if n:
+                    min_one = False
+                    total += n
+                    limit = max(0, limit - n)
+                caps[(name, index)] = max(0, pmax - n)
+            responses.append({"topic": name, "partitions": parts})
+        response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+        return response, total, error, caps
+
+    # --- ListOffsets ------------------------------------------------------------------------------
+    def list_offsets(self, req: Request) -> dict[str, Any]:
+        body = req.body
+        seen: dict[tuple[str, int], int] = {}
+        for tp in body["topics"] or []:
+            for pp in tp["partitions"] or []:
+                key = (tp["name"], pp["partition_index"])
+                seen[key] = seen.get(key, 0) + 1
+        topics = []
+        for tp in body["topics"] or []:
+            name = tp["name"]
+            t = self.topics.get(name)
+            parts = []
+            for pp in tp["partitions"] or []:
+                index = pp["partition_index"]
+                out = {
+                    "partition_index": index,
+                    "error_code": ErrorCode.NONE,
+                    "timestamp": -1,
+                    "offset": -1,
+                    "leader_epoch": -1,
+                }
+                parts.append(out)
+                if seen[(name, index)] > 1:
+                    out["error_code"] = ErrorCode.INVALID_REQUEST
+                elif t is None or not 0 <= index < t.partitions:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif (pp.get("current_leader_epoch") or -1) > LEADER_EPOCH:
+                    out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+                else:
+                    try:
+                        ts, offset = self._offset_for(self._log(t, index), pp["timestamp"])
+                    except (StorageError, CorruptRecordError, ValueError) as exc:
+                        log.error("list_offsets_failed", topic=name, partition=index, error=str(exc))
+                        out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                        continue
+                    out["timestamp"], out["offset"] = ts, offset
+                    out["leader_epoch"] = LEADER_EPOCH if offset >= 0 else -1
+            topics.append({"name": name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    @staticmethod
+    def _offset_for(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) as Kafka's UnifiedLog.fetchOffsetByTimestamp answers it."""
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, plog.log_end_offset
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return -1, plog.log_start_offset
+        if timestamp == MAX_TIMESTAMP:
+            ts, offset = plog.max_timestamp()
+            if ts < 0 or offset < plog.log_start_offset:
+                return -1, -1
+            return ts, offset
+        found = plog.offset_for_timestamp(timestamp)
+        if found is None:
+            return -1, -1
+        offset, ts = found
+        return ts, offset
+
+    # --- InitProducerId ---------------------------------------------------------------------------
+    def init_producer_id(self, req: Request) -> dict[str, Any]:
+        body = req.body
+        txn = body.get("transactional_id")
+
+        def error(code: int) -> dict[str, Any]:
+            return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+
+        if txn is not None:
+            if txn == "":
+                return error(ErrorCode.INVALID_REQUEST)
+            log.info("transactional_producer_refused", transactional_id=txn, client_id=req.client_id)
+            return error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        pid, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
+        if (pid == -1) != (epoch == -1):
+            return error(ErrorCode.INVALID_REQUEST)
+        # Kafka's TransactionCoordinator: for a null transactional id "always blindly accept the
+        # request and return a new producerId"; an idempotent producer bumps its epoch itself.
+        try:
+            new_pid = self.producer_ids.allocate()
+        except OSError as exc:
+            log.error("producer_id_allocation_failed", error=str(exc))
+            return error(ErrorCode.KAFKA_STORAGE_ERROR)
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": new_pid, "producer_epoch": 0}
+
+    # --- maintenance ------------------------------------------------------------------------------
+    async def _maintain(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval = self.retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.run_maintenance(loop)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("maintenance_failed")
+
+    async def run_maintenance(self, loop: asyncio.AbstractEventLoop | None = None) -> dict[tuple[str, int], Any]:
+        """One pass: retention/compaction of every user-topic partition, producer expiry."""
+        loop = loop or asyncio.get_running_loop()
+        results: dict[tuple[str, int], Any] = {}
+        for topic, p in self.logs.partitions():
+            if topic == OFFSETS_TOPIC:
+                continue
+            plog = self.logs.get(topic, p)
+            if plog is None or plog.closed:
+                continue
+            try:
+                results[(topic, p)] = await loop.run_in_executor(None, run_cleanup, plog)
+            except (StorageEngineError, OSError) as exc:
+                log.error("cleanup_failed", topic=topic, partition=p, error=str(exc))
+        horizon = self.clock() - self.producer_id_expiration_ms
+        expired = sum(pp.expire(horizon) for pp in self._producers.values())
+        if expired:
+            log.info("producers_expired", count=expired)
+        return results
+
+
+def _timestamp_limits(configs: dict[str, str]) -> tuple[int | None, int | None]:
+    diff = _int_config(configs, "message.timestamp.difference.max.ms")
+    before = _int_config(configs, "message.timestamp.before.max.ms")
+    after = _int_config(configs, "message.timestamp.after.max.ms")
+    before = before if before is not None else diff
+    after = after if after is not None else diff
+    if before is not None and (before < 0 or before >= INT64_MAX):
+        before = None
+    if after is not None and (after < 0 or after >= INT64_MAX):
+        after = None
+    return before, after
+
+
+def _is_transactional(raw: bytes | None) -> bool:
+    return bool(raw) and len(raw) >= rec.HEADER_SIZE and bool(raw[rec.ATTRIBUTES_OFFSET + 1] & rec.TRANSACTIONAL_FLAG)  # type: ignore[index]
+
+
+def _fetch_error(code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code, "session_id": 0, "responses": []}
+
+
+def _error_summary(responses: list[dict[str, Any]]) -> list[str]:
+    return [
+        f"{r['name']}-{p['index']}:{p['error_code']}"
+        for r in responses
+        for p in r["partition_responses"]
+        if p["error_code"] != ErrorCode.NONE
+    ]
