@@ -50,6 +50,12 @@ class Config:
     segment_bytes: int = 100 * 1024 * 1024
     segment_ms: int = 7 * 24 * 3600 * 1000
     delete_retention_ms: int = 24 * 3600 * 1000
+    log_retention_check_interval_ms: int = dataclasses.field(
+        default=300_000, metadata={"help": "how often retention/compaction runs over user topics (0 = never)"}
+    )
+    producer_id_expiration_ms: int = dataclasses.field(
+        default=86_400_000, metadata={"help": "idempotent-producer state of an idle producer is dropped after this"}
+    )
 
     @property
     def advertised(self) -> str:

@@ -464,14 +464,12 @@ class DataPlane:
         self.data_dir = Path(data_dir if data_dir is not None else config.data_dir)
         self.producer_ids = ProducerIdManager(self.data_dir / PRODUCER_ID_FILE)
         self.producer_id_expiration_ms = (
-            producer_id_expiration_ms
-            if producer_id_expiration_ms is not None
-            else getattr(config, "producer_id_expiration_ms", 86_400_000)
+            producer_id_expiration_ms if producer_id_expiration_ms is not None else config.producer_id_expiration_ms
         )
         self.retention_check_interval_ms = (
             retention_check_interval_ms
             if retention_check_interval_ms is not None
-            else getattr(config, "log_retention_check_interval_ms", 300_000)
+            else config.log_retention_check_interval_ms
         )
         self._producers: dict[tuple[str, int], PartitionProducers] = {}
         self._loading: dict[tuple[str, int], _Load] = {}
