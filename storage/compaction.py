@@ -190,8 +190,8 @@ def compact(
 ) -> CompactionResult:
     """Clean every inactive segment of `plog`. Blocking file I/O: run it in an executor.
 
-    `crash_hook(step)` is called after each step of a swap (names in SWAP_STEPS); tests raise
-    from it to simulate a crash at that point.
+    `crash_hook(step)` is called after each step of a swap (names in SWAP_STEPS) and after each
+    single rename ("renamed:<new name>"); tests raise from it to simulate a crash at that point.
     """
     cfg = plog.config
     now = plog.clock() if now is None else now
@@ -286,9 +286,9 @@ def _clean_group(
             plog._ops.fsync(f.fileno())
     _hook(crash_hook, "cleaned_written")
 
-    os.rename(cleaned[INDEX_SUFFIX], swap[INDEX_SUFFIX])
-    os.rename(cleaned[TIMEINDEX_SUFFIX], swap[TIMEINDEX_SUFFIX])
-    os.rename(cleaned[LOG_SUFFIX], swap[LOG_SUFFIX])
+    _rename(cleaned[INDEX_SUFFIX], swap[INDEX_SUFFIX], crash_hook)
+    _rename(cleaned[TIMEINDEX_SUFFIX], swap[TIMEINDEX_SUFFIX], crash_hook)
+    _rename(cleaned[LOG_SUFFIX], swap[LOG_SUFFIX], crash_hook)
     fsync_dir(directory, plog._ops)
     _hook(crash_hook, "swap_renamed")
 
@@ -297,13 +297,13 @@ def _clean_group(
         for p in (seg.log_path, seg.index_path, seg.timeindex_path):
             target = p.with_name(p.name + DELETED_SUFFIX)
             with contextlib.suppress(FileNotFoundError):
-                os.rename(p, target)
+                _rename(p, target, crash_hook)
                 deleted.append(target)
     fsync_dir(directory, plog._ops)
     _hook(crash_hook, "old_renamed")
 
     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
-        os.rename(swap[suffix], directory / (name + suffix))
+        _rename(swap[suffix], directory / (name + suffix), crash_hook)
     fsync_dir(directory, plog._ops)
     new_seg = Segment(directory, base, plog._ops)
     if not new_seg.load_indexes(plog.config.index_interval_bytes):
@@ -333,6 +333,12 @@ def _clean_group(
 def _hook(crash_hook: Callable[[str], None] | None, step: str) -> None:
     if crash_hook is not None:
         crash_hook(step)
+
+
+def _rename(src: Path, dst: Path, crash_hook: Callable[[str], None] | None) -> None:
+    os.rename(src, dst)
+    # Between two renames is as likely a place to die as between two steps.
+    _hook(crash_hook, f"renamed:{dst.name}")
 
 
 def run_cleanup(plog: PartitionLog, *, now: int | None = None) -> CompactionResult | int:

@@ -127,43 +127,80 @@ def test_keyless_control_and_uncleanable_batches_survive(tmp_path):
     plog.close()
 
 
-@pytest.mark.parametrize("step", SWAP_STEPS)
-def test_crash_at_each_swap_step_leaves_a_complete_log(tmp_path, step):
+def _swap_scenario(path):
+    """A log whose next compaction's first group merges several (already cleaned) segments."""
+    plog = PartitionLog.open(path, CFG)
+    write_keyed(plog, 150, keys=100, seed=3)
+    compact(plog, now=1_000_000)
+    records = list(plog.iter_records())
+    more = write_keyed(plog, 60, keys=100, seed=4, ts0=2_000_000)
+    return plog, records + more
+
+
+def _crash_points(tmp_path) -> tuple[list[str], list]:
+    """Every hook point of the first swap, found by a dry run on an identical log, and what the
+    log holds once that swap is complete."""
+    seen: list[str] = []
+    after_first: list = []
+
+    def hook(name):
+        if name == "deleted_removed" and not after_first:
+            after_first.extend(plog.iter_records())
+        seen.append(name)
+
+    plog, records = _swap_scenario(tmp_path / "dry-run")
+    compact(plog, now=2_000_000, crash_hook=hook)
+    plog.close()
+    first = seen[: seen.index("deleted_removed") + 1]
+    assert set(SWAP_STEPS) <= set(first)
+    retired = [p for p in first if p.endswith(".deleted")]
+    assert len(retired) >= 9  # a group of several segments
+    assert len(after_first) < len(records)
+    # Retiring old segments repeats one pattern; its first and last renames stand for the rest.
+    return [p for p in first if p not in retired[2:-1]], after_first
+
+
+def test_crash_at_every_point_of_a_swap_leaves_a_complete_log(tmp_path):
     class Crash(Exception):
         pass
 
-    def hook(name):
-        if name == step:
-            raise Crash(name)
+    points, after_first_swap = _crash_points(tmp_path)
+    commit_at = points.index(f"renamed:{0:020d}.log.swap")
+    assert 0 < commit_at < len(points) - 1
+    for n, point in enumerate(points):
 
-    path = tmp_path / "__consumer_offsets-7"
-    plog = PartitionLog.open(path, CFG)
-    records = write_keyed(plog, 250, seed=3)
-    active_base = plog.active_segment.base_offset
-    compacted = expected_after(records, active_base, drop_tombstones=False)
-    with pytest.raises(Crash):
-        compact(plog, now=1_000_000, crash_hook=hook)
-    plog.abandon()  # the process dies here
+        def hook(name, point=point):
+            if name == point:
+                raise Crash(name)
 
-    reopened = PartitionLog.open(path, CFG)
-    got = list(reopened.iter_records())
-    reopened.validate_all()
-    # Every group is either fully old or fully new; in any case no record that matters is lost.
-    assert state(got) == state(records)
-    assert set(compacted) <= set(got) <= set(records)
-    assert [r[0] for r in got] == sorted(r[0] for r in got)
-    assert reopened.log_end_offset == records[-1][0] + 1
-    names = [p.name for p in path.iterdir()]
-    assert not [n for n in names if n.endswith((".cleaned", ".swap", ".deleted"))]
-    if step == "cleaned_written":
-        assert got == records  # crashed before the commit point: the old segments stand
-    else:
-        assert len(got) < len(records)  # the swap had committed: recovery finished it
-    # And a later compaction finishes the job.
-    compact(reopened, now=1_000_000)
-    assert list(reopened.iter_records()) == compacted
-    assert records_via_kafka_python(path) == compacted
-    reopened.close()
+        path = tmp_path / f"__consumer_offsets-{n}"
+        plog, records = _swap_scenario(path)
+        active_base = plog.active_segment.base_offset
+        compacted = expected_after(records, active_base, drop_tombstones=False)
+        with pytest.raises(Crash):
+            compact(plog, now=2_000_000, crash_hook=hook)
+        plog.abandon()  # the process dies here
+
+        reopened = PartitionLog.open(path, CFG)
+        got = list(reopened.iter_records())
+        reopened.validate_all()
+        # The group is either fully old or fully new; in any case no record that matters is lost.
+        assert state(got) == state(records), point
+        assert set(compacted) <= set(got) <= set(records), point
+        assert [r[0] for r in got] == sorted(r[0] for r in got)
+        assert reopened.log_end_offset == records[-1][0] + 1
+        names = [p.name for p in path.iterdir()]
+        assert not [x for x in names if x.endswith((".cleaned", ".swap", ".deleted"))], point
+        # The rename of the cleaned log to X.log.swap is the commit point of a swap.
+        if n >= commit_at:
+            assert got == after_first_swap, point  # recovery finished the swap
+        else:
+            assert got == records, point  # died before the commit point: the old segments stand
+        # And a later compaction finishes the job.
+        compact(reopened, now=2_000_000)
+        assert list(reopened.iter_records()) == compacted
+        assert records_via_kafka_python(path) == compacted
+        reopened.close()
 
 
 def test_run_cleanup_applies_the_topic_policy(tmp_path):
