@@ -181,3 +181,15 @@ def test_leftover_index_files_of_missing_segments_are_removed(tmp_path):
     (path / "00000000000000099999.timeindex").write_bytes(b"\0" * 12)
     PartitionLog.open(path, CFG).close()
     assert not (path / "00000000000000099999.index").exists()
+
+
+def test_a_damaged_base_offset_is_caught_although_the_crc_does_not_cover_it(tmp_path):
+    for which, byte, bit in ((-1, 7, 0), (-1, 3, 5), (-3, 7, 1), (-3, 6, 0), (0, 7, 0)):
+        path = tmp_path / f"t-{which}-{byte}-{bit}"
+        expected = crashed_log(path, n_batches=30)
+        seg = last_segment(path)
+        start, _end, base, _last = batch_bounds(seg)[which]
+        data = bytearray(seg.read_bytes())
+        data[start + byte] ^= 1 << bit
+        seg.write_bytes(data)
+        reopen_and_check(path, [r for r in expected if r[0] < base])
