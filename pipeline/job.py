@@ -1,0 +1,263 @@
+"""``groupd analyze``: read a data directory, write the four tables as Parquet and the HTML report.
+
+Runs in-process on Spark's local mode by default (``--master local[*]``), and unchanged under
+``spark-submit`` against a cluster: ``spark-submit [...] path/to/groupd/pipeline/job.py --data-dir
+hdfs://... --out hdfs://...`` (no ``--master`` there: spark-submit's own applies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+from . import TABLES, report, source, tables
+
+APP_NAME = "groupd-analyze"
+
+
+def parse_time(text: str) -> datetime:
+    """ISO-8601 (``2024-05-01``, ``2024-05-01T12:00:00``, with or without an offset; UTC when
+    none is given) or epoch milliseconds."""
+    t = text.strip()
+    if t.lstrip("-").isdigit():
+        return datetime.fromtimestamp(int(t) / 1000, tz=UTC)
+    try:
+        d = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time: {text!r} (ISO-8601 or epoch milliseconds)") from None
+    return d if d.tzinfo else d.replace(tzinfo=UTC)
+
+
+def build_parser(prog: str | None = None, default_master: str | None = None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Rebalance and offset analytics over a groupd data directory (PySpark).",
+    )
+    p.add_argument("--data-dir", required=True, help="groupd data directory: a local path or a Hadoop URI")
+    p.add_argument("--out", required=True, help="output directory for the Parquet tables and report.html")
+    p.add_argument(
+        "--master",
+        default=default_master,
+        help="Spark master (default: %(default)s; under spark-submit, spark-submit's own)",
+    )
+    p.add_argument("--group", help="only groups matching this shell-style pattern (billing-*)")
+    p.add_argument("--since", type=parse_time, help="only what happened at or after this time")
+    p.add_argument("--until", type=parse_time, help="only what happened before this time")
+    p.add_argument(
+        "--reader",
+        choices=("auto", "datasource", "binaryfile"),
+        default="auto",
+        help="groupd-log data source (local paths), Spark's binaryFile source (any Hadoop URI), "
+        "or auto: the first for local paths, the second otherwise",
+    )
+    p.add_argument("--no-verify-crc", action="store_true", help="skip the CRC-32C check of each batch")
+    p.add_argument("--no-report", action="store_true", help="write the tables only")
+    p.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
+    )
+    return p
+
+
+def session(master: str | None, conf: Sequence[str] = ()) -> SparkSession:
+    builder = SparkSession.builder.appName(APP_NAME).config("spark.sql.session.timeZone", "UTC")
+    if master:
+        builder = builder.master(master)
+    if master and master.startswith("local"):
+        # The Python workers must be this interpreter (the one groupd is installed in); the JVM
+        # started below inherits the environment (the spark.pyspark.python setting is read only
+        # by spark-submit).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "8")
+        )
+    for item in conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--conf wants KEY=VALUE, got {item!r}")
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def read_registry(spark: SparkSession, data_dir: str) -> tuple[dict[str, int], int | None]:
+    """({topic: partitions}, ``__consumer_offsets`` partitions) from the data directory's
+    ``topics.json`` (groupd's topic registry); empty and None when there is none."""
+    path = _join(data_dir, "topics.json")
+    try:
+        if source.is_local(path):
+            with open(source._local_path(path), encoding="utf-8") as fh:
+                text = fh.read()
+        else:
+            rows = spark.read.text(path, wholetext=True).collect()
+            text = rows[0][0] if rows else ""
+        doc = json.loads(text)
+        counts = {str(t["name"]): int(t["partitions"]) for t in doc["topics"]}
+    except (OSError, AnalysisException, ValueError, KeyError, TypeError):
+        return {}, None
+    offsets = counts.pop(source.decode.OFFSETS_TOPIC, None)
+    return counts, offsets
+
+
+@dataclass
+class Result:
+    out: str
+    records: int
+    counts: dict[str, int]
+    report: str | None
+    seconds: float
+
+
+# Small tables are written as one file in this order; offset_commits, which grows with the log,
+# keeps Spark's partitioning and is sorted within each file.
+_ORDER = {
+    "offset_commits": ("group", "topic", "partition", "log_partition", "log_offset"),
+    "generations": ("group", "seq"),
+    "rebalances": ("group", "seq"),
+    "anomalies": ("kind", "group", "log_partition", "log_offset", "topic", "partition"),
+}
+
+
+def _write(name: str, df: DataFrame, path: str) -> None:
+    if name != "offset_commits":
+        df = df.coalesce(1)
+    df.sortWithinPartitions(*_ORDER[name]).write.mode("overwrite").parquet(path)
+
+
+def run(
+    spark: SparkSession,
+    data_dir: str,
+    out: str,
+    *,
+    group: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    reader: str = "auto",
+    verify_crc: bool = True,
+    write_report: bool = True,
+) -> Result:
+    started = time.monotonic()
+    if source.is_local(data_dir) and not os.path.exists(source._local_path(data_dir)):
+        raise FileNotFoundError(f"no such data directory: {data_dir}")
+    counts_by_topic, offsets_partitions = read_registry(spark, data_dir)
+    registry = (
+        spark.createDataFrame(sorted(counts_by_topic.items()), "topic string, partitions int")
+        if counts_by_topic
+        else None
+    )
+    raw = source.read_log(
+        spark, data_dir, group=group, offsets_partitions=offsets_partitions, verify_crc=verify_crc, via=reader
+    )
+    # Decoding is the expensive part and every table reads the records: decode once. The
+    # generations feed both rebalances and anomalies: compute them once too.
+    raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
+    gens = None
+    try:
+        records = raw.count()
+        gens = tables.generations(raw).persist(StorageLevel.MEMORY_AND_DISK)
+        built = tables.within(tables.build(raw, registry, gens=gens), since, until)
+        counts = {}
+        for name, df in built.items():
+            path = _join(out, name)
+            _write(name, df, path)
+            counts[name] = spark.read.parquet(path).count()
+    finally:
+        if gens is not None:
+            gens.unpersist()
+        raw.unpersist()
+    report_path = None
+    if write_report:
+        written = tables.Tables(*[spark.read.parquet(_join(out, name)) for name in TABLES])
+        html = report.render(
+            report.collect(written),
+            title=f"groupd analysis of {data_dir}",
+            subtitle=_describe_filters(group, since, until),
+        )
+        report_path = _join(out, "report.html")
+        write_text(spark, report_path, html)
+    return Result(out, records, counts, report_path, time.monotonic() - started)
+
+
+def _describe_filters(group: str | None, since: datetime | None, until: datetime | None) -> str:
+    parts = []
+    if group:
+        parts.append(f"groups matching {group}")
+    if since:
+        parts.append(f"from {since.isoformat()}")
+    if until:
+        parts.append(f"until {until.isoformat()}")
+    return ", ".join(parts) or "all groups, all time"
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """Write a small file to a local path or, through Spark's Hadoop FileSystem, to any URI."""
+    if source.is_local(path):
+        local = source._local_path(path)
+        os.makedirs(os.path.dirname(os.path.abspath(local)), exist_ok=True)
+        with open(local, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
+    jvm: Any = spark._jvm  # type: ignore[attr-defined]
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    stream = fs.create(hpath, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str | None = None, default_master: str | None = None) -> int:
+    args = build_parser(prog, default_master).parse_args(argv)
+    if args.since and args.until and args.since >= args.until:
+        print("--since must be before --until", file=sys.stderr)
+        return 2
+    if source.is_local(args.data_dir) and not os.path.isdir(source._local_path(args.data_dir)):
+        print(f"{prog or 'analyze'}: no such data directory: {args.data_dir}", file=sys.stderr)
+        return 1
+    ours = SparkSession.getActiveSession() is None  # an embedding caller's session is left running
+    spark = session(args.master, args.conf)
+    try:
+        spark.sparkContext.setLogLevel("WARN")
+        result = run(
+            spark,
+            args.data_dir,
+            args.out,
+            group=args.group,
+            since=args.since,
+            until=args.until,
+            reader=args.reader,
+            verify_crc=not args.no_verify_crc,
+            write_report=not args.no_report,
+        )
+    except FileNotFoundError as e:
+        print(f"groupd analyze: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if ours:
+            spark.stop()
+    print(f"read {result.records} records from {args.data_dir} in {result.seconds:.1f}s")
+    for name in TABLES:
+        print(f"  {name:<15} {result.counts[name]:>10} rows  {_join(args.out, name)}")
+    if result.report:
+        print(f"  report          {result.report}")
+    return 0
+
+
+if __name__ == "__main__":  # spark-submit .../groupd/pipeline/job.py --data-dir ... --out ...
+    sys.exit(main())
