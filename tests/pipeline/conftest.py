@@ -1,0 +1,65 @@
+"""One local SparkSession for the whole test session, and the fixture history analyzed once.
+
+pyspark is imported unconditionally: `make test` installs the pipeline extra, so a missing
+pyspark is a broken environment and must fail the run, not skip it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyspark  # noqa: F401  (fail loudly, never skip)
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampType
+
+from groupd.pipeline import job
+from tests.pipeline.history import History, write_history
+
+SPARK_CONF = [
+    "spark.sql.shuffle.partitions=2",
+    "spark.default.parallelism=2",
+    "spark.sql.adaptive.enabled=false",  # tiny data: re-planning each stage costs more than it saves
+    "spark.ui.enabled=false",
+    "spark.ui.showConsoleProgress=false",
+]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = job.session("local[2]", SPARK_CONF)
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def history(tmp_path_factory: pytest.TempPathFactory) -> History:
+    return write_history(tmp_path_factory.mktemp("history") / "data")
+
+
+@pytest.fixture(scope="session")
+def analyzed(spark: SparkSession, history: History, tmp_path_factory: pytest.TempPathFactory) -> job.Result:
+    out = tmp_path_factory.mktemp("analysis") / "out"
+    return job.run(spark, str(history.data_dir), str(out))
+
+
+def collect(df: DataFrame, *order: str) -> list[dict]:
+    """Rows as dicts, timestamps as epoch milliseconds (exact, time-zone free)."""
+    df = df.select(
+        *[
+            F.unix_millis(f.name).alias(f.name) if isinstance(f.dataType, TimestampType) else F.col(f"`{f.name}`")
+            for f in df.schema.fields
+        ]
+    )
+    if order:
+        df = df.orderBy(*order)
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def table(spark: SparkSession, out: str | Path, name: str, *order: str) -> list[dict]:
+    return collect(spark.read.parquet(f"{out}/{name}"), *order)
