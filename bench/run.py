@@ -1,0 +1,578 @@
+"""groupd under load, side by side with two baselines measured in the same run.
+
+Baselines: **echo** -- a minimal uvloop ``asyncio.Protocol`` server answering every frame with a
+canned response of the same size (the loopback limit of this machine for the same client load), and
+**mock** -- the librdkafka mock cluster started from confluent-kafka (for what it supports; the
+simulator caps JoinGroup <= 5, SyncGroup <= 3, LeaveGroup <= 2 for it, gives each of its long polls a
+connection of its own and lets the leader sync last, see ``simulator.py``). Every figure is printed
+with groupd's ratio to each baseline (``x`` = groupd / baseline).
+
+Workloads (``--only`` takes these names, comma-separated):
+  heartbeats  steady heartbeats: M members in one group over C connections, closed loop, 16 in flight
+              per connection: requests/s, p50/p99 latency
+  rebalance   N members joining one new group together: from the last JoinGroup sent to the last
+              SyncGroup answer, p50/p99 over several runs
+  soak        G groups x 10 members, heartbeat every 3 s, session timeout 10 s, open loop: p99
+              heartbeat latency, spurious answers to stable members (must be 0), daemon RSS
+  commits     OffsetCommit throughput: 50 committers x 100 partitions, one commit in flight each,
+              default fsync policy and --fsync always
+  startup     groupd start with an N-record __consumer_offsets log: to listening, to fully loaded
+
+    python -m bench.run [--quick] [--only heartbeats,rebalance] [--json results.json]
+
+Every process is started on 127.0.0.1 and stopped by pid; every load is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import shutil
+import sys
+import time
+import traceback
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from . import logdata
+from .simulator import (
+    Scenario,
+    SimConfig,
+    Simulator,
+    percentile,
+    run_scenario,
+)
+from .targets import Target, start_echo, start_groupd, start_mock, workdir
+
+WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup")
+
+
+# --- printing ----------------------------------------------------------------------------------------
+def _fmt(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "-"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.{digits}f}" if abs(v) >= 1 or v == 0 else f"{v:.3f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _ratio(a: Any, b: Any) -> str:
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or not b or math.isnan(a) or math.isnan(b):
+        return "-"
+    return f"{a / b:.2f}x"
+
+
+def print_figures(title: str, rows: list[tuple[str, dict[str, Any]]], baselines: tuple[str, ...], note: str = "") -> None:
+    """rows: (figure label, {target: value}); prints groupd's value, each baseline's and the ratios."""
+    print(f"\n== {title} ==")
+    if note:
+        print(f"   {note}")
+    head = f"   {'figure':44} {'groupd':>12}"
+    for b in baselines:
+        head += f" {b:>12} {'groupd/' + b:>13}"
+    print(head)
+    for label, vals in rows:
+        line = f"   {label:44} {_fmt(vals.get('groupd')):>12}"
+        for b in baselines:
+            line += f" {_fmt(vals.get(b)):>12} {_ratio(vals.get('groupd'), vals.get(b)):>13}"
+        print(line)
+    sys.stdout.flush()
+
+
+def _log_summary(t: Target, results: dict[str, Any], key: str) -> None:
+    """Keep groupd's warnings/errors and its event counts: odd behaviour under load shows there."""
+    if t.name != "groupd" or t.log_path is None:
+        return
+    counts: Counter[str] = Counter()
+    for ev in t.events():
+        counts[str(ev.get("event"))] += 1
+    bad = t.log_lines()
+    results.setdefault("groupd_logs", {})[key] = {"events": dict(counts.most_common(15)), "warnings": bad[:20]}
+    if bad:
+        print(f"   groupd logged {len(bad)} warning/error lines during {key}; first: {bad[0][:300]}")
+
+
+class CpuProbe:
+    """The target's CPU time over a measured phase (``on_phase`` hook of the drivers)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.marks: dict[str, tuple[float, float | None]] = {}
+
+    def __call__(self, phase: str) -> None:
+        self.marks[phase] = (time.perf_counter(), self.target.cpu_s())
+
+    def seconds(self) -> tuple[float, float] | None:
+        if "start" not in self.marks or "end" not in self.marks:
+            return None
+        (w0, c0), (w1, c1) = self.marks["start"], self.marks["end"]
+        if c0 is None or c1 is None:
+            return None
+        return w1 - w0, c1 - c0
+
+    def pct(self) -> float | None:
+        s = self.seconds()
+        return s[1] / s[0] * 100 if s else None
+
+    def per(self, n: int) -> float | None:
+        """CPU microseconds per request."""
+        s = self.seconds()
+        return s[1] / n * 1e6 if s and n else None
+
+
+# --- the workloads -----------------------------------------------------------------------------------
+class Bench:
+    def __init__(self, quick: bool, root: Path, no_mock: bool = False) -> None:
+        self.quick = quick
+        self.root = root
+        self.no_mock = no_mock
+        self.results: dict[str, Any] = {"quick": quick, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        self.groupd_versions: dict[str, int] = {}
+
+    def _start(self, kind: str, tag: str, *args: str) -> Target:
+        if kind == "groupd":
+            t, _ = start_groupd(self.root / f"{tag}-{uuid.uuid4().hex[:6]}" / "data", *args)
+            return t
+        if kind == "mock":
+            d = self.root / f"mock-{tag}-{uuid.uuid4().hex[:6]}"
+            d.mkdir(parents=True)
+            return start_mock(d)
+        return start_echo()
+
+    def _targets(self, *kinds: str) -> tuple[str, ...]:
+        return tuple(k for k in kinds if not (k == "mock" and self.no_mock))
+
+    def _sim(self, t: Target, **kw: Any) -> Simulator:
+        opts = t.sim_kwargs()
+        if t.raw:
+            opts["versions"] = dict(self.groupd_versions) or {"Heartbeat": 4, "OffsetCommit": 8}
+        return Simulator(SimConfig(bootstrap=t.bootstrap, client_id=f"bench-{t.name}", **opts, **kw))
+
+    # 1. steady heartbeats ---------------------------------------------------------------------------
+    async def heartbeats(self) -> None:
+        ms = (1000, 10000)
+        conns, inflight = 4, 16
+        seconds = 2.5 if self.quick else 5.0
+        out: dict[str, Any] = {}
+        rows: list[tuple[str, dict[str, Any]]] = []
+        for m in ms:
+            per: dict[str, dict[str, Any]] = {}
+            for kind in self._targets("groupd", "mock", "echo"):
+                if kind == "mock" and self.quick and m > 1000:
+                    # It needs one connection per joining member (it answers a connection's requests
+                    # one at a time) and accepts them ever slower: 10,000 take over a minute.
+                    continue
+                t0 = time.perf_counter()
+                t = self._start(kind, f"hb{m}")
+                try:
+                    sim = self._sim(t, conns=conns, join_conns=max(conns, math.ceil(m / 250)))
+                    await sim.start()
+                    await sim.ensure_topics({"hb-topic": 16})
+                    g = sim.add_group(f"hb-{m}-{uuid.uuid4().hex[:6]}", m, ("hb-topic",))
+                    await sim.attach([g])
+                    if t.raw:
+                        sim.fake_stable([g])
+                        join_s = 0.0
+                    else:
+                        join_s = await sim.join_all([g], concurrency=1, timeout=180)
+                        if sim.long_poll_pools:
+                            sim.release_long_polls()
+                            await asyncio.sleep(3.0)  # let it process the closes before measuring
+                    if t.name == "groupd":
+                        self.groupd_versions = dict(sim.versions)
+                    probe = CpuProbe(t)
+                    r = await sim.drive_heartbeats(g.members, seconds, inflight, on_phase=probe)
+                    r["join_s"] = join_s
+                    r["server_cpu_pct"] = probe.pct()
+                    r["server_us_per_req"] = probe.per(r["requests"])
+                    r["versions"] = {"Heartbeat": sim.versions.get("Heartbeat")}
+                    per[kind] = r
+                    await sim.close()
+                    _log_summary(t, self.results, f"heartbeats-{m}")
+                except Exception as e:
+                    per[kind] = {"error": repr(e)}
+                    print(f"   {kind} at {m} members failed: {e!r}")
+                finally:
+                    t.stop()
+                    per[kind]["wall_s"] = time.perf_counter() - t0
+            out[str(m)] = per
+            rows += [
+                (f"{m:,} members: heartbeats/s", {k: v.get("rps") for k, v in per.items()}),
+                (f"{m:,} members: p50 latency ms", {k: v.get("p50_ms") for k, v in per.items()}),
+                (f"{m:,} members: p99 latency ms", {k: v.get("p99_ms") for k, v in per.items()}),
+                (f"{m:,} members: server CPU us/request", {k: v.get("server_us_per_req") for k, v in per.items()}),
+                (f"{m:,} members: server CPU %", {k: v.get("server_cpu_pct") for k, v in per.items()}),
+                (f"{m:,} members: join of the group s", {k: v.get("join_s") for k, v in per.items() if k != "echo"}),
+            ]
+        self.results["heartbeats"] = out
+        print_figures(
+            f"1. steady heartbeats (one group of M members, {conns} connections x {inflight} in flight, {seconds} s)",
+            rows,
+            self._targets("mock", "echo"),
+            note="throughput: higher is better; latency and CPU: lower is better",
+        )
+        for m, per in out.items():
+            for k, v in per.items():
+                bad = {a: n for a, n in v.get("answers", {}).items() if a != "NONE"}
+                if bad:
+                    print(f"   {k} at {m} members answered heartbeats with errors: {bad}")
+
+    # 2. rebalance latency ---------------------------------------------------------------------------
+    async def rebalance(self) -> None:
+        ns = (10, 100, 1000) if self.quick else (10, 100, 1000, 5000)
+        runs = {"groupd": 3 if self.quick else 5, "mock": 1 if self.quick else 3}
+        out: dict[str, Any] = {}
+        rows: list[tuple[str, dict[str, Any]]] = []
+        for kind in self._targets("groupd", "mock"):
+            t = self._start(kind, "rebalance")
+            try:
+                for n in ns:
+                    out.setdefault(str(n), {})[kind] = await self._rebalance_runs(t, n, runs[kind])
+                _log_summary(t, self.results, "rebalance")
+            finally:
+                t.stop()
+        for n in ns:
+            per = out[str(n)]
+            rows += [
+                (f"N={n:,}: p50 ms", {k: v.get("p50_ms") for k, v in per.items()}),
+                (f"N={n:,}: p99 ms", {k: v.get("p99_ms") for k, v in per.items()}),
+                (f"N={n:,}: successful JoinGroups per member", {k: v.get("rounds") for k, v in per.items()}),
+                (f"N={n:,}: all N leave, s", {k: v.get("leave_s") for k, v in per.items()}),
+            ]
+        self.results["rebalance"] = out
+        print_figures(
+            "2. rebalance latency (N members joining a new group together; last JoinGroup sent -> last SyncGroup answer)",
+            rows,
+            self._targets("mock"),
+            note=f"runs per N: groupd {runs['groupd']}, mock {runs['mock']} (its join phase is a fixed timer); "
+            "successful JoinGroups per member > 1: the join completed in several rounds",
+        )
+        for n, per in out.items():
+            for k, v in per.items():
+                if v.get("errors") or v.get("problems"):
+                    print(f"   {k} N={n}: errors {v.get('errors')} problems {v.get('problems')}")
+
+    async def _rebalance_runs(self, t: Target, n: int, runs: int) -> dict[str, Any]:
+        sim = self._sim(t, conns=4, join_conns=max(4, math.ceil(n / 250)))
+        lat: list[float] = []
+        rounds: list[int] = []
+        leave: list[float] = []
+        problems: list[str] = []
+        try:
+            await sim.start()
+            await sim.ensure_topics({"rb-topic": 64})
+            need_id = await sim.probe_member_id_required()
+            for r in range(runs):
+                g = sim.add_group(f"rb-{n}-{r}-{uuid.uuid4().hex[:6]}", n, ("rb-topic",))
+                await sim.attach([g])
+                await sim.reserve_long_polls([g], n)
+                stable = sim.loop.create_future()
+                g.on_stable = lambda _g, f=stable: f.done() or f.set_result(None)
+                if need_id:
+                    got_ids = sim.loop.create_future()
+                    g.on_member_id = lambda _m, g=g, f=got_ids: (
+                        len(g.barrier or ()) >= n and not f.done() and f.set_result(None)
+                    )
+                    g.start(barrier=True)
+                    await asyncio.wait_for(got_ids, 60)
+                    g.release_barrier()
+                else:
+                    g.start()
+                t_join = g.last_join_sent
+                joins0 = sim.stats.answers[("JoinGroup", 0)]
+                try:
+                    await asyncio.wait_for(stable, 90)
+                except TimeoutError:
+                    problems.append(f"run {r}: not stable in 90 s: {Counter(m.state for m in g.members)}")
+                    await sim.leave_all([g])
+                    continue
+                lat.append(g.last_sync_answer - t_join)
+                rounds.append((sim.stats.answers[("JoinGroup", 0)] - joins0) / n)
+                problems += g.check_assignment()
+                leave.append(await sim.leave_all([g]))
+                await asyncio.sleep(0.2)
+            return {
+                "runs_ms": [x * 1000 for x in lat],
+                "p50_ms": percentile(lat, 50) * 1000 if lat else None,
+                "p99_ms": percentile(lat, 99) * 1000 if lat else None,
+                "rounds": sum(rounds) / len(rounds) if rounds else None,
+                "leave_s": sum(leave) / len(leave) if leave else None,
+                "member_id_required": need_id,
+                "answers": sim.stats.summary()["answers"],
+                "errors": sim.stats.errors[:5],
+                "problems": problems[:5],
+                "versions": {k: sim.versions.get(k) for k in ("JoinGroup", "SyncGroup", "LeaveGroup")},
+            }
+        except Exception as e:
+            traceback.print_exc()
+            return {"error": repr(e), "errors": sim.stats.errors[:5]}
+        finally:
+            await sim.close()
+
+    # 3. scale soak ----------------------------------------------------------------------------------
+    async def soak(self) -> None:
+        groups = 1000 if self.quick else 10_000
+        duration = 15.0 if self.quick else 60.0
+        base_duration = 8.0 if self.quick else 30.0
+        out: dict[str, Any] = {}
+        for kind in self._targets("groupd", "mock", "echo"):
+            t = self._start(kind, "soak")
+            try:
+                d = duration if kind == "groupd" else base_duration
+                out[kind] = await self._soak_one(t, groups, d)
+                _log_summary(t, self.results, "soak")
+            except Exception as e:
+                traceback.print_exc()
+                out[kind] = {"error": repr(e)}
+            finally:
+                t.stop()
+        self.results["soak"] = out
+
+        def g(key: str) -> dict[str, Any]:
+            return {k: v.get(key) for k, v in out.items()}
+
+        rows = [
+            ("members held", g("members")),
+            ("stable members at the end", g("stable_members_end")),
+            ("heartbeats/s (open loop)", g("heartbeats_per_s")),
+            ("p50 heartbeat latency ms", g("hb_p50_ms")),
+            ("p99 heartbeat latency ms", g("hb_p99_ms")),
+            ("max heartbeat latency ms", g("hb_max_ms")),
+            ("spurious answers to stable members", g("spurious_total")),
+            ("server RSS MiB (end of soak)", g("rss_mb")),
+            ("server peak RSS MiB", g("peak_rss_mb")),
+            ("server CPU % during soak", g("server_cpu_pct")),
+            ("ramp-up: all groups stable after s", {k: v for k, v in g("join_s").items() if k != "echo"}),
+        ]
+        print_figures(
+            f"3. scale soak ({groups:,} groups x 10 members, heartbeat 3 s, session 10 s; groupd {duration:.0f} s, "
+            f"baselines {base_duration:.0f} s)",
+            rows,
+            self._targets("mock", "echo"),
+            note="spurious = UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION answered to a stable "
+            "member (must be 0)",
+        )
+        for k, v in out.items():
+            if v.get("spurious"):
+                print(f"   {k}: spurious answers {v['spurious']}")
+            if v.get("errors"):
+                print(f"   {k}: errors {v['errors'][:3]}")
+
+    async def _soak_one(self, t: Target, groups: int, duration: float) -> dict[str, Any]:
+        opts = t.sim_kwargs()
+        versions = dict(self.groupd_versions) or {"Heartbeat": 4} if t.raw else {}
+        sc = Scenario(
+            bootstrap=t.bootstrap,
+            groups=groups,
+            members=10,
+            topics={"soak-topic": 10},
+            duration=duration,
+            conns=4,
+            join_conns=8,
+            caps=opts["caps"],
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=30_000,
+            heartbeat_interval_ms=3_000,
+            leader_syncs_last=opts["leader_syncs_last"],
+            exclusive_long_polls=opts["exclusive_long_polls"],
+            connect_batch=opts.get("connect_batch", 200),
+            group_prefix=f"soak-{uuid.uuid4().hex[:6]}",
+            concurrency=200 if t.mock else 500,
+            raw=t.raw,
+            versions=versions,
+            leave=False,
+            join_timeout=600.0 if not self.quick else 120.0,
+        )
+        peak = {"rss": 0.0}
+        stop = asyncio.Event()
+        phase: dict[str, Any] = {}
+
+        async def sample() -> None:
+            while not stop.is_set():
+                rss = t.rss_mb()
+                if rss:
+                    peak["rss"] = max(peak["rss"], rss)
+                await asyncio.sleep(1.0)
+
+        def on_phase(name: str) -> None:
+            phase[name] = (time.perf_counter(), t.cpu_s(), t.rss_mb())
+
+        sc.on_phase = on_phase
+        sampler = asyncio.create_task(sample())
+        try:
+            res = await run_scenario(sc)
+        finally:
+            stop.set()
+            await sampler
+        res.pop("hb_latency", None)
+        if "start" in phase and "end" in phase:
+            (w0, c0, _), (w1, c1, rss_end) = phase["start"], phase["end"]
+            res["rss_mb"] = rss_end
+            if c0 is not None and c1 is not None:
+                res["server_cpu_pct"] = (c1 - c0) / (w1 - w0) * 100
+        res["peak_rss_mb"] = t.peak_rss_mb()
+        res["spurious_total"] = sum(res.get("spurious", {}).values())
+        return res
+
+    # 4. OffsetCommit throughput ---------------------------------------------------------------------
+    async def commits(self) -> None:
+        seconds = 3.0 if self.quick else 5.0
+        topics = {f"commit-t{i}": 4 for i in range(25)}  # 100 partitions; the mock auto-creates 4 each
+        out: dict[str, Any] = {}
+        for label, kind, args in (
+            ("groupd", "groupd", ()),
+            ("groupd_fsync_always", "groupd", ("--fsync", "always")),
+            ("mock", "mock", ()),
+            ("echo", "echo", ()),
+        ):
+            if kind == "mock" and self.no_mock:
+                continue
+            t = self._start(kind, f"commits-{label}", *args)
+            try:
+                sim = self._sim(t, conns=4, join_conns=8)
+                await sim.start()
+                await sim.ensure_topics(topics)
+                gs = [sim.add_group(f"commit-{i}-{uuid.uuid4().hex[:6]}", 1, tuple(topics)) for i in range(50)]
+                await sim.attach(gs)
+                if t.raw:
+                    sim.fake_stable(gs)
+                else:
+                    await sim.join_all(gs, concurrency=50, timeout=60)
+                    sim.release_long_polls()
+                members = [m for g in gs for m in g.members]
+                probe = CpuProbe(t)
+                r = await sim.drive_commits(members, seconds, check=not t.raw, on_phase=probe)
+                r["server_cpu_pct"] = probe.pct()
+                r["server_us_per_commit"] = probe.per(r["commits"])
+                r["partitions_per_commit"] = sum(len(tp.partitions) for tp in members[0].assignment)
+                r["version"] = sim.versions.get("OffsetCommit")
+                out[label] = r
+                await sim.close()
+                _log_summary(t, self.results, f"commits-{label}")
+            except Exception as e:
+                traceback.print_exc()
+                out[label] = {"error": repr(e)}
+            finally:
+                t.stop()
+        self.results["commits"] = out
+        baselines = self._targets("mock", "echo")
+        for label in ("groupd", "groupd_fsync_always"):
+            if label not in out:
+                continue
+            per = {"groupd": out[label], **{b: out.get(b, {}) for b in baselines}}
+            rows = [
+                ("commits/s", {k: v.get("commits_per_s") for k, v in per.items()}),
+                ("partitions/s", {k: v.get("partitions_per_s") for k, v in per.items()}),
+                ("p50 commit latency ms", {k: v.get("p50_ms") for k, v in per.items()}),
+                ("p99 commit latency ms", {k: v.get("p99_ms") for k, v in per.items()}),
+            ]
+            policy = "--fsync always" if label.endswith("always") else "default fsync (interval:1000)"
+            print_figures(
+                f"4. OffsetCommit throughput, groupd with {policy} (50 committers x 100 partitions, 1 in flight each, "
+                f"{seconds} s)",
+                rows,
+                baselines,
+            )
+        for k, v in out.items():
+            if v.get("partition_errors") or v.get("failures"):
+                print(f"   {k}: partition errors {v.get('partition_errors')} failures {v.get('failures')}")
+
+    # 5. start-up --------------------------------------------------------------------------------------
+    async def startup(self) -> None:
+        n = 200_000 if self.quick else 1_000_000
+        d = self.root / "startup"
+        gen = logdata.generate(d / "data", n)
+        print(f"\n   wrote {gen['records']:,} records ({gen['groups']:,} groups, {gen['bytes'] / 2**20:.0f} MiB) "
+              f"in {gen['seconds']:.1f} s")
+        empty_t, empty = start_groupd(self.root / "startup-empty" / "data")
+        empty_t.stop()
+        full_t, full = start_groupd(d / "data", timeout=600)
+        rss = full_t.rss_mb()
+        _log_summary(full_t, self.results, "startup")
+        full_t.stop()
+        ev = full.loaded_event or {}
+        rate = ev.get("records", 0) / ev["seconds"] if ev.get("seconds") else None
+        self.results["startup"] = {
+            "records": ev.get("records"),
+            "generated": gen,
+            "listening_s": full.listening_s,
+            "loaded_s": full.loaded_s,
+            "startup_ms": full.startup_ms,
+            "replay_s": ev.get("seconds"),
+            "replay_records_per_s": rate,
+            "rss_mb_loaded": rss,
+            "empty_listening_s": empty.listening_s,
+            "empty_startup_ms": empty.startup_ms,
+            "loaded_event": ev,
+        }
+        print(f"\n== 5. start-up with a {n:,}-record __consumer_offsets log ==")
+        print("   baseline: groupd starting on an empty data dir; target: the issue's goals")
+        print(f"   {'figure':44} {'value':>12} {'empty dir':>12} {'ratio':>8} {'goal':>10} {'ratio':>8}")
+
+        def line(label: str, v: Any, base: Any, goal: Any) -> None:
+            print(f"   {label:44} {_fmt(v):>12} {_fmt(base):>12} {_ratio(v, base):>8} {_fmt(goal):>10} {_ratio(v, goal):>8}")
+
+        line("spawn -> groupd_listening, ms", full.listening_s * 1000, empty.listening_s * 1000, None)
+        line("daemon's own startup_ms (listening)", full.startup_ms, empty.startup_ms, 300.0)
+        line("spawn -> offsets_loaded, s", full.loaded_s, empty.loaded_s, None)
+        line("replay seconds (offsets_loaded event)", ev.get("seconds"), None, None)
+        line("replay records/s", rate, None, 200_000.0)
+        line("RSS after load, MiB", rss, None, None)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+async def amain(args: argparse.Namespace) -> int:
+    only = [w.strip() for w in args.only.split(",")] if args.only else list(WORKLOADS)
+    unknown = set(only) - set(WORKLOADS)
+    if unknown:
+        print(f"unknown workloads {sorted(unknown)}; choose from {', '.join(WORKLOADS)}", file=sys.stderr)
+        return 2
+    root = workdir()
+    bench = Bench(args.quick, root, no_mock=args.no_mock)
+    t0 = time.perf_counter()
+    print(f"groupd bench ({'quick' if args.quick else 'full'}); work dir {root}")
+    failed = []
+    try:
+        for name in WORKLOADS:
+            if name in only:
+                w0 = time.perf_counter()
+                try:
+                    await getattr(bench, name)()
+                except Exception:
+                    traceback.print_exc()
+                    failed.append(name)
+                print(f"   ({name}: {time.perf_counter() - w0:.0f} s)")
+    finally:
+        if args.json:
+            Path(args.json).write_text(json.dumps(bench.results, indent=1, default=str))
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smaller loads; finishes in under 3 minutes")
+    ap.add_argument("--only", help=f"comma-separated workloads: {', '.join(WORKLOADS)}")
+    ap.add_argument("--json", help="also write every figure to this file")
+    ap.add_argument("--no-mock", action="store_true", help="skip the librdkafka mock baseline")
+    ap.add_argument("--keep", action="store_true", help="keep the work dir (data dirs and logs)")
+    args = ap.parse_args(argv)
+    import uvloop
+
+    return uvloop.run(amain(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
