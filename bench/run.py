@@ -69,7 +69,8 @@ def _fmt(v: Any, digits: int = 1) -> str:
 def _ratio(a: Any, b: Any) -> str:
     if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or not b or math.isnan(a) or math.isnan(b):
         return "-"
-    return f"{a / b:.2f}x"
+    r = a / b
+    return f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
 
 
 def print_figures(title: str, rows: list[tuple[str, dict[str, Any]]], baselines: tuple[str, ...], note: str = "") -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import math
 import multiprocessing
@@ -103,6 +104,8 @@ MOCK_CAPS = {"JoinGroup": 5, "SyncGroup": 3, "LeaveGroup": 2}
 DEFAULT_CAPS = {"OffsetCommit": 8}
 
 UNJOINED, REBALANCING, STABLE = "UNJOINED", "REBALANCING", "STABLE"
+# groupd stops reading a connection with 1024 unanswered requests: stay well below with long polls.
+MEMBERS_PER_LONG_POLL_CONN = 250
 
 JOIN_GROUP = API_BY_NAME["JoinGroup"]
 SYNC_GROUP = API_BY_NAME["SyncGroup"]
@@ -829,12 +832,15 @@ class SimGroup:
     """The simulator's view of one consumer group: its members (all in this process), subscription,
     and the timing of its rebalances."""
 
-    def __init__(self, sim: Simulator, group_id: str, topics: tuple[str, ...], n_members: int) -> None:
+    def __init__(
+        self, sim: Simulator, group_id: str, topics: tuple[str, ...], n_members: int, assignor: str | None = None
+    ) -> None:
         self.sim = sim
         self.group_id = group_id
         self.topics = topics
         sub = encode_subscription(Subscription(topics=topics))
-        names = [sim.config.assignor, *(a for a in ASSIGNORS if a != sim.config.assignor)]
+        first = assignor or sim.config.assignor
+        names = [first, *(a for a in ASSIGNORS if a != first)]
         self.protocols = [{"name": n, "metadata": sub} for n in names]
         self.members = [Member(sim, self, i) for i in range(n_members)]
         self.stable = 0  # members in STABLE
@@ -1118,8 +1124,12 @@ class Simulator:
                 await lp.reserve(members)
 
     # --- groups ---------------------------------------------------------------------------------
-    def add_group(self, group_id: str, n_members: int, topics: Iterable[str]) -> SimGroup:
-        g = SimGroup(self, group_id, tuple(topics), n_members)
+    def add_group(
+        self, group_id: str, n_members: int, topics: Iterable[str], assignor: str | None = None
+    ) -> SimGroup:
+        """A group of ``n_members`` simulated consumers subscribed to ``topics``, offering ``assignor``
+        first (default: the simulator's) and the other one second."""
+        g = SimGroup(self, group_id, tuple(topics), n_members, assignor)
         self.groups.append(g)
         return g
 
@@ -1131,17 +1141,23 @@ class Simulator:
                 self.coordinators[g.group_id] = addr
         else:
             await self.find_coordinators([g.group_id for g in groups])
-        counters: dict[tuple[str, int], int] = {}
+        counters: dict[tuple[str, int], tuple[int, int]] = {}
         for g in groups:
             addr = self.coordinators[g.group_id]
             steady, join = await self.pool(addr)
-            i = counters.get(addr, 0)
+            i, j = counters.get(addr, (0, 0))
             lp = self.long_poll_pools.get(addr)
-            for m in g.members:
+            # A group's long polls share one connection (or, for a big group, a few consecutive ones,
+            # at most MEMBERS_PER_LONG_POLL_CONN each). Answers on a connection come back in request
+            # order, so interleaving several groups' members across connections lets one group's
+            # waiting JoinGroup hold back the answers another group needs to complete, and back:
+            # a cycle that only the rebalance or session timeout breaks.
+            spread = max(1, math.ceil(len(g.members) / MEMBERS_PER_LONG_POLL_CONN)) if join else 1
+            for k, m in enumerate(g.members):
                 m.conn = steady[i % len(steady)]
-                m.jconn = lp if lp is not None else join[i % len(join)]
+                m.jconn = lp if lp is not None else join[(j + k % spread) % len(join)]
                 i += 1
-            counters[addr] = i
+            counters[addr] = (i, j + spread)
 
     async def probe_member_id_required(self, timeout: float = 10.0) -> bool:
         """Does the coordinator answer a first JoinGroup with MEMBER_ID_REQUIRED (KIP-394)?"""
@@ -1406,6 +1422,33 @@ class Simulator:
         await asyncio.sleep(0)
 
 
+class LoopLag:
+    """How late a 10 ms ticker runs on this process's event loop: separates the simulator's own
+    stalls (GC, bursts of callbacks) from the broker's in the latency it reports."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, period: float = 0.01) -> None:
+        self.loop = loop
+        self.period = period
+        self.lags = array("d")
+        self._next = perf_counter() + period
+        self._handle = loop.call_later(period, self._tick)
+
+    def _tick(self) -> None:
+        now = perf_counter()
+        self.lags.append(max(0.0, now - self._next))
+        self._next = now + self.period
+        self._handle = self.loop.call_later(self.period, self._tick)
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+    def p99_ms(self) -> float:
+        return percentile(self.lags, 99) * 1000
+
+    def max_ms(self) -> float:
+        return max(self.lags, default=0.0) * 1000
+
+
 # --- scenario: G groups x M members, open-loop heartbeats for a while --------------------------------
 @dataclass
 class Scenario:
@@ -1480,6 +1523,11 @@ async def run_scenario(sc: Scenario) -> dict[str, Any]:
             # Keep heartbeating while the other processes finish joining.
             await asyncio.get_running_loop().run_in_executor(None, sc.barrier.wait, sc.join_timeout)
         sim.pause_heartbeats()  # and resume at once with random phases
+        # The members are long-lived: keep the collector from rescanning them (a full collection
+        # over 100k members would stall this loop and show up as heartbeat latency).
+        gc.collect()
+        gc.freeze()
+        lag = LoopLag(sim.loop)
         sim.stats.reset()
         sim.expect_stable = True
         sim.resume_heartbeats(groups)
@@ -1503,6 +1551,7 @@ async def run_scenario(sc: Scenario) -> dict[str, Any]:
         t0 = perf_counter()
         await asyncio.sleep(sc.duration)
         elapsed = perf_counter() - t0
+        lag.stop()
         if sc.on_phase is not None:
             sc.on_phase("end")
         sim.expect_stable = False
@@ -1511,6 +1560,8 @@ async def run_scenario(sc: Scenario) -> dict[str, Any]:
         summary = sim.stats.summary()
         out.update(summary)
         out["heartbeats_per_s"] = summary["heartbeats"] / elapsed
+        out["client_lag_p99_ms"] = lag.p99_ms()
+        out["client_lag_max_ms"] = lag.max_ms()
         out["hb_latency"] = sim.stats.hb_latency
         out["stable_members_end"] = sum(g.stable for g in groups)
         out["members"] = sum(len(g.members) for g in groups)
@@ -1600,6 +1651,8 @@ def run_processes(sc: Scenario, procs: int) -> dict[str, Any]:
             "hb_p50_ms": percentile(lat, 50) * 1000,
             "hb_p99_ms": percentile(lat, 99) * 1000,
             "heartbeats_per_s": sum(r["heartbeats_per_s"] for r in results),
+            "client_lag_p99_ms": max(r["client_lag_p99_ms"] for r in results),
+            "client_lag_max_ms": max(r["client_lag_max_ms"] for r in results),
             "join_s": max(r["join_s"] for r in results),
             "members": sum(r["members"] for r in results),
             "stable_members_end": sum(r["stable_members_end"] for r in results),

@@ -1,0 +1,92 @@
+"""The bench's member simulator against a real groupd: it must drive groups to Stable with every
+partition assigned exactly once, heartbeat, commit and leave without a single error answer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.simulator import (
+    NONE,
+    STABLE,
+    SimConfig,
+    Simulator,
+    range_assign,
+    roundrobin_assign,
+)
+from tests.support.daemon import GroupdProcess
+
+
+def test_range_assignor_gives_consecutive_ranges_in_member_order() -> None:
+    plan = range_assign({"c2": ("t0",), "c1": ("t0", "t1"), "c3": ("t0",)}, {"t0": 7, "t1": 2})
+    assert plan == {"c1": {"t0": [0, 1, 2], "t1": [0, 1]}, "c2": {"t0": [3, 4]}, "c3": {"t0": [5, 6]}}
+
+
+def test_roundrobin_assignor_deals_partitions_to_subscribed_members() -> None:
+    plan = roundrobin_assign({"a": ("t0", "t1"), "b": ("t1",), "c": ("t0", "t1")}, {"t0": 3, "t1": 3})
+    owned = sorted((t, p) for tps in plan.values() for t, ps in tps.items() for p in ps)
+    assert owned == [("t0", 0), ("t0", 1), ("t0", 2), ("t1", 0), ("t1", 1), ("t1", 2)]
+    assert "t0" not in plan["b"]
+    # Kafka's circular iterator: t0-0 a, t0-1 c (b skipped), t0-2 a, t1-0 b, t1-1 c, t1-2 a
+    assert plan == {"a": {"t0": [0, 2], "t1": [2]}, "b": {"t1": [0]}, "c": {"t0": [1], "t1": [1]}}
+
+
+@pytest.fixture
+def groupd(tmp_path: Path) -> Iterator[GroupdProcess]:
+    d = GroupdProcess(tmp_path / "data")
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+async def test_simulated_groups_become_stable_heartbeat_commit_and_leave(groupd: GroupdProcess) -> None:
+    sim = Simulator(
+        SimConfig(bootstrap=groupd.bootstrap, conns=2, join_conns=2, heartbeat_interval_ms=300, session_timeout_ms=6000)
+    )
+    try:
+        await sim.start()
+        assert sim.versions["JoinGroup"] >= 4  # so MEMBER_ID_REQUIRED is exercised
+        assert await sim.ensure_topics({"sim-a": 7, "sim-b": 5}) == {"sim-a": 7, "sim-b": 5}
+        ranged = sim.add_group("sim-range", 10, ("sim-a", "sim-b"), assignor="range")
+        robin = sim.add_group("sim-roundrobin", 10, ("sim-a", "sim-b"), assignor="roundrobin")
+        groups = [ranged, robin]
+        await sim.attach(groups)
+        await sim.join_all(groups, timeout=10)
+
+        sim.expect_stable = True
+        await asyncio.sleep(1.5)  # about five heartbeats each
+        assert [p for g in groups for p in g.check_assignment()] == []
+        assert {m.protocol for m in ranged.members} == {"range"}
+        assert {m.protocol for m in robin.members} == {"roundrobin"}
+        assert all(m.state == STABLE for g in groups for m in g.members)
+        answers = sim.stats.answers
+        assert answers[("JoinGroup", 79)] >= 20  # every member was asked for a member id first
+        assert answers[("Heartbeat", NONE)] >= 20 * 3
+        assert {code for (api, code) in answers if api == "Heartbeat"} == {NONE}
+
+        done: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        codes: list[int] = []
+
+        def committed(resp: object, _lat: float) -> None:
+            assert isinstance(resp, dict)
+            codes.extend(p["error_code"] for t in resp["topics"] for p in t["partitions"])
+            if len(codes) == 2 * 12 and not done.done():
+                done.set_result(codes)
+
+        for g in groups:
+            for m in g.members:
+                m.commit(42, committed)
+        assert set(await asyncio.wait_for(done, 5)) == {NONE}  # 12 partitions per group, each once
+
+        await sim.leave_all(groups, timeout=5)
+        assert answers[("LeaveGroup", NONE)] == 20
+        assert sim.stats.spurious == {}
+        assert sim.stats.errors == []
+        assert not sim.stats.failures
+    finally:
+        await sim.close()
