@@ -372,6 +372,20 @@ def to_arrow(cols: dict[str, list[Any]]) -> Any:
     return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
 
 
+def decode_segment_tuples(data: bytes, log_partition: int, segment: int, **kw: Any) -> Iterator[tuple]:
+    """Rows as tuples in COLUMNS order (timestamps as UTC datetimes), for Spark's RDD API."""
+    from datetime import UTC, datetime
+
+    ts_index = [i for i, c in enumerate(COLUMNS) if c in TIMESTAMP_COLUMNS]
+    for cols in decode_segment(data, log_partition, segment, **kw):
+        for row in zip(*(cols[c] for c in COLUMNS)):
+            row = list(row)
+            for i in ts_index:
+                if row[i] is not None:
+                    row[i] = datetime.fromtimestamp(row[i] / 1000, tz=UTC)
+            yield tuple(row)
+
+
 def decode_segment_arrow(data: bytes, log_partition: int, segment: int, **kw: Any) -> Iterator[Any]:
     for cols in decode_segment(data, log_partition, segment, **kw):
         yield to_arrow(cols)

@@ -184,7 +184,7 @@ def run(
     if write_report:
         written = tables.Tables(*[spark.read.parquet(_join(out, name)) for name in TABLES])
         html = report.render(
-            report.collect(written),
+            report.collect(written, counts),
             title=f"groupd analysis of {data_dir}",
             subtitle=_describe_filters(group, since, until),
         )

@@ -54,10 +54,13 @@ def _ms(d: datetime | None) -> int | None:
     return int(d.timestamp() * 1000)
 
 
-def collect(t: Tables) -> ReportData:
+def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
+    """What the page shows, from the written tables (`counts`: their row counts, if known)."""
+    if counts is None:
+        counts = {name: df.count() for name, df in t.items()}
     gens = t.generations
-    counts = gens.groupBy("group").count()
-    top = [r.group for r in counts.orderBy(F.desc("count"), "group").limit(MAX_TIMELINE_GROUPS).collect()]
+    per_group = {r.group: r["count"] for r in gens.groupBy("group").count().collect()}
+    top = sorted(per_group, key=lambda g: (-per_group[g], g))[:MAX_TIMELINE_GROUPS]
     timeline: dict[str, list[tuple[int, int | None, int, int]]] = {g: [] for g in sorted(top)}
     for r in (
         gens.where(F.col("group").isin(top))
@@ -89,7 +92,7 @@ def collect(t: Tables) -> ReportData:
 
     progress = _progress(t)
 
-    anomaly_count = t.anomalies.count()
+    anomaly_count = counts["anomalies"]
     anomalies = [
         r.asDict(recursive=True)
         for r in t.anomalies.select(
@@ -120,9 +123,9 @@ def collect(t: Tables) -> ReportData:
 
     summary = {
         "groups": gens.select("group").union(t.offset_commits.select("group")).distinct().count(),
-        "generations": gens.count(),
-        "rebalances": t.rebalances.count(),
-        "offset commits": t.offset_commits.count(),
+        "generations": counts["generations"],
+        "rebalances": counts["rebalances"],
+        "offset commits": counts["offset_commits"],
         "anomalies": anomaly_count,
     }
     by_kind = {r.kind: r["count"] for r in t.anomalies.groupBy("kind").count().collect()}
@@ -137,7 +140,7 @@ def collect(t: Tables) -> ReportData:
         anomalies=anomalies,
         anomaly_count=anomaly_count,
         generations=generations,
-        groups_shown={"timeline": len(top), "all": counts.count()},
+        groups_shown={"timeline": len(top), "all": len(per_group)},
     )
 
 

@@ -7,8 +7,8 @@ Two routes, one decoder (``decode.py``) and one schema (``decode.SCHEMA_DDL``):
   reads its segment and yields Arrow record batches. Paths are local paths or ``file:`` URIs, and
   any URI ``pyarrow.fs`` opens (``hdfs://`` through libhdfs, ``s3://``/``s3a://``, ``gs://``,
   ``abfs://``) -- read by the Python workers themselves, so every worker needs that access.
-* ``binaryFile``: Spark's own Hadoop file source loads each segment as one binary row and
-  ``mapInArrow`` decodes it. This reaches every URI the cluster's Hadoop configuration reaches
+* ``binaryFile``: Spark's own Hadoop file source loads each segment as one binary row and a
+  Python function decodes it (RDD ``mapPartitions``). This reaches every URI the cluster's Hadoop configuration reaches
   (``hdfs://``, ``s3a://`` with its credentials providers, ...), which is why ``read_log`` uses it
   for anything that is not a local path.
 
@@ -134,13 +134,14 @@ def _bool(value: str | None, default: bool) -> bool:
 
 class GroupdLogReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
+        options = {k.lower(): v for k, v in options.items()}  # Spark's options are case-insensitive
         self.path = options.get("path")
         if not self.path:
             raise ValueError('groupd-log needs a path: spark.read.format("groupd-log").load(PATH)')
         self.pattern = options.get("group")
-        n = options.get("offsetsPartitions")
+        n = options.get("offsetspartitions")
         self.offsets_partitions = int(n) if n else None
-        self.verify_crc = _bool(options.get("verifyCrc"), True)
+        self.verify_crc = _bool(options.get("verifycrc"), True)
 
     def partitions(self) -> Sequence[InputPartition]:
         wanted = decode.partitions_for_pattern(self.pattern, self.offsets_partitions)
@@ -173,29 +174,41 @@ class GroupdLogDataSource(DataSource):
 
 
 def register(spark: SparkSession) -> None:
+    """Make ``spark.read.format("groupd-log")`` available in this session (once)."""
+    if getattr(spark, "_groupd_log_registered", False):
+        return
     spark.dataSource.register(GroupdLogDataSource)
+    spark._groupd_log_registered = True  # type: ignore[attr-defined]
 
 
 def schema() -> StructType:
     return StructType.fromDDL(decode.SCHEMA_DDL)
 
 
-def _decode_binary_files(pattern: str | None, verify_crc: bool):  # -> mapInArrow function
-    def fn(batches: Iterator[Any]) -> Iterator[Any]:
+def _decode_files(pattern: str | None, verify_crc: bool):  # -> an RDD mapPartitions function
+    def fn(rows: Iterator[Any]) -> Iterator[tuple]:
         matcher = decode.group_matcher(pattern)
-        for b in batches:
-            paths = b.column("path").to_pylist()
-            contents = b.column("content")
-            for i, p in enumerate(paths):
-                parsed = decode.parse_segment_path(p)
-                if parsed is None:
-                    continue
-                data = contents[i].as_py()
-                yield from decode.decode_segment_arrow(
-                    data, parsed[0], parsed[1], group_filter=matcher, verify_crc=verify_crc
+        for path, content in rows:
+            parsed = decode.parse_segment_path(path)
+            if parsed is not None:
+                yield from decode.decode_segment_tuples(
+                    bytes(content), parsed[0], parsed[1], group_filter=matcher, verify_crc=verify_crc
                 )
 
     return fn
+
+
+def _hadoop_glob(path: str) -> str:
+    """The segment files under `path` as a Hadoop glob. Spark's file listing skips names that
+    start with ``_`` (as in ``_SUCCESS``), so ``__consumer_offsets-<n>`` directories are never
+    found by a recursive listing and must be named by the glob itself."""
+    base = path.rstrip("/")
+    last = base.rsplit("/", 1)[-1]
+    if last.endswith(".log"):
+        return base
+    if last.startswith(decode.OFFSETS_TOPIC + "-"):
+        return base + "/*.log"
+    return base + f"/{decode.OFFSETS_TOPIC}-*/*.log"
 
 
 def read_log(
@@ -226,9 +239,7 @@ def read_log(
         raise ValueError(f"unknown reader {via!r}")
     files = (
         spark.read.format("binaryFile")
-        .option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", "*.log")
-        .load(path)
+        .load(_hadoop_glob(path))
         .select("path", "content")
         .where(F.col("path").rlike(decode.SEGMENT_RE.pattern))
     )
@@ -237,4 +248,6 @@ def read_log(
         files = files.where(
             F.regexp_extract("path", decode.SEGMENT_RE.pattern, 1).cast("int").isin(sorted(wanted))
         )
-    return files.mapInArrow(_decode_binary_files(group, verify_crc), schema())
+    # RDD rather than mapInArrow: mapInArrow needs pandas, which the pipeline extra does not install.
+    rows = files.rdd.mapPartitions(_decode_files(group, verify_crc))
+    return spark.createDataFrame(rows, schema(), verifySchema=False)

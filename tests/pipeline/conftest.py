@@ -6,16 +6,20 @@ pyspark is a broken environment and must fail the run, not skip it.
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark  # noqa: F401  (fail loudly, never skip)
 import pytest
+from groupd.pipeline import job
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
-from groupd.pipeline import job
+from groupd import cli
 from tests.pipeline.history import History, write_history
 
 SPARK_CONF = [
@@ -42,10 +46,25 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
     return write_history(tmp_path_factory.mktemp("history") / "data")
 
 
+@dataclass
+class Analysis:
+    out: Path
+    stdout: str
+
+    @property
+    def report(self) -> Path:
+        return self.out / "report.html"
+
+
 @pytest.fixture(scope="session")
-def analyzed(spark: SparkSession, history: History, tmp_path_factory: pytest.TempPathFactory) -> job.Result:
+def analyzed(spark: SparkSession, history: History, tmp_path_factory: pytest.TempPathFactory) -> Analysis:
+    """The fixture history through ``groupd analyze`` (in-process: it reuses the test session)."""
     out = tmp_path_factory.mktemp("analysis") / "out"
-    return job.run(spark, str(history.data_dir), str(out))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cli.main(["analyze", "--data-dir", str(history.data_dir), "--out", str(out), "--master", "local[2]"])
+    assert code == 0, printed.getvalue()
+    return Analysis(out, printed.getvalue())
 
 
 def collect(df: DataFrame, *order: str) -> list[dict]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from groupd.pipeline import TABLES
+
 from tests.pipeline.conftest import table
 from tests.pipeline.history import T
 
@@ -25,10 +28,15 @@ def member(mid: str, assigned: list[dict] | None, *, instance: str | None = None
     }
 
 
-def test_every_table_is_written(analyzed) -> None:
-    assert analyzed.records == 21
-    assert analyzed.counts == {"offset_commits": 10, "generations": 7, "rebalances": 4, "anomalies": 4}
-    assert set(analyzed.counts) == set(TABLES)
+def test_cli_reports_every_table(analyzed) -> None:
+    printed = analyzed.stdout
+    assert re.search(r"^read 21 records from .* in [0-9.]+s$", printed, re.M), printed
+    counts = {m[1]: int(m[2]) for m in re.finditer(r"^  (\w+) +(\d+) rows  (.*)$", printed, re.M)}
+    assert counts == {"offset_commits": 10, "generations": 7, "rebalances": 4, "anomalies": 4}
+    assert set(counts) == set(TABLES)
+    assert f"report          {analyzed.out}/report.html" in printed
+    for name in TABLES:
+        assert list((analyzed.out / name).glob("*.parquet")), name
 
 
 def test_offset_commits(spark, analyzed, history) -> None:

@@ -1,0 +1,61 @@
+"""``groupd analyze``: arguments, the --group/--since/--until semantics, errors. (The full run
+on the fixture history is the ``analyzed`` fixture, checked by the table and report tests.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime
+
+from groupd.pipeline import TABLES, job, tables
+
+from tests.pipeline.conftest import collect
+from tests.pipeline.history import T
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat()
+
+
+def test_time_arguments() -> None:
+    args = job.build_parser("groupd analyze", "local[*]").parse_args(
+        ["--data-dir", "d", "--out", "o", "--since", "2023-11-14T22:13:29", "--until", str(T + 16000)]
+    )
+    assert args.master == "local[*]"
+    assert args.since == datetime.fromtimestamp((T + 9000) / 1000, tz=UTC)  # naive ISO means UTC
+    assert args.until == datetime.fromtimestamp((T + 16000) / 1000, tz=UTC)
+    assert job.parse_time("2023-11-14T23:13:29+01:00") == args.since
+
+
+def test_time_window_keeps_what_happened_inside_it(spark, analyzed) -> None:
+    written = tables.Tables(*[spark.read.parquet(str(analyzed.out / name)) for name in TABLES])
+    since = datetime.fromtimestamp((T + 9000) / 1000, tz=UTC)
+    until = datetime.fromtimestamp((T + 16000) / 1000, tz=UTC)
+    w = tables.within(written, since, until)
+    # generations overlapping [T+9s, T+16s): billing g2 (ends T+10s), g3, g4; audit's and
+    # connect-cluster's single generations never end
+    assert [(g["group"], g["generation"]) for g in collect(w.generations, "group", "seq")] == [
+        ("audit", 1), ("billing", 2), ("billing", 3), ("billing", 4), ("connect-cluster", 1)]
+    assert [r["to_generation"] for r in collect(w.rebalances, "seq")] == [3, 4]
+    assert [(c["partition"], c["offset"]) for c in collect(w.offset_commits, "log_offset")] == [(0, 15), (2, 9)]
+    assert [(a["kind"], a["group"]) for a in collect(w.anomalies, "kind")] == [
+        ("backwards_commit", "billing"), ("double_assigned", "billing"), ("unassigned", "billing")]
+
+
+def _groupd(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "groupd", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_help_and_argument_errors() -> None:
+    top = _groupd("--help")
+    assert top.returncode == 0 and "analyze" in top.stdout
+    helped = _groupd("analyze", "--help")
+    assert helped.returncode == 0
+    for flag in ("--data-dir", "--out", "--master", "--group", "--since", "--until"):
+        assert flag in helped.stdout
+    missing = _groupd("analyze", "--data-dir", "/nonexistent/groupd-data", "--out", "/tmp/x")
+    assert missing.returncode == 1 and "no such data directory" in missing.stderr
+    bad = _groupd("analyze", "--data-dir", ".", "--out", "/tmp/x", "--since", "yesterday")
+    assert bad.returncode == 2 and "not a time" in bad.stderr
+    backwards = _groupd("analyze", "--data-dir", ".", "--out", "/tmp/x", "--since", "2024-01-02", "--until", "2024-01-01")
+    assert backwards.returncode == 2
