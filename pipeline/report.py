@@ -330,6 +330,12 @@ def _table(headers: list[str], rows: list[list[Any]], row_class: list[str] | Non
     return "\n".join(out)
 
 
+def _member_label(m: dict[str, Any]) -> str:
+    n = m["partitions"]
+    owned = f", {n}p" if n is not None and n >= 0 else ""  # non-consumer protocols: no partitions
+    return f"{m['key']} ({m['client_id']}, {m['client_host']}{owned})"
+
+
 def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = "") -> str:
     plots = [
         ("generations", "Generations timeline", plot_timeline(data)),
@@ -392,7 +398,7 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
             ["started", "group", "generation", "type", "protocol", "leader", "members", "duration ms"],
             [
                 [_fmt_time(g["at"]), g["group"], g["generation"], g["protocol_type"], g["protocol"], g["leader"],
-                 [f"{m['key']} ({m['client_id']}, {m['client_host']}, {m['partitions']}p)" for m in g["members"]],
+                 [_member_label(m) for m in g["members"]],
                  g["duration_ms"]]
                 for g in data.generations
             ],
