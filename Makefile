@@ -29,9 +29,11 @@ test: $(VENV)/.dev
 
 bench: $(VENV)/.dev
 	$(PY) -m bench.codec
+	$(PY) -m bench.run
 
 bench-quick: $(VENV)/.dev
 	$(PY) -m bench.codec --quick
+	$(PY) -m bench.run --quick
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

@@ -1177,10 +1177,12 @@ class Simulator:
         return self.requires_member_id
 
     async def join_all(
-        self, groups: list[SimGroup], *, concurrency: int = 1000, timeout: float = 120.0
+        self, groups: list[SimGroup], *, concurrency: int = 1000, timeout: float = 120.0, partial: bool = False
     ) -> float:
         """Start the groups, at most ``concurrency`` of them joining at a time (a ramp, as a fleet of
-        consumers starting up), and wait until every one is stable. Returns the seconds it took."""
+        consumers starting up), and wait until every one is stable. Returns the seconds it took.
+        On timeout: TimeoutError, or with ``partial`` the groups not started yet are started anyway
+        and the ones not stable keep trying while the caller goes on."""
         if self.long_poll_pools:
             await self.reserve_long_polls(groups, min(len(groups), concurrency) * max(len(g.members) for g in groups))
         t0 = perf_counter()
@@ -1208,6 +1210,11 @@ class Simulator:
             await asyncio.wait_for(done, timeout)
         except TimeoutError:
             unstable = [g for g in groups if not g.is_stable()]
+            if partial:
+                self.stats.error(f"{len(unstable)} of {len(groups)} groups not stable after {timeout}s")
+                while todo:
+                    todo.popleft().start()
+                return perf_counter() - t0
             raise TimeoutError(
                 f"{len(unstable)} of {len(groups)} groups not stable after {timeout}s; "
                 f"e.g. {unstable[0].members[:3] if unstable else ''}; stats {self.stats.summary()}"
@@ -1477,6 +1484,7 @@ class Scenario:
     barrier: Any = None  # multiprocessing.Barrier: all processes start measuring together
     on_phase: Callable[[str], None] | None = None  # "start" / "end" of the measured phase (same process)
     join_timeout: float = 300.0
+    partial_join: bool = False  # on join timeout, measure anyway (counting the members that are stable)
 
 
 async def run_scenario(sc: Scenario) -> dict[str, Any]:
@@ -1511,7 +1519,9 @@ async def run_scenario(sc: Scenario) -> dict[str, Any]:
             sim.fake_stable(groups)
             out["join_s"] = 0.0
         else:
-            out["join_s"] = await sim.join_all(groups, concurrency=sc.concurrency, timeout=sc.join_timeout)
+            out["join_s"] = await sim.join_all(
+                groups, concurrency=sc.concurrency, timeout=sc.join_timeout, partial=sc.partial_join
+            )
             sim.release_long_polls()
         out["join_stats"] = sim.stats.summary()
         problems = [p for g in groups for p in g.check_assignment()]
