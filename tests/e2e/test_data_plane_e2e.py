@@ -128,6 +128,14 @@ def test_confluent_watermarks_and_offsets_for_times(groupd: GroupdProcess, uniqu
         assert tp.offset == -1  # OFFSET_END: nothing that late
         (tp,) = c.offsets_for_times([TopicPartition(topic, 0, 0)], timeout=10)
         assert tp.offset == 0
+        # assign() at the offset found by timestamp reads from there on.
+        (tp,) = c.offsets_for_times([TopicPartition(topic, 0, base + 6500)], timeout=10)
+        c.assign([tp])
+        got = []
+        deadline = time.monotonic() + 10
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += [(m.offset(), m.value(), m.timestamp()[1]) for m in c.consume(10, 0.2) if m.error() is None]
+        assert got == [(i, b"%d" % i, base + i * 1000) for i in (7, 8, 9)]
     finally:
         c.close()
 
