@@ -116,6 +116,8 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LEADER_EPOCH = 0  # groupd never changes leaders; batches are stored with partition leader epoch 0
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+# Kafka's broker-side fetch.max.bytes: the most one Fetch response may carry, whatever it asks for.
+FETCH_MAX_BYTES = 57_671_680
 PRODUCER_ID_BLOCK = 1000
 PRODUCER_ID_FILE = "producer-ids"
 CACHED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
@@ -995,7 +997,7 @@ class DataPlane:
     def _read_fetch(self, body: dict[str, Any], v: int) -> tuple[dict[str, Any], int, bool, dict[tuple[str, int], int]]:
         """Read every requested partition now: (response, bytes read, any error, per-partition caps
         of the partitions that can still grow)."""
-        limit = body["max_bytes"]
+        limit = min(body["max_bytes"], FETCH_MAX_BYTES)
         min_one = True
         total = 0
         error = False
@@ -1032,7 +1034,7 @@ class DataPlane:
                     plog = self._log(t, index)
                     hw = plog.log_end_offset
                     start = plog.log_start_offset
-                    pmax = fp["partition_max_bytes"]
+                    pmax = min(fp["partition_max_bytes"], FETCH_MAX_BYTES)
                     want = min(pmax, limit)
                     offset = fp["fetch_offset"]
                     if want <= 0 and not min_one:

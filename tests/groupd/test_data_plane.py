@@ -741,6 +741,20 @@ async def test_fetch_size_limits(h: Harness) -> None:
     assert [v for *_, v in records_of(p2["records"])] == [b"y" * 10]
 
 
+async def test_fetch_response_size_is_capped_by_the_broker(h: Harness, monkeypatch) -> None:
+    import groupd.data_plane as dp
+
+    monkeypatch.setattr(dp, "FETCH_MAX_BYTES", 300)
+    h.create("t", 2)
+    one = batch([b"x" * 100])
+    for _ in range(5):
+        await h.produce("t", one, partition=0)
+        await h.produce("t", one, partition=1)
+    f = await h.fetch([("t", 0, 0), ("t", 1, 0)], max_bytes=2**31 - 1, partition_max_bytes=2**31 - 1)
+    sizes = [len(p["records"]) for p in f["responses"][0]["partitions"]]
+    assert sizes == [len(one), 0]  # 2 batches would exceed the cap; nothing is left for partition 1
+
+
 async def test_offset_out_of_range(h: Harness) -> None:
     h.create("t")
     await h.produce("t", batch([b"a"]))
