@@ -587,20 +587,21 @@ class DataPlane:
             parts: list[dict[str, Any] | _PendingAppend] = []
             for pd in td["partition_data"] or []:
                 index = pd["index"]
-                if t is None or not 0 <= index < t.partitions:
-                    parts.append(
-                        _partition_error(
-                            index,
-                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            "This server does not host this topic-partition.",
-                        )
-                    )
-                elif transactional:
+                if transactional:
+                    # Kafka answers the whole request with this before it looks at topics.
                     parts.append(
                         _partition_error(
                             index,
                             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                             "groupd does not support transactions: transactional batches are refused",
+                        )
+                    )
+                elif t is None or not 0 <= index < t.partitions:
+                    parts.append(
+                        _partition_error(
+                            index,
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            "This server does not host this topic-partition.",
                         )
                     )
                 elif acks not in (-1, 0, 1):
