@@ -28,6 +28,8 @@ SPARK_CONF = [
     "spark.sql.adaptive.enabled=false",  # tiny data: re-planning each stage costs more than it saves
     "spark.ui.enabled=false",
     "spark.ui.showConsoleProgress=false",
+    # a short-lived test JVM: the quick JIT tier and a simple GC start faster
+    "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 ]
 
 
