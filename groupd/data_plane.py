@@ -446,6 +446,8 @@ def _partition_error(index: int, code: int, message: str | None = None, **extra:
 
 
 class DataPlane:
+    """Handlers of the four data-plane APIs plus the topic-lifecycle callbacks (module docstring)."""
+
     def __init__(
         self,
         config: Config,
@@ -476,9 +478,7 @@ class DataPlane:
         self._producers: dict[tuple[str, int], PartitionProducers] = {}
         self._loading: dict[tuple[str, int], _Load] = {}
         self._waiters: dict[tuple[str, int], set[_ParkedFetch]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._maintenance: asyncio.Task[None] | None = None
-        self._started = False
 
     # --- wiring -----------------------------------------------------------------------------------
     def handlers(self) -> list[tuple[str, Callable[[Request], Any], tuple[int, int]]]:
@@ -508,7 +508,6 @@ class DataPlane:
             if t.name != OFFSETS_TOPIC:
                 for p in range(t.partitions):
                     self.logs.get_or_create(t.name, p)
-        self._started = True
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -525,8 +524,6 @@ class DataPlane:
         for waiters in list(self._waiters.values()):
             for w in list(waiters):
                 self._complete(w)
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=10)
 
     # --- topic lifecycle --------------------------------------------------------------------------
     def topic_created(self, t: Topic) -> None:
