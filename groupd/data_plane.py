@@ -37,13 +37,15 @@ carry transactional batches, are answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
 broker answers when a transactional id may not be used, and every client treats it as fatal at once
 (``initTransactions()`` fails with a clear exception). The retriable alternatives
 (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) would make clients retry until ``max.block.ms``
-expires and then report a timeout, which tells the user nothing. FindCoordinator for a transaction
-key already answers INVALID_REQUEST ("groupd coordinates consumer groups only").
+expires and then report a timeout, which tells the user nothing. Clients look up the transaction
+coordinator first, though: FindCoordinator (coordinator/) answers a transaction key with
+INVALID_REQUEST, which kafka-python reports at once but librdkafka retries until its timeout.
 
 Fetch. Partitions are read in request order; the first partition with data may return one batch
 larger than the limits (Kafka's ``minOneMessage``), later ones stay within ``partition_max_bytes``
 and what is left of ``max_bytes``. Reads return whole batches (Kafka may end a response with a
-partial batch; clients accept both). If fewer than ``min_bytes`` are available, no partition had
+partial batch; clients accept both), and a response never exceeds Kafka's broker ``fetch.max.bytes``
+(55 MiB) whatever the request asks for. If fewer than ``min_bytes`` are available, no partition had
 an error and ``max_wait_ms`` > 0, the fetch is parked: it registers with each partition it reads,
 each append adds its size to the parked fetch's count (capped per partition at
 ``partition_max_bytes``), and the fetch is read again and answered once ``min_bytes`` is reached
