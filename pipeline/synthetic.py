@@ -59,7 +59,8 @@ def generate(data_dir: Path, records: int, groups: int = 200, seed: int = 1, sta
         name = f"group-{g:04d}"
         members = [f"{name}-m{i}" for i in range(rng.randint(3, 6))]
         keys = [encode_key(OffsetCommitKey(name, f"topic-{g:04d}", p)) for p in range(PARTITIONS)]
-        state.append({"name": name, "topic": f"topic-{g:04d}", "members": members, "generation": 0, "next": 3,
+        state.append({"name": name, "topic": f"topic-{g:04d}", "members": members, "generation": 0,
+                      "next": len(members),
                       "offsets": [0] * PARTITIONS, "keys": keys, "log": partition_for(name)})
     written = 0
     now = start_ms
@@ -73,7 +74,8 @@ def generate(data_dir: Path, records: int, groups: int = 200, seed: int = 1, sta
                 if round_no and len(s["members"]) > 2 and rng.random() < 0.5:
                     s["members"].pop(rng.randrange(len(s["members"])))
                 elif round_no:
-                    s["members"].append(f"{s['name']}-m{s['next'] + len(s['members'])}")
+                    s["members"].append(f"{s['name']}-m{s['next']}")
+                    s["next"] += 1
                 s["generation"] += 1
                 assignment = _range_assign(s["members"], s["topic"])
                 sub = encode_subscription(Subscription(topics=(s["topic"],), version=1))
