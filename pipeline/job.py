@@ -123,8 +123,7 @@ class Result:
     seconds: float
 
 
-# Small tables are written as one file in this order; offset_commits, which grows with the log,
-# keeps Spark's partitioning and is sorted within each file.
+# Small tables are written as one file in this order.
 _ORDER = {
     "offset_commits": ("group", "topic", "partition", "log_partition", "log_offset"),
     "generations": ("group", "seq"),
@@ -135,8 +134,9 @@ _ORDER = {
 
 def _write(name: str, df: DataFrame, path: str) -> None:
     if name != "offset_commits":
-        df = df.coalesce(1)
-    df.sortWithinPartitions(*_ORDER[name]).write.mode("overwrite").parquet(path)
+        df = df.coalesce(1).sortWithinPartitions(*_ORDER[name])
+    # offset_commits stays in log order: one file per segment, rows by log offset.
+    df.write.mode("overwrite").parquet(path)
 
 
 def run(
