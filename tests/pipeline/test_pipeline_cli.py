@@ -59,3 +59,17 @@ def test_help_and_argument_errors() -> None:
     assert bad.returncode == 2 and "not a time" in bad.stderr
     backwards = _groupd("analyze", "--data-dir", ".", "--out", "/tmp/x", "--since", "2024-01-02", "--until", "2024-01-01")
     assert backwards.returncode == 2
+
+
+def test_a_fresh_data_directory_gives_empty_tables_and_a_report(spark, tmp_path, capsys) -> None:
+    from groupd import cli
+
+    data = tmp_path / "data"
+    data.mkdir()  # a groupd that never stored anything
+    out = tmp_path / "out"
+    assert cli.main(["analyze", "--data-dir", str(data), "--out", str(out), "--master", "local[2]"]) == 0
+    assert "read 0 records" in capsys.readouterr().out
+    for name in TABLES:
+        assert spark.read.parquet(str(out / name)).count() == 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert page.count('<img class="plot"') == 3 and "Anomalies (0)" in page
