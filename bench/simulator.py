@@ -305,6 +305,21 @@ class Connection(asyncio.Protocol):
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)  # type: ignore[union-attr]
 
+    def send_payload(self, s: _Spec, payload: bytes, cb: Callback) -> None:
+        """``request`` for a body encoded ahead of time: ``payload`` is ``s.suffix + body bytes``
+        (a stable member's Heartbeat never changes, only its correlation id does)."""
+        if self.lost is not None:
+            assert self.loop is not None
+            self.loop.call_soon(cb, ConnectionLost(str(self.lost)), 0.0)
+            return
+        self._corr = corr = (self._corr + 1) & 0x7FFFFFFF
+        self._pending[corr] = (cb, s.response_codec, perf_counter(), s.flexible_response)
+        self._out.append(_PREFIX.pack(len(payload) + 8, s.api_key, s.version, corr) + payload)
+        self.sent += 1
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)  # type: ignore[union-attr]
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         out, self._out = self._out, []
@@ -391,7 +406,19 @@ class LongPollPool:
             return
         self.waiting.append((api, version, body, cb))
         if len(self.conns) + self.opening < self.max_conns and self.opening < len(self.waiting):
-            self.sim.loop.create_task(self.reserve(len(self.conns) + self.opening + 1))
+            self.sim.loop.create_task(self._grow())
+
+    async def _grow(self) -> None:
+        try:
+            await self.reserve(len(self.conns) + self.opening + 1)
+        except (OSError, ConnectionLost, RuntimeError) as e:
+            # The broker refused or reset the connection (a full listen backlog): the waiting
+            # request goes out on the next connection that frees up or opens.
+            self.sim.stats.failures["long-poll connect"] += 1
+            self.sim.stats.error(f"long-poll connection to {self.addr} failed: {e!r}")
+            await asyncio.sleep(0.5)
+            if self.waiting and not self.idle and len(self.conns) + self.opening < self.max_conns:
+                self.sim.loop.create_task(self._grow())
 
     def _send(self, conn: Connection, api: ApiSchema, version: int, body: Any, cb: Callback) -> None:
         def done(resp: Any, lat: float) -> None:
@@ -516,6 +543,48 @@ def percentile(values: Iterable[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
+class HeartbeatWheel:
+    """When each stable member sends its next Heartbeat: slots of ``resolution`` seconds and one
+    loop timer for the lot, instead of a timer handle per member and heartbeat (100,000 members
+    at 3 s would churn 33,000 handles a second). An entry is (member, token): it fires only if the
+    member's ``hb_token`` is unchanged, which is how a scheduled heartbeat is cancelled."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, resolution: float = 0.01) -> None:
+        self.loop = loop
+        self.res = resolution
+        self.slots: dict[int, list[tuple[Member, int]]] = {}
+        self.cursor = int(perf_counter() / resolution)
+        self.handle: asyncio.TimerHandle | None = None
+
+    def add(self, delay: float, member: Member, token: int) -> None:
+        slot = max(int((perf_counter() + delay) / self.res), self.cursor + 1)
+        entries = self.slots.get(slot)
+        if entries is None:
+            self.slots[slot] = [(member, token)]
+        else:
+            entries.append((member, token))
+        if self.handle is None:
+            self.handle = self.loop.call_later(self.res, self._tick)
+
+    def _tick(self) -> None:
+        now = int(perf_counter() / self.res)
+        slots = self.slots
+        for slot in range(self.cursor + 1, now + 1):
+            entries = slots.pop(slot, None)
+            if entries:
+                for member, token in entries:
+                    if member.hb_token == token:
+                        member.heartbeat()
+        self.cursor = now
+        self.handle = self.loop.call_later(self.res, self._tick) if slots else None
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+        self.slots.clear()
+
+
 # --- members and groups -------------------------------------------------------------------------------
 class Member:
     """One simulated consumer (the seeds' client-side state machine)."""
@@ -526,6 +595,8 @@ class Member:
         "generation",
         "group",
         "hb_body",
+        "hb_payload",
+        "hb_token",
         "index",
         "jconn",
         "leader",
@@ -554,6 +625,8 @@ class Member:
         self.stopped = False
         self.waiting_barrier = False
         self.hb_body: dict[str, Any] = {}
+        self.hb_payload = b""
+        self.hb_token = 0
 
     def __repr__(self) -> str:
         return f"Member({self.group.group_id}#{self.index} {self.state} gen={self.generation} id={self.member_id})"
@@ -693,16 +766,11 @@ class Member:
             except ValueError as e:
                 sim.stats.error(f"{self.group.group_id}: undecodable assignment: {e}")
                 self.assignment = ()
-            self.hb_body = {
-                "group_id": self.group.group_id,
-                "generation_id": self.generation,
-                "member_id": self.member_id,
-                "group_instance_id": None,
-            }
+            self.set_heartbeat(self.generation)
             self._set_state(STABLE)
             self.group.on_synced(self)
             if sim.periodic_heartbeats:
-                self._later(sim.config.heartbeat_interval_s, self.heartbeat)
+                self.schedule_heartbeat(sim.config.heartbeat_interval_s)
         elif code == REBALANCE_IN_PROGRESS:
             self.join()
         elif code == UNKNOWN_MEMBER_ID:
@@ -718,14 +786,29 @@ class Member:
             self._later(sim.config.retry_backoff_s, self.join)
 
     # --- Heartbeat ------------------------------------------------------------------------------
-    def start_heartbeats(self, first_delay: float) -> None:
-        self._later(first_delay, self.heartbeat)
+    def set_heartbeat(self, generation: int) -> None:
+        """The Heartbeat this member sends while stable in ``generation``, encoded once."""
+        self.hb_body = {
+            "group_id": self.group.group_id,
+            "generation_id": generation,
+            "member_id": self.member_id,
+            "group_instance_id": None,
+        }
+        spec = self.conn.spec(HEARTBEAT, self.sim.versions["Heartbeat"])  # type: ignore[union-attr]
+        self.hb_payload = spec.suffix + spec.encode(self.hb_body)
+
+    def schedule_heartbeat(self, delay: float) -> None:
+        self.hb_token += 1
+        self.sim.wheel.add(delay, self, self.hb_token)
+
+    def cancel_heartbeat(self) -> None:
+        self.hb_token += 1
 
     def heartbeat(self) -> None:
-        self.timer = None
         if self.stopped or self.state != STABLE:
             return
-        self.conn.request(HEARTBEAT, self.sim.versions["Heartbeat"], self.hb_body, self._on_heartbeat)  # type: ignore[union-attr]
+        conn = self.conn
+        conn.send_payload(conn.spec(HEARTBEAT, self.sim.versions["Heartbeat"]), self.hb_payload, self._on_heartbeat)  # type: ignore[union-attr]
 
     def _on_heartbeat(self, resp: Any, lat: float) -> None:
         sim = self.sim
@@ -740,7 +823,7 @@ class Member:
         sim.stats.answers[("Heartbeat", code)] += 1
         if code == NONE:
             if sim.periodic_heartbeats and self.state == STABLE:
-                self._later(sim.config.heartbeat_interval_s, self.heartbeat)
+                self.schedule_heartbeat(sim.config.heartbeat_interval_s)
             return
         if sim.expect_stable and self.state == STABLE:
             sim.stats.spurious[("Heartbeat", code)] += 1
@@ -762,7 +845,7 @@ class Member:
             self._later(self.sim.config.retry_backoff_s, self.heartbeat)
         else:
             self.sim.stats.error(f"{self.group.group_id}: Heartbeat failed with {ERROR_NAMES.get(code, code)}")
-            self._later(self.sim.config.heartbeat_interval_s, self.heartbeat)
+            self.schedule_heartbeat(self.sim.config.heartbeat_interval_s)
 
     # --- OffsetCommit ---------------------------------------------------------------------------
     def commit_body(self, offset: int) -> dict[str, Any]:
@@ -796,6 +879,7 @@ class Member:
     # --- LeaveGroup -----------------------------------------------------------------------------
     def stop(self) -> None:
         self.stopped = True
+        self.hb_token += 1
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -984,6 +1068,7 @@ class Simulator:
         self.bootstrap_conn: Connection | None = None
         self.advertised: dict[int, tuple[int, int]] = {}
         self.requires_member_id: bool | None = None
+        self.wheel = HeartbeatWheel(self.loop)
 
     # --- connections and discovery --------------------------------------------------------------
     async def _open(self, host: str, port: int, negotiate: bool = True) -> Connection:
@@ -994,6 +1079,7 @@ class Simulator:
 
     async def start(self) -> Simulator:
         self.loop = asyncio.get_running_loop()
+        self.wheel = HeartbeatWheel(self.loop)
         host, port = parse_hostport(self.config.bootstrap)
         if self.config.raw:
             self.coordinators = {}
@@ -1235,12 +1321,7 @@ class Simulator:
             for m in g.members:
                 m.member_id = f"{self.config.client_id}-{uuid.uuid4()}"
                 m.generation = 1
-                m.hb_body = {
-                    "group_id": g.group_id,
-                    "generation_id": 1,
-                    "member_id": m.member_id,
-                    "group_instance_id": None,
-                }
+                m.set_heartbeat(1)
                 m.assignment = tuple(
                     TopicPartitions(t, tuple(range(self.partitions.get(t, 0)))) for t in g.topics
                 )
@@ -1273,9 +1354,7 @@ class Simulator:
         self.periodic_heartbeats = False
         for g in self.groups:
             for m in g.members:
-                if m.timer is not None:
-                    m.timer.cancel()
-                    m.timer = None
+                m.cancel_heartbeat()
 
     def resume_heartbeats(self, groups: list[SimGroup] | None = None) -> None:
         self.periodic_heartbeats = True
@@ -1283,7 +1362,7 @@ class Simulator:
         for g in groups or self.groups:
             for m in g.members:
                 if m.state == STABLE:
-                    m.start_heartbeats(random.uniform(0, interval))
+                    m.schedule_heartbeat(random.uniform(0, interval))
 
     # --- closed-loop drivers --------------------------------------------------------------------
     async def drive_heartbeats(
@@ -1301,7 +1380,6 @@ class Simulator:
         by_conn: dict[int, list[Member]] = {}
         for m in members:
             by_conn.setdefault(id(m.conn), []).append(m)
-        version = self.versions["Heartbeat"]
         lat = array("d")
         counts: Counter[int] = Counter()
         state = {"measuring": False, "running": True, "n": 0}
@@ -1310,6 +1388,7 @@ class Simulator:
             i = start
             conn = ms[0].conn
             assert conn is not None
+            spec = conn.spec(HEARTBEAT, self.versions["Heartbeat"])
             n = len(ms)
 
             def on_answer(resp: Any, latency: float) -> None:
@@ -1324,9 +1403,9 @@ class Simulator:
                     if m.state == STABLE and not m.stopped:
                         self.stats.spurious[("Heartbeat", resp["error_code"])] += 1
                 i += step
-                conn.request(HEARTBEAT, version, ms[i % n].hb_body, on_answer)
+                conn.send_payload(spec, ms[i % n].hb_payload, on_answer)
 
-            conn.request(HEARTBEAT, version, ms[i % n].hb_body, on_answer)
+            conn.send_payload(spec, ms[i % n].hb_payload, on_answer)
 
         for ms in by_conn.values():
             for k in range(min(inflight_per_conn, len(ms))):
@@ -1420,6 +1499,7 @@ class Simulator:
     async def close(self) -> None:
         for g in self.groups:
             g.stop()
+        self.wheel.close()
         conns = [c for steady, join in self.pools.values() for c in (*steady, *join)]
         conns += [c for lp in self.long_poll_pools.values() for c in lp.conns]
         if self.bootstrap_conn is not None:
