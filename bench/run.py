@@ -49,6 +49,16 @@ from .simulator import (
 from .targets import Target, start_echo, start_groupd, start_mock, workdir
 
 WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup")
+# groupd log events that mean members were lost or rebalances went wrong
+NOTABLE_EVENTS = (
+    "member_expired",
+    "pending_member_expired",
+    "members_removed_not_rejoined",
+    "members_removed_no_sync",
+    "rebalance_postponed_no_member_rejoined",
+    "connection_closed",
+    "offsets_append_failed",
+)
 
 
 # --- printing ----------------------------------------------------------------------------------------
@@ -99,6 +109,9 @@ def _log_summary(t: Target, results: dict[str, Any], key: str) -> None:
         counts[str(ev.get("event"))] += 1
     bad = t.log_lines()
     results.setdefault("groupd_logs", {})[key] = {"events": dict(counts.most_common(15)), "warnings": bad[:20]}
+    notable = {e: counts[e] for e in NOTABLE_EVENTS if counts[e]}
+    if notable:
+        print(f"   groupd events during {key}: {notable}")
     if bad:
         print(f"   groupd logged {len(bad)} warning/error lines during {key}; first: {bad[0][:300]}")
 
@@ -383,7 +396,9 @@ class Bench:
             topics={"soak-topic": 10},
             duration=duration,
             conns=4,
-            join_conns=8,
+            # One connection per joining group would be a real fleet; 64 keeps the ramp from being
+            # serialized behind in-order answers without opening thousands of sockets.
+            join_conns=64,
             caps=opts["caps"],
             session_timeout_ms=10_000,
             rebalance_timeout_ms=30_000,
