@@ -220,6 +220,8 @@ def plot_timeline(data: ReportData) -> str:
     fig, ax = plt.subplots(figsize=(11, 1.2 + 0.55 * len(groups)))
     palette = plt.get_cmap("tab20").colors
     end_all = data.data_end_ms or max(s for gens in data.timeline.values() for s, *_ in gens)
+    begin_all = min(s for gens in data.timeline.values() for s, *_ in gens)
+    span = max(mdates.date2num(_dt(end_all)) - mdates.date2num(_dt(begin_all)), 1e-9)
     for y, g in enumerate(groups):
         for i, (start, end, generation, members) in enumerate(data.timeline[g]):
             stop = end if end is not None else max(end_all, start)
@@ -227,8 +229,9 @@ def plot_timeline(data: ReportData) -> str:
             width = max(mdates.date2num(_dt(stop)) - left, 1e-9)
             color = "#dddddd" if members == 0 else palette[i % len(palette)]
             ax.broken_barh([(left, width)], (y - 0.35, 0.7), facecolors=color, edgecolor="#333", linewidth=0.4)
-            ax.text(left + width / 2, y, f"g{generation}\n{members}m", ha="center", va="center", fontsize=6.5,
-                    clip_on=True)
+            if width >= span * 0.03:  # label only bars wide enough to hold it
+                ax.text(left + width / 2, y, f"g{generation}\n{members}m", ha="center", va="center",
+                        fontsize=6.5, clip_on=True)
     ax.set_yticks(range(len(groups)))
     ax.set_yticklabels(groups)
     ax.invert_yaxis()
