@@ -189,9 +189,13 @@ def test_scripted_history_through_the_pipeline(spark: SparkSession, tmp_path: Pa
     assert (out / "report.html").exists()
 
     gens = table(spark, out, "generations", "seq")
-    # formed with 3, +1, -1 (killed), then Empty; the static restart is a second record of gen 3
-    assert [g["member_count"] for g in gens] == [3, 4, 3, 0]
-    assert [g["records"] for g in gens] == [1, 1, 2, 1]
+    # formed with 3, +1, -1 (killed), then Empty; the static restart is a second record of gen 3.
+    # Leaving is a race (a member may rejoin once more before it closes): between the third
+    # generation and Empty there may be generations of the members still leaving.
+    counts = [g["member_count"] for g in gens]
+    assert counts[:3] == [3, 4, 3] and counts[-1] == 0, counts
+    assert all(0 < c < 3 for c in counts[3:-1]), counts
+    assert [g["records"] for g in gens] == [1, 1, 2] + [1] * (len(gens) - 3)
     assert [g["generation"] for g in gens] == sorted(g["generation"] for g in gens)
     for g, view in zip(gens, views):
         got = {(m["group_instance_id"] or m["member_id"]): sorted((tp["topic"], tp["partition"])
@@ -204,13 +208,16 @@ def test_scripted_history_through_the_pipeline(spark: SparkSession, tmp_path: Pa
     assert "static-a" in {m["group_instance_id"] for m in gens[2]["members"]}
 
     rebalances = table(spark, out, "rebalances", "seq")
-    assert [(r["members_before"], r["members_after"]) for r in rebalances] == [(3, 4), (4, 3), (3, 0)]
+    assert [(r["members_before"], r["members_after"]) for r in rebalances[:2]] == [(3, 4), (4, 3)]
+    assert len(rebalances) == len(gens) - 1 and rebalances[-1]["members_after"] == 0
     assert [r["moved_partitions"] for r in rebalances[:2]] == [_moved(views[0], views[1]), _moved(views[1], views[2])]
     assert [r["partitions_moved"] for r in rebalances[:2]] == [len(_moved(views[0], views[1])),
                                                                len(_moved(views[1], views[2]))]
     assert len(rebalances[0]["members_joined"]) == 1 and rebalances[0]["members_left"] == []
     assert rebalances[1]["members_joined"] == [] and len(rebalances[1]["members_left"]) == 1
-    assert rebalances[2]["partitions_unassigned"] == PARTITIONS
+    assert rebalances[-1]["partitions_unassigned"] == sum(
+        len(m["assigned_partitions"]) for m in gens[-2]["members"]
+    )
 
     commits = table(spark, out, "offset_commits", "log_offset")
     assert sorted({c["offset"] for c in commits}) == [5, 10, 20, 30]
