@@ -80,7 +80,7 @@ def _ratio(a: Any, b: Any) -> str:
     if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or not b or math.isnan(a) or math.isnan(b):
         return "-"
     r = a / b
-    return f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
+    return f"{r:.2f}x" if r >= 1 else f"{r:.3g}x"
 
 
 def print_figures(title: str, rows: list[tuple[str, dict[str, Any]]], baselines: tuple[str, ...], note: str = "") -> None:
@@ -261,6 +261,8 @@ class Bench:
                 (f"N={n:,}: p50 ms", {k: v.get("p50_ms") for k, v in per.items()}),
                 (f"N={n:,}: p99 ms", {k: v.get("p99_ms") for k, v in per.items()}),
                 (f"N={n:,}: successful JoinGroups per member", {k: v.get("rounds") for k, v in per.items()}),
+                (f"N={n:,}: server CPU ms per rebalance (mean)", {k: v.get("server_cpu_ms") for k, v in per.items()}),
+                (f"N={n:,}: simulated leader's assignor ms", {k: v.get("leader_assign_ms") for k, v in per.items()}),
                 (f"N={n:,}: all N leave, s", {k: v.get("leave_s") for k, v in per.items()}),
             ]
         self.results["rebalance"] = out
@@ -282,6 +284,8 @@ class Bench:
         rounds: list[int] = []
         leave: list[float] = []
         problems: list[str] = []
+        server_cpu: list[float] = []  # the target's CPU seconds from the last JoinGroup to stable
+        assign: list[float] = []  # the simulated leader's own assignment work
         try:
             await sim.start()
             await sim.ensure_topics({"rb-topic": 64})
@@ -305,6 +309,7 @@ class Bench:
                     g.start()
                 t_join = g.last_join_sent
                 joins0 = sim.stats.answers[("JoinGroup", 0)]
+                cpu0 = t.cpu_s()
                 try:
                     await asyncio.wait_for(stable, 90)
                 except TimeoutError:
@@ -312,6 +317,10 @@ class Bench:
                     await sim.leave_all([g])
                     continue
                 lat.append(g.last_sync_answer - t_join)
+                cpu1 = t.cpu_s()
+                if cpu0 is not None and cpu1 is not None:
+                    server_cpu.append(cpu1 - cpu0)
+                assign.append(g.leader_assign_s)
                 rounds.append((sim.stats.answers[("JoinGroup", 0)] - joins0) / n)
                 problems += g.check_assignment()
                 leave.append(await sim.leave_all([g]))
@@ -322,6 +331,8 @@ class Bench:
                 "p99_ms": percentile(lat, 99) * 1000 if lat else None,
                 "rounds": sum(rounds) / len(rounds) if rounds else None,
                 "leave_s": sum(leave) / len(leave) if leave else None,
+                "server_cpu_ms": sum(server_cpu) / len(server_cpu) * 1000 if server_cpu else None,
+                "leader_assign_ms": sum(assign) / len(assign) * 1000 if assign else None,
                 "member_id_required": need_id,
                 "answers": sim.stats.summary()["answers"],
                 "errors": sim.stats.errors[:5],

@@ -727,7 +727,9 @@ class Member:
             self.protocol = resp["protocol_name"]
             g = self.group
             if self.member_id == self.leader and not resp.get("skip_assignment"):
+                t0 = perf_counter()
                 assignments = g.assign(self.protocol, resp["members"])
+                g.leader_assign_s += perf_counter() - t0
                 if sim.config.leader_syncs_last:
                     # The librdkafka mock completes SyncGroup when the leader syncs: followers that
                     # sync later get INVALID_REQUEST. Let this process's followers go first.
@@ -963,6 +965,7 @@ class SimGroup:
         self.stable = 0  # members in STABLE
         self.last_join_sent = 0.0
         self.last_sync_answer = 0.0
+        self.leader_assign_s = 0.0  # the leader's time decoding subscriptions and computing the plan
         self.joins_sent = 0
         self.followers_synced: dict[int, int] = {}
         self.barrier: list[Member] | None = None
