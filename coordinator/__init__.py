@@ -17,6 +17,7 @@ A parked request (JoinGroup, SyncGroup, a commit awaiting durability) is answere
 from .config import CoordinatorConfig
 from .coordinator import HANDLED_APIS, GroupCoordinator
 from .group import ClassicGroup, GroupState, IllegalStateTransition, Member
+from .listener import CoordinatorListener
 from .records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -33,6 +34,7 @@ __all__ = [
     "Append",
     "ClassicGroup",
     "CoordinatorConfig",
+    "CoordinatorListener",
     "GroupCoordinator",
     "GroupMetadataKey",
     "GroupMetadataValue",

@@ -23,8 +23,10 @@ from typing import Any
 import structlog
 
 from . import errors as err
+from . import listener as events
 from .config import CoordinatorConfig
 from .group import CR, PR, ClassicGroup, D, E, Member, S, Waiter
+from .listener import CoordinatorListener
 from .offsets import OffsetsMixin
 from .records import (
     GroupMetadataKey,
@@ -82,6 +84,7 @@ class GroupCoordinator(OffsetsMixin):
         uuid_factory: Callable[[], str] | None = None,
         topic_partitions: Callable[[str], int | None] | None = None,
         logger: Any = None,
+        listener: CoordinatorListener | None = None,
     ) -> None:
         self.config = config or CoordinatorConfig()
         self.ownership = ownership or PartitionOwnership(
@@ -91,6 +94,8 @@ class GroupCoordinator(OffsetsMixin):
         # None means "every topic exists": tests of group logic need no topic catalogue.
         self._topic_partitions = topic_partitions
         self.log = logger or _log
+        # Told about rebalances and expiries (metrics); the shell may replace it after construction.
+        self.listener = listener or CoordinatorListener()
 
         self.groups: dict[str, ClassicGroup] = {}
         # Persisted state, changed only by replay().
@@ -504,7 +509,13 @@ class GroupCoordinator(OffsetsMixin):
             # a ghost member behind; the id is forgotten if it does not come back in time.
             group.pending_join_members.add(new_id)
             self._deadlines.set(_hb_key(group.group_id, new_id), self._now + session_timeout)
-            self.log.info("member_id_required", group=group.group_id, member=new_id, state=str(group.state))
+            self.log.info(
+                "member_id_required",
+                group=group.group_id,
+                member=new_id,
+                generation=group.generation,
+                state=str(group.state),
+            )
             return self._respond(waiter.ctx, self._join_response(v, err.MEMBER_ID_REQUIRED, member_id=new_id))
         return self._add_member_and_rebalance(group, waiter, new_id, ident, reason)
 
@@ -559,9 +570,7 @@ class GroupCoordinator(OffsetsMixin):
             if existing is None:
                 return err.UNKNOWN_MEMBER_ID
             if existing != member_id:
-                self.log.info(
-                    "fenced_instance_id", group=group.group_id, member=member_id, instance=instance_id
-                )
+                self._glog(group, member=member_id).info("fenced_instance_id", instance=instance_id)
                 return err.FENCED_INSTANCE_ID
         if member_id not in group.members:
             return err.UNKNOWN_MEMBER_ID
@@ -733,6 +742,7 @@ class GroupCoordinator(OffsetsMixin):
         self._glog(group).info(
             "rebalance_started", from_state=str(old_state), members=len(group.members), reason=reason
         )
+        self.listener.rebalance_started(group.group_id, group.generation, len(group.members), reason)
         if not initial:
             self._maybe_complete_join_else_schedule(group)
 
@@ -777,6 +787,8 @@ class GroupCoordinator(OffsetsMixin):
             self._unpark_removed_member(group, member)
         if dropped:
             self._glog(group).info("members_removed_not_rejoined", removed=[m.member_id for m in dropped])
+            for member in dropped:
+                self.listener.member_expired(gid, member.member_id, group.generation, events.REBALANCE_TIMEOUT)
         if group.is_in(D):
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
@@ -789,6 +801,8 @@ class GroupCoordinator(OffsetsMixin):
         duration = None if started is None else self._now - started
         if group.is_in(E):
             self._glog(group).info("group_empty", duration_ms=duration)
+            group.rebalance_started_ms = None
+            self.listener.rebalance_completed(gid, group.generation, 0, duration, events.EMPTY)
             record = self._group_metadata_record(group, {})
 
             def done(error: int | None) -> None:
@@ -856,16 +870,24 @@ class GroupCoordinator(OffsetsMixin):
             return
         if group.is_pending_member(member_id):
             group.remove(member_id)
-            self.log.info("pending_member_expired", group=group_id, member=member_id)
+            self._glog(group, member=member_id).info("pending_member_expired")
+            self.listener.member_expired(group_id, member_id, group.generation, events.PENDING)
             if group.is_in(PR) and group.has_all_members_joined():
                 self._complete_join(group)
             return
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
             return
+        # A new member parked in its first JoinGroup is bounded by the new-member join timeout,
+        # not its session (see _add_member_and_rebalance).
+        reason = events.NEW_MEMBER_JOIN_TIMEOUT if member.is_new else events.SESSION_TIMEOUT
         self._glog(group, member=member_id).info(
-            "member_expired", state=str(group.state), session_timeout_ms=member.session_timeout_ms
+            "member_expired",
+            state=str(group.state),
+            session_timeout_ms=member.session_timeout_ms,
+            reason=reason,
         )
+        self.listener.member_expired(group_id, member_id, group.generation, reason)
         self._remove_member_and_update_group(group, member, f"member {member_id} session expired")
 
     def _remove_member_and_update_group(self, group: ClassicGroup, member: Member, reason: str) -> None:
@@ -901,6 +923,8 @@ class GroupCoordinator(OffsetsMixin):
             if member is not None:
                 self._unpark_removed_member(group, member)
         self._glog(group).info("members_removed_no_sync", removed=missing, state=str(group.state))
+        for mid in missing:
+            self.listener.member_expired(group_id, mid, generation, events.REBALANCE_TIMEOUT)
         self._prepare_rebalance(group, f"removing {missing} on pending sync request expiration")
 
     def _reset_and_propagate_assignment_with_error(self, group: ClassicGroup, error: int) -> None:
@@ -999,14 +1023,16 @@ class GroupCoordinator(OffsetsMixin):
             self._propagate_assignment(group, err.NONE)
             group.transition_to(S, self._now)
             started = group.rebalance_started_ms
+            duration = None if started is None else self._now - started
             self._glog(group).info(
                 "rebalance_completed",
                 members=len(group.members),
                 protocol=group.protocol_name,
                 leader=group.leader_id,
-                duration_ms=None if started is None else self._now - started,
+                duration_ms=duration,
             )
             group.rebalance_started_ms = None
+            self.listener.rebalance_completed(gid, generation, len(group.members), duration, events.STABLE)
 
         self._append(gid, [(GroupMetadataKey(gid), record)], done)
 
@@ -1084,7 +1110,7 @@ class GroupCoordinator(OffsetsMixin):
             elif group.is_pending_member(member_id):
                 group.remove(member_id)
                 self._deadlines.cancel(_hb_key(gid, member_id))
-                self.log.info("pending_member_left", group=gid, member=member_id, reason=reason)
+                self._glog(group, member=member_id).info("pending_member_left", reason=reason)
             else:
                 code = self._validate_member(group, member_id, instance_id)
                 if not code:

@@ -108,7 +108,7 @@ class OffsetsMixin(_Base):
             if generation < 0:
                 # A consumer managing its own partitions (or an admin): a "simple" group is born.
                 self.groups[gid] = ClassicGroup(gid, E, self._now)
-                self.log.info("simple_group_created", group=gid)
+                self.log.info("simple_group_created", group=gid, generation=0)
                 return err.NONE
             # v9 says what happened; older clients only understand ILLEGAL_GENERATION here.
             return err.GROUP_ID_NOT_FOUND if v >= 9 else err.ILLEGAL_GENERATION
@@ -243,7 +243,7 @@ class OffsetsMixin(_Base):
         response = {"throttle_time_ms": 0, "error_code": err.NONE, "topics": resp_topics}
         if not records:
             return self._respond(ctx, response)
-        self.log.info("offsets_deleted", group=gid, partitions=len(records))
+        self._glog(group).info("offsets_deleted", partitions=len(records))
 
         def done(error: int | None) -> None:
             if error is not None:
