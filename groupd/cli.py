@@ -1,4 +1,5 @@
-"""Command line: ``groupd serve`` (the daemon), ``groupd analyze`` (the PySpark pipeline) and
+"""Command line: ``groupd serve`` (the daemon), ``groupd analyze`` (the PySpark pipeline),
+``groupd groups|offsets|healthcheck`` (admin commands for any Kafka broker, see admin_cli) and
 ``groupd --version``."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import __version__, config, logs
+from . import __version__, admin_cli, config, logs
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_arguments(serve)
     # `analyze` is parsed by groupd.pipeline itself (see main); listed here for --help only.
     sub.add_parser("analyze", help="rebalance and offset analytics over a data directory (PySpark)", add_help=False)
+    admin_cli.add_parsers(sub)
     return parser
 
 
@@ -36,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         from .app import run
 
         return run(cfg)
+    if args.command in admin_cli.COMMANDS:
+        return admin_cli.run(args, parser)
     parser.print_help()
     return 2
 
