@@ -19,8 +19,10 @@ and a parked JoinGroup holds nothing but its own connection slot.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -42,6 +44,29 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+@dataclass
+class LoadProgress:
+    """How far the start-up replay of ``__consumer_offsets`` is (read by the metrics at scrape time)."""
+
+    partitions_total: int = 0
+    partitions_loaded: int = 0
+    records: int = 0
+    skipped: int = 0
+    started: float | None = None  # time.perf_counter() at the start of the load
+    finished: float | None = None
+
+    def seconds(self) -> float:
+        if self.started is None:
+            return 0.0
+        end = time.perf_counter() if self.finished is None else self.finished
+        return end - self.started
+
+
+# Deadlines fire outside any request: without a context of their own, the timer would run in the
+# context of whichever request armed it and its log events would carry that request's client_id.
+_TIMER_CONTEXT = contextvars.Context()
+
+
 class GroupShell:
     def __init__(
         self,
@@ -60,6 +85,7 @@ class GroupShell:
         self._tasks: set[asyncio.Task[None]] = set()
         self.loaded = asyncio.Event()
         self.load_stats: dict[str, float] = {}
+        self.load_progress = LoadProgress()
 
     # --- requests ---------------------------------------------------------------------------------
     def handler(self, api_name: str) -> Callable[[Request], None]:
@@ -122,7 +148,7 @@ class GroupShell:
             return
         loop = asyncio.get_running_loop()
         delay = max(0.0, (deadline - self.clock()) / 1000)
-        self._timer = loop.call_at(loop.time() + delay, self._fire)
+        self._timer = loop.call_at(loop.time() + delay, self._fire, context=_TIMER_CONTEXT)
 
     def _fire(self) -> None:
         self._timer = None
@@ -131,6 +157,7 @@ class GroupShell:
 
     # --- start-up load ----------------------------------------------------------------------------
     def begin_load(self, partitions: list[int]) -> None:
+        self.load_progress = LoadProgress(partitions_total=len(partitions), started=time.perf_counter())
         for p in partitions:
             self.core.begin_load(p)
 
@@ -140,6 +167,9 @@ class GroupShell:
         t0 = time.perf_counter()
         total = 0
         bad = 0
+        progress = self.load_progress
+        if progress.started is None:  # load() without begin_load() (tests)
+            progress.partitions_total, progress.started = len(partitions), t0
         for p in partitions:
             plog = self.partition_logs(p)
             n = 0
@@ -156,10 +186,14 @@ class GroupShell:
                 self.core.replay(k, v)
                 n += 1
                 if n % _LOAD_CHUNK == 0:
+                    progress.records, progress.skipped = total + n, bad
                     await asyncio.sleep(0)
             total += n
             self.apply(self.core.end_load(p, self.clock()))
+            progress.records, progress.skipped = total, bad
+            progress.partitions_loaded += 1
         elapsed = time.perf_counter() - t0
+        progress.finished = time.perf_counter()
         self.load_stats = {"records": total, "seconds": elapsed, "skipped": bad}
         log.info(
             "offsets_loaded",

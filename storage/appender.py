@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import partial
+from typing import Protocol
 
 import structlog
 
@@ -44,7 +45,18 @@ from .log import PartitionLog
 
 log = structlog.get_logger("groupd.storage")
 
-__all__ = ["Appender", "FsyncPolicy"]
+__all__ = ["AppendObserver", "Appender", "FsyncPolicy"]
+
+
+class AppendObserver(Protocol):
+    """Timings of disk writes and fsyncs (metrics). Called on the executor thread that did the
+    work, right after it, so it must be thread-safe and quick."""
+
+    def write_done(self, plog: PartitionLog, seconds: float, items: int, ok: bool) -> None:
+        """One ``append_items`` call: ``items`` callers' records or batches in one write (under
+        ``always`` the time includes the fsync, which is also reported on its own)."""
+
+    def fsync_done(self, plog: PartitionLog, seconds: float, ok: bool) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -104,6 +116,7 @@ class Appender:
         self.writes = 0  # disk writes issued, for tests and metrics
         self.fsyncs = 0
         self._listeners: list[Callable[[PartitionLog, int], None]] = []
+        self.observer: AppendObserver | None = None
 
     def add_listener(self, fn: Callable[[PartitionLog, int], None]) -> None:
         """Call fn(log, log_end_offset) on the event loop after each write that added data (and
@@ -165,11 +178,13 @@ class Appender:
     def _job(self, units: list) -> list:
         """Executor side: every unit's writes (and fsyncs), each failing on its own."""
         sync = self.policy.mode == "always"
+        observer = self.observer
         out = []
         for plog, _state, groups in units:
-            after = partial(self._fsync, plog) if sync else None
+            after = partial(self._timed_fsync, plog) if sync else None
             unit_results = []
             for lat, entries in groups:
+                t0 = time.perf_counter()
                 try:
                     res: list | BaseException = plog.append_items(
                         [e[0] for e in entries], log_append_time_ms=lat, after_write=after
@@ -180,6 +195,9 @@ class Appender:
                 except Exception as exc:  # a bug must fail these callers, not wedge the partition
                     log.exception("storage.append.crashed", path=str(plog.path))
                     res = StorageError(f"append failed: {exc!r}")
+                if observer is not None:
+                    ok = not isinstance(res, BaseException)
+                    observer.write_done(plog, time.perf_counter() - t0, len(entries), ok)
                 unit_results.append(res)
             out.append(unit_results)
         return out
@@ -253,7 +271,7 @@ class Appender:
         try:
             state.last_fsync = self._clock()
             self.fsyncs += 1
-            await loop.run_in_executor(self._executor, self._fsync, plog)
+            await loop.run_in_executor(self._executor, self._timed_fsync, plog)
         except (StorageError, OSError) as exc:
             # Callers were already answered; the data stays dirty and the next interval retries.
             log.error("storage.fsync.failed", path=str(plog.path), error=str(exc))
@@ -261,6 +279,20 @@ class Appender:
             state.flushing = False
         if plog.needs_flush and not plog.closed:
             self._schedule_fsync(plog, state)
+
+    def _timed_fsync(self, plog: PartitionLog) -> None:
+        """Executor side: the fsync, reported to the observer (if any) with its duration."""
+        observer = self.observer
+        if observer is None:
+            self._fsync(plog)
+            return
+        t0 = time.perf_counter()
+        ok = False
+        try:
+            self._fsync(plog)
+            ok = True
+        finally:
+            observer.fsync_done(plog, time.perf_counter() - t0, ok)
 
     async def flush(self) -> None:
         """Wait for queued writes, then fsync every partition this appender wrote to."""
@@ -274,7 +306,7 @@ class Appender:
                 state.flush_handle = None
             if not plog.closed and plog.needs_flush:
                 self.fsyncs += 1
-                await loop.run_in_executor(self._executor, self._fsync, plog)
+                await loop.run_in_executor(self._executor, self._timed_fsync, plog)
                 state.last_fsync = self._clock()
 
     async def close(self) -> None:

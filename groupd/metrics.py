@@ -1,0 +1,419 @@
+"""Prometheus metrics (``--metrics-port``): what the daemon serves, how hot it runs, how groups behave.
+
+Where each figure comes from, and why it is collected that way:
+
+- **Requests** are counted on the request path (``Dispatcher.observers``), which costs ~10 us per
+  heartbeat in all. prometheus-client's own ``Counter.labels(...).inc()`` plus
+  ``Histogram.observe()`` take 2-3 us per call (a lock per value, a Python loop over the buckets),
+  so the per-request work here is a dict lookup and three in-place additions on plain objects
+  (``RequestStats``), turned into Prometheus families only when scraped.
+- **Groups by state, members, pending appends, start-up replay** are read from the coordinator core
+  and the shell at scrape time (``_StateCollector``): nothing at all on the request path.
+- **Rebalances and expiries** come through the core's ``CoordinatorListener`` hooks, and **disk
+  writes and fsyncs** through the appender's ``AppendObserver``; those are rare enough for ordinary
+  prometheus-client counters and histograms (which are thread-safe: the appender reports from its
+  executor threads).
+
+The endpoint is a tiny HTTP/1.1 server on the daemon's own event loop, not prometheus-client's
+``start_http_server`` thread: a scrape then reads the core's dicts on the thread that mutates them,
+so it never sees one half-changed, and it never competes with the loop for the GIL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import structlog
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from groupd import __version__
+from groupd.coordinator import CoordinatorListener, GroupCoordinator, GroupState
+from groupd.coordinator import listener as events
+from groupd.protocol.dispatch import Dispatcher
+from groupd.protocol.messages import API_BY_KEY
+from groupd.protocol.server import Request, Server
+from groupd.storage import Appender, PartitionLog
+
+from .group_shell import GroupShell
+
+log = structlog.get_logger("groupd.metrics")
+
+# Request latency: a heartbeat takes tens of microseconds, a parked JoinGroup up to the rebalance timeout.
+REQUEST_BUCKETS = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+)
+REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+DISK_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+
+_OFFSETS_PREFIX = "__consumer_offsets-"
+
+
+class _Histogram:
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(REQUEST_BUCKETS) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+
+class _Slot:
+    __slots__ = ("count", "hist")
+
+    def __init__(self, hist: _Histogram) -> None:
+        self.count = 0
+        self.hist = hist
+
+
+class RequestStats:
+    """Requests by (api, version, top-level error code) and latency by api, in plain Python objects.
+
+    Only ever touched on the event loop thread (the dispatcher's observer and the scrape), so it
+    needs no lock."""
+
+    def __init__(self) -> None:
+        self._slots: dict[tuple[int, int, Any], _Slot] = {}
+        self._hists: dict[int, _Histogram] = {}
+
+    def observe(self, req: Request, body: dict[str, Any], elapsed: float) -> None:
+        # The hot path: one dict lookup, then in-place additions. error_code is None for responses
+        # without a top-level one (Metadata, Fetch, OffsetCommit, ...).
+        key = (req.api_key, req.api_version, body.get("error_code"))
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._new_slot(key)
+        slot.count += 1
+        if req.received_ns:  # requests the dispatcher made up itself (version fallbacks) have no start
+            h = slot.hist
+            h.counts[bisect_left(REQUEST_BUCKETS, elapsed)] += 1
+            h.sum += elapsed
+
+    def _new_slot(self, key: tuple[int, int, Any]) -> _Slot:
+        hist = self._hists.get(key[0])
+        if hist is None:
+            hist = self._hists[key[0]] = _Histogram()
+        slot = self._slots[key] = _Slot(hist)
+        return slot
+
+    def families(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            "groupd_requests",
+            "Requests answered, by API, version and top-level error code",
+            labels=["api", "version", "error_code"],
+        )
+        for (api_key, version, code), slot in sorted(self._slots.items(), key=_slot_order):
+            requests.add_metric(
+                [_api_name(api_key), str(version), "none" if code is None else str(int(code))], slot.count
+            )
+        yield requests
+        latency = HistogramMetricFamily(
+            "groupd_request_duration_seconds",
+            "Time from a request's decoding to its response's encoding (parked JoinGroup/SyncGroup included)",
+            labels=["api"],
+        )
+        bounds = [floatToGoString(b) for b in REQUEST_BUCKETS] + ["+Inf"]
+        for api_key, hist in sorted(self._hists.items()):
+            cumulative, buckets = 0, []
+            for bound, n in zip(bounds, hist.counts):
+                cumulative += n
+                buckets.append((bound, cumulative))
+            latency.add_metric([_api_name(api_key)], buckets, hist.sum)
+        yield latency
+
+
+def _slot_order(item: tuple[tuple[int, int, Any], _Slot]) -> tuple[int, int, int]:
+    (api_key, version, code), _ = item
+    return api_key, version, -1 if code is None else int(code)
+
+
+def _api_name(api_key: int) -> str:
+    api = API_BY_KEY.get(api_key)
+    return api.name if api is not None else str(api_key)
+
+
+def _log_kind(plog: PartitionLog) -> str:
+    return "offsets" if plog.path.name.startswith(_OFFSETS_PREFIX) else "data"
+
+
+class _StateCollector(Collector):
+    """Figures read from the live objects when Prometheus scrapes."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        yield from m.requests.families()
+        core, shell = m.core, m.shell
+        if core is not None:
+            states = dict.fromkeys(GroupState, 0)
+            members = 0
+            for group in core.groups.values():
+                states[group.state] += 1
+                members += len(group.members)
+            groups = GaugeMetricFamily("groupd_groups", "Consumer groups by state", labels=["state"])
+            for state, n in states.items():
+                groups.add_metric([str(state)], n)
+            yield groups
+            yield GaugeMetricFamily("groupd_group_members", "Members of all groups", value=members)
+            yield GaugeMetricFamily(
+                "groupd_offsets_pending_appends",
+                "Coordinator records waiting to be written to __consumer_offsets",
+                value=core.pending_appends,
+            )
+        if shell is not None:
+            p = shell.load_progress
+            yield CounterMetricFamily(
+                "groupd_offsets_load_records", "Records replayed from __consumer_offsets at start-up", value=p.records
+            )
+            yield CounterMetricFamily(
+                "groupd_offsets_load_skipped_records",
+                "Undecodable records skipped during the start-up replay",
+                value=p.skipped,
+            )
+            yield GaugeMetricFamily(
+                "groupd_offsets_load_partitions", "__consumer_offsets partitions to replay", value=p.partitions_total
+            )
+            yield GaugeMetricFamily(
+                "groupd_offsets_load_partitions_loaded",
+                "__consumer_offsets partitions replayed so far (groups of the others answer COORDINATOR_LOAD_IN_PROGRESS)",
+                value=p.partitions_loaded,
+            )
+            yield GaugeMetricFamily(
+                "groupd_offsets_load_duration_seconds",
+                "Duration of the start-up replay (so far, while it runs)",
+                value=p.seconds(),
+            )
+
+
+class Metrics(CoordinatorListener):
+    """Every groupd metric in one registry of its own, and the endpoint that serves it.
+
+    ``bind`` hooks it into the running parts; it is the core's listener and the appender's
+    observer itself."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, process_metrics: bool = True) -> None:
+        # No `_created` series next to every counter and histogram: they double the exposition for
+        # a figure (process start time) that process_start_time_seconds already gives.
+        disable_created_metrics()
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = RequestStats()
+        self.core: GroupCoordinator | None = None
+        self.shell: GroupShell | None = None
+        self._http: asyncio.base_events.Server | None = None
+
+        self.connections = Gauge("groupd_connections", "Open client connections", registry=r)
+        self.rebalances_started = Counter("groupd_rebalances_started", "Groups entering PreparingRebalance", registry=r)
+        self.rebalances_completed = Counter(
+            "groupd_rebalances_completed",
+            "Rebalances that ended, in Stable or (everyone left) in Empty",
+            ["outcome"],
+            registry=r,
+        )
+        self.rebalance_duration = Histogram(
+            "groupd_rebalance_duration_seconds",
+            "From entering PreparingRebalance to Stable or Empty",
+            buckets=REBALANCE_BUCKETS,
+            registry=r,
+        )
+        self.member_expirations = Counter(
+            "groupd_member_expirations", "Members removed on a deadline, by reason", ["reason"], registry=r
+        )
+        self.log_appends = Counter(
+            "groupd_log_appends",
+            "Disk writes (group commit: one write holds many callers)",
+            ["log", "result"],
+            registry=r,
+        )
+        self.log_append_items = Counter(
+            "groupd_log_append_items", "Callers' record sets and batches written", ["log"], registry=r
+        )
+        self.log_append_seconds = Histogram(
+            "groupd_log_append_duration_seconds",
+            "Duration of one disk write (with its fsync under --fsync always)",
+            ["log"],
+            buckets=DISK_BUCKETS,
+            registry=r,
+        )
+        self.log_fsyncs = Counter("groupd_log_fsyncs", "fsyncs of partition logs", ["log", "result"], registry=r)
+        self.log_fsync_seconds = Histogram(
+            "groupd_log_fsync_duration_seconds", "Duration of one fsync", ["log"], buckets=DISK_BUCKETS, registry=r
+        )
+        build = Gauge("groupd_build_info", "groupd's version", ["version"], registry=r)
+        build.labels(__version__).set(1)
+
+        # Every label value known in advance is exported from the start, at 0, so that rate() and
+        # alerts see a series before its first event.
+        for outcome in events.REBALANCE_OUTCOMES:
+            self.rebalances_completed.labels(outcome)
+        for reason in events.EXPIRY_REASONS:
+            self.member_expirations.labels(reason)
+        self._appends: dict[tuple[str, bool], Callable[[], None]] = {}
+        self._fsyncs: dict[tuple[str, bool], Callable[[], None]] = {}
+        for kind in ("offsets", "data"):
+            for ok in (True, False):
+                self._appends[kind, ok] = self.log_appends.labels(kind, "ok" if ok else "error").inc
+                self._fsyncs[kind, ok] = self.log_fsyncs.labels(kind, "ok" if ok else "error").inc
+        self._append_items = {k: self.log_append_items.labels(k).inc for k in ("offsets", "data")}
+        self._append_seconds = {k: self.log_append_seconds.labels(k).observe for k in ("offsets", "data")}
+        self._fsync_seconds = {k: self.log_fsync_seconds.labels(k).observe for k in ("offsets", "data")}
+
+        r.register(_StateCollector(self))
+        if process_metrics:
+            # Own registry, so the default collectors are added by hand (they are stateless readers).
+            for c in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+                r.register(c)
+
+    # --- wiring -----------------------------------------------------------------------------------
+    def bind(
+        self,
+        *,
+        dispatcher: Dispatcher | None = None,
+        server: Server | None = None,
+        core: GroupCoordinator | None = None,
+        shell: GroupShell | None = None,
+        appender: Appender | None = None,
+    ) -> None:
+        if dispatcher is not None:
+            dispatcher.observers.append(self.requests.observe)
+        if server is not None:
+            previous = server.on_connection_change
+            gauge_set = self.connections.set
+
+            def on_connection_change(n: int) -> None:
+                gauge_set(n)
+                if previous is not None:
+                    previous(n)
+
+            server.on_connection_change = on_connection_change
+        if core is not None:
+            self.core = core
+            core.listener = self
+        if shell is not None:
+            self.shell = shell
+        if appender is not None:
+            appender.observer = self
+
+    # --- CoordinatorListener ----------------------------------------------------------------------
+    def rebalance_started(self, group_id: str, generation: int, members: int, reason: str) -> None:
+        self.rebalances_started.inc()
+
+    def rebalance_completed(
+        self, group_id: str, generation: int, members: int, duration_ms: int | None, outcome: str
+    ) -> None:
+        self.rebalances_completed.labels(outcome).inc()
+        if duration_ms is not None:
+            self.rebalance_duration.observe(duration_ms / 1000)
+
+    def member_expired(self, group_id: str, member_id: str, generation: int, reason: str) -> None:
+        self.member_expirations.labels(reason).inc()
+
+    # --- AppendObserver (called on executor threads) ----------------------------------------------
+    def write_done(self, plog: PartitionLog, seconds: float, items: int, ok: bool) -> None:
+        kind = _log_kind(plog)
+        self._appends[kind, ok]()
+        if ok:
+            self._append_items[kind](items)
+            self._append_seconds[kind](seconds)
+
+    def fsync_done(self, plog: PartitionLog, seconds: float, ok: bool) -> None:
+        kind = _log_kind(plog)
+        self._fsyncs[kind, ok]()
+        if ok:
+            self._fsync_seconds[kind](seconds)
+
+    # --- the endpoint -----------------------------------------------------------------------------
+    def render(self, accept: str = "") -> tuple[bytes, str]:
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        self._http = await asyncio.start_server(self._serve_http, host, port, reuse_address=True)
+        addr = self._http.sockets[0].getsockname()
+        log.info("metrics_listening", metrics=f"http://{addr[0]}:{addr[1]}/metrics")
+        return addr[0], addr[1]
+
+    async def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            await self._http.wait_closed()
+            self._http = None
+
+    async def _serve_http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # One request per connection (Connection: close), which is what Prometheus needs.
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, _ = lines[0].split(" ", 2)
+            headers = {}
+            for line in lines[1:]:
+                name, sep, value = line.partition(":")
+                if sep:
+                    headers[name.strip().lower()] = value.strip()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError, OSError):
+            writer.close()
+            return
+        path = target.split("?", 1)[0]
+        content_type = "text/plain; charset=utf-8"
+        if method not in ("GET", "HEAD"):
+            status, body = "405 Method Not Allowed", b"only GET and HEAD\n"
+        elif path == "/metrics":
+            try:
+                t0 = time.perf_counter()
+                body, content_type = self.render(headers.get("accept", ""))
+                status = "200 OK"
+                log.debug("metrics_scraped", bytes=len(body), ms=round((time.perf_counter() - t0) * 1000, 2))
+            except Exception:
+                log.exception("metrics_render_failed")
+                status, body = "500 Internal Server Error", b"metrics could not be rendered\n"
+        elif path == "/":
+            status, body = "200 OK", b"groupd: metrics are at /metrics\n"
+        else:
+            status, body = "404 Not Found", b"not found; metrics are at /metrics\n"
+        head_out = (
+            f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode("latin-1")
+        try:
+            writer.write(head_out if method == "HEAD" else head_out + body)
+            await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
