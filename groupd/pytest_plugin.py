@@ -1,0 +1,230 @@
+"""pytest plugin: real groupd brokers as fixtures (registered through the ``pytest11`` entry point,
+so installing groupd is all a project needs).
+
+Fixtures
+    ``groupd_broker_session``  one broker for the whole test session
+    ``groupd_broker``          a fresh broker for one test (settings from ``@pytest.mark.groupd(...)``)
+    ``groupd_broker_factory``  ``factory(**settings)`` starts more brokers; all stop after the test
+
+Each yields a :class:`GroupdBroker`: ``.bootstrap`` (and ``str()``) is ``"127.0.0.1:PORT"``. A broker
+is a ``python -m groupd serve --port 0`` subprocess with its own temporary data directory; the port
+comes from its ``groupd_listening`` start-up line. Settings are ``groupd serve`` flags in snake case
+(``num_partitions=3`` is ``--num-partitions 3``). Defaults for every broker come from
+``--groupd-num-partitions``, ``--groupd-initial-rebalance-delay-ms`` and
+``--groupd-min-session-timeout-ms`` or the ini options of the same names (``groupd_num_partitions``).
+
+Brokers are stopped by process id (SIGTERM, then SIGKILL) and never by name, so parallel test runs
+on one machine leave each other alone. ``GROUPD_*`` environment variables are not passed on: a
+test's broker is configured by the test alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pytest
+
+from .config import Config
+
+_SETTINGS = {f.name: f for f in dataclasses.fields(Config)}
+# The plugin owns where a broker listens and keeps its files; tests choose everything else.
+_RESERVED = {"host", "port", "data_dir", "log_format", "config"}
+# (option, ini name, Config field, help)
+_OPTIONS = (
+    ("--groupd-num-partitions", "groupd_num_partitions", "num_partitions", "partitions of auto-created topics"),
+    (
+        "--groupd-initial-rebalance-delay-ms",
+        "groupd_initial_rebalance_delay_ms",
+        "group_initial_rebalance_delay_ms",
+        "group.initial.rebalance.delay.ms",
+    ),
+    (
+        "--groupd-min-session-timeout-ms",
+        "groupd_min_session_timeout_ms",
+        "group_min_session_timeout_ms",
+        "smallest session timeout a member may ask for",
+    ),
+)
+
+
+class GroupdBroker:
+    """One ``groupd serve`` subprocess on 127.0.0.1 and a free port."""
+
+    host = "127.0.0.1"
+
+    def __init__(self, data_dir: Path, startup_timeout: float = 30.0, **settings: Any) -> None:
+        bad = sorted(k for k in settings if k not in _SETTINGS or k in _RESERVED)
+        if bad:
+            raise ValueError(f"unknown or reserved groupd setting(s): {', '.join(bad)}")
+        self.data_dir = Path(data_dir)
+        self.settings = settings
+        self.startup_timeout = startup_timeout
+        self.log_path = self.data_dir.with_name(self.data_dir.name + ".log")
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._listening = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def __str__(self) -> str:
+        return self.bootstrap
+
+    def __repr__(self) -> str:
+        return f"GroupdBroker({self.bootstrap}, pid={self.pid}, data_dir={str(self.data_dir)!r})"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "groupd", "serve", "--host", self.host, "--port", "0"]
+        cmd += ["--data-dir", str(self.data_dir), "--log-format", "json"]
+        for name, value in self.settings.items():
+            flag = "--" + name.replace("_", "-")
+            if isinstance(value, bool):
+                cmd.append(flag if value else "--no-" + flag[2:])
+            else:
+                cmd += [flag, str(value)]
+        return cmd
+
+    def start(self) -> GroupdBroker:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
+        self.proc = subprocess.Popen(
+            self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+        assert self.proc.stdout is not None
+        log = self.log_path.open("ab")
+        self._reader = threading.Thread(
+            target=self._pump, args=(self.proc.stdout, log), daemon=True, name=f"groupd-log-{self.proc.pid}"
+        )
+        self._reader.start()
+        # The reader sets the event on the start-up line, and also when the output ends (the
+        # daemon exited), so this wait never outlasts a daemon that died.
+        if not self._listening.wait(self.startup_timeout) or not self.port:
+            code = self.proc.poll()
+            self.stop()
+            why = f"exited with {code}" if code is not None else f"did not start within {self.startup_timeout:g}s"
+            raise RuntimeError(f"groupd {why}; its log ({self.log_path}):\n{self.log_tail()}")
+        return self
+
+    def _pump(self, out: BinaryIO, log: BinaryIO) -> None:
+        """Copy the daemon's output to its log file (a full pipe would stall it) and note the port."""
+        with log:
+            for line in out:
+                log.write(line)
+                log.flush()
+                if not self.port and b"groupd_listening" in line:
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        self.port = int(json.loads(line)["listen"].rsplit(":", 1)[1])
+                        self._listening.set()
+        self._listening.set()
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM (a graceful shutdown), then SIGKILL if it has not exited within ``timeout``."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._reader is not None:
+            self._reader.join(5)
+        return proc.returncode
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def __enter__(self) -> GroupdBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("groupd", "groupd brokers (groupd_broker fixtures)")
+    for option, ini, _field, help_ in _OPTIONS:
+        group.addoption(option, dest=ini, default=None, metavar="N", help=f"{help_} (default: ini {ini})")
+        parser.addini(ini, f"groupd brokers: {help_}", default=None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "groupd(**settings): groupd serve settings for the groupd_broker fixture, e.g. num_partitions=3"
+    )
+
+
+def _default_settings(config: pytest.Config) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for option, ini, field, _help in _OPTIONS:
+        raw = config.getoption(ini) or config.getini(ini)
+        if raw in (None, ""):
+            continue
+        try:
+            out[field] = int(str(raw).strip())
+        except ValueError:
+            raise pytest.UsageError(f"{option} / {ini}: not an integer: {raw!r}") from None
+    return out
+
+
+@pytest.fixture
+def groupd_broker_factory(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., GroupdBroker]]:
+    """``factory(**settings)`` starts a broker (settings over the command-line/ini defaults)."""
+    started: list[GroupdBroker] = []
+    defaults = _default_settings(request.config)
+
+    def factory(**settings: Any) -> GroupdBroker:
+        broker = GroupdBroker(tmp_path_factory.mktemp("groupd") / "data", **{**defaults, **settings})
+        started.append(broker)
+        return broker.start()
+
+    try:
+        yield factory
+    finally:
+        for broker in reversed(started):
+            broker.stop()
+
+
+@pytest.fixture
+def groupd_broker(request: pytest.FixtureRequest, groupd_broker_factory: Callable[..., GroupdBroker]) -> GroupdBroker:
+    """A broker of its own for this test; ``@pytest.mark.groupd(num_partitions=3)`` sets it up."""
+    settings: dict[str, Any] = {}
+    for mark in reversed(list(request.node.iter_markers("groupd"))):  # closest marker wins
+        settings.update(mark.kwargs)
+    return groupd_broker_factory(**settings)
+
+
+@pytest.fixture(scope="session")
+def groupd_broker_session(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GroupdBroker]:
+    """One broker for the whole session: tests share it, so they use unique group and topic names."""
+    broker = GroupdBroker(tmp_path_factory.mktemp("groupd-session") / "data", **_default_settings(request.config))
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()

@@ -1,0 +1,43 @@
+"""Operating groupd: the admin CLI, the pytest plugin, the Docker image.
+
+The daemons here come from groupd's own pytest plugin (``groupd_broker_session`` / ``groupd_broker``,
+registered by the ``pytest11`` entry point), which is what the plugin's users get.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from groupd.cli import main
+
+# pytester is enabled in test_pytest_plugin.py itself: pytest refuses ``pytest_plugins`` in a conftest
+# below the rootdir once the whole suite is collected ("non-top-level conftest").
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run ``groupd ARGS...`` in this process (the console script's ``main``), capturing its output."""
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:10]
