@@ -28,10 +28,12 @@ _ZERO_UUID = uuid.UUID(int=0)
 
 
 class AdminHandlers:
-    def __init__(self, config: Config, topics: TopicRegistry, advertised_port: Callable[[], int]) -> None:
+    def __init__(self, config: Config, topics: TopicRegistry, advertised: Callable[[Request], tuple[str, int]]) -> None:
         self.config = config
         self.topics = topics
-        self.advertised_port = advertised_port
+        # (host, port) of the listener a request came in on: Kafka answers Metadata with the
+        # brokers' endpoints for that listener.
+        self.advertised = advertised
         self.on_topic_created: list[Callable[[Topic], None]] = []
         self.on_topic_deleted: list[Callable[[Topic], None]] = []
         self.on_partitions_added: list[Callable[[Topic, int], None]] = []
@@ -107,13 +109,14 @@ class AdminHandlers:
                             "partitions": [],
                         }
                     )
+        host, port = self.advertised(req)
         return {
             "throttle_time_ms": 0,
             "brokers": [
                 {
                     "node_id": self.config.node_id,
-                    "host": self.config.advertised,
-                    "port": self.advertised_port(),
+                    "host": host,
+                    "port": port,
                     "rack": None,
                 }
             ],

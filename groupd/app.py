@@ -6,6 +6,7 @@ import asyncio
 import signal
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import structlog
@@ -16,10 +17,13 @@ from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.server import Server
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
 
+from . import acl
 from .admin_handlers import AdminHandlers
+from .auth import Authenticator
 from .config import Config
 from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
+from .listeners import Listener, advertise_per_listener, endpoint, parse_listeners, server_ssl_context
 from .topics import OFFSETS_TOPIC, TopicRegistry
 
 log = structlog.get_logger("groupd")
@@ -39,8 +43,15 @@ class Broker:
             max_connections=config.max_connections,
             idle_timeout_ms=config.connections_max_idle_ms,
         )
-        self.port = config.port
-        self.admin = AdminHandlers(config, self.topics, lambda: self.port)
+        # Security: listeners, TLS, SASL and ACLs are all checked here, before anything starts.
+        self.listeners: list[Listener] = parse_listeners(config)
+        self.ssl_context = server_ssl_context(config) if any(li.tls for li in self.listeners) else None
+        self.authenticator = Authenticator.from_config(config.users, config.sasl_mechanisms)
+        self.authorizer = acl.Authorizer(config.acl)
+        if any(li.tls or li.sasl for li in self.listeners) or self.authorizer.enabled:
+            self.dispatcher.open_session = self.authenticator.open_session
+        self.port = self.listeners[0].port
+        self.admin = AdminHandlers(config, self.topics, lambda req: endpoint(req.conn.listener, self.listeners[0]))
         self.logs = LogManager(self.data_dir, self._log_config(), topic_config=self._topic_log_config)
         self.appender = Appender(config.fsync)
         self.core = GroupCoordinator(
@@ -62,7 +73,10 @@ class Broker:
         self._register()
 
     def _ownership(self) -> PartitionOwnership:
-        return PartitionOwnership(Node(self.config.node_id, self.config.advertised, self.port), 50)
+        # The core's node is the first listener's endpoint; FindCoordinator answers are rewritten
+        # per listener (advertise_per_listener).
+        host, port = endpoint(None, self.listeners[0])
+        return PartitionOwnership(Node(self.config.node_id, host, port), 50)
 
     def _log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.config.segment_bytes, segment_ms=self.config.segment_ms)
@@ -92,6 +106,17 @@ class Broker:
             d.register(API_BY_NAME[name], self.groups.handler(name))
         for name, handler, (lo, hi) in self.data.handlers():
             d.register(API_BY_NAME[name], handler, min_version=lo, max_version=hi)
+        # Advertised on every listener, as Kafka does; on a listener without SASL they answer
+        # ILLEGAL_SASL_STATE.
+        d.register(API_BY_NAME["SaslHandshake"], self.authenticator.handshake)
+        d.register(API_BY_NAME["SaslAuthenticate"], self.authenticator.authenticate)
+        advertise_per_listener(d, self.config.node_id, self.listeners[0])
+        if self.authorizer.enabled:
+            acl.install(d, self.authorizer, self._topic_name_for_id)
+
+    def _topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
+        t = self.topics.by_id(topic_id)
+        return t.name if t is not None else None
 
     async def start(self) -> None:
         t0 = time.perf_counter()
@@ -104,13 +129,21 @@ class Broker:
         # Groups answer COORDINATOR_LOAD_IN_PROGRESS until their partition is replayed; the server
         # listens straight away, as a Kafka broker does while it loads __consumer_offsets.
         self.groups.begin_load(partitions)
-        host, self.port = await self.server.start(self.config.host, self.config.port)
+        for li in self.listeners:
+            _host, li.port = await self.server.start(
+                li.host, li.port, ssl=self.ssl_context if li.tls else None, listener=li
+            )
+        first = self.listeners[0]
+        self.port = first.port
         self.core.ownership = self._ownership()
         self._load_task = asyncio.create_task(self.groups.load(partitions))
+        if any(li.sasl for li in self.listeners) and not len(self.authenticator.store):
+            log.warning("sasl_without_users", hint="add [users.<name>] entries (groupd scram-credential)")
         log.info(
             "groupd_listening",
-            listen=f"{host}:{self.port}",
-            advertised=f"{self.config.advertised}:{self.port}",
+            listen=f"{first.host}:{first.port}",
+            listeners=[str(li) for li in self.listeners],
+            advertised=f"{first.advertised_host}:{first.port}",
             data_dir=str(self.data_dir.resolve()),
             cluster_id=self.topics.cluster_id,
             node_id=self.config.node_id,
@@ -145,7 +178,7 @@ def run(config: Config) -> int:
         import uvloop
 
         uvloop.run(serve(config))
-    except OSError as e:
+    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError; bad listeners/users/acl are ValueErrors
         print(f"groupd: cannot start: {e}", file=sys.stderr)
         return 1
     return 0

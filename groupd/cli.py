@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import __version__, admin_cli, config, logs
+from . import __version__, admin_cli, config, logs, scram
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     # `analyze` is parsed by groupd.pipeline itself (see main); listed here for --help only.
     sub.add_parser("analyze", help="rebalance and offset analytics over a data directory (PySpark)", add_help=False)
     admin_cli.add_parsers(sub)
+    scram.add_parser(sub)
     return parser
 
 
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         from .app import run
 
         return run(cfg)
+    if args.command == "scram-credential":
+        return scram.run_cli(args)
     if args.command in admin_cli.COMMANDS:
         return admin_cli.run(args, parser)
     parser.print_help()

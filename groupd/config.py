@@ -56,6 +56,32 @@ class Config:
     producer_id_expiration_ms: int = dataclasses.field(
         default=86_400_000, metadata={"help": "idempotent-producer state of an idle producer is dropped after this"}
     )
+    # --- security (groupd.listeners, groupd.auth, groupd.acl) ---
+    listeners: str = dataclasses.field(
+        default="",
+        metadata={
+            "help": "comma-separated PROTOCOL://host:port listeners, PROTOCOL one of PLAINTEXT, SSL, "
+            "SASL_PLAINTEXT, SASL_SSL (default: PLAINTEXT://--host:--port)"
+        },
+    )
+    ssl_certfile: str = dataclasses.field(default="", metadata={"help": "PEM certificate (chain) of SSL listeners"})
+    ssl_keyfile: str = dataclasses.field(default="", metadata={"help": "PEM private key of SSL listeners"})
+    ssl_cafile: str = dataclasses.field(
+        default="", metadata={"help": "PEM CA bundle that client certificates must chain to"}
+    )
+    ssl_client_auth: str = dataclasses.field(
+        default="none", metadata={"help": "client certificates on SSL listeners: required | requested | none"}
+    )
+    sasl_mechanisms: str = dataclasses.field(
+        default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", metadata={"help": "SASL mechanisms enabled on SASL listeners"}
+    )
+    # Tables: only in the TOML file (no flag, no environment variable).
+    users: dict[str, Any] = dataclasses.field(
+        default_factory=dict, metadata={"table": True, "help": "SASL users and their salted credentials"}
+    )
+    acl: dict[str, Any] = dataclasses.field(
+        default_factory=dict, metadata={"table": True, "help": "principal -> allowed group and topic prefixes"}
+    )
 
     @property
     def advertised(self) -> str:
@@ -72,6 +98,10 @@ def _parse_bool(s: str) -> bool:
 
 
 def _convert(f: dataclasses.Field[Any], raw: Any) -> Any:
+    if f.metadata.get("table"):
+        if not isinstance(raw, dict):
+            raise ValueError(f"{f.name} must be a TOML table")
+        return raw
     kind = f.type if isinstance(f.type, str) else f.type.__name__
     if kind == "bool":
         return raw if isinstance(raw, bool) else _parse_bool(str(raw))
@@ -83,6 +113,8 @@ def _convert(f: dataclasses.Field[Any], raw: Any) -> Any:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML configuration file")
     for f in fields(Config):
+        if f.metadata.get("table"):
+            continue
         flag = "--" + f.name.replace("_", "-")
         help_ = f.metadata.get("help", "") + f" (default: {f.default})"
         if (f.type if isinstance(f.type, str) else f.type.__name__) == "bool":
@@ -100,13 +132,16 @@ def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = No
         with Path(path).open("rb") as fh:
             data = tomllib.load(fh)
         section = data.get("groupd", data)
+        # `[users.*]` and `[acl.*]` may sit beside a `[groupd]` table as well as inside it.
+        if section is not data:
+            section = {**{k: data[k] for k in ("users", "acl") if k in data}, **section}
         for k, v in section.items():
             key = k.replace("-", "_").replace(".", "_")
             if key not in by_name:
                 raise ValueError(f"unknown setting {k!r} in {path}")
             values[key] = _convert(by_name[key], v)
     for name, f in by_name.items():
-        raw = env.get("GROUPD_" + name.upper())
+        raw = None if f.metadata.get("table") else env.get("GROUPD_" + name.upper())
         if raw is not None:
             values[name] = _convert(f, raw)
     if args is not None:

@@ -15,9 +15,9 @@ import asyncio
 import inspect
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -35,6 +35,22 @@ Handler = Callable[[Request], Any]
 _FIXED_HEADER = struct.Struct(">hhi")
 _SIZE_CORR = struct.Struct(">ii")
 _API_VERSIONS_KEY = 18
+# What a SASL listener accepts before authentication (Kafka's SaslServerAuthenticator): anything
+# else closes the connection.
+_PRE_AUTH_API_KEYS = frozenset({_API_VERSIONS_KEY, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
+
+
+class Session(Protocol):
+    """A connection's security state, made by ``Dispatcher.open_session`` on its first frame."""
+
+    principal: str
+    authenticated: bool
+    # After SaslHandshake v0 the client sends bare SASL tokens (size-prefixed, no request header).
+    raw_tokens: bool
+
+    def raw_token(self, conn: Connection, token: bytes) -> Awaitable[bytes | None]:
+        """Answer a bare token with a bare token; None closes the connection (v0 has no error field)."""
+        ...
 
 
 @dataclass
@@ -52,6 +68,8 @@ class Dispatcher:
         self._req_header = {v: REQUEST_HEADER.codec(v) for v in (1, 2)}
         # Observers: (api_key, version, error_code|None, seconds) after each response; used by metrics.
         self.observers: list[Callable[[Request, dict[str, Any], float], None]] = []
+        # Set by the application to give each connection a ``Session`` (authentication gate).
+        self.open_session: Callable[[Connection], Session] | None = None
 
     def register(
         self, api: ApiSchema, handler: Handler, *, min_version: int | None = None, max_version: int | None = None
@@ -70,6 +88,18 @@ class Dispatcher:
 
     # --- the request path -------------------------------------------------------------------------
     def __call__(self, conn: Connection, frame: bytes) -> None:
+        session = conn.session
+        if session is None and self.open_session is not None:
+            session = conn.session = self.open_session(conn)
+        if session is not None and not session.authenticated:
+            if session.raw_tokens:
+                self._raw_token(conn, session, frame)
+                return
+            api_key = _FIXED_HEADER.unpack_from(frame, 0)[0]
+            if api_key not in _PRE_AUTH_API_KEYS:
+                name = API_BY_KEY[api_key].name if api_key in API_BY_KEY else None
+                conn.close("request before SASL authentication", api_key=api_key, api=name)
+                return
         api_key, version, correlation_id = _FIXED_HEADER.unpack_from(frame, 0)
         route = self.routes.get(api_key)
         if route is None:
@@ -128,6 +158,25 @@ class Dispatcher:
         result = task.result()
         if result is not None:
             req.respond(result)
+
+    def _raw_token(self, conn: Connection, session: Session, token: bytes) -> None:
+        # A slot like any request's, so the bare answer keeps its place in the connection's order.
+        req = Request(conn, -1, 0, 0, None, {}, self._encode_response)
+        conn.enqueue(req)
+
+        def done(task: asyncio.Future[bytes | None]) -> None:
+            if task.cancelled() or task.exception() is not None:
+                if not task.cancelled():
+                    log.error("sasl_token_failed", conn=conn.id, exc_info=task.exception())
+                conn.close("internal error during SASL authentication")
+                return
+            reply = task.result()
+            if reply is None:
+                conn.close("SASL authentication failed")
+            else:
+                req.respond_raw(len(reply).to_bytes(4, "big") + reply)
+
+        asyncio.ensure_future(session.raw_token(conn, token)).add_done_callback(done)
 
     def _encode_response(self, req: Request, body: dict[str, Any]) -> bytes:
         route = self.routes[req.api_key]

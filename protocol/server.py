@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import socket
+import ssl as ssl_
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -110,6 +111,10 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self.closed = False
         self.last_active = 0.0
+        # Set by the application: the listener this connection came in on (``start(listener=...)``)
+        # and its security session (principal, SASL state; see ``Dispatcher.open_session``).
+        self.listener: Any = None
+        self.session: Any = None
 
     # --- asyncio.Protocol -------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -195,6 +200,23 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
+    def close_after_write(self, reason: str, **fields: Any) -> None:
+        """Close once the responses answered so far are written (Kafka sends a failed SASL exchange
+        its error response, then closes). Nothing more is read from the connection."""
+
+        def later() -> None:
+            if self.closed:
+                return
+            self._flush()
+            log.warning(
+                "connection_closed", conn=self.id, peer=f"{self.peer_host}:{self.peer_port}", reason=reason, **fields
+            )
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()  # unlike abort(), close() sends what is buffered first
+
+        self.server.loop.call_soon(later)
+
 
 class Server:
     """Listens and owns the connections; ``dispatch(conn, frame)`` is supplied by the application."""
@@ -219,11 +241,21 @@ class Server:
         self._idle_task: asyncio.Task[None] | None = None
         self.on_connection_change: Callable[[int], None] | None = None
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
+    async def start(
+        self, host: str, port: int, *, ssl: ssl_.SSLContext | None = None, listener: Any = None
+    ) -> tuple[str, int]:
+        """Listen on one address; call once per listener. ``ssl`` makes it a TLS listener (the
+        handshake completes before ``connection_made``); ``listener`` is stored on each connection."""
         self.loop = asyncio.get_running_loop()
-        srv = await self.loop.create_server(lambda: Connection(self), host, port, reuse_address=True, backlog=1024)
+
+        def factory() -> Connection:
+            conn = Connection(self)
+            conn.listener = listener
+            return conn
+
+        srv = await self.loop.create_server(factory, host, port, reuse_address=True, backlog=1024, ssl=ssl)
         self._servers.append(srv)
-        if self.idle_timeout_ms > 0:
+        if self.idle_timeout_ms > 0 and self._idle_task is None:
             self._idle_task = asyncio.create_task(self._close_idle())
         addr = srv.sockets[0].getsockname()
         return addr[0], addr[1]

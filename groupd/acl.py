@@ -1,0 +1,621 @@
+"""Authorization: which principal may use which consumer groups and topics.
+
+The policy is a table in the configuration file, principal -> allowed name prefixes::
+
+    [acl."User:alice"]
+    groups = ["app-"]          # groups whose id starts with "app-"
+    topics = ["orders", "*"]   # "*" allows every name
+
+    [acl."User:*"]             # applies to every principal, in addition to its own entry
+    topics = ["public-"]
+
+Without an ``acl`` table nothing is checked. With one, a principal without an entry may use nothing.
+
+Where the checks happen: ``install`` wraps the handlers registered with the dispatcher, one wrapper
+per API, all in this file. A wrapper splits the request into what the principal may touch and what it
+may not, hands the allowed part to the real handler (the coordinator and the data plane never see a
+principal), and merges the refused items into the response with Kafka's error codes when the
+response is encoded: GROUP_AUTHORIZATION_FAILED (30) per group, TOPIC_AUTHORIZATION_FAILED (29) per
+topic/partition. Merging at encode time works the same whether the handler answers at once, from a
+task, or later from a timer (a parked JoinGroup or long-poll Fetch). Listings (ListGroups, Metadata
+for all topics, OffsetFetch for all topics) are filtered instead, as Kafka filters them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from groupd.protocol.dispatch import Dispatcher, Handler
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.server import Request
+
+from .auth import principal_of
+
+log = structlog.get_logger("groupd.acl")
+
+_GROUP = ErrorCode.GROUP_AUTHORIZATION_FAILED
+_TOPIC = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+_ZERO_UUID = uuid.UUID(int=0)
+_NO_AUTH_OPS = -(2**31)
+Body = dict[str, Any]
+
+
+class Authorizer:
+    def __init__(self, acl: dict[str, Any]) -> None:
+        self._rules: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        for principal, entry in acl.items():
+            if ":" not in principal:
+                raise ValueError(f"acl: principal {principal!r} must look like 'User:name' (or 'User:*')")
+            if not isinstance(entry, dict) or set(entry) - {"groups", "topics"}:
+                raise ValueError(f"acl.{principal!r}: expected a table with `groups` and/or `topics` lists")
+            lists = []
+            for key in ("groups", "topics"):
+                values = entry.get(key, [])
+                if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                    raise ValueError(f"acl.{principal!r}.{key}: expected a list of name prefixes")
+                lists.append(tuple(values))
+            self._rules[principal] = (lists[0], lists[1])
+        self._cache: dict[tuple[str, int, str], bool] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._rules)
+
+    def _allowed(self, principal: str, kind: int, name: str) -> bool:
+        key = (principal, kind, name)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        ok = False
+        for p in (principal, "User:*"):
+            rule = self._rules.get(p)
+            if rule is not None and any(pre == "*" or name.startswith(pre) for pre in rule[kind]):
+                ok = True
+                break
+        if len(self._cache) > 100_000:  # names come from clients: keep the memo bounded
+            self._cache.clear()
+        self._cache[key] = ok
+        return ok
+
+    def group(self, principal: str, group_id: str) -> bool:
+        return self._allowed(principal, 0, group_id)
+
+    def topic(self, principal: str, topic: str) -> bool:
+        return self._allowed(principal, 1, topic)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+def _after(req: Request, fix: Callable[[Body], Body]) -> None:
+    """Run ``fix`` over the response body just before it is encoded."""
+    encode = req.encode_response
+    req.encode_response = lambda r, body: encode(r, fix(body))
+
+
+def _with(req: Request, **changes: Any) -> None:
+    req.body = {**req.body, **changes}
+
+
+def _split(items: list[Any], ok: Callable[[Any], bool]) -> tuple[list[Any], list[Any]]:
+    kept, refused = [], []
+    for it in items:
+        (kept if ok(it) else refused).append(it)
+    return kept, refused
+
+
+def _denied(req: Request, what: str, **fields: Any) -> None:
+    log.info("authorization_denied", principal=principal_of(req), api_key=req.api_key, resource=what, **fields)
+
+
+Wrapper = Callable[[Handler, Authorizer, Request], Any]
+
+
+# --- group APIs ----------------------------------------------------------------------------------
+def _single_group(error_body: Callable[[Request], Body]) -> Wrapper:
+    def wrap(handler: Handler, authz: Authorizer, req: Request) -> Any:
+        group_id = req.body.get("group_id") or ""
+        if authz.group(principal_of(req), group_id):
+            return handler(req)
+        _denied(req, "group", group=group_id)
+        return {"throttle_time_ms": 0, "error_code": _GROUP, **error_body(req)}
+
+    return wrap
+
+
+_join = _single_group(
+    lambda req: {
+        "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": None if req.api_version >= 7 else "",
+        "leader": "",
+        "skip_assignment": False,
+        "member_id": req.body.get("member_id") or "",
+        "members": [],
+    }
+)
+_sync = _single_group(lambda req: {"protocol_type": None, "protocol_name": None, "assignment": b""})
+_heartbeat = _single_group(lambda req: {})
+_leave = _single_group(lambda req: {"members": []})
+
+
+def _find_coordinator(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    v, body = req.api_version, req.body
+    if (body.get("key_type", 0) if v >= 1 else 0) != 0:
+        return handler(req)  # transaction/share keys: the handler refuses them itself
+    p = principal_of(req)
+    if v < 4:
+        key = body.get("key") or ""
+        if authz.group(p, key):
+            return handler(req)
+        _denied(req, "group", group=key)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": _GROUP,
+            "error_message": None,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+    keys = list(body.get("coordinator_keys") or [])
+    kept, refused = _split(keys, lambda k: authz.group(p, k))
+    if not refused:
+        return handler(req)
+    _denied(req, "group", groups=refused[:20])
+    denied = [
+        {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": _GROUP, "error_message": None} for k in refused
+    ]
+    if not kept:
+        return {"throttle_time_ms": 0, "coordinators": denied}
+    _with(req, coordinator_keys=kept)
+    _after(req, lambda b: {**b, "coordinators": [*b.get("coordinators", []), *denied]})
+    return handler(req)
+
+
+def _describe_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    p = principal_of(req)
+    groups = list(req.body.get("groups") or [])
+    kept, refused = _split(groups, lambda g: authz.group(p, g))
+    if not refused:
+        return handler(req)
+    _denied(req, "group", groups=refused[:20])
+    denied = {
+        g: {
+            "error_code": _GROUP,
+            "error_message": None,
+            "group_id": g,
+            "group_state": "",
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+            "authorized_operations": _NO_AUTH_OPS,
+        }
+        for g in refused
+    }
+    if not kept:
+        return {"throttle_time_ms": 0, "groups": [denied[g] for g in groups]}
+
+    def fix(b: Body) -> Body:
+        answered = {g["group_id"]: g for g in b.get("groups", [])}
+        return {**b, "groups": [answered.get(g) or denied[g] for g in groups if g in answered or g in denied]}
+
+    _with(req, groups=kept)
+    _after(req, fix)
+    return handler(req)
+
+
+def _delete_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    p = principal_of(req)
+    names = list(req.body.get("groups_names") or [])
+    kept, refused = _split(names, lambda g: authz.group(p, g))
+    if not refused:
+        return handler(req)
+    _denied(req, "group", groups=refused[:20])
+    denied = [{"group_id": g, "error_code": _GROUP} for g in refused]
+    if not kept:
+        return {"throttle_time_ms": 0, "results": denied}
+    _with(req, groups_names=kept)
+    _after(req, lambda b: {**b, "results": [*b.get("results", []), *denied]})
+    return handler(req)
+
+
+def _list_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    p = principal_of(req)
+    _after(req, lambda b: {**b, "groups": [g for g in b.get("groups", []) if authz.group(p, g["group_id"])]})
+    return handler(req)
+
+
+# --- offsets -------------------------------------------------------------------------------------
+def _offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    p, body = principal_of(req), req.body
+    topics = list(body.get("topics") or [])
+
+    def errors(items: list[Body], code: int) -> list[Body]:
+        return [
+            {
+                "name": t["name"],
+                "partitions": [{"partition_index": x["partition_index"], "error_code": code} for x in t["partitions"]],
+            }
+            for t in items
+        ]
+
+    if not authz.group(p, body.get("group_id") or ""):
+        _denied(req, "group", group=body.get("group_id"))
+        return {"throttle_time_ms": 0, "topics": errors(topics, _GROUP)}
+    kept, refused = _split(topics, lambda t: authz.topic(p, t["name"]))
+    if not refused:
+        return handler(req)
+    _denied(req, "topic", topics=[t["name"] for t in refused][:20])
+    if not kept:
+        return {"throttle_time_ms": 0, "topics": errors(refused, _TOPIC)}
+    _with(req, topics=kept)
+    _after(req, lambda b: {**b, "topics": [*b.get("topics", []), *errors(refused, _TOPIC)]})
+    return handler(req)
+
+
+def _fetch_errors(items: list[Body], code: int) -> list[Body]:
+    return [
+        {
+            "name": t["name"],
+            "partitions": [
+                {
+                    "partition_index": i,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": code,
+                }
+                for i in t.get("partition_indexes") or []
+            ],
+        }
+        for t in items
+    ]
+
+
+def _offset_fetch(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    p, body, v = principal_of(req), req.body, req.api_version
+    if v >= 8:
+        return _offset_fetch_groups(handler, authz, req, p)
+    topics = body.get("topics")
+    if not authz.group(p, body.get("group_id") or ""):
+        _denied(req, "group", group=body.get("group_id"))
+        if v >= 2:
+            return {"throttle_time_ms": 0, "topics": [], "error_code": _GROUP}
+        return {"throttle_time_ms": 0, "topics": _fetch_errors(list(topics or []), _GROUP)}
+    if topics is None:  # "all committed offsets of the group": only the topics the principal may see
+        _after(req, lambda b: {**b, "topics": [t for t in b.get("topics", []) if authz.topic(p, t["name"])]})
+        return handler(req)
+    kept, refused = _split(list(topics), lambda t: authz.topic(p, t["name"]))
+    if not refused:
+        return handler(req)
+    _denied(req, "topic", topics=[t["name"] for t in refused][:20])
+    if not kept:
+        return {"throttle_time_ms": 0, "topics": _fetch_errors(refused, _TOPIC), "error_code": 0}
+    _with(req, topics=kept)
+    _after(req, lambda b: {**b, "topics": [*b.get("topics", []), *_fetch_errors(refused, _TOPIC)]})
+    return handler(req)
+
+
+def _offset_fetch_groups(handler: Handler, authz: Authorizer, req: Request, p: str) -> Any:
+    groups = list(req.body.get("groups") or [])
+    order = [g["group_id"] for g in groups]
+    answers: dict[str, Body] = {}  # refused groups, and refused topics of allowed groups
+    extra: dict[str, list[Body]] = {}
+    kept: list[Body] = []
+    filter_all: set[str] = set()
+    for g in groups:
+        gid = g["group_id"]
+        if not authz.group(p, gid):
+            _denied(req, "group", group=gid)
+            answers[gid] = {"group_id": gid, "topics": [], "error_code": _GROUP}
+            continue
+        topics = g.get("topics")
+        if topics is None:
+            filter_all.add(gid)
+            kept.append(g)
+            continue
+        ok, refused = _split(list(topics), lambda t: authz.topic(p, t["name"]))
+        if refused:
+            _denied(req, "topic", group=gid, topics=[t["name"] for t in refused][:20])
+            extra[gid] = _fetch_errors(refused, _TOPIC)
+        kept.append({**g, "topics": ok} if refused else g)
+    if not answers and not extra and not filter_all:
+        return handler(req)
+    if not kept:
+        return {"throttle_time_ms": 0, "groups": [answers[g] for g in order]}
+
+    def fix(b: Body) -> Body:
+        out = []
+        got = {g["group_id"]: g for g in b.get("groups", [])}
+        for gid in order:
+            g = got.get(gid) or answers.get(gid)
+            if g is None:
+                continue
+            if gid in filter_all:
+                g = {**g, "topics": [t for t in g.get("topics", []) if authz.topic(p, t["name"])]}
+            if gid in extra:
+                g = {**g, "topics": [*g.get("topics", []), *extra[gid]]}
+            out.append(g)
+        return {**b, "groups": out}
+
+    _with(req, groups=kept)
+    _after(req, fix)
+    return handler(req)
+
+
+def _offset_delete(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    p, body = principal_of(req), req.body
+    if not authz.group(p, body.get("group_id") or ""):
+        _denied(req, "group", group=body.get("group_id"))
+        return {"error_code": _GROUP, "throttle_time_ms": 0, "topics": []}
+    kept, refused = _split(list(body.get("topics") or []), lambda t: authz.topic(p, t["name"]))
+    if not refused:
+        return handler(req)
+    _denied(req, "topic", topics=[t["name"] for t in refused][:20])
+    denied = [
+        {
+            "name": t["name"],
+            "partitions": [{"partition_index": x["partition_index"], "error_code": _TOPIC} for x in t["partitions"]],
+        }
+        for t in refused
+    ]
+    if not kept:
+        return {"error_code": 0, "throttle_time_ms": 0, "topics": denied}
+    _with(req, topics=kept)
+    _after(req, lambda b: {**b, "topics": [*b.get("topics", []), *denied]})
+    return handler(req)
+
+
+# --- data plane ----------------------------------------------------------------------------------
+def _topic_list_api(
+    field: str,
+    name_key: str,
+    response_field: str,
+    refused_entry: Callable[[Body], Body],
+    empty_response: Callable[[list[Body]], Body],
+) -> Wrapper:
+    """An API whose request is a list of topics, each answered per partition (Produce, Fetch, ListOffsets)."""
+
+    def wrap(handler: Handler, authz: Authorizer, req: Request) -> Any:
+        p = principal_of(req)
+        kept, refused = _split(list(req.body.get(field) or []), lambda t: authz.topic(p, t[name_key] or ""))
+        if not refused:
+            return handler(req)
+        _denied(req, "topic", topics=[t[name_key] for t in refused][:20])
+        if req.api_key == 0 and req.body.get("acks") == 0:
+            # acks=0 has no response to carry an error: Kafka closes the connection instead.
+            req.conn.close("produce to a topic the principal may not write (acks=0)", principal=p)
+            return None
+        denied = [refused_entry(t) for t in refused]
+        if not kept:
+            return empty_response(denied)
+        _with(req, **{field: kept})
+        _after(req, lambda b: {**b, response_field: [*b.get(response_field, []), *denied]})
+        return handler(req)
+
+    return wrap
+
+
+_produce = _topic_list_api(
+    "topic_data",
+    "name",
+    "responses",
+    lambda t: {
+        "name": t["name"],
+        "partition_responses": [
+            {
+                "index": x["index"],
+                "error_code": _TOPIC,
+                "base_offset": -1,
+                "log_append_time_ms": -1,
+                "log_start_offset": -1,
+                "record_errors": [],
+                "error_message": None,
+            }
+            for x in t["partition_data"]
+        ],
+    },
+    lambda denied: {"responses": denied, "throttle_time_ms": 0},
+)
+_fetch = _topic_list_api(
+    "topics",
+    "topic",
+    "responses",
+    lambda t: {
+        "topic": t["topic"],
+        "partitions": [
+            {
+                "partition_index": x["partition"],
+                "error_code": _TOPIC,
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "aborted_transactions": None,
+                "preferred_read_replica": -1,
+                "records": None,
+            }
+            for x in t["partitions"]
+        ],
+    },
+    lambda denied: {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": denied},
+)
+_list_offsets = _topic_list_api(
+    "topics",
+    "name",
+    "topics",
+    lambda t: {
+        "name": t["name"],
+        "partitions": [
+            {
+                "partition_index": x["partition_index"],
+                "error_code": _TOPIC,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            for x in t["partitions"]
+        ],
+    },
+    lambda denied: {"throttle_time_ms": 0, "topics": denied},
+)
+
+
+# --- topic administration and metadata -----------------------------------------------------------
+def _metadata(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    p, v = principal_of(req), req.api_version
+    wanted = req.body.get("topics")
+    all_topics = wanted is None or (v == 0 and not wanted)
+    denied: list[Body] = []
+    requested: set[str] | None = None
+    if not all_topics:
+        # Refused names are taken out before the handler runs, so that they are never auto-created.
+        kept, refused = _split(list(wanted), lambda t: t.get("name") is None or authz.topic(p, t["name"]))
+        if refused:
+            _denied(req, "topic", topics=[t["name"] for t in refused][:20])
+            denied = [
+                {
+                    "error_code": _TOPIC,
+                    "name": t["name"],
+                    "topic_id": _ZERO_UUID,
+                    "is_internal": False,
+                    "partitions": [],
+                }
+                for t in refused
+            ]
+            requested = {t["name"] for t in kept if t.get("name") is not None}
+            has_ids = any(t.get("name") is None for t in kept)
+            if not kept and v == 0:
+                requested = set()  # v0's empty list would mean "all topics"; answer none of them
+            _with(req, topics=kept)
+            if has_ids:
+                requested = None
+
+    def fix(b: Body) -> Body:
+        out = []
+        for t in b.get("topics", []):
+            name = t.get("name")
+            if requested is not None and name not in requested:
+                continue
+            if name is not None and t.get("error_code") == 0 and not authz.topic(p, name):
+                if all_topics:
+                    continue  # listings leave out what the principal may not see
+                t = {**t, "error_code": _TOPIC, "name": None, "partitions": []}  # looked up by topic id
+            out.append(t)
+        return {**b, "topics": [*out, *denied]}
+
+    _after(req, fix)
+    return handler(req)
+
+
+def _create_topics(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    p = principal_of(req)
+    kept, refused = _split(list(req.body.get("topics") or []), lambda t: authz.topic(p, t["name"]))
+    if not refused:
+        return handler(req)
+    _denied(req, "topic", topics=[t["name"] for t in refused][:20])
+    denied = [
+        {
+            "name": t["name"],
+            "topic_id": _ZERO_UUID,
+            "error_code": _TOPIC,
+            "error_message": "Authorization failed.",
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": [],
+        }
+        for t in refused
+    ]
+    if not kept:
+        return {"throttle_time_ms": 0, "topics": denied}
+    _with(req, topics=kept)
+    _after(req, lambda b: {**b, "topics": [*b.get("topics", []), *denied]})
+    return handler(req)
+
+
+def _create_partitions(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    p = principal_of(req)
+    kept, refused = _split(list(req.body.get("topics") or []), lambda t: authz.topic(p, t["name"]))
+    if not refused:
+        return handler(req)
+    _denied(req, "topic", topics=[t["name"] for t in refused][:20])
+    denied = [{"name": t["name"], "error_code": _TOPIC, "error_message": "Authorization failed."} for t in refused]
+    if not kept:
+        return {"throttle_time_ms": 0, "results": denied}
+    _with(req, topics=kept)
+    _after(req, lambda b: {**b, "results": [*b.get("results", []), *denied]})
+    return handler(req)
+
+
+def _delete_topics(topic_name_for_id: Callable[[uuid.UUID], str | None]) -> Wrapper:
+    def wrap(handler: Handler, authz: Authorizer, req: Request) -> Any:
+        p, v = principal_of(req), req.api_version
+        if v >= 6:
+            items = list(req.body.get("topics") or [])
+
+            def name_of(t: Body) -> str | None:
+                return t.get("name") or topic_name_for_id(t.get("topic_id") or _ZERO_UUID)
+
+            field = "topics"
+        else:
+            items = list(req.body.get("topic_names") or [])
+            name_of = lambda t: t  # noqa: E731
+            field = "topic_names"
+        # An unknown topic id has no name to check: the handler answers UNKNOWN_TOPIC_ID for it.
+        kept, refused = _split(items, lambda t: (n := name_of(t)) is None or authz.topic(p, n))
+        if not refused:
+            return handler(req)
+        _denied(req, "topic", topics=[name_of(t) for t in refused][:20])
+        denied = [
+            {
+                "name": name_of(t),
+                "topic_id": (t.get("topic_id") if isinstance(t, dict) else None) or _ZERO_UUID,
+                "error_code": _TOPIC,
+                "error_message": None,
+            }
+            for t in refused
+        ]
+        if not kept:
+            return {"throttle_time_ms": 0, "responses": denied}
+        _with(req, **{field: kept})
+        _after(req, lambda b: {**b, "responses": [*b.get("responses", []), *denied]})
+        return handler(req)
+
+    return wrap
+
+
+# --- installation --------------------------------------------------------------------------------
+def install(
+    dispatcher: Dispatcher, authz: Authorizer, topic_name_for_id: Callable[[uuid.UUID], str | None]
+) -> list[str]:
+    """Wrap the registered handlers of every API that names a group or a topic; returns their names."""
+    wrappers: dict[str, Wrapper] = {
+        "FindCoordinator": _find_coordinator,
+        "JoinGroup": _join,
+        "SyncGroup": _sync,
+        "Heartbeat": _heartbeat,
+        "LeaveGroup": _leave,
+        "DescribeGroups": _describe_groups,
+        "ListGroups": _list_groups,
+        "DeleteGroups": _delete_groups,
+        "OffsetCommit": _offset_commit,
+        "OffsetFetch": _offset_fetch,
+        "OffsetDelete": _offset_delete,
+        "Produce": _produce,
+        "Fetch": _fetch,
+        "ListOffsets": _list_offsets,
+        "Metadata": _metadata,
+        "CreateTopics": _create_topics,
+        "DeleteTopics": _delete_topics(topic_name_for_id),
+        "CreatePartitions": _create_partitions,
+    }
+    wrapped = []
+    for route in dispatcher.routes.values():
+        wrapper = wrappers.get(route.api.name)
+        if wrapper is None:
+            continue
+        inner = route.handler
+        route.handler = lambda req, inner=inner, wrapper=wrapper: wrapper(inner, authz, req)
+        wrapped.append(route.api.name)
+    return wrapped

@@ -1,0 +1,142 @@
+"""Listeners: where groupd accepts connections and what security each one demands.
+
+Kafka-style: ``--listeners "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093"``. The name of a
+listener is its security protocol (groupd has no ``listener.security.protocol.map``, so a protocol
+appears at most once). Without ``--listeners`` there is one PLAINTEXT listener on ``--host``/``--port``,
+exactly what groupd did before listeners existed.
+
+A broker answers Metadata and FindCoordinator with the endpoint *of the listener the request came in
+on*: a client that bootstrapped over SASL_SSL must be sent to the SASL_SSL port, never to PLAINTEXT.
+``Listener.port`` is the bound port (the real one when 0 was asked for), and connections carry their
+``Listener`` (``Connection.listener``), so handlers look the endpoint up per request.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+from .config import Config
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+
+
+@dataclass
+class Listener:
+    protocol: str
+    host: str
+    port: int
+    advertised_host: str
+
+    @property
+    def name(self) -> str:
+        return self.protocol
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def __str__(self) -> str:
+        return f"{self.protocol}://{self.host}:{self.port}"
+
+
+def parse_listeners(config: Config) -> list[Listener]:
+    """The configured listeners, in order; raises ValueError on a malformed list."""
+    advertised = config.advertised_host
+    if not config.listeners.strip():
+        return [Listener("PLAINTEXT", config.host, int(config.port), advertised or config.host)]
+    out: list[Listener] = []
+    for item in config.listeners.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        proto, sep, rest = item.partition("://")
+        proto = proto.strip().upper()
+        if not sep or proto not in PROTOCOLS:
+            raise ValueError(
+                f"listener {item!r}: expected PROTOCOL://host:port with PROTOCOL one of {', '.join(PROTOCOLS)}"
+            )
+        host, colon, port_s = rest.rpartition(":")
+        if not colon or not port_s.isdigit() or int(port_s) > 65535:
+            raise ValueError(f"listener {item!r}: expected host:port after {proto}://")
+        host = host.strip("[]") or config.host  # "PLAINTEXT://:9092" binds --host, as Kafka binds the default
+        if any(li.protocol == proto for li in out):
+            raise ValueError(f"listener {proto} is given twice")
+        out.append(Listener(proto, host, int(port_s), advertised or host))
+    if not out:
+        raise ValueError("--listeners is empty")
+    return out
+
+
+def server_ssl_context(config: Config) -> ssl.SSLContext:
+    """The TLS context every SSL/SASL_SSL listener shares (checked at start-up, not per connection)."""
+    if not config.ssl_certfile:
+        raise ValueError("an SSL or SASL_SSL listener needs --ssl-certfile (and --ssl-keyfile)")
+    mode = CLIENT_AUTH.get(config.ssl_client_auth.strip().lower())
+    if mode is None:
+        raise ValueError(f"--ssl-client-auth must be one of {', '.join(CLIENT_AUTH)}, not {config.ssl_client_auth!r}")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(config.ssl_certfile, config.ssl_keyfile or None)
+    if mode != ssl.CERT_NONE:
+        if not config.ssl_cafile:
+            raise ValueError("--ssl-client-auth requested/required needs --ssl-cafile to verify client certificates")
+        ctx.load_verify_locations(cafile=config.ssl_cafile)
+    elif config.ssl_cafile:
+        ctx.load_verify_locations(cafile=config.ssl_cafile)
+    ctx.verify_mode = mode
+    return ctx
+
+
+def certificate_cn(peercert: dict[str, Any] | None) -> str | None:
+    """The subject's common name of a verified peer certificate (``ssl.SSLObject.getpeercert()``)."""
+    if not peercert:
+        return None
+    for rdn in peercert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
+
+
+def endpoint(conn_listener: Listener | None, default: Listener) -> tuple[str, int]:
+    """The (host, port) a client on this connection's listener is told to connect to."""
+    li = conn_listener if isinstance(conn_listener, Listener) else default
+    return li.advertised_host, li.port
+
+
+def advertise_per_listener(dispatcher: Any, node_id: int, default: Listener) -> None:
+    """Make FindCoordinator name this node by the endpoint of the listener the request came in on.
+
+    The coordinator core knows one ``Node`` (the first listener); rewriting its answers here keeps
+    listeners out of the sans-IO core.
+    """
+    route = dispatcher.routes.get(10)  # FindCoordinator
+    if route is None:
+        return
+    inner = route.handler
+
+    def handler(req: Any) -> Any:
+        host, port = endpoint(req.conn.listener, default)
+
+        def fix(body: dict[str, Any]) -> dict[str, Any]:
+            if "coordinators" in body:
+                body["coordinators"] = [
+                    {**c, "host": host, "port": port} if c.get("node_id") == node_id else c
+                    for c in body["coordinators"]
+                ]
+            elif body.get("node_id") == node_id:
+                body = {**body, "host": host, "port": port}
+            return body
+
+        encode = req.encode_response
+        req.encode_response = lambda r, body: encode(r, fix(body))
+        return inner(req)
+
+    route.handler = handler
