@@ -116,6 +116,9 @@ class GroupdBroker:
         # daemon exited), so this wait never outlasts a daemon that died.
         if not self._listening.wait(self.startup_timeout) or not self.port:
             code = self.proc.poll()
+            if code is None and self._listening.is_set():  # its output ended: it is exiting
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = self.proc.wait(5)
             self.stop()
             why = f"exited with {code}" if code is not None else f"did not start within {self.startup_timeout:g}s"
             raise RuntimeError(f"groupd {why}; its log ({self.log_path}):\n{self.log_tail()}")
