@@ -165,3 +165,12 @@ def test_unknown_settings_are_refused(tmp_path: Path) -> None:
         GroupdBroker(tmp_path / "data", num_partition=3)
     with pytest.raises(ValueError, match="port"):
         GroupdBroker(tmp_path / "data", port=9092)
+
+
+def test_the_readme_example_runs(pytester: pytest.Pytester) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Testing with groupd: the pytest plugin", 1)[1].split("\n## ", 1)[0]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    pytester.makeini(INNER_INI)
+    pytester.makepyfile(test_readme=example)
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
