@@ -15,8 +15,9 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from groupd.coordinator.consumer_protocol import ConsumerProtocolError, decode_assignment
 from groupd.protocol._rt import DecodeError
@@ -38,6 +39,7 @@ _RETRIABLE = {
 }
 
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 
 
 def error_name(code: int) -> str:
@@ -279,7 +281,7 @@ class KafkaClient:
             raise KafkaClientError(f"broker {node_id} is not in the cluster metadata")
         return self.connection(*self._brokers[node_id])
 
-    def _retrying(self, what: str, attempt: Any) -> Any:
+    def _retrying(self, attempt: Callable[[], T]) -> T:
         """Call ``attempt()`` until it does not raise a retriable KafkaError or the timeout passes."""
         deadline = time.monotonic() + self.timeout
         delay = 0.05
@@ -327,7 +329,7 @@ class KafkaClient:
                 raise KafkaError("FindCoordinator", answer["error_code"], answer.get("error_message"))
             return self.connection(answer["host"], answer["port"])
 
-        return self._retrying("FindCoordinator", find)
+        return self._retrying(find)
 
     # --- groups -------------------------------------------------------------------------------
     def list_groups(self, states: list[str] | None = None) -> list[GroupListing]:
@@ -344,7 +346,7 @@ class KafkaClient:
                     raise KafkaError("ListGroups", resp["error_code"])
                 return v, resp
 
-            v, resp = self._retrying("ListGroups", ask)
+            v, resp = self._retrying(ask)
             for g in resp["groups"]:
                 state = g.get("group_state") if v >= 4 else None
                 found[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"], state)
@@ -369,7 +371,7 @@ class KafkaClient:
                 raise KafkaError("DescribeGroups", g["error_code"], g.get("error_message"))
             return coord, g
 
-        coord, g = self._retrying("DescribeGroups", ask)
+        coord, g = self._retrying(ask)
         if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND or g["group_state"] == "Dead":
             return None
         members = []
@@ -402,7 +404,7 @@ class KafkaClient:
             if code:
                 raise KafkaError("DeleteGroups", code)
 
-        self._retrying("DeleteGroups", ask)
+        self._retrying(ask)
 
     # --- offsets ------------------------------------------------------------------------------
     def committed_offsets(self, group: str) -> dict[TopicPartition, int]:
@@ -425,7 +427,7 @@ class KafkaClient:
             return topics
 
         out: dict[TopicPartition, int] = {}
-        for t in self._retrying("OffsetFetch", ask):
+        for t in self._retrying(ask):
             for p in t["partitions"]:
                 if p["error_code"]:
                     raise KafkaError("OffsetFetch", p["error_code"], f"{t['name']}-{p['partition_index']}")
@@ -487,4 +489,4 @@ class KafkaClient:
                     if p["error_code"]:
                         raise KafkaError("OffsetCommit", p["error_code"], f"{t['name']}-{p['partition_index']}")
 
-        self._retrying("OffsetCommit", ask)
+        self._retrying(ask)
