@@ -1,0 +1,168 @@
+"""ACLs on the wire, per API, as the principal User:bob (groups "bob-*", topics "orders*")."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from groupd.protocol.errors import ErrorCode
+
+from .conftest import PASSWORDS, RawClient, SecureDaemon
+
+pytestmark = pytest.mark.e2e
+
+G, T = ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+@pytest.fixture
+def bob(secure_daemon: SecureDaemon):  # type: ignore[no-untyped-def]
+    c = RawClient(secure_daemon.ports["SASL_PLAINTEXT"])
+    assert c.request("SaslHandshake", 1, {"mechanism": "PLAIN"})["error_code"] == 0
+    r = c.request("SaslAuthenticate", 2, {"auth_bytes": b"\0bob\0" + PASSWORDS["bob"].encode()})
+    assert r["error_code"] == 0
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def anonymous(secure_daemon: SecureDaemon):  # type: ignore[no-untyped-def]
+    c = RawClient(secure_daemon.ports["PLAINTEXT"])
+    # The topics the tests commit to (User:ANONYMOUS may auto-create anything).
+    md = c.request(
+        "Metadata", 9, {"topics": [{"name": "orders"}, {"name": "other"}], "allow_auto_topic_creation": True}
+    )
+    assert [t["error_code"] for t in md["topics"]] == [0, 0]
+    yield c
+    c.close()
+
+
+def _commit(c: RawClient, group: str, topics: list[str]) -> dict:  # type: ignore[type-arg]
+    return c.request(
+        "OffsetCommit",
+        8,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "topics": [
+                {"name": t, "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}
+                for t in topics
+            ],
+        },
+    )
+
+
+def test_single_group_apis_refuse_other_groups(bob: RawClient) -> None:
+    r = bob.request("Heartbeat", 4, {"group_id": "app-x", "generation_id": 1, "member_id": "m"})
+    assert r["error_code"] == G
+    r = bob.request(
+        "JoinGroup",
+        9,
+        {
+            "group_id": "app-x",
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+        },
+    )
+    assert (r["error_code"], r["generation_id"], r["member_id"]) == (G, -1, "")
+    r = bob.request("FindCoordinator", 4, {"key_type": 0, "coordinator_keys": ["bob-a", "app-x"]})
+    assert [(x["key"], x["error_code"]) for x in r["coordinators"]] == [("bob-a", 0), ("app-x", G)]
+
+
+def test_offset_commit_per_topic_and_group(bob: RawClient, anonymous: RawClient) -> None:
+    group = f"bob-{uuid.uuid4().hex[:6]}"
+    r = _commit(bob, group, ["orders", "secrets"])
+    got = {t["name"]: t["partitions"][0]["error_code"] for t in r["topics"]}
+    assert got == {"orders": 0, "secrets": T}
+    r = _commit(bob, "app-x", ["orders"])
+    assert r["topics"][0]["partitions"][0]["error_code"] == G
+    # The refused topic was neither committed nor auto-created.
+    md = anonymous.request("Metadata", 9, {"topics": [{"name": "secrets"}], "allow_auto_topic_creation": False})
+    assert md["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_per_group_responses_and_listing(bob: RawClient, anonymous: RawClient) -> None:
+    mine, theirs = f"bob-{uuid.uuid4().hex[:6]}", f"app-{uuid.uuid4().hex[:6]}"
+    assert _commit(bob, mine, ["orders"])["topics"][0]["partitions"][0]["error_code"] == 0
+    assert _commit(anonymous, theirs, ["orders", "other"])["topics"][0]["partitions"][0]["error_code"] == 0
+
+    r = bob.request("DescribeGroups", 5, {"groups": [theirs, mine], "include_authorized_operations": False})
+    assert [(g["group_id"], g["error_code"]) for g in r["groups"]] == [(theirs, G), (mine, 0)]
+
+    listed = {g["group_id"] for g in bob.request("ListGroups", 4, {"states_filter": []})["groups"]}
+    assert mine in listed and theirs not in listed
+    assert all(g.startswith("bob-") for g in listed)
+
+    r = bob.request(
+        "OffsetFetch",
+        8,
+        {"groups": [{"group_id": mine, "topics": None}, {"group_id": theirs, "topics": None}], "require_stable": False},
+    )
+    by_group = {g["group_id"]: g for g in r["groups"]}
+    assert by_group[theirs]["error_code"] == G and by_group[theirs]["topics"] == []
+    assert [t["name"] for t in by_group[mine]["topics"]] == ["orders"]
+
+    r = bob.request("OffsetFetch", 7, {"group_id": theirs, "topics": None, "require_stable": False})
+    assert r["error_code"] == G
+
+    r = bob.request("DeleteGroups", 2, {"groups_names": [theirs]})
+    assert r["results"] == [{"group_id": theirs, "error_code": G}]
+    # Still there for someone who may see it.
+    r = anonymous.request("DescribeGroups", 5, {"groups": [theirs], "include_authorized_operations": False})
+    assert r["groups"][0]["error_code"] == 0 and r["groups"][0]["group_state"] == "Empty"
+
+
+def test_topic_apis(bob: RawClient, anonymous: RawClient) -> None:
+    md = bob.request(
+        "Metadata", 9, {"topics": [{"name": "orders"}, {"name": "secrets"}], "allow_auto_topic_creation": True}
+    )
+    assert {t["name"]: t["error_code"] for t in md["topics"]} == {"orders": 0, "secrets": T}
+    everything = bob.request("Metadata", 9, {"topics": None, "allow_auto_topic_creation": False})
+    assert everything["topics"] and all(t["name"].startswith("orders") for t in everything["topics"])
+
+    r = bob.request(
+        "ListOffsets",
+        5,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {"name": n, "partitions": [{"partition_index": 0, "timestamp": -1}]} for n in ("orders", "secrets")
+            ],
+        },
+    )
+    assert {t["name"]: t["partitions"][0]["error_code"] for t in r["topics"]} == {"orders": 0, "secrets": T}
+
+    r = bob.request(
+        "Fetch",
+        11,
+        {
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {"topic": "secrets", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}]}
+            ],
+            "forgotten_topics_data": [],
+        },
+    )
+    assert [(t["topic"], t["partitions"][0]["error_code"]) for t in r["responses"]] == [("secrets", T)]
+
+    r = bob.request(
+        "CreateTopics",
+        5,
+        {
+            "topics": [
+                {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+                for n in ("orders-created", "secrets-created")
+            ],
+            "timeout_ms": 1000,
+            "validate_only": True,
+        },
+    )
+    assert {t["name"]: t["error_code"] for t in r["topics"]} == {"orders-created": 0, "secrets-created": T}
