@@ -266,3 +266,40 @@ def test_kafka_python_topic_authorization_failed(secure_daemon: SecureDaemon) ->
             p.send("secrets", b"nope").get(10)
     finally:
         p.close()
+
+
+def test_ssl_client_auth_required_refuses_clients_without_certificate(
+    tmp_path_factory: pytest.TempPathFactory, secure_daemon: SecureDaemon
+) -> None:
+    from tests.support.daemon import GroupdProcess
+
+    from .conftest import listener_ports
+
+    pki = secure_daemon.pki
+    d = tmp_path_factory.mktemp("groupd-mtls")
+    proc = GroupdProcess(
+        d / "data",
+        "--listeners",
+        "SSL://127.0.0.1:0",
+        "--ssl-certfile",
+        str(pki.server_cert),
+        "--ssl-keyfile",
+        str(pki.server_key),
+        "--ssl-cafile",
+        str(pki.ca),
+        "--ssl-client-auth",
+        "required",
+    ).start()
+    try:
+        port = listener_ports(proc)["SSL"]
+        base = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": str(pki.ca)}
+        errors: list[KafkaError] = []
+        p = Producer({**base, "error_cb": errors.append})
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not errors:
+            p.poll(0.2)
+        assert errors and errors[0].code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
+        with_cert = {**base, "ssl.certificate.location": str(pki.client_cert), "ssl.key.location": str(pki.client_key)}
+        ck_roundtrip(with_cert, "mtls-orders", "mtls-group")
+    finally:
+        proc.stop()
