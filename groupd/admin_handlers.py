@@ -98,7 +98,11 @@ class AdminHandlers:
                     out.append({"error_code": e.code, "name": name, "is_internal": False, "partitions": []})
                     continue
                 if allow_auto and self.config.auto_create_topics:
-                    t = self._create(name or "", self.config.num_partitions, {})
+                    try:
+                        t = self._create(name or "", self.config.num_partitions, {})
+                    except TopicError as e:  # the broker's partition limit
+                        out.append({"error_code": e.code, "name": name, "is_internal": False, "partitions": []})
+                        continue
                     out.append(self._topic_entry(t, include_ops))
                 else:
                     out.append(

@@ -42,7 +42,11 @@ class Broker:
             max_request_bytes=config.max_request_bytes,
             max_connections=config.max_connections,
             idle_timeout_ms=config.connections_max_idle_ms,
+            max_inflight=config.max_inflight_requests,
+            max_inflight_bytes=config.max_inflight_bytes,
+            max_write_buffer_bytes=config.max_write_buffer_bytes,
         )
+        self.topics.max_partitions = config.max_partitions
         # Security: listeners, TLS, SASL and ACLs are all checked here, before anything starts.
         self.listeners: list[Listener] = parse_listeners(config)
         self.ssl_context = server_ssl_context(config) if any(li.tls for li in self.listeners) else None
@@ -173,7 +177,23 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     await broker.stop()
 
 
+def _raise_fd_limit() -> None:
+    """Every connection and every partition (3 files) is a file descriptor; the usual soft limit of
+    1024 would refuse connections long before --max-connections or --max-partitions do."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            log.debug("fd_limit_raised", soft=soft, now=target)
+    except (ImportError, ValueError, OSError):
+        pass  # not fatal: the limits still answer errors, just sooner
+
+
 def run(config: Config) -> int:
+    _raise_fd_limit()
     try:
         import uvloop
 

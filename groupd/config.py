@@ -33,6 +33,20 @@ class Config:
         default=0, metadata={"help": "refuse connections beyond this (0 = no limit)"}
     )
     connections_max_idle_ms: int = dataclasses.field(default=600_000, metadata={"help": "close idle connections"})
+    max_inflight_requests: int = dataclasses.field(
+        default=1024, metadata={"help": "unanswered requests per connection before reading from it pauses"}
+    )
+    max_inflight_bytes: int = dataclasses.field(
+        default=16 * 1024 * 1024,
+        metadata={"help": "bytes of unanswered requests per connection before reading from it pauses"},
+    )
+    max_write_buffer_bytes: int = dataclasses.field(
+        default=4 * 1024 * 1024,
+        metadata={"help": "unsent response bytes per connection before reading from it pauses (until a quarter)"},
+    )
+    max_partitions: int = dataclasses.field(
+        default=4096, metadata={"help": "partitions on this broker, __consumer_offsets included (0 = no limit)"}
+    )
     auto_create_topics: bool = dataclasses.field(
         default=True, metadata={"help": "create unknown topics on Metadata requests that allow it"}
     )

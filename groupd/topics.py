@@ -118,6 +118,10 @@ class TopicRegistry:
         self.topics: dict[str, Topic] = {}
         self.offsets_partitions = offsets_partitions
         self.cluster_id = ""
+        # Every partition is a log with open files (3 fds) created eagerly and synchronously: without
+        # a cap one CreateTopics with num_partitions=2**31-1, or Metadata auto-creating topic after
+        # topic, stalls the event loop and runs the process out of fds (0 = no cap).
+        self.max_partitions = 0
 
     def load(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -158,6 +162,17 @@ class TopicRegistry:
                 return t
         return None
 
+    def _check_room(self, extra: int) -> None:
+        if self.max_partitions <= 0 or extra <= 0:
+            return
+        total = sum(t.partitions for t in self.topics.values())
+        if total + extra > self.max_partitions:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"{extra} more partition(s) would exceed this broker's limit of {self.max_partitions} "
+                f"partitions ({total} exist; see --max-partitions).",
+            )
+
     def partition_count(self, name: str) -> int | None:
         t = self.topics.get(name)
         return t.partitions if t else None
@@ -184,6 +199,7 @@ class TopicRegistry:
                 f"Unable to replicate the partition {replication} time(s): The target replication factor of "
                 f"{replication} cannot be reached because only 1 broker(s) are registered.",
             )
+        self._check_room(partitions)
         for k, v in configs.items():
             if k not in KNOWN_CONFIGS:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {k}")
@@ -194,6 +210,7 @@ class TopicRegistry:
     default_partitions = 1
 
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+        self._check_room(partitions)
         t = Topic(name, _new_topic_id(), partitions, dict(configs or {}))
         self.topics[name] = t
         self._save()
@@ -224,6 +241,7 @@ class TopicRegistry:
             )
         if count == t.partitions:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {t.partitions} partition(s).")
+        self._check_room(count - t.partitions)
         if not validate_only:
             t.partitions = count
             self._save()

@@ -7,6 +7,11 @@ connection's queue; handlers fill slots in any order (a JoinGroup may wait secon
 and the connection writes the contiguous run of filled slots at the head of the queue, in one
 ``transport.write``, once per event-loop iteration. That is Kafka's guarantee: responses on one
 connection come back in request order, while other connections go on.
+
+Nothing a client sends or fails to read grows memory without bound: reading from a connection
+pauses (``pause_reading``) while it has ``max_inflight`` unanswered requests, or
+``max_inflight_bytes`` of them, or while the transport holds more than ``max_write_buffer_bytes`` of
+unsent responses (``pause_writing``); a frame larger than ``max_request_bytes`` closes it.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class Request:
         "encode_response",
         "payload",
         "received_ns",
+        "size",
     )
 
     def __init__(
@@ -62,6 +68,7 @@ class Request:
         self.encode_response = encode_response
         self.payload: bytes | None = None
         self.received_ns = received_ns
+        self.size = 0  # request frame bytes, counted against the connection's in-flight bytes
 
     @property
     def client_host(self) -> str:
@@ -108,7 +115,14 @@ class Connection(asyncio.Protocol):
         self._buf = bytearray()
         self._pending: deque[Request] = deque()
         self._flush_scheduled = False
+        # Reading pauses (backpressure) while any bound is reached: unanswered requests, their
+        # bytes, or unsent response bytes in the transport (pause_writing). Each bound resumes
+        # with hysteresis, at half (the transport's low-water mark for writes).
         self._paused = False
+        self._write_paused = False
+        self._inflight_bytes = 0
+        self._frame_size = 0
+        self._resume_scheduled = False
         self.closed = False
         self.last_active = 0.0
         # Set by the application: the listener this connection came in on (``start(listener=...)``)
@@ -126,6 +140,10 @@ class Connection(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.last_active = self.server.loop.time()
+        high = self.server.max_write_buffer_bytes
+        if high > 0:
+            with contextlib.suppress(AttributeError, NotImplementedError, ValueError):
+                transport.set_write_buffer_limits(high=high, low=high // 4)  # type: ignore[attr-defined]
         self.server.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -137,13 +155,18 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.last_active = self.server.loop.time()
+        self._buf += data
+        self._process()
+
+    def _process(self) -> None:
+        """Dispatch the complete frames in the buffer, stopping as soon as a bound pauses reading:
+        what stays in the buffer is one read's worth at most, dispatched when reading resumes."""
         buf = self._buf
-        buf += data
         pos = 0
         end = len(buf)
         max_bytes = self.server.max_request_bytes
         dispatch = self.server.dispatch
-        while end - pos >= 4:
+        while end - pos >= 4 and not self._paused:
             size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
             if size < 8 or size > max_bytes:
                 self.close("frame size out of bounds", frame_size=size, max_request_bytes=max_bytes)
@@ -152,20 +175,68 @@ class Connection(asyncio.Protocol):
                 break
             frame = bytes(buf[pos + 4 : pos + 4 + size])
             pos += 4 + size
+            self._frame_size = size
             dispatch(self, frame)
             if self.closed:
                 return
+            self._check_bounds()
         if pos:
             del buf[:pos]
-        if len(self._pending) >= self.server.max_inflight and not self._paused and self.transport:
+
+    def _over_bounds(self) -> bool:
+        srv = self.server
+        return (
+            len(self._pending) >= srv.max_inflight
+            or (srv.max_inflight_bytes > 0 and self._inflight_bytes >= srv.max_inflight_bytes)
+            or self._write_paused
+        )
+
+    def _under_resume_marks(self) -> bool:
+        srv = self.server
+        return (
+            len(self._pending) < max(1, srv.max_inflight // 2)
+            and (srv.max_inflight_bytes <= 0 or self._inflight_bytes < srv.max_inflight_bytes // 2)
+            and not self._write_paused
+        )
+
+    def _check_bounds(self) -> None:
+        if self._paused:
+            if self._under_resume_marks():
+                self._paused = False
+                if self.transport is not None and not self.closed:
+                    self.transport.resume_reading()
+                if self._buf and not self._resume_scheduled:
+                    # Frames that arrived before the pause; not from inside _flush/pause callbacks.
+                    self._resume_scheduled = True
+                    self.server.loop.call_soon(self._resume_buffered)
+        elif self._over_bounds():
             self._paused = True
-            self.transport.pause_reading()
+            if self.transport is not None and not self.closed:
+                self.transport.pause_reading()
+
+    def _resume_buffered(self) -> None:
+        self._resume_scheduled = False
+        if not self.closed and not self._paused:
+            self._process()
+
+    # Called by the transport when its buffer of unsent bytes passes the high-water mark and when
+    # it drains below the low-water mark: a client that does not read its responses stops being read.
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._check_bounds()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._check_bounds()
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
 
     # --- slots ------------------------------------------------------------------------------------
     def enqueue(self, req: Request) -> None:
+        req.size = self._frame_size
+        self._frame_size = 0  # a request enqueued outside data_received holds no frame bytes
+        self._inflight_bytes += req.size
         self._pending.append(req)
 
     def ready(self) -> None:
@@ -180,14 +251,13 @@ class Connection(asyncio.Protocol):
         pending = self._pending
         out: list[bytes] = []
         while pending and pending[0].payload is not None:
-            p = pending.popleft().payload
-            if p:
-                out.append(p)
+            req = pending.popleft()
+            self._inflight_bytes -= req.size
+            if req.payload:
+                out.append(req.payload)
         if out:
             self.transport.write(b"".join(out) if len(out) > 1 else out[0])
-        if self._paused and len(pending) < self.server.max_inflight // 2:
-            self._paused = False
-            self.transport.resume_reading()
+        self._check_bounds()
 
     def close(self, reason: str, **fields: Any) -> None:
         if self.closed:
@@ -229,10 +299,14 @@ class Server:
         max_inflight: int = 1024,
         max_connections: int = 0,
         idle_timeout_ms: int = 600_000,
+        max_inflight_bytes: int = 16 * 1024 * 1024,
+        max_write_buffer_bytes: int = 4 * 1024 * 1024,
     ) -> None:
         self.dispatch = dispatch
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
+        self.max_inflight_bytes = max_inflight_bytes
+        self.max_write_buffer_bytes = max_write_buffer_bytes
         self.max_connections = max_connections
         self.idle_timeout_ms = idle_timeout_ms
         self.connections: set[Connection] = set()
