@@ -8,6 +8,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -25,6 +26,9 @@ from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
 from .listeners import Listener, advertise_per_listener, endpoint, parse_listeners, server_ssl_context
 from .topics import OFFSETS_TOPIC, TopicRegistry
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
 
 log = structlog.get_logger("groupd")
 
@@ -75,6 +79,20 @@ class Broker:
         self.data = DataPlane(config, self.topics, self.logs, self.appender)
         self.data.register_topic_callbacks(self.admin)
         self._register()
+        # Prometheus metrics: hooked into the parts above only when asked for (prometheus_client
+        # is not even imported otherwise), so a daemon without them pays nothing.
+        self.metrics: Metrics | None = None
+        if config.metrics_port:
+            from .metrics import Metrics
+
+            self.metrics = Metrics()
+            self.metrics.bind(
+                dispatcher=self.dispatcher,
+                server=self.server,
+                core=self.core,
+                shell=self.groups,
+                appender=self.appender,
+            )
 
     def _ownership(self) -> PartitionOwnership:
         # The core's node is the first listener's endpoint; FindCoordinator answers are rewritten
@@ -133,6 +151,8 @@ class Broker:
         # Groups answer COORDINATOR_LOAD_IN_PROGRESS until their partition is replayed; the server
         # listens straight away, as a Kafka broker does while it loads __consumer_offsets.
         self.groups.begin_load(partitions)
+        if self.metrics is not None:  # before the listeners, so the whole replay can be watched
+            await self.metrics.start(self.config.metrics_listen_host, self.config.metrics_port)
         for li in self.listeners:
             _host, li.port = await self.server.start(
                 li.host, li.port, ssl=self.ssl_context if li.tls else None, listener=li
@@ -155,6 +175,8 @@ class Broker:
         )
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.close()
         await self.server.close()
         await self.data.close()
         await self.groups.drain()

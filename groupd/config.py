@@ -97,9 +97,20 @@ class Config:
         default_factory=dict, metadata={"table": True, "help": "principal -> allowed group and topic prefixes"}
     )
 
+    metrics_port: int = dataclasses.field(
+        default=0, metadata={"help": "serve Prometheus metrics over HTTP on this port (0 = off)"}
+    )
+    metrics_host: str = dataclasses.field(
+        default="", metadata={"help": "address the metrics endpoint listens on (default: --host)"}
+    )
+
     @property
     def advertised(self) -> str:
         return self.advertised_host or self.host
+
+    @property
+    def metrics_listen_host(self) -> str:
+        return self.metrics_host or self.host
 
 
 def _parse_bool(s: str) -> bool:

@@ -4,8 +4,28 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
+
+
+def add_request_context(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Events logged while a request is handled carry its ``client_id`` and ``peer``.
+
+    Read from the dispatcher's ``current_request`` only here, when a line is actually emitted, so
+    requests that log nothing (nearly all of them) pay for none of it. Fields the event sets
+    itself win."""
+    # Imported here, not at the top: the CLI imports this module, and `groupd --version` should not
+    # pay for loading the protocol codec.
+    from groupd.protocol.dispatch import current_request
+
+    req = current_request.get()
+    if req is not None:
+        event.setdefault("client_id", req.client_id)
+        conn = req.conn
+        event.setdefault("peer", f"{conn.peer_host}:{conn.peer_port}")
+    return event
 
 
 def configure(fmt: str = "console", level: str = "info") -> None:
@@ -22,6 +42,7 @@ def configure(fmt: str = "console", level: str = "info") -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_request_context,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

@@ -12,6 +12,7 @@ resolves to it, or returns None and calls ``req.respond`` later itself (long-pol
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import struct
 import time
@@ -35,6 +36,12 @@ Handler = Callable[[Request], Any]
 _FIXED_HEADER = struct.Struct(">hhi")
 _SIZE_CORR = struct.Struct(">ii")
 _API_VERSIONS_KEY = 18
+
+# The request whose handler is running, for log events emitted meanwhile (groupd.logs adds its
+# client_id and peer) and in the tasks it starts, which copy the context. One ContextVar.set per
+# request costs ~0.2 us; binding the fields as structlog contextvars would cost ~3 us on a ~10 us
+# heartbeat, for lines that are almost never logged.
+current_request: contextvars.ContextVar[Request | None] = contextvars.ContextVar("groupd_request", default=None)
 # What a SASL listener accepts before authentication (Kafka's SaslServerAuthenticator): anything
 # else closes the connection.
 _PRE_AUTH_API_KEYS = frozenset({_API_VERSIONS_KEY, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
@@ -126,11 +133,18 @@ class Dispatcher:
             time.perf_counter_ns(),
         )
         conn.enqueue(req)
+        token = current_request.set(req)
+        try:
+            self._handle(route, req)
+        finally:
+            current_request.reset(token)
+
+    def _handle(self, route: Route, req: Request) -> None:
         try:
             result = route.handler(req)
         except Exception:
-            log.exception("handler_failed", api=route.api.name, api_version=version, conn=conn.id)
-            conn.close("internal error while handling request", api=route.api.name)
+            log.exception("handler_failed", api=route.api.name, api_version=req.api_version, conn=req.conn.id)
+            req.conn.close("internal error while handling request", api=route.api.name)
             return
         if result is None:
             return
