@@ -392,3 +392,34 @@ def test_readme_documents_every_groupd_metric() -> None:
     section = readme[readme.index("## Metrics and logs") : readme.index("**Logs.**")]
     documented = set(re.findall(r"`(groupd_[a-z_]+)`", section))
     assert exported == documented
+
+
+async def test_coordinator_deadlines_fire_outside_the_request_that_armed_them() -> None:
+    # The shell arms its timer while handling a request; without a context of its own the timer
+    # would run in that request's context, and an expiry would be logged with that client's id.
+    from groupd.coordinator import Result
+    from groupd.protocol.dispatch import current_request
+
+    seen: list[object] = []
+    fired = asyncio.get_running_loop().create_future()
+
+    class StubCore:
+        deadline: int | None = 0
+
+        def next_deadline(self) -> int | None:
+            return self.deadline
+
+        def tick(self, now_ms: int) -> Result:
+            seen.append(current_request.get())
+            self.deadline = None
+            fired.set_result(None)
+            return Result()
+
+    shell = GroupShell(StubCore(), lambda p: None, None, clock=lambda: 0)  # type: ignore[arg-type,return-value]
+    token = current_request.set("a request")  # type: ignore[arg-type]
+    try:
+        shell.apply(Result())  # arms the timer, as the handler of a request does
+    finally:
+        current_request.reset(token)
+    await asyncio.wait_for(fired, 5)
+    assert seen == [None]
