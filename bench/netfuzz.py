@@ -113,7 +113,7 @@ class FrameSource:
         if kind == "zero":
             return kind, b"\x00\x00\x00\x00"
         if kind == "negative":
-            return kind, struct.pack(">i", rng.choice((-1, -2**31, -12345)))
+            return kind, struct.pack(">i", rng.choice((-1, -(2**31), -12345)))
         return kind, rng.randbytes(rng.randint(1, 256))
 
 
@@ -139,7 +139,9 @@ async def api_versions(host: str, port: int, timeout: float = 10.0) -> dict[int,
         writer.close()
 
 
-async def _worker(host: str, port: int, source: FrameSource, budget: list[int], stats: Stats, rng: random.Random) -> None:
+async def _worker(
+    host: str, port: int, source: FrameSource, budget: list[int], stats: Stats, rng: random.Random
+) -> None:
     while budget[0] > 0:
         try:
             reader, writer = await asyncio.open_connection(host, port)

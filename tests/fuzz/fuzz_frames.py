@@ -24,7 +24,6 @@ def main(argv: list[str]) -> None:
 
     with atheris.instrument_imports(include=["groupd"]):
         from groupd import app  # noqa: F401  (instrument the daemon's own modules)
-
         from tests.fuzz import harness
 
     target = harness.FuzzTarget()

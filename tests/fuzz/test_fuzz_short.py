@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from tests.fuzz.harness import ROUTED_KEYS, FuzzCrash, FuzzTarget, mutate, seed_corpus
+from tests.fuzz.harness import ROUTED_KEYS, FuzzCrash, FuzzTarget, decode_input, mutate, seed_corpus
 
 MUTATIONS = 25_000
 
@@ -33,8 +33,6 @@ def test_seeds_reach_the_handlers(target: FuzzTarget) -> None:
     answered = 0
     seeds = [s for s in seed_corpus(ROUTED_KEYS) if s[0] == 1]
     for data in seeds:
-        from tests.fuzz.harness import decode_input
-
         stream, chunks = decode_input(data, ROUTED_KEYS)
         conn = target.feed(stream, chunks)
         answered += bool(conn.transport.written)  # type: ignore[union-attr]

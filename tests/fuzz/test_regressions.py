@@ -47,7 +47,9 @@ def test_create_partitions_to_int32_max_is_refused(target: FuzzTarget) -> None:
     api = API_BY_NAME["CreateTopics"]
     ok = api.request.codec(5).encode({"topics": [{"name": "cp", "num_partitions": 1, "replication_factor": 1}]})
     cp = API_BY_NAME["CreatePartitions"]
-    grow = cp.request.codec(1).encode({"topics": [{"name": "cp", "count": 2**31 - 1, "assignments": None}], "timeout_ms": 1000})
+    grow = cp.request.codec(1).encode(
+        {"topics": [{"name": "cp", "count": 2**31 - 1, "assignments": None}], "timeout_ms": 1000}
+    )
     _responses(target, b"\x00" + frame(api.key, 5, ok))
     [resp] = _responses(target, b"\x00" + frame(cp.key, 1, grow))
     [result] = cp.response.codec(1).decode(resp, 4)["results"]

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from groupd.protocol.messages import API_BY_NAME
 
 from bench.netfuzz import request, rss_kb
-from groupd.protocol.messages import API_BY_NAME
 from tests.support.daemon import GroupdProcess
 
 pytestmark = pytest.mark.e2e
