@@ -35,6 +35,7 @@ later inputs slower and slower.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import random
 import shutil
 import struct
@@ -218,6 +219,8 @@ class FuzzTarget:
         self.errors: list[str] = []
         _capture_errors(self.errors)
         self.base_dir = Path(tempfile.mkdtemp(prefix="groupd-fuzz-", dir=base_dir or _fast_tmp()))
+        # libFuzzer ends the process with exit() rather than returning: clean up the tmpfs then too.
+        atexit.register(shutil.rmtree, self.base_dir, True)
         self.reset_every = reset_every
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
