@@ -7,6 +7,8 @@ API and version, in each input mode) is written to a temporary one first. libFuz
 usual (``-max_total_time``, ``-timeout``, ``-rss_limit_mb``, ``-print_final_stats=1``). A crash is a
 ``FuzzCrash`` raised by the harness (see ``harness.py``); libFuzzer writes the input to
 ``crash-<sha1>``; replay it with ``python -m tests.fuzz.fuzz_frames crash-<sha1>``.
+libFuzzer ends the process without running ``atexit`` handlers, so the broker's last data directory
+(``/dev/shm/groupd-fuzz-*``) outlives a campaign: remove it afterwards.
 
 atheris is not a dependency of ``make test``: the short deterministic run in ``test_fuzz_short.py``
 uses the same harness with seeded byte mutations.

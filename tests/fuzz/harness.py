@@ -219,7 +219,7 @@ class FuzzTarget:
         self.errors: list[str] = []
         _capture_errors(self.errors)
         self.base_dir = Path(tempfile.mkdtemp(prefix="groupd-fuzz-", dir=base_dir or _fast_tmp()))
-        # libFuzzer ends the process with exit() rather than returning: clean up the tmpfs then too.
+        # For processes that end without close() (not libFuzzer's, which skips atexit handlers).
         atexit.register(shutil.rmtree, self.base_dir, True)
         self.reset_every = reset_every
         self.loop = asyncio.new_event_loop()
