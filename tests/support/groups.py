@@ -37,8 +37,17 @@ def admin_for(bootstrap: str) -> Any:
     from confluent_kafka.admin import AdminClient
 
     if bootstrap not in _ADMINS:
-        _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
+        # Short reconnect backoff: tests restart daemons on the same port and expect prompt answers.
+        _ADMINS[bootstrap] = AdminClient(
+            {"bootstrap.servers": bootstrap, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500}
+        )
     return _ADMINS[bootstrap]
+
+
+def forget_admin(bootstrap: str) -> None:
+    """Drop the cached admin client: after several broker kills on one port, a long-lived librdkafka
+    AdminClient can stop answering (a fresh one gets its answer in milliseconds)."""
+    _ADMINS.pop(bootstrap, None)
 
 
 def describe(bootstrap: str, group: str) -> GroupView:
