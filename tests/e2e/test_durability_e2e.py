@@ -181,7 +181,6 @@ def test_clean_restart_keeps_groups_and_offsets_identical(tmp_path: Path) -> Non
 def test_torn_tail_is_truncated_and_earlier_commits_survive(tmp_path: Path) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import NewTopic
-
     from groupd.coordinator import partition_for
 
     rng = random.Random(11)
@@ -209,8 +208,10 @@ def test_torn_tail_is_truncated_and_earlier_commits_survive(tmp_path: Path) -> N
         committed = _committed(d.bootstrap, group)[("t", 0)]
         # Only the damaged tail is lost: each commit is a few dozen bytes, so a few at most.
         assert 30 <= committed <= 40, committed
-        assert d.events("storage.truncated") or any(
-            "truncat" in str(e.get("event", "")) for e in d.events("log_truncated")
-        ) or "truncat" in d.log_tail(200)
+        assert (
+            d.events("storage.truncated")
+            or any("truncat" in str(e.get("event", "")) for e in d.events("log_truncated"))
+            or "truncat" in d.log_tail(200)
+        )
     finally:
         d.stop()
