@@ -204,6 +204,7 @@ class _Fd:
     __slots__ = ("fd",)
 
     def __init__(self, path: Path, flags: int) -> None:
+        self.fd = -1  # if the open fails (ENOENT, EMFILE), __del__ finds a closed object, not no fd
         self.fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
 
     def close(self) -> None:
