@@ -92,6 +92,7 @@ class Broker:
                 core=self.core,
                 shell=self.groups,
                 appender=self.appender,
+                data=self.data,
             )
 
     def _ownership(self) -> PartitionOwnership:

@@ -49,9 +49,11 @@ partial batch; clients accept both), and a response never exceeds Kafka's broker
 an error and ``max_wait_ms`` > 0, the fetch is parked: it registers with each partition it reads,
 each append adds its size to the parked fetch's count (capped per partition at
 ``partition_max_bytes``), and the fetch is read again and answered once ``min_bytes`` is reached
-or its single ``call_later`` timer fires. Nothing polls. Appends that do not go through the data
-plane (the coordinator's own writes to ``__consumer_offsets``) do not wake fetches; a fetch of
-that topic waits out ``max_wait_ms``. Fetch sessions are not kept: every answer has session id 0,
+or its single ``call_later`` timer fires. Nothing polls. A parked fetch holds its request's
+in-flight slot, so the server's ``max_inflight`` bounds them per connection, and it is dropped as
+soon as its connection closes (a close callback), not when its timer fires. Appends that do not
+go through the data plane (the coordinator's own writes to ``__consumer_offsets``) do not wake
+fetches; a fetch of that topic waits out ``max_wait_ms``. Fetch sessions are not kept: every answer has session id 0,
 which clients take as "no session, send full fetches".
 
 Topics. Creating a topic or adding partitions creates the partition logs, deleting a topic deletes
@@ -480,6 +482,8 @@ class DataPlane:
         self._producers: dict[tuple[str, int], PartitionProducers] = {}
         self._loading: dict[tuple[str, int], _Load] = {}
         self._waiters: dict[tuple[str, int], set[_ParkedFetch]] = {}
+        # The same parked fetches by connection, dropped when it closes (``_connection_closed``).
+        self._parked: dict[Any, set[_ParkedFetch]] = {}
         self._maintenance: asyncio.Task[None] | None = None
 
     # --- wiring -----------------------------------------------------------------------------------
@@ -956,9 +960,25 @@ class DataPlane:
         w = _ParkedFetch(req, body["min_bytes"], total, caps)
         for key in w.keys:
             self._waiters.setdefault(key, set()).add(w)
+        self._parked.setdefault(req.conn, set()).add(w)
         loop = asyncio.get_running_loop()
         w.timer = loop.call_later(body["max_wait_ms"] / 1000, self._complete, w)
+        # A closed connection's fetches go at once, not after max_wait_ms (up to 24 days): a client
+        # that parks fetches and reconnects must not pile them up. Its parked fetches are bounded
+        # while it is open by the server's max in-flight requests (they hold their slots).
+        add_close_callback = getattr(req.conn, "add_close_callback", None)
+        if add_close_callback is not None:  # test doubles may not have it
+            add_close_callback(self._connection_closed)
         return None
+
+    @property
+    def parked_fetches(self) -> int:
+        """Fetches waiting for min_bytes or max_wait_ms (the ``groupd_fetch_parked`` gauge)."""
+        return sum(map(len, self._parked.values()))
+
+    def _connection_closed(self, conn: Any) -> None:
+        for w in list(self._parked.pop(conn, ())):
+            self._complete(w)
 
     def _notify(self, key: tuple[str, int], size: int) -> None:
         waiters = self._waiters.get(key)
@@ -984,6 +1004,11 @@ class DataPlane:
                 ws.discard(w)
                 if not ws:
                     del self._waiters[key]
+        ws = self._parked.get(w.req.conn)
+        if ws is not None:
+            ws.discard(w)
+            if not ws:
+                del self._parked[w.req.conn]
         if w.req.conn.closed:
             return
         try:

@@ -7,8 +7,9 @@ Where each figure comes from, and why it is collected that way:
   ``Histogram.observe()`` take 2-3 us per call (a lock per value, a Python loop over the buckets),
   so the per-request work here is a dict lookup and three in-place additions on plain objects
   (``RequestStats``), turned into Prometheus families only when scraped.
-- **Groups by state, members, pending appends, start-up replay** are read from the coordinator core
-  and the shell at scrape time (``_StateCollector``): nothing at all on the request path.
+- **Groups by state, members, pending appends, start-up replay, parked fetches** are read from the
+  coordinator core, the shell and the data plane at scrape time (``_StateCollector``): nothing at
+  all on the request path.
 - **Rebalances and expiries** come through the core's ``CoordinatorListener`` hooks, and **disk
   writes and fsyncs** through the appender's ``AppendObserver``; those are rare enough for ordinary
   prometheus-client counters and histograms (which are thread-safe: the appender reports from its
@@ -51,6 +52,7 @@ from groupd.protocol.messages import API_BY_KEY
 from groupd.protocol.server import Request, Server
 from groupd.storage import Appender, PartitionLog
 
+from .data_plane import DataPlane
 from .group_shell import GroupShell
 
 log = structlog.get_logger("groupd.metrics")
@@ -196,6 +198,11 @@ class _StateCollector(Collector):
                 "Coordinator records waiting to be written to __consumer_offsets",
                 value=core.pending_appends,
             )
+        yield GaugeMetricFamily(
+            "groupd_fetch_parked",
+            "Fetch requests waiting for min_bytes or max_wait_ms (dropped when their connection closes)",
+            value=m.data.parked_fetches if m.data is not None else 0,
+        )
         if shell is not None:
             p = shell.load_progress
             yield CounterMetricFamily(
@@ -236,6 +243,7 @@ class Metrics(CoordinatorListener):
         self.requests = RequestStats()
         self.core: GroupCoordinator | None = None
         self.shell: GroupShell | None = None
+        self.data: DataPlane | None = None
         self._http: asyncio.base_events.Server | None = None
 
         self.connections = Gauge("groupd_connections", "Open client connections", registry=r)
@@ -309,6 +317,7 @@ class Metrics(CoordinatorListener):
         core: GroupCoordinator | None = None,
         shell: GroupShell | None = None,
         appender: Appender | None = None,
+        data: DataPlane | None = None,
     ) -> None:
         if dispatcher is not None:
             dispatcher.observers.append(self.requests.observe)
@@ -329,6 +338,8 @@ class Metrics(CoordinatorListener):
             self.shell = shell
         if appender is not None:
             appender.observer = self
+        if data is not None:
+            self.data = data
 
     # --- CoordinatorListener ----------------------------------------------------------------------
     def rebalance_started(self, group_id: str, generation: int, members: int, reason: str) -> None:

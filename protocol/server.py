@@ -129,6 +129,9 @@ class Connection(asyncio.Protocol):
         # and its security session (principal, SASL state; see ``Dispatcher.open_session``).
         self.listener: Any = None
         self.session: Any = None
+        # Called once with this connection when it closes (``add_close_callback``): state parked
+        # for its requests (a long-polling Fetch) is dropped then, not when its timer fires.
+        self._close_callbacks: dict[Callable[[Connection], None], None] = {}
 
     # --- asyncio.Protocol -------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -149,6 +152,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._pending.clear()
+        self._run_close_callbacks()
         self.server.connection_closed(self)
 
     def data_received(self, data: bytes) -> None:
@@ -269,6 +273,23 @@ class Connection(asyncio.Protocol):
         self._pending.clear()
         if self.transport is not None:
             self.transport.abort()
+        self._run_close_callbacks()
+
+    def add_close_callback(self, callback: Callable[[Connection], None]) -> None:
+        """Call ``callback(self)`` once, when this connection closes (at once if it has). Adding the
+        same callback again is a no-op, so a handler may add its bound method on every request."""
+        if self.closed:
+            callback(self)
+        else:
+            self._close_callbacks[callback] = None
+
+    def _run_close_callbacks(self) -> None:
+        callbacks, self._close_callbacks = self._close_callbacks, {}
+        for callback in callbacks:
+            try:
+                callback(self)
+            except Exception:
+                log.exception("close_callback_failed", conn=self.id)
 
     def close_after_write(self, reason: str, **fields: Any) -> None:
         """Close once the responses answered so far are written (Kafka sends a failed SASL exchange
@@ -284,6 +305,7 @@ class Connection(asyncio.Protocol):
             self.closed = True
             if self.transport is not None:
                 self.transport.close()  # unlike abort(), close() sends what is buffered first
+            self._run_close_callbacks()
 
         self.server.loop.call_soon(later)
 
