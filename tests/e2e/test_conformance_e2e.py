@@ -417,6 +417,17 @@ def test_daemon_restart_mid_consumption_resumes_from_committed_offsets(
         assert len(processed_before) < 6000, "consumption finished before the restart"
         d.start(port=d.port)
         forget_admin(d.bootstrap)
+        t_up = time.monotonic()
+        # The group comes back from the log as it was (Stable, same members), as in Kafka.
+        wait_balanced(d.bootstrap, group, topic, 2, partitions, timeout=30)
+        _wait(lambda: rec.count() > len(processed_before), 30, lambda: "nothing processed after the restart")
+        resumed_after = time.monotonic() - t_up
+        # A member that joins now moves partitions: their new owner starts at the committed offsets
+        # the restarted daemon read back from its log.
+        newcomer = ThreadWorker(kind, d.bootstrap, group, topic, "newcomer", rec, max_records=100, batch_sleep=0.05)
+        workers.append(newcomer)
+        newcomer.start()
+        wait_balanced(d.bootstrap, group, topic, 3, partitions, timeout=30)
 
         more = _produce(d.bootstrap, topic, 6000, 1200)
         sent = _merge(sent, more)
@@ -431,7 +442,7 @@ def test_daemon_restart_mid_consumption_resumes_from_committed_offsets(
             return last
 
         _wait(lambda: committed() == end, 30, lambda: f"committed {committed()}, log end {end}")
-        wait_balanced(d.bootstrap, group, topic, 2, partitions, timeout=30)
+        wait_balanced(d.bootstrap, group, topic, 3, partitions, timeout=30)
         _close_all(workers)
         forget_admin(d.bootstrap)
     finally:
@@ -455,7 +466,21 @@ def test_daemon_restart_mid_consumption_resumes_from_committed_offsets(
         f"re-processed offsets outside [last commit, processed before restart]: {outside[:10]}; "
         f"last commits {last_commit}, processed up to {high_before}"
     )
-    print(f"\n[{kind} {sig}] {len(dups)} messages processed twice (all after the last commit)")
+    # The newcomer started each partition it was given exactly at the offset committed for it
+    # (by then): neither re-reading committed records nor skipping any.
+    started: dict[int, tuple[int, float]] = {}
+    for r in rec.snapshot():
+        if r.member == "newcomer" and r.partition not in started:
+            started[r.partition] = (r.offset, r.t)
+    assert started, "the newcomer was given no partition"
+    for p, (first, t) in started.items():
+        at = max((c.offsets[p] for c in rec.acknowledged_commits() if p in c.offsets and c.t < t), default=0)
+        assert first == at, f"partition {p}: newcomer started at {first}, committed offset was {at}"
+    print(
+        f"\n[{kind} {sig}] consuming again {resumed_after:.2f}s after the restart; {len(dups)} messages "
+        f"processed twice (all after the last commit); {len(rec.failed_commits())} failed commits; "
+        f"newcomer started at the committed offsets of partitions {sorted(started)}"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
