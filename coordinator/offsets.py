@@ -39,34 +39,41 @@ class OffsetsMixin(_Base):
 
         resp_topics: list[dict[str, Any]] = []
         records: list[Record] = []
+        keys: list[tuple[str, int]] = []
         ok_partitions: list[dict[str, Any]] = []
+        # The per-partition loop runs 100 times for a typical consumer's commit: loop invariants
+        # are hoisted and records are built positionally.
+        topic_partitions = self._topic_partitions
+        max_metadata = self.config.offset_metadata_max_bytes
+        expire = -1 if retention == -1 else now + retention
         for t in topics:
             name = t.get("name") or ""
             parts_out: list[dict[str, Any]] = []
             resp_topics.append({"name": name, "partitions": parts_out})
-            count = self._topic_partitions(name) if self._topic_partitions is not None else None
+            count = topic_partitions(name) if topic_partitions is not None else None
             for p in t.get("partitions") or []:
                 index = int(p.get("partition_index", 0))
                 entry = {"partition_index": index, "error_code": err.NONE}
                 parts_out.append(entry)
                 metadata = p.get("committed_metadata")
-                if self._topic_partitions is not None and (count is None or not 0 <= index < count):
+                if topic_partitions is not None and (count is None or not 0 <= index < count):
                     entry["error_code"] = err.UNKNOWN_TOPIC_OR_PARTITION
                 elif code:
                     entry["error_code"] = code
-                elif metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
+                elif metadata is not None and len(metadata) > max_metadata:
                     entry["error_code"] = err.OFFSET_METADATA_TOO_LARGE
                 else:
                     commit_ts = int(p.get("commit_timestamp", -1)) if v == 1 else -1
                     leader_epoch = int(p.get("committed_leader_epoch", -1)) if v >= 6 else -1
                     value = OffsetCommitValue(
-                        offset=int(p.get("committed_offset", -1)),
-                        leader_epoch=leader_epoch if leader_epoch >= 0 else -1,
-                        metadata=metadata or "",
-                        commit_timestamp=now if commit_ts == -1 else commit_ts,
-                        expire_timestamp=-1 if retention == -1 else now + retention,
+                        int(p.get("committed_offset", -1)),
+                        leader_epoch if leader_epoch >= 0 else -1,
+                        metadata or "",
+                        now if commit_ts == -1 else commit_ts,
+                        expire,
                     )
                     records.append((OffsetCommitKey(gid, name, index), value))
+                    keys.append((name, index))
                     ok_partitions.append(entry)
 
         response = {"throttle_time_ms": 0, "topics": resp_topics}
@@ -74,17 +81,19 @@ class OffsetsMixin(_Base):
             return self._respond(ctx, response)
 
         inflight = self._inflight_offsets.setdefault(gid, Counter())
-        keys = [(k.topic, k.partition) for k, _ in records if isinstance(k, OffsetCommitKey)]
         inflight.update(keys)
-        self.log.debug(
-            "offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records)
-        )
 
         def done(error: int | None) -> None:
             counter = self._inflight_offsets.get(gid)
             if counter is not None:
-                counter.subtract(keys)
-                counter += Counter()
+                # What Counter.subtract + dropping non-positive counts did, without rebuilding
+                # the whole counter once per commit.
+                for k in keys:
+                    n = counter.get(k, 0) - 1
+                    if n > 0:
+                        counter[k] = n
+                    else:
+                        counter.pop(k, None)
                 if not counter:
                     del self._inflight_offsets[gid]
             if error is not None:

@@ -43,24 +43,49 @@ class GroupMetadataValue:
         return 3
 
 
-@dataclass(frozen=True)
+# The two offset-commit classes are made once per committed partition (and once per record at
+# start-up), so they get a hand-written __init__: the generated one of a frozen dataclass goes
+# through object.__setattr__ per field and cost ~1.2 us for a value, ~0.5 us once written into the
+# instance dict directly. Everything else (eq, hash, repr, frozenness, fields()) stays dataclass.
+@dataclass(frozen=True, init=False)
 class OffsetCommitKey:
     group: str
     topic: str
     partition: int
+
+    def __init__(self, group: str, topic: str, partition: int) -> None:
+        d = self.__dict__
+        d["group"] = group
+        d["topic"] = topic
+        d["partition"] = partition
 
     @property
     def version(self) -> int:
         return 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class OffsetCommitValue:
     offset: int
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = -1
     expire_timestamp: int = -1  # -1: none; only value v1 can carry one
+
+    def __init__(
+        self,
+        offset: int,
+        leader_epoch: int = -1,
+        metadata: str = "",
+        commit_timestamp: int = -1,
+        expire_timestamp: int = -1,
+    ) -> None:
+        d = self.__dict__
+        d["offset"] = offset
+        d["leader_epoch"] = leader_epoch
+        d["metadata"] = metadata
+        d["commit_timestamp"] = commit_timestamp
+        d["expire_timestamp"] = expire_timestamp
 
     @property
     def version(self) -> int:
