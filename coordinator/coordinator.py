@@ -169,7 +169,14 @@ class GroupCoordinator(OffsetsMixin):
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one durable record to the persisted state: the live path and start-up alike."""
-        if isinstance(key, GroupMetadataKey):
+        if type(key) is OffsetCommitKey and value is not None:
+            # The common record (start-up replays millions), tested first: same effect as below.
+            assert isinstance(value, OffsetCommitValue)
+            group_offsets = self.offsets.get(key.group)
+            if group_offsets is None:
+                group_offsets = self.offsets[key.group] = {}
+            group_offsets[(key.topic, key.partition)] = value
+        elif isinstance(key, GroupMetadataKey):
             if value is None:
                 self.group_records.pop(key.group, None)
             else:

@@ -52,6 +52,8 @@ _Q = struct.Struct(">q")
 _QQ = struct.Struct(">qq")
 _V1_HEAD = struct.Struct(">hq")  # version 1, offset
 _V3_HEAD = struct.Struct(">hqi")  # version 3, offset, leader epoch
+_V3_BODY = struct.Struct(">qih")  # offset, leader epoch, metadata length
+_V0_BODY = struct.Struct(">qh")  # offset, metadata length (v0-2)
 _EMPTY_STR = b"\x00\x00"
 # key bytes up to the partition, per (group, topic): a group commits the same topics again and again
 _KEY_PREFIXES: dict[tuple[str, str], bytes] = {}
@@ -109,14 +111,13 @@ def _decode_offset_key(data: bytes) -> OffsetCommitKey:
 
 def _decode_offset_value(data: bytes, v: int) -> OffsetCommitValue:
     """Value v0-3; raises ValueError/struct.error on anything the codec should judge."""
-    (offset,) = _Q.unpack_from(data, 2)
     if v == 3:
-        (leader_epoch,) = _I32.unpack_from(data, 10)
+        offset, leader_epoch, ml = _V3_BODY.unpack_from(data, 2)
         pos = 14
     else:
+        offset, ml = _V0_BODY.unpack_from(data, 2)
         leader_epoch = -1
         pos = 10
-    (ml,) = _I16.unpack_from(data, pos)
     if ml < 0:
         raise ValueError("null metadata")
     end = pos + 2 + ml
@@ -272,5 +273,16 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
 
 
 def decode_record(key: bytes, value: bytes | None) -> Record:
-    k = decode_key(key)
+    # Replay's hot path: an offset-commit key seen before (the cache holds only those) with a
+    # v0-3 value goes straight to the struct decoder.
+    k = _DECODED_KEYS.get(key) if type(key) is bytes else None
+    if k is None:
+        k = decode_key(key)
+    elif type(value) is bytes and len(value) >= 2:
+        (v,) = _VERSION.unpack_from(value, 0)
+        if 0 <= v <= 3:
+            try:
+                return k, _decode_offset_value(value, v)
+            except (ValueError, struct.error):
+                pass  # malformed: decode_value words the error
     return k, decode_value(k, value)

@@ -170,9 +170,11 @@ class GroupShell:
         progress = self.load_progress
         if progress.started is None:  # load() without begin_load() (tests)
             progress.partitions_total, progress.started = len(partitions), t0
+        replay = self.core.replay
         for p in partitions:
             plog = self.partition_logs(p)
             n = 0
+            next_yield = _LOAD_CHUNK
             for _offset, _ts, key, value in plog.iter_records():
                 if key is None:
                     bad += 1
@@ -183,9 +185,10 @@ class GroupShell:
                     bad += 1
                     log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
                     continue
-                self.core.replay(k, v)
+                replay(k, v)
                 n += 1
-                if n % _LOAD_CHUNK == 0:
+                if n == next_yield:
+                    next_yield += _LOAD_CHUNK
                     progress.records, progress.skipped = total + n, bad
                     await asyncio.sleep(0)
             total += n

@@ -127,3 +127,24 @@ def test_non_string_metadata_is_left_to_the_codec() -> None:
 def test_group_metadata_keys_still_round_trip() -> None:
     key = GroupMetadataKey("my-group")
     assert serde.decode_key(serde.encode_key(key)) == key
+
+
+@settings(max_examples=300, deadline=None)
+@given(names, int32, st.binary(max_size=30), st.sampled_from([0, 1, 2, 3, 4]))
+def test_decode_record_with_a_cached_key_judges_values_like_decode_value(
+    topic: str, partition: int, tail: bytes, v: int
+) -> None:
+    key = OffsetCommitKey("g", topic, partition)
+    kb = serde.encode_key(key)
+    serde.decode_key(kb)  # now cached: decode_record takes its fast path
+    data = _V.pack(v) + tail
+    try:
+        expected: object = (key, serde.decode_value(key, data))
+    except serde.RecordDecodeError:
+        expected = RecordDecodeError
+    try:
+        got: object = serde.decode_record(kb, data)
+    except serde.RecordDecodeError:
+        got = RecordDecodeError
+    assert got == expected
+    assert serde.decode_record(kb, None) == (key, None)
