@@ -7,9 +7,9 @@ Produce: one librdkafka producer, ``acks`` and ``linger.ms`` as given, no compre
 ``--size`` random bytes (incompressible), timed from the first ``produce()`` to the end of
 ``flush()`` (every delivery report in). Consume: one group consumer (subscribe, from the earliest
 offset, auto-commit off) reading every message back, timed from ``subscribe()`` (the group join
-included; librdkafka prefetches, so a rate "from the first message" would flatter it). MB/s are payload bytes (values only) in 10^6 bytes. The
-daemon's CPU seconds over each phase are printed too (it is one Python process: on this 2-core
-machine client and daemon share the CPUs). The daemon runs on 127.0.0.1 with its own temporary
+included; librdkafka prefetches, so a rate "from the first message" would flatter it). MB/s are
+payload bytes (values only) in 10^6 bytes. The daemon's CPU seconds over each phase are printed
+too (it is one Python process: on this 2-core machine client and daemon share the CPUs). The daemon runs on 127.0.0.1 with its own temporary
 data directory and is stopped by pid at the end.
 """
 
