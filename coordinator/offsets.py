@@ -82,10 +82,10 @@ class OffsetsMixin(_Base):
 
         inflight = self._inflight_offsets.setdefault(gid, Counter())
         inflight.update(keys)
-        # README: --log-level debug shows every commit.
-        self.log.debug(
-            "offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records)
-        )
+        if self._debug_enabled():  # README: --log-level debug shows every commit
+            self.log.debug(
+                "offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records)
+            )
 
         def done(error: int | None) -> None:
             counter = self._inflight_offsets.get(gid)

@@ -82,6 +82,7 @@ class GroupShell:
         self.clock = clock
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
+        self._armed_version = -1  # core.deadline_version() when the timer was last (re)armed
         self._tasks: set[asyncio.Task[None]] = set()
         self.loaded = asyncio.Event()
         self.load_stats: dict[str, float] = {}
@@ -137,6 +138,12 @@ class GroupShell:
 
     # --- time -------------------------------------------------------------------------------------
     def _arm(self) -> None:
+        # Nearly every request (heartbeats) only moves deadlines later: then the armed wake-up is
+        # still early enough, and asking the heap for its top on every request is skipped.
+        version = self.core.deadline_version()
+        if version == self._armed_version:
+            return
+        self._armed_version = version
         deadline = self.core.next_deadline()
         if deadline == self._timer_at:
             return
@@ -153,6 +160,7 @@ class GroupShell:
     def _fire(self) -> None:
         self._timer = None
         self._timer_at = None
+        self._armed_version = -1  # the tick popped deadlines: look at the heap again
         self.apply(self.core.tick(self.clock()))
 
     # --- start-up load ----------------------------------------------------------------------------
