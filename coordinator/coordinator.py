@@ -263,8 +263,8 @@ class GroupCoordinator(OffsetsMixin):
             self._deadlines.set(("retention",), now_ms + self.config.offsets_retention_check_interval_ms)
 
     def _finish(self) -> Result:
-        out, self._out = self._out, Result()
-        return out
+        # No fresh Result here: every entry point starts with _begin, which makes one.
+        return self._out
 
     def _respond(self, ctx: Any, response: dict[str, Any]) -> None:
         self._out.responses.append((ctx, response))

@@ -91,8 +91,16 @@ class GroupShell:
     # --- requests ---------------------------------------------------------------------------------
     def handler(self, api_name: str) -> Callable[[Request], None]:
         core = self.core
+        # Kafka's "/host" form of each peer, made once per host rather than once per request.
+        hosts: dict[str, str] = {}
 
         def handle(req: Request) -> None:
+            peer = req.conn.peer_host
+            host = hosts.get(peer)
+            if host is None:
+                if len(hosts) > 4096:
+                    hosts.clear()
+                host = hosts[peer] = "/" + peer
             result = core.handle(
                 self.clock(),
                 api_name,
@@ -100,7 +108,7 @@ class GroupShell:
                 req.body,
                 req,
                 client_id=req.client_id or "",
-                client_host="/" + req.client_host,
+                client_host=host,
             )
             self.apply(result)
 

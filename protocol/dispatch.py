@@ -187,7 +187,8 @@ class Dispatcher:
             header["client_id"],
             body,
             entry.encode,
-            time.perf_counter_ns(),
+            # only the observers (metrics) read it; 0 tells them "no start time"
+            time.perf_counter_ns() if self.observers else 0,
         )
         conn.enqueue(req)
         token = current_request.set(req)
