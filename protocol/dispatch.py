@@ -35,6 +35,7 @@ log = structlog.get_logger("groupd.dispatch")
 Handler = Callable[[Request], Any]
 _FIXED_HEADER = struct.Struct(">hhi")
 _SIZE_CORR = struct.Struct(">ii")
+_SIZE_CORR_TAGS = struct.Struct(">iiB")  # size, correlation id, empty tagged fields (header v1)
 _API_VERSIONS_KEY = 18
 
 # The request whose handler is running, for log events emitted meanwhile (groupd.logs adds its
@@ -88,25 +89,33 @@ class _Version:
         self.encode = self._encode_with(dispatcher)
 
     def _encode_with(self, dispatcher: Dispatcher) -> Callable[[Request, dict[str, Any]], bytes]:
+        build_parts = self.response.build_parts
         encode_into = self.response.encode_into
         flexible = self.flexible_response
         observers = dispatcher.observers  # the live list: observers added later are seen
         pack = _SIZE_CORR.pack
+        pack_flexible = _SIZE_CORR_TAGS.pack
 
         def encode(req: Request, body: dict[str, Any]) -> bytes:
             parts: list[bytes] = [b""]
-            encode_into(body, parts)
-            size = 4 + sum(map(len, parts))
+            try:
+                # The compiled builder directly; on failure Codec.encode_into re-runs it to raise
+                # its EncodeError (a failing build has no side effects: it only appends parts).
+                build_parts(body, parts.append)
+            except Exception:
+                parts = [b""]
+                encode_into(body, parts)
+            payload = b"".join(parts)
             if flexible:
                 # Response header v1: correlation id and an empty tagged-field section.
-                parts[0] = pack(size + 1, req.correlation_id) + b"\x00"
+                header = pack_flexible(len(payload) + 5, req.correlation_id, 0)
             else:
-                parts[0] = pack(size, req.correlation_id)
+                header = pack(len(payload) + 4, req.correlation_id)
             if observers:
                 elapsed = (time.perf_counter_ns() - req.received_ns) / 1e9
                 for obs in observers:
                     obs(req, body, elapsed)
-            return b"".join(parts)
+            return header + payload
 
         return encode
 
