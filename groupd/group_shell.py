@@ -29,7 +29,7 @@ import structlog
 
 from groupd.coordinator import GroupCoordinator
 from groupd.coordinator.result import Append, Result
-from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_record
+from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_records
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog, StorageError
@@ -134,7 +134,7 @@ class GroupShell:
         try:
             plog = self.partition_logs(append.partition)
             now = self.clock()
-            records = [(k, v, (), now) for k, v in map(encode_record, append.records)]
+            records = [(k, v, (), now) for k, v in encode_records(append.records)]
             await self.appender.append(plog, records)
         except StorageError as e:
             log.error("offsets_append_failed", partition=append.partition, error=str(e))

@@ -148,3 +148,21 @@ def test_decode_record_with_a_cached_key_judges_values_like_decode_value(
         got = RecordDecodeError
     assert got == expected
     assert serde.decode_record(kb, None) == (key, None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(names, names, int32, int64, int32, st.one_of(names, st.none()), int64, st.one_of(st.just(-1), int64)),
+        max_size=8,
+    ),
+    st.booleans(),
+)
+def test_encode_records_is_encode_record_of_each(rows: list[tuple], tombstones: bool) -> None:
+    records: list = []
+    for group, topic, partition, offset, epoch, metadata, ts, expire in rows:
+        key = OffsetCommitKey(group, topic, partition)
+        value = None if tombstones and partition % 2 else OffsetCommitValue(offset, epoch, metadata, ts, expire)  # type: ignore[arg-type]
+        records.append((key, value))
+    records.append((GroupMetadataKey("g"), None))
+    assert serde.encode_records(records) == [serde.encode_record(r) for r in records]
