@@ -54,7 +54,9 @@ class Broker:
         # Security: listeners, TLS, SASL and ACLs are all checked here, before anything starts.
         self.listeners: list[Listener] = parse_listeners(config)
         self.ssl_context = server_ssl_context(config) if any(li.tls for li in self.listeners) else None
-        self.authenticator = Authenticator.from_config(config.users, config.sasl_mechanisms)
+        self.authenticator = Authenticator.from_config(
+            config.users, config.sasl_mechanisms, config.connection_failed_authentication_delay_ms
+        )
         self.authorizer = acl.Authorizer(config.acl)
         if any(li.tls or li.sasl for li in self.listeners) or self.authorizer.enabled:
             self.dispatcher.open_session = self.authenticator.open_session

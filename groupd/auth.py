@@ -166,17 +166,18 @@ class Session:
 class Authenticator:
     """Makes sessions and answers SaslHandshake and SaslAuthenticate."""
 
-    def __init__(self, store: CredentialStore, mechanisms: list[str]) -> None:
+    def __init__(self, store: CredentialStore, mechanisms: list[str], failed_delay_ms: int = 100) -> None:
         for m in mechanisms:
             if m not in ALL_MECHANISMS:
                 raise ValueError(f"unknown SASL mechanism {m!r} (supported: {', '.join(ALL_MECHANISMS)})")
         self.store = store
         self.mechanisms = mechanisms
+        self.failed_delay_ms = failed_delay_ms
 
     @classmethod
-    def from_config(cls, users: dict[str, Any], mechanisms: str) -> Authenticator:
+    def from_config(cls, users: dict[str, Any], mechanisms: str, failed_delay_ms: int = 100) -> Authenticator:
         names = [m.strip().upper() for m in mechanisms.split(",") if m.strip()]
-        return cls(CredentialStore(users), names)
+        return cls(CredentialStore(users), names, failed_delay_ms)
 
     def open_session(self, conn: Connection) -> Session:
         return Session(self, conn, conn.listener)
@@ -257,7 +258,7 @@ class Authenticator:
                     "session_lifetime_ms": 0,
                 }
             )
-            req.conn.close_after_write("SASL authentication failed")
+            req.conn.close_after_write("SASL authentication failed", delay_ms=self.failed_delay_ms)
             return
         if session.authenticated:
             self.log_success(req.conn, session)

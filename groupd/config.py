@@ -89,6 +89,9 @@ class Config:
     sasl_mechanisms: str = dataclasses.field(
         default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", metadata={"help": "SASL mechanisms enabled on SASL listeners"}
     )
+    connection_failed_authentication_delay_ms: int = dataclasses.field(
+        default=100, metadata={"help": "a failed SASL authentication's connection is closed this long after its answer"}
+    )
     # Tables: only in the TOML file (no flag, no environment variable).
     users: dict[str, Any] = dataclasses.field(
         default_factory=dict, metadata={"table": True, "help": "SASL users and their salted credentials"}

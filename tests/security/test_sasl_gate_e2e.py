@@ -9,7 +9,9 @@ import pytest
 from groupd.protocol.errors import ErrorCode
 from scramp import ScramClient
 
-from .conftest import PASSWORDS, RawClient, SecureDaemon
+from tests.support.daemon import GroupdProcess
+
+from .conftest import PASSWORDS, RawClient, SecureDaemon, listener_ports, security_toml
 
 pytestmark = pytest.mark.e2e
 
@@ -170,3 +172,31 @@ def test_handshake_v0_scram_and_bad_proof_closes(secure_daemon: SecureDaemon) ->
                 assert c.closed_by_peer()  # v0 has no error field: the broker just closes
         finally:
             c.close()
+
+
+def test_failed_authentication_closes_only_after_the_configured_delay(tmp_path, pki) -> None:  # type: ignore[no-untyped-def]
+    """Kafka's connection.failed.authentication.delay.ms: the error answer goes out at once, the
+    close follows the delay (here far longer than the test), and nothing else is served meanwhile."""
+    cfg = tmp_path / "groupd.toml"
+    cfg.write_text(security_toml())
+    proc = GroupdProcess(
+        tmp_path / "data",
+        "--config",
+        str(cfg),
+        "--listeners",
+        "SASL_PLAINTEXT://127.0.0.1:0",
+        "--connection-failed-authentication-delay-ms",
+        "60000",
+    ).start()
+    try:
+        c = RawClient(listener_ports(proc)["SASL_PLAINTEXT"])
+        try:
+            r = _plain(c, "alice", "wrong")
+            assert r["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+            assert not c.closed_by_peer(wait=0.5)  # still open: recv timed out rather than seeing EOF
+            c.send("Metadata", 9, {"topics": None})
+            assert not c.closed_by_peer(wait=0.5)  # and not answered
+        finally:
+            c.close()
+    finally:
+        proc.stop()
