@@ -37,7 +37,7 @@ bench-quick: $(VENV)/.dev
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check groupd protocol/server.py protocol/dispatch.py
+	$(VENV)/bin/ruff format --check .
 
 wheel: $(VENV)/.dev
 	$(PY) -m build --wheel --outdir dist .

@@ -42,7 +42,12 @@ def _rate(fn: Callable[[], Any], seconds: float, repeats: int) -> float:
 
 
 def _cases() -> list[tuple[str, str, int, str, dict[str, Any]]]:
-    hb = {"group_id": "my-group", "generation_id": 5, "member_id": "consumer-1-" + str(uuid.uuid4()), "group_instance_id": None}
+    hb = {
+        "group_id": "my-group",
+        "generation_id": 5,
+        "member_id": "consumer-1-" + str(uuid.uuid4()),
+        "group_instance_id": None,
+    }
     jg = {
         "group_id": "my-group",
         "session_timeout_ms": 10000,
@@ -62,7 +67,12 @@ def _cases() -> list[tuple[str, str, int, str, dict[str, Any]]]:
             {
                 "name": "orders",
                 "partitions": [
-                    {"partition_index": i, "committed_offset": 1000 + i, "committed_leader_epoch": 0, "committed_metadata": ""}
+                    {
+                        "partition_index": i,
+                        "committed_offset": 1000 + i,
+                        "committed_leader_epoch": 0,
+                        "committed_metadata": "",
+                    }
                     for i in range(100)
                 ],
             }
@@ -132,9 +142,17 @@ def main() -> None:
         body = codec.encode(value)
         if kind == "request":
             hdr_codec = REQUEST_HEADER.codec(2 if api.is_flexible(version) else 1)
-            frame = hdr_codec.encode(
-                {"request_api_key": api.key, "request_api_version": version, "correlation_id": 1, "client_id": "consumer-1"}
-            ) + body
+            frame = (
+                hdr_codec.encode(
+                    {
+                        "request_api_key": api.key,
+                        "request_api_version": version,
+                        "correlation_id": 1,
+                        "client_id": "consumer-1",
+                    }
+                )
+                + body
+            )
             hparse = hdr_codec.parse_at
             parse = codec.parse_at
 

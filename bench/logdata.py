@@ -69,18 +69,22 @@ def generate(
         buf = pending.setdefault(p, [])
         for r in range(rounds):
             last = r == rounds - 1
-            member_list = () if last else tuple(
-                MemberMetadata(
-                    member_id=f"consumer-{g}-{i}-{r:04d}-0000-0000-000000000000",
-                    group_instance_id=None,
-                    client_id=f"consumer-{g}-{i}",
-                    client_host="/127.0.0.1",
-                    rebalance_timeout=300_000,
-                    session_timeout=10_000,
-                    subscription=sub,
-                    assignment=assigns[i],
+            member_list = (
+                ()
+                if last
+                else tuple(
+                    MemberMetadata(
+                        member_id=f"consumer-{g}-{i}-{r:04d}-0000-0000-000000000000",
+                        group_instance_id=None,
+                        client_id=f"consumer-{g}-{i}",
+                        client_host="/127.0.0.1",
+                        rebalance_timeout=300_000,
+                        session_timeout=10_000,
+                        subscription=sub,
+                        assignment=assigns[i],
+                    )
+                    for i in range(members)
                 )
-                for i in range(members)
             )
             value = GroupMetadataValue(
                 protocol_type="consumer",

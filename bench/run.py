@@ -83,7 +83,9 @@ def _ratio(a: Any, b: Any) -> str:
     return f"{r:.2f}x" if r >= 1 else f"{r:.3g}x"
 
 
-def print_figures(title: str, rows: list[tuple[str, dict[str, Any]]], baselines: tuple[str, ...], note: str = "") -> None:
+def print_figures(
+    title: str, rows: list[tuple[str, dict[str, Any]]], baselines: tuple[str, ...], note: str = ""
+) -> None:
     """rows: (figure label, {target: value}); prints groupd's value, each baseline's and the ratios."""
     print(f"\n== {title} ==")
     if note:
@@ -524,8 +526,10 @@ class Bench:
         n = 200_000 if self.quick else 1_000_000
         d = self.root / "startup"
         gen = logdata.generate(d / "data", n)
-        print(f"\n   wrote {gen['records']:,} records ({gen['groups']:,} groups, {gen['bytes'] / 2**20:.0f} MiB) "
-              f"in {gen['seconds']:.1f} s")
+        print(
+            f"\n   wrote {gen['records']:,} records ({gen['groups']:,} groups, {gen['bytes'] / 2**20:.0f} MiB) "
+            f"in {gen['seconds']:.1f} s"
+        )
         empty_t, empty = start_groupd(self.root / "startup-empty" / "data")
         empty_t.stop()
         full_t, full = start_groupd(d / "data", timeout=600)
@@ -552,7 +556,9 @@ class Bench:
         print(f"   {'figure':44} {'value':>12} {'empty dir':>12} {'ratio':>8} {'goal':>10} {'ratio':>8}")
 
         def line(label: str, v: Any, base: Any, goal: Any) -> None:
-            print(f"   {label:44} {_fmt(v):>12} {_fmt(base):>12} {_ratio(v, base):>8} {_fmt(goal):>10} {_ratio(v, goal):>8}")
+            print(
+                f"   {label:44} {_fmt(v):>12} {_fmt(base):>12} {_ratio(v, base):>8} {_fmt(goal):>10} {_ratio(v, goal):>8}"
+            )
 
         line("spawn -> groupd_listening, ms", full.listening_s * 1000, empty.listening_s * 1000, None)
         line("daemon's own startup_ms (listening)", full.startup_ms, empty.startup_ms, 300.0)

@@ -483,7 +483,9 @@ def pick_versions(advertised: dict[int, tuple[int, int]], caps: dict[str, int], 
 
 
 # --- assignors ----------------------------------------------------------------------------------------
-def range_assign(subscriptions: dict[str, tuple[str, ...]], partitions: dict[str, int]) -> dict[str, dict[str, list[int]]]:
+def range_assign(
+    subscriptions: dict[str, tuple[str, ...]], partitions: dict[str, int]
+) -> dict[str, dict[str, list[int]]]:
     """Kafka's RangeAssignor: per topic, consecutive ranges to the subscribed members in id order."""
     out: dict[str, dict[str, list[int]]] = {m: {} for m in subscriptions}
     by_topic: dict[str, list[str]] = {}
@@ -1171,9 +1173,7 @@ class Simulator:
         while True:
             resp = await self.metadata(list(topics))
             found = {
-                t["name"]: len(t["partitions"])
-                for t in resp["topics"]
-                if t["error_code"] == NONE and t["partitions"]
+                t["name"]: len(t["partitions"]) for t in resp["topics"] if t["error_code"] == NONE and t["partitions"]
             }
             if all(t in found for t in topics):
                 self.partitions.update(found)
@@ -1246,9 +1246,7 @@ class Simulator:
                 await lp.reserve(members)
 
     # --- groups ---------------------------------------------------------------------------------
-    def add_group(
-        self, group_id: str, n_members: int, topics: Iterable[str], assignor: str | None = None
-    ) -> SimGroup:
+    def add_group(self, group_id: str, n_members: int, topics: Iterable[str], assignor: str | None = None) -> SimGroup:
         """A group of ``n_members`` simulated consumers subscribed to ``topics``, offering ``assignor``
         first (default: the simulator's) and the other one second."""
         g = SimGroup(self, group_id, tuple(topics), n_members, assignor)
@@ -1358,9 +1356,7 @@ class Simulator:
                 m.member_id = f"{self.config.client_id}-{uuid.uuid4()}"
                 m.generation = 1
                 m.set_heartbeat(1)
-                m.assignment = tuple(
-                    TopicPartitions(t, tuple(range(self.partitions.get(t, 0)))) for t in g.topics
-                )
+                m.assignment = tuple(TopicPartitions(t, tuple(range(self.partitions.get(t, 0)))) for t in g.topics)
                 m._set_state(STABLE)
 
     async def leave_all(self, groups: list[SimGroup], timeout: float = 60.0) -> float:
@@ -1670,7 +1666,9 @@ async def run_scenario(sc: Scenario) -> dict[str, Any]:
                 for g in groups:
                     for m in g.members:
                         if m.state == STABLE and m.assignment:
-                            m.commit(offset, lambda r, _l: sim.stats.answers.update([("OffsetCommit", _commit_code(r))]))
+                            m.commit(
+                                offset, lambda r, _l: sim.stats.answers.update([("OffsetCommit", _commit_code(r))])
+                            )
                             commits += 1
 
         task = asyncio.create_task(committer()) if sc.commit_every_s > 0 else None
@@ -1745,7 +1743,13 @@ def run_processes(sc: Scenario, procs: int) -> dict[str, Any]:
     workers = []
     for k, n in enumerate(parts):
         part = Scenario(
-            **{**sc.__dict__, "groups": n, "first_group": sc.first_group + k * per, "barrier": barrier, "on_phase": None}
+            **{
+                **sc.__dict__,
+                "groups": n,
+                "first_group": sc.first_group + k * per,
+                "barrier": barrier,
+                "on_phase": None,
+            }
         )
         p = ctx.Process(target=_worker, args=(part, q), daemon=True)
         p.start()

@@ -184,9 +184,7 @@ def start_echo() -> Target:
 
 def start_mock(workdir: Path) -> Target:
     err = (workdir / "mock.log").open("ab")
-    proc = _spawn(
-        [sys.executable, "-m", "bench.mock"], stdout=subprocess.PIPE, stdin=subprocess.PIPE, stderr=err
-    )
+    proc = _spawn([sys.executable, "-m", "bench.mock"], stdout=subprocess.PIPE, stdin=subprocess.PIPE, stderr=err)
     err.close()
     info = _wait_json_line(proc, 20)
     if not info["bootstrap"].startswith("127.0.0.1:"):

@@ -59,9 +59,7 @@ class _Reader:
 
     def _take(self, n: int) -> memoryview:
         if n < 0 or self.pos + n > len(self.buf):
-            raise ConsumerProtocolError(
-                f"truncated: need {n} bytes at offset {self.pos}, have {len(self.buf)}"
-            )
+            raise ConsumerProtocolError(f"truncated: need {n} bytes at offset {self.pos}, have {len(self.buf)}")
         out = self.buf[self.pos : self.pos + n]
         self.pos += n
         return out
@@ -98,9 +96,7 @@ class _Reader:
         # Each element takes at least one byte, so a count beyond the remaining bytes is a lie:
         # refusing it early keeps a hostile 2**31 count from allocating anything.
         if n > len(self.buf) - self.pos:
-            raise ConsumerProtocolError(
-                f"array of {n} elements cannot fit in {len(self.buf) - self.pos} bytes"
-            )
+            raise ConsumerProtocolError(f"array of {n} elements cannot fit in {len(self.buf) - self.pos} bytes")
         return n
 
     def topic_partitions(self) -> tuple[TopicPartitions, ...]:

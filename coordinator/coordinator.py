@@ -88,9 +88,7 @@ class GroupCoordinator(OffsetsMixin):
         listener: CoordinatorListener | None = None,
     ) -> None:
         self.config = config or CoordinatorConfig()
-        self.ownership = ownership or PartitionOwnership(
-            Node(0, "localhost", 9092), self.config.num_offsets_partitions
-        )
+        self.ownership = ownership or PartitionOwnership(Node(0, "localhost", 9092), self.config.num_offsets_partitions)
         self._uuid = uuid_factory or (lambda: str(uuid.uuid4()))
         # None means "every topic exists": tests of group logic need no topic catalogue.
         self._topic_partitions = topic_partitions
@@ -136,9 +134,7 @@ class GroupCoordinator(OffsetsMixin):
         """Process one request. Its answer is in the returned Result, or in a later one if parked."""
         handler = self._handlers.get(api_name)
         if handler is None:
-            raise ValueError(
-                f"the coordinator does not handle {api_name!r}; it handles {', '.join(HANDLED_APIS)}"
-            )
+            raise ValueError(f"the coordinator does not handle {api_name!r}; it handles {', '.join(HANDLED_APIS)}")
         self._begin(now_ms)
         handler(self, version, request, ctx, client_id or "", client_host or "")
         return self._finish()
@@ -172,9 +168,7 @@ class GroupCoordinator(OffsetsMixin):
             pending.on_done(None)
         else:
             code = error if isinstance(error, int) else err.error_code_of(error)
-            self.log.warning(
-                "append_failed", partition=pending.partition, records=len(pending.records), error=code
-            )
+            self.log.warning("append_failed", partition=pending.partition, records=len(pending.records), error=code)
             pending.on_done(code)
         return self._finish()
 
@@ -413,9 +407,7 @@ class GroupCoordinator(OffsetsMixin):
         )
 
     @staticmethod
-    def _sync_response(
-        error: int, assignment: bytes = b"", ptype: str | None = None, pname: str | None = None
-    ):
+    def _sync_response(error: int, assignment: bytes = b"", ptype: str | None = None, pname: str | None = None):
         return {
             "throttle_time_ms": 0,
             "error_code": error,
@@ -460,9 +452,7 @@ class GroupCoordinator(OffsetsMixin):
         if rebalance_timeout < 0:
             rebalance_timeout = session_timeout  # JoinGroup v0 has one timeout for both
         protocol_type = req.get("protocol_type") or ""
-        protocols = [
-            (p.get("name") or "", bytes(p.get("metadata") or b"")) for p in req.get("protocols") or []
-        ]
+        protocols = [(p.get("name") or "", bytes(p.get("metadata") or b"")) for p in req.get("protocols") or []]
         waiter = Waiter(ctx, v)
         cfg = self.config
 
@@ -518,9 +508,7 @@ class GroupCoordinator(OffsetsMixin):
             return (member is not None and member.awaiting_join) or group.num_awaiting_join < max_size
         return member_id in group.members or len(group.members) < max_size
 
-    def _join_new_member(
-        self, group: ClassicGroup, v: int, waiter: Waiter, ident: tuple, reason: str | None
-    ) -> None:
+    def _join_new_member(self, group: ClassicGroup, v: int, waiter: Waiter, ident: tuple, reason: str | None) -> None:
         instance_id, client_id, _host, session_timeout, _rt, protocol_type, protocols = ident
         if group.is_in(D):
             return self._respond(waiter.ctx, self._join_response(v, err.COORDINATOR_NOT_AVAILABLE))
@@ -556,13 +544,9 @@ class GroupCoordinator(OffsetsMixin):
         instance_id, _cid, _host, _st, _rt, protocol_type, protocols = ident
         ctx = waiter.ctx
         if group.is_in(D):
-            return self._respond(
-                ctx, self._join_response(v, err.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
-            )
+            return self._respond(ctx, self._join_response(v, err.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
         if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
-            return self._respond(
-                ctx, self._join_response(v, err.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-            )
+            return self._respond(ctx, self._join_response(v, err.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
         if group.is_pending_member(member_id):
             if instance_id is not None:
                 return self._respond(ctx, self._join_response(v, err.INVALID_REQUEST, member_id=member_id))
@@ -572,17 +556,13 @@ class GroupCoordinator(OffsetsMixin):
             return self._respond(ctx, self._join_response(v, code, member_id=member_id))
         member = group.members[member_id]
         if group.is_in(PR):
-            return self._update_member_and_rebalance(
-                group, member, waiter, ident, "rejoin during PreparingRebalance"
-            )
+            return self._update_member_and_rebalance(group, member, waiter, ident, "rejoin during PreparingRebalance")
         if group.is_in(CR):
             if member.matches(protocols):
                 # It missed its JoinGroup answer (the seeds' lost-response cases): answer again.
                 return self._respond(
                     ctx,
-                    self._group_join_response(
-                        group, waiter, member_id, with_members=group.is_leader(member_id)
-                    ),
+                    self._group_join_response(group, waiter, member_id, with_members=group.is_leader(member_id)),
                 )
             return self._update_member_and_rebalance(group, member, waiter, ident, "metadata changed")
         if group.is_in(S):
@@ -610,9 +590,7 @@ class GroupCoordinator(OffsetsMixin):
     def _add_member_and_rebalance(
         self, group: ClassicGroup, waiter: Waiter, member_id: str, ident: tuple, reason: str | None
     ) -> None:
-        instance_id, client_id, client_host, session_timeout, rebalance_timeout, protocol_type, protocols = (
-            ident
-        )
+        instance_id, client_id, client_host, session_timeout, rebalance_timeout, protocol_type, protocols = ident
         member = Member(
             member_id=member_id,
             group_instance_id=instance_id,
@@ -658,9 +636,7 @@ class GroupCoordinator(OffsetsMixin):
                 old.ctx,
                 self._join_response(old.version, err.REBALANCE_IN_PROGRESS, member_id=member.member_id),
             )
-        self._glog(group, member=member.member_id).info(
-            "member_rejoined", state=str(group.state), reason=reason
-        )
+        self._glog(group, member=member.member_id).info("member_rejoined", state=str(group.state), reason=reason)
         self._maybe_prepare_rebalance_or_complete_join(group, f"member {member.member_id}: {reason}")
 
     def _replace_static_member(
@@ -686,18 +662,14 @@ class GroupCoordinator(OffsetsMixin):
         if group.is_in(S):
             if group.protocol_name == group.select_protocol():
                 # Nothing the assignment depends on changed: no rebalance, just persist the new id.
-                self._store_static_replacement(
-                    group, new_member, old_id, old_leader, old_protocols, old_timeouts
-                )
+                self._store_static_replacement(group, new_member, old_id, old_leader, old_protocols, old_timeouts)
                 return
             return self._maybe_prepare_rebalance_or_complete_join(
                 group, f"static member {instance_id} changed protocol"
             )
         if group.is_in(CR):
             # The leader may already be assigning with the old member id; only a new round is safe.
-            return self._prepare_rebalance(
-                group, f"static member {instance_id} rejoined during CompletingRebalance"
-            )
+            return self._prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
         self._maybe_complete_join_phase(group)
 
     def _store_static_replacement(
@@ -740,9 +712,7 @@ class GroupCoordinator(OffsetsMixin):
             group.set_join_waiter(member, None)
             if waiter.version >= 9:
                 is_leader = group.is_leader(new_id)
-                resp = self._group_join_response(
-                    group, waiter, new_id, with_members=is_leader, skip=is_leader
-                )
+                resp = self._group_join_response(group, waiter, new_id, with_members=is_leader, skip=is_leader)
             else:
                 # Before v9 a static leader must not learn it is the leader, or it would reassign
                 # and trigger the rebalance this path exists to avoid; it is told the old leader id.
@@ -893,9 +863,7 @@ class GroupCoordinator(OffsetsMixin):
     # Sessions and the sync phase
     # ==========================================================================================
 
-    def _reschedule_heartbeat(
-        self, group: ClassicGroup, member: Member, timeout_ms: int | None = None
-    ) -> None:
+    def _reschedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
         self._deadlines.set(_hb_key(group.group_id, member.member_id), self._now + timeout)
 
@@ -1223,11 +1191,7 @@ class GroupCoordinator(OffsetsMixin):
             self._respond(ctx, {"throttle_time_ms": 0, **a})
 
     def _describe_groups(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
-        ops = (
-            GROUP_AUTHORIZED_OPERATIONS
-            if req.get("include_authorized_operations")
-            else AUTHORIZED_OPERATIONS_OMITTED
-        )
+        ops = GROUP_AUTHORIZED_OPERATIONS if req.get("include_authorized_operations") else AUTHORIZED_OPERATIONS_OMITTED
         described = []
         for gid in req.get("groups") or []:
             base = {

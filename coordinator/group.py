@@ -111,9 +111,7 @@ class IllegalStateTransition(RuntimeError):
 
     def __init__(self, group_id: str, old: GroupState, new: GroupState) -> None:
         allowed = ", ".join(sorted(str(s) for s in VALID_PREVIOUS_STATES[new])) or "nothing"
-        super().__init__(
-            f"group {group_id!r}: illegal transition {old} -> {new} ({new} may follow: {allowed})"
-        )
+        super().__init__(f"group {group_id!r}: illegal transition {old} -> {new} ({new} may follow: {allowed})")
         self.group_id, self.old, self.new = group_id, old, new
 
 
@@ -278,9 +276,7 @@ class ClassicGroup:
         member.session_timeout_ms = session_timeout_ms
         return self.set_join_waiter(member, waiter)
 
-    def replace_static_member(
-        self, instance_id: str, old_member_id: str, new_member_id: str
-    ) -> tuple[Member, Member]:
+    def replace_static_member(self, instance_id: str, old_member_id: str, new_member_id: str) -> tuple[Member, Member]:
         """Give a static member's place to a new member id; returns (old, new) members.
 
         The caller answers the old member's parked requests with FENCED_INSTANCE_ID.

@@ -83,9 +83,7 @@ class OffsetsMixin(_Base):
         inflight = self._inflight_offsets.setdefault(gid, Counter())
         inflight.update(keys)
         if self._debug_enabled():  # README: --log-level debug shows every commit
-            self.log.debug(
-                "offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records)
-            )
+            self.log.debug("offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records))
 
         def done(error: int | None) -> None:
             counter = self._inflight_offsets.get(gid)
@@ -108,9 +106,7 @@ class OffsetsMixin(_Base):
 
         self._append(gid, records, done)
 
-    def _commit_group_error(
-        self, v: int, gid: str, generation: int, member_id: str, instance_id: str | None
-    ) -> int:
+    def _commit_group_error(self, v: int, gid: str, generation: int, member_id: str, instance_id: str | None) -> int:
         if not gid:
             return err.INVALID_GROUP_ID
         code = self._route_error(gid)
@@ -210,9 +206,7 @@ class OffsetsMixin(_Base):
         for t in topics:
             name = t.get("name") or ""
             indexes = t.get("partition_indexes") or []
-            out.append(
-                {"name": name, "partitions": [self._fetched(i, committed.get((name, i))) for i in indexes]}
-            )
+            out.append({"name": name, "partitions": [self._fetched(i, committed.get((name, i))) for i in indexes]})
         return err.NONE, out
 
     # ------------------------------------------------------------------------------------------

@@ -63,9 +63,7 @@ def build_parser(prog: str | None = None, default_master: str | None = None) -> 
     )
     p.add_argument("--no-verify-crc", action="store_true", help="skip the CRC-32C check of each batch")
     p.add_argument("--no-report", action="store_true", help="write the tables only")
-    p.add_argument(
-        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
-    )
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     return p
 
 

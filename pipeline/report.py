@@ -64,8 +64,13 @@ def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
     timeline: dict[str, list[tuple[int, int | None, int, int]]] = {g: [] for g in sorted(top)}
     for r in (
         gens.where(F.col("group").isin(top))
-        .select("group", "generation", "member_count", F.unix_millis("started_at").alias("s"),
-                F.unix_millis("ended_at").alias("e"))
+        .select(
+            "group",
+            "generation",
+            "member_count",
+            F.unix_millis("started_at").alias("s"),
+            F.unix_millis("ended_at").alias("e"),
+        )
         .orderBy("group", "seq")
         .collect()
     ):
@@ -79,9 +84,18 @@ def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
     rebalances = [
         r.asDict(recursive=True)
         for r in t.rebalances.select(
-            "group", "from_generation", "to_generation", F.unix_millis("completed_at").alias("at"),
-            "members_before", "members_after", "members_joined", "members_left",
-            "partitions_moved", "partitions_kept", "partitions_newly_assigned", "partitions_unassigned",
+            "group",
+            "from_generation",
+            "to_generation",
+            F.unix_millis("completed_at").alias("at"),
+            "members_before",
+            "members_after",
+            "members_joined",
+            "members_left",
+            "partitions_moved",
+            "partitions_kept",
+            "partitions_newly_assigned",
+            "partitions_unassigned",
             "partition_spread",
         )
         .orderBy(F.desc("at"), "group")
@@ -96,8 +110,16 @@ def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
     anomalies = [
         r.asDict(recursive=True)
         for r in t.anomalies.select(
-            "kind", "group", "generation", "topic", "partition", "members", "offset", "previous_offset",
-            F.unix_millis("timestamp").alias("at"), "detail",
+            "kind",
+            "group",
+            "generation",
+            "topic",
+            "partition",
+            "members",
+            "offset",
+            "previous_offset",
+            F.unix_millis("timestamp").alias("at"),
+            "detail",
         )
         .orderBy("at", "kind", "group", "topic", "partition")
         .limit(MAX_LIST_ROWS)
@@ -106,14 +128,23 @@ def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
     generations = [
         r.asDict(recursive=True)
         for r in gens.select(
-            "group", "generation", "protocol_type", "protocol", "leader", "member_count",
-            F.unix_millis("started_at").alias("at"), "duration_ms",
-            F.transform("members", lambda m: F.struct(
-                F.coalesce(m["group_instance_id"], m["member_id"]).alias("key"),
-                m["client_id"].alias("client_id"),
-                m["client_host"].alias("client_host"),
-                F.size(m["assigned_partitions"]).alias("partitions"),
-            )).alias("members"),
+            "group",
+            "generation",
+            "protocol_type",
+            "protocol",
+            "leader",
+            "member_count",
+            F.unix_millis("started_at").alias("at"),
+            "duration_ms",
+            F.transform(
+                "members",
+                lambda m: F.struct(
+                    F.coalesce(m["group_instance_id"], m["member_id"]).alias("key"),
+                    m["client_id"].alias("client_id"),
+                    m["client_host"].alias("client_host"),
+                    F.size(m["assigned_partitions"]).alias("partitions"),
+                ),
+            ).alias("members"),
         )
         .orderBy(F.desc("at"), "group")
         .limit(MAX_LIST_ROWS)
@@ -146,7 +177,12 @@ def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
 
 def _progress(t: Tables) -> dict[str, list[tuple[int, int]]]:
     oc = t.offset_commits.select(
-        "group", "topic", "partition", "offset", "log_partition", "log_offset",
+        "group",
+        "topic",
+        "partition",
+        "offset",
+        "log_partition",
+        "log_offset",
         F.unix_millis(F.coalesce("commit_time", "log_time")).alias("at"),
     )
     top = [
@@ -230,8 +266,15 @@ def plot_timeline(data: ReportData) -> str:
             color = "#dddddd" if members == 0 else palette[i % len(palette)]
             ax.broken_barh([(left, width)], (y - 0.35, 0.7), facecolors=color, edgecolor="#333", linewidth=0.4)
             if width >= span * 0.03:  # label only bars wide enough to hold it
-                ax.text(left + width / 2, y, f"g{generation}\n{members}m", ha="center", va="center",
-                        fontsize=6.5, clip_on=True)
+                ax.text(
+                    left + width / 2,
+                    y,
+                    f"g{generation}\n{members}m",
+                    ha="center",
+                    va="center",
+                    fontsize=6.5,
+                    clip_on=True,
+                )
     ax.set_yticks(range(len(groups)))
     ax.set_yticklabels(groups)
     ax.invert_yaxis()
@@ -261,7 +304,9 @@ def plot_rebalances(data: ReportData) -> str:
     ax.set_xticks(xs)
     ax.set_xticklabels(
         [f"{r['group']} g{r['from_generation']}→g{r['to_generation']}" for r in rows],
-        rotation=60, ha="right", fontsize=7,
+        rotation=60,
+        ha="right",
+        fontsize=7,
     )
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("partitions")
@@ -359,7 +404,9 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
         parts.append(f'<h2 id="{pid}">{html.escape(heading)}</h2>')
         if pid == "generations" and shown and shown.get("all", 0) > shown.get("timeline", 0):
             parts.append(f'<p class="note">the {shown["timeline"]} groups with most generations of {shown["all"]}</p>')
-        parts.append(f'<img class="plot" id="plot-{pid}" alt="{html.escape(heading)}" src="data:image/png;base64,{png}">')
+        parts.append(
+            f'<img class="plot" id="plot-{pid}" alt="{html.escape(heading)}" src="data:image/png;base64,{png}">'
+        )
 
     parts.append(f'<h2 id="anomalies">Anomalies ({data.anomaly_count})</h2>')
     if data.anomalies:
@@ -367,10 +414,31 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
             parts.append(f'<p class="note">first {len(data.anomalies)} of {data.anomaly_count}</p>')
         parts.append(
             _table(
-                ["time", "kind", "group", "generation", "topic", "partition", "members", "offset", "previous", "detail"],
                 [
-                    [_fmt_time(a["at"]), a["kind"], a["group"], a["generation"], a["topic"], a["partition"],
-                     a["members"], a["offset"], a["previous_offset"], a["detail"]]
+                    "time",
+                    "kind",
+                    "group",
+                    "generation",
+                    "topic",
+                    "partition",
+                    "members",
+                    "offset",
+                    "previous",
+                    "detail",
+                ],
+                [
+                    [
+                        _fmt_time(a["at"]),
+                        a["kind"],
+                        a["group"],
+                        a["generation"],
+                        a["topic"],
+                        a["partition"],
+                        a["members"],
+                        a["offset"],
+                        a["previous_offset"],
+                        a["detail"],
+                    ]
                     for a in data.anomalies
                 ],
                 [f"kind-{a['kind']}" for a in data.anomalies],
@@ -382,13 +450,35 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
     parts.append('<h2 id="rebalance-list">Rebalances</h2>')
     parts.append(
         _table(
-            ["completed", "group", "from", "to", "members", "joined", "left", "moved", "kept", "new", "unassigned",
-             "max-min"],
             [
-                [_fmt_time(r["at"]), r["group"], r["from_generation"], r["to_generation"],
-                 f"{r['members_before']}→{r['members_after']}", r["members_joined"], r["members_left"],
-                 r["partitions_moved"], r["partitions_kept"], r["partitions_newly_assigned"],
-                 r["partitions_unassigned"], r["partition_spread"]]
+                "completed",
+                "group",
+                "from",
+                "to",
+                "members",
+                "joined",
+                "left",
+                "moved",
+                "kept",
+                "new",
+                "unassigned",
+                "max-min",
+            ],
+            [
+                [
+                    _fmt_time(r["at"]),
+                    r["group"],
+                    r["from_generation"],
+                    r["to_generation"],
+                    f"{r['members_before']}→{r['members_after']}",
+                    r["members_joined"],
+                    r["members_left"],
+                    r["partitions_moved"],
+                    r["partitions_kept"],
+                    r["partitions_newly_assigned"],
+                    r["partitions_unassigned"],
+                    r["partition_spread"],
+                ]
                 for r in data.rebalances
             ],
         )
@@ -400,9 +490,16 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
         _table(
             ["started", "group", "generation", "type", "protocol", "leader", "members", "duration ms"],
             [
-                [_fmt_time(g["at"]), g["group"], g["generation"], g["protocol_type"], g["protocol"], g["leader"],
-                 [_member_label(m) for m in g["members"]],
-                 g["duration_ms"]]
+                [
+                    _fmt_time(g["at"]),
+                    g["group"],
+                    g["generation"],
+                    g["protocol_type"],
+                    g["protocol"],
+                    g["leader"],
+                    [_member_label(m) for m in g["members"]],
+                    g["duration_ms"],
+                ]
                 for g in data.generations
             ],
         )

@@ -246,9 +246,7 @@ def read_log(
     )
     wanted = decode.partitions_for_pattern(group, offsets_partitions)
     if wanted is not None:
-        files = files.where(
-            F.regexp_extract("path", decode.SEGMENT_RE.pattern, 1).cast("int").isin(sorted(wanted))
-        )
+        files = files.where(F.regexp_extract("path", decode.SEGMENT_RE.pattern, 1).cast("int").isin(sorted(wanted)))
     # RDD rather than mapInArrow: mapInArrow needs pandas, which the pipeline extra does not install.
     rows = files.rdd.mapPartitions(_decode_files(group, verify_crc))
     return spark.createDataFrame(rows, schema(), verifySchema=False)

@@ -59,9 +59,18 @@ def generate(data_dir: Path, records: int, groups: int = 200, seed: int = 1, sta
         name = f"group-{g:04d}"
         members = [f"{name}-m{i}" for i in range(rng.randint(3, 6))]
         keys = [encode_key(OffsetCommitKey(name, f"topic-{g:04d}", p)) for p in range(PARTITIONS)]
-        state.append({"name": name, "topic": f"topic-{g:04d}", "members": members, "generation": 0,
-                      "next": len(members),
-                      "offsets": [0] * PARTITIONS, "keys": keys, "log": partition_for(name)})
+        state.append(
+            {
+                "name": name,
+                "topic": f"topic-{g:04d}",
+                "members": members,
+                "generation": 0,
+                "next": len(members),
+                "offsets": [0] * PARTITIONS,
+                "keys": keys,
+                "log": partition_for(name),
+            }
+        )
     written = 0
     now = start_ms
     round_no = 0
@@ -80,11 +89,22 @@ def generate(data_dir: Path, records: int, groups: int = 200, seed: int = 1, sta
                 assignment = _range_assign(s["members"], s["topic"])
                 sub = encode_subscription(Subscription(topics=(s["topic"],), version=1))
                 value = GroupMetadataValue(
-                    protocol_type="consumer", generation=s["generation"], protocol="range",
-                    leader=s["members"][0], current_state_timestamp=now - 50,
+                    protocol_type="consumer",
+                    generation=s["generation"],
+                    protocol="range",
+                    leader=s["members"][0],
+                    current_state_timestamp=now - 50,
                     members=tuple(
-                        MemberMetadata(m, None, m, "/10.0.0.1", 30000, 10000, sub,
-                                       encode_assignment(Assignment((TopicPartitions(s["topic"], tuple(ps)),))))
+                        MemberMetadata(
+                            m,
+                            None,
+                            m,
+                            "/10.0.0.1",
+                            30000,
+                            10000,
+                            sub,
+                            encode_assignment(Assignment((TopicPartitions(s["topic"], tuple(ps)),))),
+                        )
                         for m, ps in assignment.items()
                     ),
                 )

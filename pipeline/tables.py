@@ -149,12 +149,11 @@ def generations(raw: DataFrame) -> DataFrame:
     gm = gm.withColumn(
         "starts",
         ~F.col("tombstone")
-        & (
-            F.lag("generation").over(history).isNull()
-            | (F.lag("generation").over(history) != F.col("generation"))
-        ),
+        & (F.lag("generation").over(history).isNull() | (F.lag("generation").over(history) != F.col("generation"))),
     )
-    gm = gm.withColumn("seq", F.sum(F.col("starts").cast("int")).over(history.rowsBetween(Window.unboundedPreceding, 0)))
+    gm = gm.withColumn(
+        "seq", F.sum(F.col("starts").cast("int")).over(history.rowsBetween(Window.unboundedPreceding, 0))
+    )
     # A run ends where the next run starts or the group is deleted.
     boundaries = gm.where(F.col("starts") | F.col("tombstone"))
     ends = (
@@ -167,12 +166,10 @@ def generations(raw: DataFrame) -> DataFrame:
         .withColumn("members", F.transform("members", _generation_member))
         .groupBy("group", "seq")
         .agg(
-            F.min_by(
-                F.struct("log_partition", "offset", "timestamp", "current_state_timestamp"), "offset"
-            ).alias("first"),
-            F.max_by(
-                F.struct("generation", "protocol_type", "protocol", "leader", "members"), "offset"
-            ).alias("last"),
+            F.min_by(F.struct("log_partition", "offset", "timestamp", "current_state_timestamp"), "offset").alias(
+                "first"
+            ),
+            F.max_by(F.struct("generation", "protocol_type", "protocol", "leader", "members"), "offset").alias("last"),
             F.count(F.lit(1)).alias("records"),
         )
     )
@@ -295,8 +292,14 @@ def partition_counts(raw: DataFrame, registry: DataFrame | None = None) -> DataF
     tp = "struct<topic: string, partition: int>"
     mentioned = (
         raw.select(F.explode(F.col("members")).alias("m"))
-        .select(F.explode(F.concat(F.coalesce("m.assigned_partitions", F.array().cast(f"array<{tp}>")),
-                                   F.coalesce("m.owned_partitions", F.array().cast(f"array<{tp}>")))).alias("tp"))
+        .select(
+            F.explode(
+                F.concat(
+                    F.coalesce("m.assigned_partitions", F.array().cast(f"array<{tp}>")),
+                    F.coalesce("m.owned_partitions", F.array().cast(f"array<{tp}>")),
+                )
+            ).alias("tp")
+        )
         .select("tp.topic", "tp.partition")
         .unionByName(raw.where(F.col("record_type") == OFFSET_COMMIT).select("topic", "partition"))
     )
@@ -321,9 +324,8 @@ def _anomaly(df: DataFrame, **cols: Column) -> DataFrame:
 def anomalies(raw: DataFrame, gens: DataFrame, counts: DataFrame) -> DataFrame:
     commits = raw.where(F.col("record_type") == OFFSET_COMMIT)
     per_partition = Window.partitionBy("group", "topic", "partition").orderBy("log_partition", "offset")
-    backwards = (
-        commits.withColumn("previous_offset", F.lag("committed_offset").over(per_partition))
-        .where(~F.col("tombstone") & (F.col("committed_offset") < F.col("previous_offset")))
+    backwards = commits.withColumn("previous_offset", F.lag("committed_offset").over(per_partition)).where(
+        ~F.col("tombstone") & (F.col("committed_offset") < F.col("previous_offset"))
     )
     backwards = _anomaly(
         backwards,
@@ -361,9 +363,11 @@ def anomalies(raw: DataFrame, gens: DataFrame, counts: DataFrame) -> DataFrame:
         .select("group", "seq", F.explode("m.subscribed_topics").alias("topic"))
         .distinct()
     )
-    expected = subscribed.join(counts, "topic").select(
-        "group", "seq", "topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition")
-    ).where(F.col("partition") >= 0)
+    expected = (
+        subscribed.join(counts, "topic")
+        .select("group", "seq", "topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition"))
+        .where(F.col("partition") >= 0)
+    )
     missing = expected.join(owned, ["group", "seq", "topic", "partition"], "left_anti").join(where, ["group", "seq"])
     unassigned = _anomaly(
         missing,

@@ -184,9 +184,7 @@ class Dispatcher:
             conn.close("undecodable request", api=route.api.name, api_version=version, error=str(e))
             return
         except (struct.error, IndexError, UnicodeDecodeError, ValueError) as e:
-            conn.close(
-                "undecodable request", api=route.api.name, api_version=version, error=f"malformed message: {e}"
-            )
+            conn.close("undecodable request", api=route.api.name, api_version=version, error=f"malformed message: {e}")
             return
         req = Request(
             conn,

@@ -429,9 +429,7 @@ class KField:
 
     __slots__ = ("default", "name", "nullable", "subcon", "tag")
 
-    def __init__(
-        self, name: str, subcon: Construct, default: Any, *, nullable: bool, tag: int | None = None
-    ) -> None:
+    def __init__(self, name: str, subcon: Construct, default: Any, *, nullable: bool, tag: int | None = None) -> None:
         self.name = name
         self.subcon = subcon
         self.default = default
@@ -580,9 +578,7 @@ class KStruct(_Node):
 
     def _value_lines(self, f: KField, var: str) -> list[str]:
         lit = _default_literal(f.default)
-        is_scalar = isinstance(f.subcon, KPrimitive) and (
-            f.subcon.fmt is not None or isinstance(f.subcon, _VarPrim)
-        )
+        is_scalar = isinstance(f.subcon, KPrimitive) and (f.subcon.fmt is not None or isinstance(f.subcon, _VarPrim))
         if f.nullable or is_scalar:
             return [f"{var} = get({f.name!r}, {lit})"]
         # Kafka's responses substitute the default for a null in versions where the field is not
@@ -616,13 +612,15 @@ class KStruct(_Node):
                     inner.extend(_build_value_lines(code, f.subcon, "t"))
                     inner.extend(["w = outer", f"tagged.append(({f.tag}, b''.join(parts)))"])
                     body.extend(_indent(inner, 4))
-                body.extend([
-                    "w(uvarint_bytes(len(tagged)))",
-                    "for tag, data in tagged:",
-                    "    w(uvarint_bytes(tag))",
-                    "    w(uvarint_bytes(len(data)))",
-                    "    w(data)",
-                ])
+                body.extend(
+                    [
+                        "w(uvarint_bytes(len(tagged)))",
+                        "for tag, data in tagged:",
+                        "    w(uvarint_bytes(tag))",
+                        "    w(uvarint_bytes(len(data)))",
+                        "    w(data)",
+                    ]
+                )
         code.append("\n".join([f"def {fname}(obj, w):", *_indent(body, 4)]) + "\n")
         return fname
 

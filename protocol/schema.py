@@ -187,13 +187,9 @@ class Codec:
         self.struct = struct
         compiled = struct.compile()
         self.construct = compiled
-        (parse_name, build_name), = struct._names.values()
-        self.parse_at: Callable[[bytes, int], tuple[dict[str, Any], int]] = compiled.module.__dict__[
-            parse_name
-        ]
-        self.build_parts: Callable[[Any, Callable[[bytes], None]], None] = compiled.module.__dict__[
-            build_name
-        ]
+        ((parse_name, build_name),) = struct._names.values()
+        self.parse_at: Callable[[bytes, int], tuple[dict[str, Any], int]] = compiled.module.__dict__[parse_name]
+        self.build_parts: Callable[[Any, Callable[[bytes], None]], None] = compiled.module.__dict__[build_name]
 
     def decode(self, data: bytes | bytearray | memoryview, pos: int = 0) -> dict[str, Any]:
         return self.decode_at(data, pos)[0]

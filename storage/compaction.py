@@ -124,8 +124,7 @@ def recover_interrupted_swaps(directory: Path, ops: FileOps = DEFAULT_FILE_OPS) 
                 with contextlib.suppress(FileNotFoundError):
                     (directory / (segment_name(b) + suffix)).unlink()
         os.rename(swap, directory / (segment_name(base) + LOG_SUFFIX))
-        log.warning("storage.compaction.swap_completed", path=str(swap), replaced=sorted(replaced),
-                    next_offset=nxt)
+        log.warning("storage.compaction.swap_completed", path=str(swap), replaced=sorted(replaced), next_offset=nxt)
         changed = True
     for p in list(directory.iterdir()):
         # Index swaps left alone belong to a swap whose log is already in place (or never got

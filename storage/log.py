@@ -537,8 +537,9 @@ class PartitionLog:
     # -- opening and recovery ---------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path | str, config: LogConfig | None = None, *, clock: Callable[[], int] = now_ms
-             ) -> PartitionLog:
+    def open(
+        cls, path: Path | str, config: LogConfig | None = None, *, clock: Callable[[], int] = now_ms
+    ) -> PartitionLog:
         self = cls(Path(path), config or LogConfig(), clock=clock)
         try:
             self._load()
@@ -628,7 +629,10 @@ class PartitionLog:
             if len(first) == rec.HEADER_SIZE:
                 seg.rolling_base_timestamp = rec.HEADER.unpack_from(first)[8]
                 result = self._scan(
-                    seg, start, check_crc=True, contiguous=True,
+                    seg,
+                    start,
+                    check_crc=True,
+                    contiguous=True,
                     first_last_offset=seg.base_offset + seg.idx_offsets[-1],
                 )
                 if result.reason is not None and result.end == start:
@@ -656,8 +660,7 @@ class PartitionLog:
         if result.reason is not None:
             # Older segments are not truncated (later segments depend on their offsets); reads
             # that reach the bad spot fail with CorruptRecordError instead.
-            log.error("storage.segment.corrupt", path=str(seg.log_path), position=result.end,
-                      reason=result.reason)
+            log.error("storage.segment.corrupt", path=str(seg.log_path), position=result.end, reason=result.reason)
         seg.next_offset = result.next_offset
         seg.write_indexes()
         if inactive:
@@ -792,8 +795,9 @@ class PartitionLog:
             raise result
         return result
 
-    def append_batch(self, raw: bytes | bytearray | memoryview, *, log_append_time_ms: int | None = None
-                     ) -> tuple[int, int]:
+    def append_batch(
+        self, raw: bytes | bytearray | memoryview, *, log_append_time_ms: int | None = None
+    ) -> tuple[int, int]:
         """Append a client's batch(es) as sent (compressed or not), assigning offsets.
 
         The CRC and header are validated first (CorruptRecordError). LogAppendTime is applied when
@@ -1021,8 +1025,7 @@ class PartitionLog:
         except OSError as exc:
             # Memory still says `position`, so the next append overwrites the stray bytes and a
             # restart's CRC scan truncates them: the log stays consistent either way.
-            log.error("storage.append.rollback_failed", path=str(target.log_path), position=position,
-                      error=str(exc))
+            log.error("storage.append.rollback_failed", path=str(target.log_path), position=position, error=str(exc))
 
     def _commit(self, p: _Prepared) -> None:
         """Make a written append visible."""
@@ -1409,8 +1412,9 @@ class PartitionLog:
                 deleted = self._drop_segments_below(new_start)
             except OSError as exc:
                 raise StorageError(f"retention in {self.path} failed: {exc}") from exc
-            log.info("storage.retention.deleted", path=str(self.path), segments=deleted,
-                     log_start_offset=self._log_start)
+            log.info(
+                "storage.retention.deleted", path=str(self.path), segments=deleted, log_start_offset=self._log_start
+            )
             return deleted
 
     def _roll_empty(self, *, locked: bool = False) -> None:

@@ -462,9 +462,7 @@ def build_batch(
         raise ValueError("a batch needs at least one record")
     timestamps = [r[3] for r in records]
     base_ts = timestamps[0]
-    payload = b"".join(
-        [_encode_record(i, r[3] - base_ts, r[0], r[1], r[2]) for i, r in enumerate(records)]
-    )
+    payload = b"".join([_encode_record(i, r[3] - base_ts, r[0], r[1], r[2]) for i, r in enumerate(records)])
     attributes = compression
     if timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_FLAG
@@ -855,8 +853,15 @@ def decode_window(
             out += _decode_batch(buffer, position, size, full, DEFAULT_MAX_DECOMPRESSED)
         else:
             _decode_into(
-                out, buffer, position + HEADER_SIZE, position + size, count, base_offset, base_ts,
-                max_ts if attributes & TIMESTAMP_TYPE_FLAG else None, full,
+                out,
+                buffer,
+                position + HEADER_SIZE,
+                position + size,
+                count,
+                base_offset,
+                base_ts,
+                max_ts if attributes & TIMESTAMP_TYPE_FLAG else None,
+                full,
             )
         position += size
     return out, position

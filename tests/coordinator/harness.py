@@ -93,9 +93,7 @@ class Shell:
     def send(self, api: str, version: int, request: dict[str, Any], client_id: str = "client") -> Ctx:
         ctx = Ctx(next(self._ctx), api)
         self.absorb(
-            self.coord.handle(
-                self.now, api, version, request, ctx, client_id=client_id, client_host="/127.0.0.1"
-            )
+            self.coord.handle(self.now, api, version, request, ctx, client_id=client_id, client_host="/127.0.0.1")
         )
         self.settle()
         return ctx
@@ -267,32 +265,21 @@ class Client:
         if version >= 3:
             req = {
                 "group_id": self.group,
-                "members": [
-                    {"member_id": self.member_id, "group_instance_id": self.instance_id, "reason": None}
-                ],
+                "members": [{"member_id": self.member_id, "group_instance_id": self.instance_id, "reason": None}],
             }
         else:
             req = {"group_id": self.group, "member_id": self.member_id}
         resp = self.shell.answer(self.shell.send("LeaveGroup", version, req, client_id=self.name))
         self.shell.deliver()
-        if (
-            resp is not None
-            and version >= 3
-            and resp["error_code"] == 0
-            and resp["members"][0]["error_code"] == 0
-        ):
+        if resp is not None and version >= 3 and resp["error_code"] == 0 and resp["members"][0]["error_code"] == 0:
             self.member_id, self.generation = "", -1
         assert resp is not None
         return resp
 
-    def commit(
-        self, offsets: dict[tuple[str, int], int], *, version: int = 8, generation: int | None = None
-    ) -> Ctx:
+    def commit(self, offsets: dict[tuple[str, int], int], *, version: int = 8, generation: int | None = None) -> Ctx:
         topics: dict[str, list[dict[str, Any]]] = {}
         for (t, p), o in offsets.items():
-            topics.setdefault(t, []).append(
-                {"partition_index": p, "committed_offset": o, "committed_metadata": ""}
-            )
+            topics.setdefault(t, []).append({"partition_index": p, "committed_offset": o, "committed_metadata": ""})
         req = {
             "group_id": self.group,
             "generation_id_or_member_epoch": self.generation if generation is None else generation,

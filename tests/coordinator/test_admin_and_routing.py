@@ -48,9 +48,7 @@ def test_groups_of_partitions_owned_elsewhere_get_not_coordinator() -> None:
 
 def test_describe_stable_and_rebalancing_groups() -> None:
     s, (a, b) = stable_group(2)
-    d = s.answer(s.send("DescribeGroups", 5, {"groups": ["g"], "include_authorized_operations": True}))[
-        "groups"
-    ][0]
+    d = s.answer(s.send("DescribeGroups", 5, {"groups": ["g"], "include_authorized_operations": True}))["groups"][0]
     assert (d["error_code"], d["group_state"], d["protocol_type"], d["protocol_data"]) == (
         0,
         "Stable",

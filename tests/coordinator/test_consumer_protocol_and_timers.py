@@ -63,9 +63,7 @@ def test_known_bytes_from_a_java_client() -> None:
 
 
 def test_newer_version_read_as_known_prefix() -> None:
-    newer = (
-        struct.pack(">h", 7) + encode_subscription(Subscription(("a",), b"u", (), 5, "r", 3))[2:] + b"future"
-    )
+    newer = struct.pack(">h", 7) + encode_subscription(Subscription(("a",), b"u", (), 5, "r", 3))[2:] + b"future"
     got = decode_subscription(newer)
     assert (got.topics, got.user_data, got.generation_id, got.rack_id, got.version) == (
         ("a",),

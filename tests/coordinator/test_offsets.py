@@ -14,17 +14,13 @@ WEEK = 7 * DAY
 
 
 def errors(resp: dict[str, Any]) -> dict[tuple[str, int], int]:
-    return {
-        (t["name"], p["partition_index"]): p["error_code"] for t in resp["topics"] for p in t["partitions"]
-    }
+    return {(t["name"], p["partition_index"]): p["error_code"] for t in resp["topics"] for p in t["partitions"]}
 
 
 def fetch(s: Shell, group: str = "g", topics: dict[str, list[int]] | None = None, version: int = 7) -> dict:
     req = {
         "group_id": group,
-        "topics": None
-        if topics is None
-        else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+        "topics": None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
     }
     resp = s.answer(s.send("OffsetFetch", version, req))
     assert resp is not None
@@ -32,16 +28,10 @@ def fetch(s: Shell, group: str = "g", topics: dict[str, list[int]] | None = None
 
 
 def offsets_of(resp: dict[str, Any]) -> dict[tuple[str, int], int]:
-    return {
-        (t["name"], p["partition_index"]): p["committed_offset"]
-        for t in resp["topics"]
-        for p in t["partitions"]
-    }
+    return {(t["name"], p["partition_index"]): p["committed_offset"] for t in resp["topics"] for p in t["partitions"]}
 
 
-def standalone_commit(
-    s: Shell, offsets: dict[tuple[str, int], int], group: str = "g", version: int = 8, **kw
-):
+def standalone_commit(s: Shell, offsets: dict[tuple[str, int], int], group: str = "g", version: int = 8, **kw):
     topics: dict[str, list[dict[str, Any]]] = {}
     for (t, p), o in offsets.items():
         topics.setdefault(t, []).append({"partition_index": p, "committed_offset": o, **kw})
@@ -167,9 +157,7 @@ def test_retention_time_v2_to_v4_writes_expire_timestamp() -> None:
     s.answer(s.send("OffsetCommit", 2, req))
     value = s.records()[-1][1]
     assert value.expire_timestamp == 60000 and value.version == 1
-    s.answer(
-        s.send("OffsetCommit", 5, {**req, "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]})
-    )
+    s.answer(s.send("OffsetCommit", 5, {**req, "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]}))
     assert s.records()[-1][1].expire_timestamp == -1  # v5+ has no retention field
 
 

@@ -266,10 +266,7 @@ def test_sync_timeout_removes_members_that_never_sync(transitions) -> None:  # t
 def test_sync_errors() -> None:
     s, (a, b) = stable_group(2)
     assert (
-        s.answer(s.send("SyncGroup", 3, {"group_id": "nope", "generation_id": 1, "member_id": "x"}))[
-            "error_code"
-        ]
-        == 25
+        s.answer(s.send("SyncGroup", 3, {"group_id": "nope", "generation_id": 1, "member_id": "x"}))["error_code"] == 25
     )
     b.generation = 7
     b.sync()

@@ -19,9 +19,7 @@ CONFIG = CoordinatorConfig(offsets_retention_check_interval_ms=10**12)
 class GroupMachine(RuleBasedStateMachine):
     @initialize(delay=st.sampled_from([0, 0, 3000]))
     def setup(self, delay: int) -> None:
-        config = CoordinatorConfig(
-            group_initial_rebalance_delay_ms=delay, offsets_retention_check_interval_ms=10**12
-        )
+        config = CoordinatorConfig(group_initial_rebalance_delay_ms=delay, offsets_retention_check_interval_ms=10**12)
         self.shell = Shell(config=config, auto_append=False)
         self.clients = {
             n: self.shell.client(
@@ -210,9 +208,7 @@ class GroupMachine(RuleBasedStateMachine):
         resp = self.shell.answer(self.shell.send("OffsetFetch", 7, {"group_id": "g", "topics": None}))
         assert resp is not None
         fetched = {
-            (t["name"], p["partition_index"]): p["committed_offset"]
-            for t in resp["topics"]
-            for p in t["partitions"]
+            (t["name"], p["partition_index"]): p["committed_offset"] for t in resp["topics"] for p in t["partitions"]
         }
         assert fetched == self.model_offsets
 

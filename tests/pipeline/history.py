@@ -92,9 +92,7 @@ class History:
 class LogWriter:
     def __init__(self, data_dir: Path, segment_bytes: int = 700) -> None:
         self.history = History(Path(data_dir))
-        self.manager = LogManager(
-            data_dir, LogConfig(segment_bytes=segment_bytes, segment_ms=None, retention_ms=None)
-        )
+        self.manager = LogManager(data_dir, LogConfig(segment_bytes=segment_bytes, segment_ms=None, retention_ms=None))
         self.manager.open_all()
 
     def raw(self, label: str | None, log_partition: int, ts: int, key: bytes | None, value: bytes | None) -> None:
@@ -107,17 +105,28 @@ class LogWriter:
     def record(self, label: str | None, ts: int, key, value) -> None:
         self.raw(label, partition_for(key.group), ts, encode_key(key), encode_value(value))
 
-    def commit(self, label: str | None, ts: int, group: str, topic: str, partition: int, offset: int,
-               epoch: int = 3) -> None:
+    def commit(
+        self, label: str | None, ts: int, group: str, topic: str, partition: int, offset: int, epoch: int = 3
+    ) -> None:
         value = OffsetCommitValue(offset=offset, leader_epoch=epoch, metadata=f"m{offset}", commit_timestamp=ts)
         self.record(label, ts, OffsetCommitKey(group, topic, partition), value)
 
     def offset_tombstone(self, label: str | None, ts: int, group: str, topic: str, partition: int) -> None:
         self.record(label, ts, OffsetCommitKey(group, topic, partition), None)
 
-    def generation(self, label: str | None, ts: int, group: str, generation: int, members: list[M], *,
-                   protocol_type: str = "consumer", protocol: str | None = "range", state_ts: int | None = None,
-                   leader: str | None = None) -> None:
+    def generation(
+        self,
+        label: str | None,
+        ts: int,
+        group: str,
+        generation: int,
+        members: list[M],
+        *,
+        protocol_type: str = "consumer",
+        protocol: str | None = "range",
+        state_ts: int | None = None,
+        leader: str | None = None,
+    ) -> None:
         consumer = protocol_type == "consumer"
         value = GroupMetadataValue(
             protocol_type=protocol_type,
@@ -141,8 +150,13 @@ def write_registry(data_dir: Path, topics: dict[str, int]) -> None:
     """A topics.json as groupd's TopicRegistry writes it."""
     body = {
         "topics": [
-            {"name": name, "topic_id": f"00000000-0000-0000-0000-{i:012d}", "partitions": n, "configs": {},
-             "internal": name == OFFSETS}
+            {
+                "name": name,
+                "topic_id": f"00000000-0000-0000-0000-{i:012d}",
+                "partitions": n,
+                "configs": {},
+                "internal": name == OFFSETS,
+            }
             for i, (name, n) in enumerate(sorted(topics.items()), start=1)
         ]
     }
@@ -159,11 +173,17 @@ def write_history(data_dir: Path) -> History:
     for i, (p, off) in enumerate([(0, 10), (1, 5), (2, 7), (3, 3)]):
         w.commit(f"billing.c1.{p}", T + 2000 + i, "billing", o, p, off)
 
-    w.generation("audit.g1", T + 3000, "audit", 1,
-                 [M("a1", {"events": [0, 1]}, topics=("events",)), M("a2", {}, topics=("events",))])
+    w.generation(
+        "audit.g1",
+        T + 3000,
+        "audit",
+        1,
+        [M("a1", {"events": [0, 1]}, topics=("events",)), M("a2", {}, topics=("events",))],
+    )
     w.commit("audit.c.e2", T + 3500, "audit", "events", 2, 100)
-    w.generation("connect.g1", T + 4000, "connect-cluster", 1, [M("w1", {})], protocol_type="connect",
-                 protocol="sessioned")
+    w.generation(
+        "connect.g1", T + 4000, "connect-cluster", 1, [M("w1", {})], protocol_type="connect", protocol="sessioned"
+    )
 
     m1b = M("m1", {o: [0]}, host="/10.0.0.1", client_id="app-1")
     m4 = M("m4", {o: [1]})
@@ -175,12 +195,16 @@ def write_history(data_dir: Path) -> History:
 
     w.raw("invalid", 0, T + 8000, b"\x00\x09garbage", b"\x00\x00")
 
-    w.generation("billing.g3", T + 10000, "billing", 3,
-                 [M("m1", {o: [0, 2]}), M("m3b", {o: [3]}, instance_id="i-3"), M("m4", {o: [1, 2]})])
+    w.generation(
+        "billing.g3",
+        T + 10000,
+        "billing",
+        3,
+        [M("m1", {o: [0, 2]}), M("m3b", {o: [3]}, instance_id="i-3"), M("m4", {o: [1, 2]})],
+    )
     w.commit("billing.c3.0", T + 11000, "billing", o, 0, 15)  # backwards: 20 -> 15
     w.commit("billing.c3.2", T + 11001, "billing", o, 2, 9)
-    w.generation("billing.g4", T + 15000, "billing", 4,
-                 [M("m1", {o: [0, 1]}), M("m3b", {o: [3]}, instance_id="i-3")])
+    w.generation("billing.g4", T + 15000, "billing", 4, [M("m1", {o: [0, 1]}), M("m3b", {o: [3]}, instance_id="i-3")])
     w.offset_tombstone("billing.t.3", T + 16000, "billing", o, 3)
     w.commit("billing.c4.3", T + 17000, "billing", o, 3, 1)
     w.generation("billing.g5", T + 20000, "billing", 5, [])

@@ -35,11 +35,19 @@ def test_time_window_keeps_what_happened_inside_it(spark, analyzed) -> None:
     # generations overlapping [T+9s, T+16s): billing g2 (ends T+10s), g3, g4; audit's and
     # connect-cluster's single generations never end
     assert [(g["group"], g["generation"]) for g in collect(w.generations, "group", "seq")] == [
-        ("audit", 1), ("billing", 2), ("billing", 3), ("billing", 4), ("connect-cluster", 1)]
+        ("audit", 1),
+        ("billing", 2),
+        ("billing", 3),
+        ("billing", 4),
+        ("connect-cluster", 1),
+    ]
     assert [r["to_generation"] for r in collect(w.rebalances, "seq")] == [3, 4]
     assert [(c["partition"], c["offset"]) for c in collect(w.offset_commits, "log_offset")] == [(0, 15), (2, 9)]
     assert [(a["kind"], a["group"]) for a in collect(w.anomalies, "kind")] == [
-        ("backwards_commit", "billing"), ("double_assigned", "billing"), ("unassigned", "billing")]
+        ("backwards_commit", "billing"),
+        ("double_assigned", "billing"),
+        ("unassigned", "billing"),
+    ]
 
 
 def _groupd(*args: str) -> subprocess.CompletedProcess:
@@ -57,7 +65,9 @@ def test_help_and_argument_errors() -> None:
     assert missing.returncode == 1 and "no such data directory" in missing.stderr
     bad = _groupd("analyze", "--data-dir", ".", "--out", "/tmp/x", "--since", "yesterday")
     assert bad.returncode == 2 and "not a time" in bad.stderr
-    backwards = _groupd("analyze", "--data-dir", ".", "--out", "/tmp/x", "--since", "2024-01-02", "--until", "2024-01-01")
+    backwards = _groupd(
+        "analyze", "--data-dir", ".", "--out", "/tmp/x", "--since", "2024-01-02", "--until", "2024-01-01"
+    )
     assert backwards.returncode == 2
 
 

@@ -28,8 +28,12 @@ def test_segment_paths() -> None:
     assert decode.parse_segment_path("/d/__consumer_offsets-7/00000000000000001234.log") == (7, 1234)
     assert decode.parse_segment_path("hdfs://nn:8020/d/__consumer_offsets-49/00000000000000000000.log") == (49, 0)
     assert decode.parse_segment_path("file:/d/__consumer_offsets-3/00000000000000000000.log") == (3, 0)
-    for other in ("/d/orders-0/00000000000000000000.log", "/d/__consumer_offsets-3/00000000000000000000.index",
-                  "/d/__consumer_offsets-3/0.log", "/d/__consumer_offsets-3.x-delete/00000000000000000000.log"):
+    for other in (
+        "/d/orders-0/00000000000000000000.log",
+        "/d/__consumer_offsets-3/00000000000000000000.index",
+        "/d/__consumer_offsets-3/0.log",
+        "/d/__consumer_offsets-3.x-delete/00000000000000000000.log",
+    ):
         assert decode.parse_segment_path(other) is None, other
 
 
@@ -54,19 +58,49 @@ def test_every_record_of_the_history_decodes(history: History) -> None:
     assert {pos for pos in by_pos} == set(history.at.values())
 
     commit = by_pos[history.at["billing.c3.0"]]
-    assert {k: commit[k] for k in ("record_type", "group", "topic", "partition", "committed_offset", "leader_epoch",
-                                    "metadata", "commit_timestamp", "expire_timestamp", "timestamp", "tombstone",
-                                    "key_version", "value_version")} == {
-        "record_type": "offset_commit", "group": "billing", "topic": "orders", "partition": 0,
-        "committed_offset": 15, "leader_epoch": 3, "metadata": "m15", "commit_timestamp": T + 11000,
-        "expire_timestamp": None, "timestamp": T + 11000, "tombstone": False, "key_version": 1, "value_version": 3,
+    assert {
+        k: commit[k]
+        for k in (
+            "record_type",
+            "group",
+            "topic",
+            "partition",
+            "committed_offset",
+            "leader_epoch",
+            "metadata",
+            "commit_timestamp",
+            "expire_timestamp",
+            "timestamp",
+            "tombstone",
+            "key_version",
+            "value_version",
+        )
+    } == {
+        "record_type": "offset_commit",
+        "group": "billing",
+        "topic": "orders",
+        "partition": 0,
+        "committed_offset": 15,
+        "leader_epoch": 3,
+        "metadata": "m15",
+        "commit_timestamp": T + 11000,
+        "expire_timestamp": None,
+        "timestamp": T + 11000,
+        "tombstone": False,
+        "key_version": 1,
+        "value_version": 3,
     }
     tomb = by_pos[history.at["billing.t.3"]]
     assert (tomb["record_type"], tomb["tombstone"], tomb["committed_offset"]) == ("offset_commit", True, None)
 
     g3 = by_pos[history.at["billing.g3"]]
     assert (g3["record_type"], g3["generation"], g3["protocol"], g3["leader"], g3["key_version"]) == (
-        "group_metadata", 3, "range", "m1", 2)
+        "group_metadata",
+        3,
+        "range",
+        "m1",
+        2,
+    )
     assert [(m["member_id"], m["group_instance_id"], m["assigned_partitions"]) for m in g3["members"]] == [
         ("m1", None, [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 2}]),
         ("m3b", "i-3", [{"topic": "orders", "partition": 3}]),

@@ -125,14 +125,15 @@ def test_scripted_history_through_the_pipeline(spark: SparkSession, tmp_path: Pa
     killable = None
     try:
         boot = daemon.bootstrap
-        admin_for(boot).create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])[
-            TOPIC
-        ].result(15)
+        admin_for(boot).create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])[TOPIC].result(
+            15
+        )
 
         # 1. three members (the process first: it takes longest to join)
         killable = subprocess.Popen(
             [sys.executable, "-m", "tests.support.member_proc", boot, GROUP, TOPIC],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         time.sleep(1.0)
         a = CommittingMember(boot, "a", instance_id="static-a").start()
@@ -171,9 +172,9 @@ def test_scripted_history_through_the_pipeline(spark: SparkSession, tmp_path: Pa
         members.clear()
         _wait_state(boot, "EMPTY")
         admin = admin_for(boot)
-        admin.alter_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(GROUP, [TopicPartition(TOPIC, 0, 5)])]
-        )[GROUP].result(15)
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(GROUP, [TopicPartition(TOPIC, 0, 5)])])[
+            GROUP
+        ].result(15)
     finally:
         for m in members:
             m.stop()
@@ -198,8 +199,12 @@ def test_scripted_history_through_the_pipeline(spark: SparkSession, tmp_path: Pa
     assert [g["records"] for g in gens] == [1, 1, 2] + [1] * (len(gens) - 3)
     assert [g["generation"] for g in gens] == sorted(g["generation"] for g in gens)
     for g, view in zip(gens, views):
-        got = {(m["group_instance_id"] or m["member_id"]): sorted((tp["topic"], tp["partition"])
-               for tp in m["assigned_partitions"]) for m in g["members"]}
+        got = {
+            (m["group_instance_id"] or m["member_id"]): sorted(
+                (tp["topic"], tp["partition"]) for tp in m["assigned_partitions"]
+            )
+            for m in g["members"]
+        }
         want = {(m["instance_id"] or m["member_id"]): m["assignment"] for m in view.members}
         if g["records"] == 2:  # the last record of gen 3 holds the restarted static member
             want = {(m["instance_id"] or m["member_id"]): m["assignment"] for m in restarted.members}
@@ -211,13 +216,13 @@ def test_scripted_history_through_the_pipeline(spark: SparkSession, tmp_path: Pa
     assert [(r["members_before"], r["members_after"]) for r in rebalances[:2]] == [(3, 4), (4, 3)]
     assert len(rebalances) == len(gens) - 1 and rebalances[-1]["members_after"] == 0
     assert [r["moved_partitions"] for r in rebalances[:2]] == [_moved(views[0], views[1]), _moved(views[1], views[2])]
-    assert [r["partitions_moved"] for r in rebalances[:2]] == [len(_moved(views[0], views[1])),
-                                                               len(_moved(views[1], views[2]))]
+    assert [r["partitions_moved"] for r in rebalances[:2]] == [
+        len(_moved(views[0], views[1])),
+        len(_moved(views[1], views[2])),
+    ]
     assert len(rebalances[0]["members_joined"]) == 1 and rebalances[0]["members_left"] == []
     assert rebalances[1]["members_joined"] == [] and len(rebalances[1]["members_left"]) == 1
-    assert rebalances[-1]["partitions_unassigned"] == sum(
-        len(m["assigned_partitions"]) for m in gens[-2]["members"]
-    )
+    assert rebalances[-1]["partitions_unassigned"] == sum(len(m["assigned_partitions"]) for m in gens[-2]["members"])
 
     commits = table(spark, out, "offset_commits", "log_offset")
     assert sorted({c["offset"] for c in commits}) == [5, 10, 20, 30]

@@ -45,7 +45,9 @@ def _chromium() -> str:
 def _headless(exe: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars", *args],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

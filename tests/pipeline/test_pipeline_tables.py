@@ -14,8 +14,15 @@ def tps(topic: str, *partitions: int) -> list[dict]:
     return [{"topic": topic, "partition": p} for p in partitions]
 
 
-def member(mid: str, assigned: list[dict] | None, *, instance: str | None = None, client: str | None = None,
-           host: str | None = None, topics: list[str] | None = None) -> dict:
+def member(
+    mid: str,
+    assigned: list[dict] | None,
+    *,
+    instance: str | None = None,
+    client: str | None = None,
+    host: str | None = None,
+    topics: list[str] | None = None,
+) -> dict:
     return {
         "member_id": mid,
         "group_instance_id": instance,
@@ -43,9 +50,17 @@ def test_offset_commits(spark, analyzed, history) -> None:
     def row(label: str, group: str, topic: str, partition: int, offset: int, at: int) -> dict:
         lp, lo = history.at[label]
         return {
-            "group": group, "topic": topic, "partition": partition, "offset": offset, "leader_epoch": 3,
-            "metadata": f"m{offset}", "commit_time": at, "expire_time": None, "log_partition": lp,
-            "log_offset": lo, "log_time": at,
+            "group": group,
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "leader_epoch": 3,
+            "metadata": f"m{offset}",
+            "commit_time": at,
+            "expire_time": None,
+            "log_partition": lp,
+            "log_offset": lo,
+            "log_time": at,
         }
 
     assert table(spark, analyzed.out, "offset_commits", "group", "log_partition", "log_offset") == [
@@ -63,17 +78,36 @@ def test_offset_commits(spark, analyzed, history) -> None:
 
 
 def test_generations(spark, analyzed, history) -> None:
-    def gen(group: str, seq: int, label: str, members: list[dict], start: int, end: int | None, *,
-            records: int = 1, protocol_type: str = "consumer", protocol: str | None = "range",
-            leader: str | None = None) -> dict:
+    def gen(
+        group: str,
+        seq: int,
+        label: str,
+        members: list[dict],
+        start: int,
+        end: int | None,
+        *,
+        records: int = 1,
+        protocol_type: str = "consumer",
+        protocol: str | None = "range",
+        leader: str | None = None,
+    ) -> dict:
         lp, lo = history.at[label]
         return {
-            "group": group, "seq": seq, "generation": seq, "protocol_type": protocol_type,
+            "group": group,
+            "seq": seq,
+            "generation": seq,
+            "protocol_type": protocol_type,
             "protocol": protocol if members else None,
             "leader": (leader or members[0]["member_id"]) if members else None,
-            "member_count": len(members), "members": members, "started_at": start, "ended_at": end,
-            "duration_ms": None if end is None else end - start, "join_completed_at": start - 100,
-            "records": records, "log_partition": lp, "log_offset": lo,
+            "member_count": len(members),
+            "members": members,
+            "started_at": start,
+            "ended_at": end,
+            "duration_ms": None if end is None else end - start,
+            "join_completed_at": start - 100,
+            "records": records,
+            "log_partition": lp,
+            "log_offset": lo,
         }
 
     m1 = member("m1", tps("orders", 0, 1), client="app-1", host="/10.0.0.1")
@@ -82,35 +116,90 @@ def test_generations(spark, analyzed, history) -> None:
     m3b = member("m3b", tps("orders", 3), instance="i-3")
     m4 = member("m4", tps("orders", 1))
     expected = [
-        gen("audit", 1, "audit.g1", [
-            member("a1", tps("events", 0, 1), topics=["events"]),
-            member("a2", [], topics=["events"]),
-        ], T + 3000, None),
+        gen(
+            "audit",
+            1,
+            "audit.g1",
+            [
+                member("a1", tps("events", 0, 1), topics=["events"]),
+                member("a2", [], topics=["events"]),
+            ],
+            T + 3000,
+            None,
+        ),
         gen("billing", 1, "billing.g1", [m1, m2, m3], T + 1000, T + 5000),
         # two records: the static member i-3 came back as m3b within generation 2; the last wins
-        gen("billing", 2, "billing.g2", [{**m1, "assigned_partitions": tps("orders", 0)}, m2, m3b, m4],
-            T + 5000, T + 10000, records=2),
-        gen("billing", 3, "billing.g3", [
-            member("m1", tps("orders", 0, 2)), m3b, member("m4", tps("orders", 1, 2)),
-        ], T + 10000, T + 15000),
+        gen(
+            "billing",
+            2,
+            "billing.g2",
+            [{**m1, "assigned_partitions": tps("orders", 0)}, m2, m3b, m4],
+            T + 5000,
+            T + 10000,
+            records=2,
+        ),
+        gen(
+            "billing",
+            3,
+            "billing.g3",
+            [
+                member("m1", tps("orders", 0, 2)),
+                m3b,
+                member("m4", tps("orders", 1, 2)),
+            ],
+            T + 10000,
+            T + 15000,
+        ),
         gen("billing", 4, "billing.g4", [member("m1", tps("orders", 0, 1)), m3b], T + 15000, T + 20000),
         gen("billing", 5, "billing.g5", [], T + 20000, T + 25000),  # Empty, ended by the group's tombstone
-        gen("connect-cluster", 1, "connect.g1", [
-            {**member("w1", None), "subscribed_topics": None},  # not the consumer protocol: not decoded
-        ], T + 4000, None, protocol_type="connect", protocol="sessioned"),
+        gen(
+            "connect-cluster",
+            1,
+            "connect.g1",
+            [
+                {**member("w1", None), "subscribed_topics": None},  # not the consumer protocol: not decoded
+            ],
+            T + 4000,
+            None,
+            protocol_type="connect",
+            protocol="sessioned",
+        ),
     ]
     assert table(spark, analyzed.out, "generations", "group", "seq") == expected
 
 
 def test_rebalances(spark, analyzed) -> None:
-    def reb(seq: int, before: int, after: int, joined: list[str], left: list[str], moved: int, kept: int,
-            new: int, gone: int, mx: int | None, mn: int | None, moves: list[tuple]) -> dict:
+    def reb(
+        seq: int,
+        before: int,
+        after: int,
+        joined: list[str],
+        left: list[str],
+        moved: int,
+        kept: int,
+        new: int,
+        gone: int,
+        mx: int | None,
+        mn: int | None,
+        moves: list[tuple],
+    ) -> dict:
         return {
-            "group": "billing", "seq": seq, "from_generation": seq - 1, "to_generation": seq,
-            "completed_at": T + 5000 * (seq - 1), "join_completed_at": T + 5000 * (seq - 1) - 100,
-            "members_before": before, "members_after": after, "members_joined": joined, "members_left": left,
-            "partitions_moved": moved, "partitions_kept": kept, "partitions_newly_assigned": new,
-            "partitions_unassigned": gone, "max_partitions_per_member": mx, "min_partitions_per_member": mn,
+            "group": "billing",
+            "seq": seq,
+            "from_generation": seq - 1,
+            "to_generation": seq,
+            "completed_at": T + 5000 * (seq - 1),
+            "join_completed_at": T + 5000 * (seq - 1) - 100,
+            "members_before": before,
+            "members_after": after,
+            "members_joined": joined,
+            "members_left": left,
+            "partitions_moved": moved,
+            "partitions_kept": kept,
+            "partitions_newly_assigned": new,
+            "partitions_unassigned": gone,
+            "max_partitions_per_member": mx,
+            "min_partitions_per_member": mn,
             "partition_spread": None if mx is None else mx - mn,
             "moved_partitions": [
                 {"topic": t, "partition": p, "from_members": f, "to_members": to} for t, p, f, to in moves
@@ -129,24 +218,80 @@ def test_rebalances(spark, analyzed) -> None:
 
 
 def test_anomalies(spark, analyzed, history) -> None:
-    def anomaly(kind: str, group: str, label: str, at: int, *, generation: int | None = None, topic: str,
-                partition: int, members: list[str] | None = None, offset: int | None = None,
-                previous: int | None = None, detail: str) -> dict:
+    def anomaly(
+        kind: str,
+        group: str,
+        label: str,
+        at: int,
+        *,
+        generation: int | None = None,
+        topic: str,
+        partition: int,
+        members: list[str] | None = None,
+        offset: int | None = None,
+        previous: int | None = None,
+        detail: str,
+    ) -> dict:
         lp, lo = history.at[label]
         return {
-            "kind": kind, "group": group, "generation": generation, "topic": topic, "partition": partition,
-            "members": members, "offset": offset, "previous_offset": previous, "timestamp": at,
-            "log_partition": lp, "log_offset": lo, "detail": detail,
+            "kind": kind,
+            "group": group,
+            "generation": generation,
+            "topic": topic,
+            "partition": partition,
+            "members": members,
+            "offset": offset,
+            "previous_offset": previous,
+            "timestamp": at,
+            "log_partition": lp,
+            "log_offset": lo,
+            "detail": detail,
         }
 
     assert table(spark, analyzed.out, "anomalies", "kind", "group", "timestamp") == [
-        anomaly("backwards_commit", "billing", "billing.c3.0", T + 11000, topic="orders", partition=0,
-                offset=15, previous=20, detail="committed offset went from 20 back to 15"),
-        anomaly("double_assigned", "billing", "billing.g3", T + 10000, generation=3, topic="orders", partition=2,
-                members=["m1", "m4"], detail="assigned to 2 members: m1, m4"),
+        anomaly(
+            "backwards_commit",
+            "billing",
+            "billing.c3.0",
+            T + 11000,
+            topic="orders",
+            partition=0,
+            offset=15,
+            previous=20,
+            detail="committed offset went from 20 back to 15",
+        ),
+        anomaly(
+            "double_assigned",
+            "billing",
+            "billing.g3",
+            T + 10000,
+            generation=3,
+            topic="orders",
+            partition=2,
+            members=["m1", "m4"],
+            detail="assigned to 2 members: m1, m4",
+        ),
         # events is not in topics.json: its 3 partitions are inferred from the commit on events-2
-        anomaly("unassigned", "audit", "audit.g1", T + 3000, generation=1, topic="events", partition=2,
-                members=[], detail="subscribed but assigned to no member"),
-        anomaly("unassigned", "billing", "billing.g4", T + 15000, generation=4, topic="orders", partition=2,
-                members=[], detail="subscribed but assigned to no member"),
+        anomaly(
+            "unassigned",
+            "audit",
+            "audit.g1",
+            T + 3000,
+            generation=1,
+            topic="events",
+            partition=2,
+            members=[],
+            detail="subscribed but assigned to no member",
+        ),
+        anomaly(
+            "unassigned",
+            "billing",
+            "billing.g4",
+            T + 15000,
+            generation=4,
+            topic="orders",
+            partition=2,
+            members=[],
+            detail="subscribed but assigned to no member",
+        ),
     ]

@@ -14,6 +14,7 @@ from pathlib import Path
 def _ensure_groupd_storage() -> None:
     try:
         import groupd.storage  # noqa: F401
+
         return
     except ImportError:
         pass

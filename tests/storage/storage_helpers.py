@@ -32,8 +32,9 @@ def small_config(**kw) -> LogConfig:
     return LogConfig(**base)
 
 
-def fill(plog: PartitionLog, n_batches: int, *, seed: int = 0, keys: int = 50, ts0: int = 1_000_000
-         ) -> list[tuple[int, int, bytes, bytes]]:
+def fill(
+    plog: PartitionLog, n_batches: int, *, seed: int = 0, keys: int = 50, ts0: int = 1_000_000
+) -> list[tuple[int, int, bytes, bytes]]:
     """Append random-sized batches; returns every record as (offset, timestamp, key, value)."""
     rnd = random.Random(seed)
     out = []

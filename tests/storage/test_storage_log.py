@@ -148,8 +148,12 @@ def test_offset_for_timestamp_matches_brute_force(tmp_path):
 
 def kafka_python_batch(n: int, *, ts0: int = 1000, producer_id: int = -1) -> bytes:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False, producer_id=producer_id,
-        producer_epoch=0 if producer_id >= 0 else -1, base_sequence=0 if producer_id >= 0 else -1,
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=0 if producer_id >= 0 else -1,
         batch_size=1 << 30,
     )
     for i in range(n):
@@ -174,8 +178,9 @@ def test_append_batch_assigns_offsets_without_touching_the_crc(tmp_path):
 
 
 def test_append_batch_with_log_append_time(tmp_path):
-    plog = PartitionLog.open(tmp_path / "t-0", small_config(message_timestamp_type="LogAppendTime"),
-                             clock=lambda: 777_000)
+    plog = PartitionLog.open(
+        tmp_path / "t-0", small_config(message_timestamp_type="LogAppendTime"), clock=lambda: 777_000
+    )
     plog.append_batch(kafka_python_batch(3))
     plog.append_records([(b"k", b"v", [], 5)])
     assert [r[1] for r in plog.iter_records()] == [777_000] * 4

@@ -18,8 +18,7 @@ def test_parse_partition_dir():
 
 def test_create_reopen_list_and_delete(tmp_path):
     compacted = small_config(cleanup_policy="compact")
-    mgr = LogManager(tmp_path, small_config(),
-                     topic_config=lambda t: compacted if t == "__consumer_offsets" else None)
+    mgr = LogManager(tmp_path, small_config(), topic_config=lambda t: compacted if t == "__consumer_offsets" else None)
     assert mgr.open_all() == []
     for p in range(3):
         mgr.create("__consumer_offsets", p).append_records([(b"k%d" % p, b"v", [], 1)])
@@ -33,11 +32,14 @@ def test_create_reopen_list_and_delete(tmp_path):
     assert not mgr.get("orders", 0).config.compact
     mgr.close()
 
-    mgr = LogManager(tmp_path, small_config(),
-                     topic_config=lambda t: compacted if t == "__consumer_offsets" else None)
+    mgr = LogManager(tmp_path, small_config(), topic_config=lambda t: compacted if t == "__consumer_offsets" else None)
     found = mgr.open_all()
-    assert sorted(found) == [("__consumer_offsets", 0), ("__consumer_offsets", 1), ("__consumer_offsets", 2),
-                             ("orders", 0)]
+    assert sorted(found) == [
+        ("__consumer_offsets", 0),
+        ("__consumer_offsets", 1),
+        ("__consumer_offsets", 2),
+        ("orders", 0),
+    ]
     assert mgr.partitions("__consumer_offsets") == [("__consumer_offsets", p) for p in range(3)]
     assert mgr.topics() == {"__consumer_offsets", "orders"}
     assert list(mgr.get("__consumer_offsets", 2).iter_records()) == [(0, 1, b"k2", b"v")]
@@ -83,11 +85,17 @@ def test_topic_configs_are_validated_persisted_and_applied(tmp_path):
         mgr.set_topic_configs("events", {"no.such.config": "1"})
     with pytest.raises(ValueError):
         mgr.set_topic_configs("events", {"cleanup.policy": "shred"})
-    cfg = mgr.set_topic_configs("events", {"retention.ms": "1000", "cleanup.policy": "compact,delete",
-                                           "message.timestamp.type": "LogAppendTime"})
+    cfg = mgr.set_topic_configs(
+        "events",
+        {"retention.ms": "1000", "cleanup.policy": "compact,delete", "message.timestamp.type": "LogAppendTime"},
+    )
     assert plog.config is cfg
     assert (cfg.retention_ms, cfg.compact, cfg.delete, cfg.message_timestamp_type) == (
-        1000, True, True, "LogAppendTime")
+        1000,
+        True,
+        True,
+        "LogAppendTime",
+    )
     assert cfg.segment_bytes == small_config().segment_bytes  # untouched settings keep the default
     mgr.close()
 

@@ -36,9 +36,11 @@ class LogModel(RuleBasedStateMachine):
 
     @rule(
         recs=st.lists(
-            st.tuples(st.sampled_from([b"a", b"b", b"c", None]), st.none() | st.binary(max_size=60),
-                      st.integers(0, 10_000)),
-            min_size=1, max_size=5,
+            st.tuples(
+                st.sampled_from([b"a", b"b", b"c", None]), st.none() | st.binary(max_size=60), st.integers(0, 10_000)
+            ),
+            min_size=1,
+            max_size=5,
         )
     )
     def append(self, recs):
@@ -50,8 +52,13 @@ class LogModel(RuleBasedStateMachine):
     @rule(n=st.integers(1, 4), ts=st.integers(0, 10_000))
     def append_client_batch(self, n, ts):
         builder = DefaultRecordBatchBuilder(
-            magic=2, compression_type=DefaultRecordBatch.CODEC_GZIP, is_transactional=False,
-            producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+            magic=2,
+            compression_type=DefaultRecordBatch.CODEC_GZIP,
+            is_transactional=False,
+            producer_id=-1,
+            producer_epoch=-1,
+            base_sequence=-1,
+            batch_size=1 << 20,
         )
         for i in range(n):
             builder.append(i, timestamp=ts + i, key=b"c", value=b"client-%d" % i, headers=[])
@@ -136,8 +143,13 @@ def test_kafka_python_reads_every_segment_we_write(tmp_path):
     for i in range(120):
         if i % 7 == 3:
             builder = DefaultRecordBatchBuilder(
-                magic=2, compression_type=DefaultRecordBatch.CODEC_GZIP, is_transactional=False,
-                producer_id=5, producer_epoch=0, base_sequence=i, batch_size=1 << 20,
+                magic=2,
+                compression_type=DefaultRecordBatch.CODEC_GZIP,
+                is_transactional=False,
+                producer_id=5,
+                producer_epoch=0,
+                base_sequence=i,
+                batch_size=1 << 20,
             )
             for j in range(3):
                 builder.append(j, timestamp=5000 + i, key=None, value=b"gz%d" % j, headers=[("h", b"%d" % j)])

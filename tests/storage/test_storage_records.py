@@ -41,9 +41,7 @@ def test_build_decode_round_trip_agrees_with_kafka_python(records, base_offset):
     assert view.record_count == len(records)
     assert view.max_timestamp == max(r[3] for r in records)
     assert view.size == len(data)
-    expected = [
-        (base_offset + i, r[3], r[0], r[1], tuple((k, v) for k, v in r[2])) for i, r in enumerate(records)
-    ]
+    expected = [(base_offset + i, r[3], r[0], r[1], tuple((k, v) for k, v in r[2])) for i, r in enumerate(records)]
     ours = [tuple(r) for r in view.records()]
     assert ours == expected
     assert kafka_python_records(data) == expected
@@ -55,8 +53,13 @@ def test_build_decode_round_trip_agrees_with_kafka_python(records, base_offset):
 @given(record_lists)
 def test_we_decode_what_kafka_python_builds(records):
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False, producer_id=7, producer_epoch=1,
-        base_sequence=3, batch_size=1 << 30,
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=7,
+        producer_epoch=1,
+        base_sequence=3,
+        batch_size=1 << 30,
     )
     for i, (k, v, h, ts) in enumerate(records):
         builder.append(i, timestamp=ts, key=k, value=v, headers=list(h))
@@ -64,15 +67,18 @@ def test_we_decode_what_kafka_python_builds(records):
     view = R.BatchView(data)
     view.validate()
     assert (view.producer_id, view.producer_epoch, view.base_sequence) == (7, 1, 3)
-    assert [tuple(r) for r in view.records()] == [
-        (i, r[3], r[0], r[1], tuple(r[2])) for i, r in enumerate(records)
-    ]
+    assert [tuple(r) for r in view.records()] == [(i, r[3], r[0], r[1], tuple(r[2])) for i, r in enumerate(records)]
 
 
 def test_gzip_batches_from_kafka_python_decode_and_ours_encode():
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=DefaultRecordBatch.CODEC_GZIP, is_transactional=False,
-        producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30,
+        magic=2,
+        compression_type=DefaultRecordBatch.CODEC_GZIP,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 30,
     )
     for i in range(50):
         builder.append(i, timestamp=1000 + i, key=b"k%d" % i, value=b"v" * 100, headers=[])

@@ -162,9 +162,7 @@ def test_recovery_rebuilds_state_for_appends_and_timestamps(tmp_path):
     plog = PartitionLog.open(path, CFG)
     top = max(r[1] for r in expected)
     assert plog.max_timestamp() == (top, next(r[0] for r in expected if r[1] == top))
-    assert plog.offset_for_timestamp(expected[40][1]) == next(
-        (r[0], r[1]) for r in expected if r[1] >= expected[40][1]
-    )
+    assert plog.offset_for_timestamp(expected[40][1]) == next((r[0], r[1]) for r in expected if r[1] >= expected[40][1])
     # Appending after recovery produces the same indexes a never-crashed log would have.
     more = fill(plog, 40, seed=99, ts0=10**7)
     plog.validate_all()
