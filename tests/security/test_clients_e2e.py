@@ -99,6 +99,22 @@ def test_confluent_wrong_password_is_an_authentication_error(
     assert "Invalid user credentials" in auth[0].str()
 
 
+def _assert_group_authorization_failed(c: Consumer, topic: str, errors: list[KafkaError]) -> None:
+    """Subscribe and poll until the consumer reports GROUP_AUTHORIZATION_FAILED (or 15 s pass)."""
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            msg = c.poll(0.3)
+            if msg is not None and msg.error() is not None:
+                errors.append(msg.error())
+            if any(e.code() == KafkaError.GROUP_AUTHORIZATION_FAILED for e in errors):
+                break
+    finally:
+        c.close()
+    assert any(e.code() == KafkaError.GROUP_AUTHORIZATION_FAILED for e in errors), errors
+
+
 # --- SASL with kafka-python ----------------------------------------------------------------------
 @pytest.mark.parametrize("protocol", SASL_PROTOCOLS)
 @pytest.mark.parametrize("mechanism", MECHANISMS)
@@ -197,18 +213,7 @@ def test_confluent_client_certificate_principal_is_the_cn(secure_daemon: SecureD
     # ... but not others, which ANONYMOUS could: so the principal really is User:alice.
     errors: list[KafkaError] = []
     c = Consumer({**conf, "group.id": "zz-not-alice", "error_cb": errors.append})
-    try:
-        c.subscribe(["tls-cert-orders"])
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            msg = c.poll(0.3)
-            if msg is not None and msg.error() is not None:
-                errors.append(msg.error())
-            if any(e.code() == KafkaError.GROUP_AUTHORIZATION_FAILED for e in errors):
-                break
-    finally:
-        c.close()
-    assert any(e.code() == KafkaError.GROUP_AUTHORIZATION_FAILED for e in errors), errors
+    _assert_group_authorization_failed(c, "tls-cert-orders", errors)
 
 
 def test_confluent_refuses_server_it_cannot_verify(secure_daemon: SecureDaemon, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -228,18 +233,7 @@ def test_confluent_group_authorization_failed(secure_daemon: SecureDaemon) -> No
     errors: list[KafkaError] = []
     conf = ck_conf(secure_daemon, "SASL_PLAINTEXT", "SCRAM-SHA-256", **{"error_cb": errors.append})
     c = Consumer({**conf, "group.id": "not-alices-group"})
-    try:
-        c.subscribe(["orders"])
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            msg = c.poll(0.3)
-            if msg is not None and msg.error() is not None:
-                errors.append(msg.error())
-            if any(e.code() == KafkaError.GROUP_AUTHORIZATION_FAILED for e in errors):
-                break
-    finally:
-        c.close()
-    assert any(e.code() == KafkaError.GROUP_AUTHORIZATION_FAILED for e in errors), errors
+    _assert_group_authorization_failed(c, "orders", errors)
 
 
 def test_kafka_python_group_authorization_failed(secure_daemon: SecureDaemon) -> None:
