@@ -5,7 +5,7 @@ way, design.md). Frames are 4-byte size prefixed; the size is checked against ``
 as soon as the prefix arrives, before anything is buffered. Every decoded request gets a slot in the
 connection's queue; handlers fill slots in any order (a JoinGroup may wait seconds for a rebalance),
 and the connection writes the contiguous run of filled slots at the head of the queue, in one
-``transport.write``, once per event-loop iteration. That is Kafka's guarantee: responses on one
+``transport.write``, once per event-loop iteration (and every 64 frames of a big read). That is Kafka's guarantee: responses on one
 connection come back in request order, while other connections go on.
 
 Nothing a client sends or fails to read grows memory without bound: reading from a connection
@@ -32,6 +32,7 @@ log = structlog.get_logger("groupd.server")
 
 _conn_ids = itertools.count(1)
 _FRAME_SIZE = struct.Struct(">i")
+_FLUSH_EVERY = 64  # frames dispatched from one read between writes of the answers ready so far
 
 
 class Request:
@@ -187,6 +188,7 @@ class Connection(asyncio.Protocol):
         max_bytes = self.server.max_request_bytes
         dispatch = self.server.dispatch
         unpack = _FRAME_SIZE.unpack_from
+        n = 0
         while end - pos >= 4 and not self._paused:
             (size,) = unpack(buf, pos)
             if size < 8 or size > max_bytes:
@@ -203,6 +205,14 @@ class Connection(asyncio.Protocol):
             dispatch(self, frame)
             if self.closed:
                 return pos
+            n += 1
+            if n >= _FLUSH_EVERY and self._flush_scheduled:
+                # A big read (up to max_inflight frames) would otherwise hold every answer until
+                # the whole batch is dispatched: write what is ready every _FLUSH_EVERY frames.
+                n = 0
+                self._flush()
+                if self.closed:
+                    return pos
             self._check_bounds()
         return pos
 
