@@ -102,3 +102,23 @@ async def test_a_frame_larger_than_max_request_bytes_closes_before_buffering() -
     conn, t = _connect(server)
     conn.data_received(struct.pack(">i", 1001))
     assert conn.closed and t.closing
+
+
+class Answering:
+    """A dispatcher that answers every request at once (a heartbeat's fast path)."""
+
+    def __call__(self, conn: Connection, frame: bytes) -> None:
+        req = Request(conn, 12, 0, 0, None, {}, lambda _r, _b: b"")
+        conn.enqueue(req)
+        req.respond_raw(struct.pack(">i", 4) + b"resp")
+
+
+async def test_big_read_writes_answers_every_64_frames_in_order() -> None:
+    server = Server(Answering(), max_inflight=1024, max_inflight_bytes=0, idle_timeout_ms=0)
+    conn, t = _connect(server)
+    # 200 frames in one read: the answers ready so far are written every 64 frames, not only
+    # once the whole read is dispatched.
+    conn.data_received(b"".join(_frame(16, i) for i in range(200)))
+    assert len(t.written) == 3 and t.written_bytes == 192 * 8
+    await _turn()
+    assert t.written_bytes == 200 * 8 and t.reading
