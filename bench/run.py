@@ -12,8 +12,10 @@ Workloads (``--only`` takes these names, comma-separated):
               per connection: requests/s, p50/p99 latency
   rebalance   N members joining one new group together: from the last JoinGroup sent to the last
               SyncGroup answer, p50/p99 over several runs
-  soak        G groups x 10 members, heartbeat every 3 s, session timeout 10 s, open loop: p99
-              heartbeat latency, spurious answers to stable members (must be 0), daemon RSS
+  soak        G groups x 10 members, heartbeat every 3 s, session timeout 10 s, open loop (each
+              member's heartbeat leaves in its own 1 ms tick, as independent consumers' timers do;
+              --tick-ms 10 sends them in lumps of 333): p99 heartbeat latency, spurious answers to
+              stable members (must be 0), daemon RSS
   commits     OffsetCommit throughput: 50 committers x 100 partitions, one commit in flight each,
               default fsync policy and --fsync always
   startup     groupd start with an N-record __consumer_offsets log: to listening, to fully loaded
@@ -148,16 +150,23 @@ class CpuProbe:
 
 # --- the workloads -----------------------------------------------------------------------------------
 class Bench:
-    def __init__(self, quick: bool, root: Path, no_mock: bool = False) -> None:
+    def __init__(
+        self, quick: bool, root: Path, no_mock: bool = False, profile: Path | None = None, tick_ms: float = 1.0
+    ) -> None:
         self.quick = quick
+        self.tick_ms = tick_ms
         self.root = root
         self.no_mock = no_mock
+        self.profile = profile
         self.results: dict[str, Any] = {"quick": quick, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
         self.groupd_versions: dict[str, int] = {}
 
     def _start(self, kind: str, tag: str, *args: str) -> Target:
         if kind == "groupd":
             t, _ = start_groupd(self.root / f"{tag}-{uuid.uuid4().hex[:6]}" / "data", *args)
+            if self.profile is not None:
+                self.profile.mkdir(parents=True, exist_ok=True)
+                t.profile(self.profile / f"groupd-{tag}.txt")
             return t
         if kind == "mock":
             d = self.root / f"mock-{tag}-{uuid.uuid4().hex[:6]}"
@@ -387,6 +396,7 @@ class Bench:
             ("ramp-up: all groups stable after s", {k: v for k, v in g("join_s").items() if k != "echo"}),
             ("simulator loop lag p99 ms (client stalls)", g("client_lag_p99_ms")),
             ("simulator loop lag max ms", g("client_lag_max_ms")),
+            ("simulator CPU % (measured phase)", g("client_cpu_pct")),
         ]
         print_figures(
             f"3. scale soak ({groups:,} groups x 10 members, heartbeat 3 s, session 10 s; groupd {duration:.0f} s, "
@@ -429,6 +439,7 @@ class Bench:
             leave=False,
             join_timeout=(90.0 if self.quick else 150.0) if t.mock else (120.0 if self.quick else 600.0),
             partial_join=True,
+            tick_ms=self.tick_ms,
         )
         peak = {"rss": 0.0}
         stop = asyncio.Event()
@@ -579,7 +590,13 @@ async def amain(args: argparse.Namespace) -> int:
         print(f"unknown workloads {sorted(unknown)}; choose from {', '.join(WORKLOADS)}", file=sys.stderr)
         return 2
     root = workdir()
-    bench = Bench(args.quick, root, no_mock=args.no_mock)
+    bench = Bench(
+        args.quick,
+        root,
+        no_mock=args.no_mock,
+        profile=Path(args.profile) if args.profile else None,
+        tick_ms=args.tick_ms,
+    )
     t0 = time.perf_counter()
     print(f"groupd bench ({'quick' if args.quick else 'full'}); work dir {root}")
     failed = []
@@ -609,6 +626,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write every figure to this file")
     ap.add_argument("--no-mock", action="store_true", help="skip the librdkafka mock baseline")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (data dirs and logs)")
+    ap.add_argument("--tick-ms", type=float, default=1.0, help="soak: the simulator's heartbeat wheel resolution")
+    ap.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="sample every groupd started with py-spy (100 Hz) into DIR/groupd-<workload>.txt (collapsed stacks)",
+    )
     args = ap.parse_args(argv)
     import uvloop
 

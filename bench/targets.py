@@ -102,7 +102,26 @@ class Target:
         return self.proc.poll() is None
 
     def stop(self) -> int | None:
+        prof = self.extra.pop("profiler", None)
+        if prof is not None:
+            # py-spy writes its profile when interrupted, and needs the target alive to do so.
+            if prof.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(prof.pid, signal.SIGINT)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    prof.wait(30)
+            _stop_proc(prof)
         return _stop_proc(self.proc)
+
+    def profile(self, out: Path, rate: int = 100) -> None:
+        """Sample this process with py-spy until ``stop()``: collapsed stacks (``--format raw``, one
+        line per stack with its sample count; grep-able, and flamegraph.pl / speedscope read it)."""
+        exe = Path(sys.executable).with_name("py-spy")
+        cmd = [str(exe) if exe.exists() else "py-spy", "record", "--pid", str(self.pid), "--rate", str(rate)]
+        cmd += ["--format", "raw", "--output", str(out), "--nonblocking"]
+        log = out.with_suffix(".py-spy.log").open("ab")
+        self.extra["profiler"] = _spawn(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
 
     def sim_kwargs(self) -> dict[str, Any]:
         """Simulator settings this target needs."""

@@ -12,6 +12,7 @@ import pytest
 from bench.simulator import (
     NONE,
     STABLE,
+    HeartbeatWheel,
     SimConfig,
     Simulator,
     range_assign,
@@ -42,6 +43,37 @@ def groupd(tmp_path: Path) -> Iterator[GroupdProcess]:
         yield d
     finally:
         d.stop()
+
+
+class _Beater:
+    def __init__(self, fired: list[tuple[int, float]], n: int) -> None:
+        self.fired, self.n, self.hb_token = fired, n, 0
+
+    def heartbeat(self) -> None:
+        self.fired.append((self.n, asyncio.get_running_loop().time()))
+
+
+async def test_heartbeat_wheel_sends_each_heartbeat_in_its_own_tick_not_in_10ms_lumps() -> None:
+    # 100,000 consumers' own timers spread their heartbeats; the simulator's wheel must not gather
+    # those due 3 ms apart into one burst (a 10 ms wheel did, and the soak measured its lumps).
+    loop = asyncio.get_running_loop()
+    wheel = HeartbeatWheel(loop, SimConfig("x").tick_ms / 1000)
+    fired: list[tuple[int, float]] = []
+    beaters = [_Beater(fired, i) for i in range(3)]
+    for i, b in enumerate(beaters):
+        wheel.add(0.005 + 0.0015 * i, b, b.hb_token)
+    # Due 1.5 ms apart: three ticks (a 10 ms wheel holds them in one or two).
+    assert len(wheel.slots) == 3
+    cancelled = _Beater(fired, 99)
+    wheel.add(0.004, cancelled, cancelled.hb_token)
+    cancelled.hb_token += 1  # how a member cancels its scheduled heartbeat
+    for _ in range(200):
+        if len(fired) == 3:
+            break
+        await asyncio.sleep(0.005)
+    wheel.close()
+    assert [n for n, _ in fired] == [0, 1, 2]
+    assert fired[0][1] >= loop.time() - 2.0
 
 
 async def test_simulated_groups_become_stable_heartbeat_commit_and_leave(groupd: GroupdProcess) -> None:
