@@ -593,7 +593,10 @@ class HeartbeatWheel:
         self.handle: asyncio.TimerHandle | None = None
 
     def add(self, delay: float, member: Member, token: int) -> None:
-        slot = max(int((perf_counter() + delay) / self.res), self.cursor + 1)
+        self.add_at(perf_counter() + delay, member, token)
+
+    def add_at(self, when: float, member: Member, token: int) -> None:
+        slot = max(int(when / self.res), self.cursor + 1)
         entries = self.slots.get(slot)
         if entries is None:
             self.slots[slot] = [(member, token)]
@@ -630,6 +633,7 @@ class Member:
         "conn",
         "generation",
         "group",
+        "hb_at",
         "hb_body",
         "hb_payload",
         "hb_token",
@@ -663,6 +667,7 @@ class Member:
         self.hb_body: dict[str, Any] = {}
         self.hb_payload = b""
         self.hb_token = 0
+        self.hb_at = 0.0  # when the scheduled (or last) heartbeat is due to leave
 
     def __repr__(self) -> str:
         return f"Member({self.group.group_id}#{self.index} {self.state} gen={self.generation} id={self.member_id})"
@@ -837,7 +842,18 @@ class Member:
 
     def schedule_heartbeat(self, delay: float) -> None:
         self.hb_token += 1
-        self.sim.wheel.add(delay, self, self.hb_token)
+        self.hb_at = perf_counter() + delay
+        self.sim.wheel.add_at(self.hb_at, self, self.hb_token)
+
+    def next_heartbeat(self) -> None:
+        """One interval after the previous heartbeat was due to leave, not after its answer came:
+        librdkafka and the Java client time heartbeats from the send. Timed from the answer, every
+        member answered late in one batch (a stall anywhere) would heartbeat together from then on,
+        a burst that repeats every interval."""
+        self.hb_token += 1
+        # An answer later than a whole interval: the next one leaves now (one in flight at a time).
+        self.hb_at = max(self.hb_at + self.sim.config.heartbeat_interval_s, perf_counter())
+        self.sim.wheel.add_at(self.hb_at, self, self.hb_token)
 
     def cancel_heartbeat(self) -> None:
         self.hb_token += 1
@@ -861,7 +877,7 @@ class Member:
         sim.stats.answers[("Heartbeat", code)] += 1
         if code == NONE:
             if sim.periodic_heartbeats and self.state == STABLE:
-                self.schedule_heartbeat(sim.config.heartbeat_interval_s)
+                self.next_heartbeat()
             return
         if sim.expect_stable and self.state == STABLE:
             sim.stats.spurious[("Heartbeat", code)] += 1

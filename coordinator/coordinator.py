@@ -1043,13 +1043,25 @@ class GroupCoordinator(OffsetsMixin):
     # Heartbeat and LeaveGroup
     # ==========================================================================================
 
+    def heartbeat(self, now_ms: int, version: int, request: dict[str, Any]) -> int:
+        """``handle(now_ms, "Heartbeat", ...)`` without a Result: the error code to answer.
+
+        A Heartbeat only checks its member and moves its session deadline later: it never answers
+        another request, appends a record or changes a group's state, so the shell's hot path can
+        skip the Result plumbing (a third of a steady heartbeat's cost in the core)."""
+        if self._retention_armed:
+            self._now = now_ms
+        else:
+            self._begin(now_ms)
+        return self._heartbeat_error(
+            request.get("group_id") or "",
+            request.get("member_id") or "",
+            int(request.get("generation_id", -1)),
+            request.get("group_instance_id") if version >= 3 else None,
+        )
+
     def _heartbeat(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
-        gid = req.get("group_id") or ""
-        member_id = req.get("member_id") or ""
-        generation = int(req.get("generation_id", -1))
-        instance_id = req.get("group_instance_id") if v >= 3 else None
-        code = self._heartbeat_error(gid, member_id, generation, instance_id)
-        self._respond(ctx, {"throttle_time_ms": 0, "error_code": code})
+        self._respond(ctx, {"throttle_time_ms": 0, "error_code": self.heartbeat(self._now, v, req)})
 
     def _heartbeat_error(self, gid: str, member_id: str, generation: int, instance_id: str | None) -> int:
         if not gid:

@@ -93,6 +93,16 @@ class GroupShell:
     # --- requests ---------------------------------------------------------------------------------
     def handler(self, api_name: str) -> Callable[[Request], None]:
         core = self.core
+        if api_name == "Heartbeat" and hasattr(core, "heartbeat"):
+            heartbeat = core.heartbeat
+            clock = self.clock
+            arm = self._arm
+
+            def handle_heartbeat(req: Request) -> None:
+                req.respond({"throttle_time_ms": 0, "error_code": heartbeat(clock(), req.api_version, req.body)})
+                arm()
+
+            return handle_heartbeat
         # Kafka's "/host" form of each peer, made once per host rather than once per request.
         hosts: dict[str, str] = {}
 
