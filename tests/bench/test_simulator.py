@@ -4,6 +4,7 @@ partition assigned exactly once, heartbeat, commit and leave without a single er
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,3 +123,20 @@ async def test_simulated_groups_become_stable_heartbeat_commit_and_leave(groupd:
         assert not sim.stats.failures
     finally:
         await sim.close()
+
+
+async def test_next_heartbeat_is_timed_from_the_previous_send_not_from_its_answer() -> None:
+    # Timed from the answer, members whose answers came late together (any stall) heartbeat
+    # together from then on: a burst every interval that the soak then measured as latency.
+    sim = Simulator(SimConfig(bootstrap="127.0.0.1:9", heartbeat_interval_ms=3_000))
+    sim.wheel = HeartbeatWheel(asyncio.get_running_loop(), 0.001)
+    member = sim.add_group("g", 1, ("t",)).members[0]
+    member.schedule_heartbeat(0.5)
+    sent_at = member.hb_at
+    member.next_heartbeat()  # its answer, however late it came
+    assert member.hb_at == pytest.approx(sent_at + 3.0)
+    member.hb_at -= 60.0  # an answer more than an interval late: the next one leaves now
+    before = time.perf_counter()
+    member.next_heartbeat()
+    assert before <= member.hb_at <= time.perf_counter()
+    sim.wheel.close()
