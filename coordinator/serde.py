@@ -53,6 +53,7 @@ _Q = struct.Struct(">q")
 _QQ = struct.Struct(">qq")
 _V1_HEAD = struct.Struct(">hq")  # version 1, offset
 _V3_HEAD = struct.Struct(">hqi")  # version 3, offset, leader epoch
+_V3_NO_METADATA = struct.Struct(">hqihq")  # version 3, offset, leader epoch, "" (length 0), commit timestamp
 _V3_BODY = struct.Struct(">qih")  # offset, leader epoch, metadata length
 _V0_BODY = struct.Struct(">qh")  # offset, metadata length (v0-2)
 _EMPTY_STR = b"\x00\x00"
@@ -204,6 +205,7 @@ def encode_records(records: Iterable[Record]) -> list[tuple[bytes, bytes | None]
     prefixes = _KEY_PREFIXES
     pack_partition = _I32.pack
     pack_head = _V3_HEAD.pack
+    pack_empty = _V3_NO_METADATA.pack
     pack_ts = _Q.pack
     for record in records:
         key, value = record
@@ -212,11 +214,14 @@ def encode_records(records: Iterable[Record]) -> list[tuple[bytes, bytes | None]
                 prefix = prefixes.get((key.group, key.topic))
                 kb = (prefix if prefix is not None else _encode_offset_key(key)[:-4]) + pack_partition(key.partition)
                 metadata = value.metadata
-                vb = (
-                    pack_head(3, value.offset, value.leader_epoch)
-                    + (_EMPTY_STR if metadata == "" else _str16(metadata))
-                    + pack_ts(value.commit_timestamp)
-                )
+                if metadata == "":  # what nearly every consumer commits: one pack
+                    vb = pack_empty(3, value.offset, value.leader_epoch, 0, value.commit_timestamp)
+                else:
+                    vb = (
+                        pack_head(3, value.offset, value.leader_epoch)
+                        + _str16(metadata)
+                        + pack_ts(value.commit_timestamp)
+                    )
             except (TypeError, ValueError, struct.error):
                 append(encode_record(record))  # the codec decides (and words the error)
                 continue
