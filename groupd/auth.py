@@ -30,7 +30,6 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from scramp import ScramException, ScramMechanism
 
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Connection, Request
@@ -87,10 +86,14 @@ class ScramServerMechanism(Mechanism):
             cred = store.scram(user, mechanism)
             return cred.auth_info() if cred is not None else None
 
+        from scramp import ScramMechanism  # on the first SCRAM exchange: ~15 ms of every start otherwise
+
         self._server = ScramMechanism(mechanism).make_server(auth_fn, s_nonce=s_nonce)
         self._round = 0
 
     async def step(self, token: bytes) -> tuple[bytes, bool]:
+        from scramp import ScramException
+
         try:
             text = token.decode("utf-8")
         except UnicodeDecodeError:

@@ -146,7 +146,16 @@ def _zigzag_encode(n: int) -> bytes:
 
 
 _SMALL_VARINTS = [bytes((i,)) for i in range(0x80)]
-_ZZ_CACHE = [_zigzag_encode(i) for i in range(1 << 14)]
+# Zig-zag varints of 0..16383 (z = 2n < 2**15: at most three bytes), built without the loop of
+# _zigzag_encode: this table was 8 ms of every start.
+_ZZ_CACHE = [
+    bytes((z,))
+    if z < 0x80
+    else bytes((z & 0x7F | 0x80, z >> 7))
+    if z < 0x4000
+    else bytes((z & 0x7F | 0x80, (z >> 7) & 0x7F | 0x80, z >> 14))
+    for z in range(0, 1 << 15, 2)
+]
 _ZZ_MINUS_ONE = _zigzag_encode(-1)
 
 
