@@ -111,6 +111,12 @@ class Target:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     prof.wait(30)
             _stop_proc(prof)
+            out = self.extra.pop("profile_out", None)
+            if out is not None:
+                # Attaching to a process that is not its child needs ptrace rights (root, or
+                # kernel.yama.ptrace_scope = 0): say where the profile is, or why there is none.
+                done = out.exists() and out.stat().st_size > 0
+                print(f"   profile: {out}" if done else f"   profile: none, see {out.with_suffix('.py-spy.log')}")
         return _stop_proc(self.proc)
 
     def profile(self, out: Path, rate: int = 100) -> None:
@@ -121,6 +127,7 @@ class Target:
         cmd += ["--format", "raw", "--output", str(out), "--nonblocking"]
         log = out.with_suffix(".py-spy.log").open("ab")
         self.extra["profiler"] = _spawn(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        self.extra["profile_out"] = out
         log.close()
 
     def sim_kwargs(self) -> dict[str, Any]:
