@@ -41,11 +41,11 @@ def roundtrip(bootstrap):
         producer.send(topic, str(i).encode())
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                             auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer = subscribed(KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                        auto_offset_reset="earliest", enable_auto_commit=False), topic)
     values = []
-    for _ in range(100):
-        for records in consumer.poll(timeout_ms=200).values():
+    for _ in range(20):
+        for records in consumer.poll(timeout_ms=1000).values():
             values += [r.value for r in records]
         if len(values) == 3:
             break
@@ -53,6 +53,21 @@ def roundtrip(bootstrap):
     consumer.close()
     assert sorted(values) == [b"0", b"1", b"2"]
     return topic, group
+
+
+def create_topic(bootstrap, topic):
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    producer.partitions_for(topic)  # a Metadata request naming the topic auto-creates it
+    producer.close()
+
+
+def subscribed(consumer, topic):
+    """Subscribe once the (existing) topic's metadata is known. kafka-python 3.0.12 can lose a
+    finished join when a short poll() times out while the leader's SyncGroup is in flight, which a
+    needless second join (the first one raced the topic's metadata) makes likely."""
+    consumer.subscribe([topic])
+    consumer.partitions_for_topic(topic)
+    return consumer
 
 
 def partitions(bootstrap, topic):
@@ -90,11 +105,11 @@ def test_factory(groupd_broker_factory):
     note(b)
     assert a.port != b.port and a.data_dir != b.data_dir
     # a session timeout below groupd's default minimum (6000) is accepted only by b
-    from kafka import KafkaConsumer
-    c = KafkaConsumer("x", bootstrap_servers=b.bootstrap, group_id="g", session_timeout_ms=2000,
-                      heartbeat_interval_ms=500)
-    for _ in range(100):
-        c.poll(timeout_ms=100)
+    create_topic(b.bootstrap, "x")
+    c = subscribed(KafkaConsumer(bootstrap_servers=b.bootstrap, group_id="g", session_timeout_ms=2000,
+                                 heartbeat_interval_ms=500), "x")
+    for _ in range(20):
+        c.poll(timeout_ms=1000)
         if c.assignment():
             break
     assert c.assignment()

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tests.support import kafka_python
+
 KINDS = ("kafka-python", "aiokafka", "confluent-kafka")
 
 
@@ -184,28 +186,7 @@ def _kafka_python(
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
-    c.subscribe([topic])
-    # kafka-python 3.0.12 can wedge a group leader for good. When the leader rejoins because its
-    # topic metadata changed (its first join raced the first Metadata answer, or partitions were
-    # added), ``_perform_assignment`` sets ``_assignment_snapshot = _metadata_snapshot`` while the
-    # SyncGroup is still in flight. If ``poll(timeout_ms)`` expires in that window,
-    # ``coordinator.poll`` returns early; on the next poll ``need_rejoin()`` is False (the
-    # snapshots agree and ``rejoin_needed`` was never set for this kind of rejoin), so
-    # ``ensure_active_group`` is skipped and the finished join task (``_join_task``) is never
-    # collected: the heartbeat stays disabled and the assignment is never applied. The coordinator
-    # expires the member after session.timeout.ms and the client never notices. Seen here against
-    # groupd in scenarios 1 and 4 (1 run in ~10); the broker's part is what Apache Kafka does, a
-    # rebalance when the leader rejoins a Stable group, and the race is entirely in the client.
-    # To test the broker rather than this race: learn the topic's metadata before the first join
-    # (no needless leader rejoin), and treat an uncollected join as "rejoin needed", so the client
-    # rejoins (one more rebalance) instead of going silent. (Reproduced at will by making the
-    # leader's ``_perform_assignment`` take 250 ms with a 100 ms poll and adding partitions: the
-    # leader expires every time without this, never with it.)
-    coordinator = c._coordinator
-    if hasattr(coordinator, "_join_task"):
-        plain_need_rejoin = coordinator.need_rejoin
-        coordinator.need_rejoin = lambda: plain_need_rejoin() or coordinator._join_task is not None
-    c.partitions_for_topic(topic)
+    kafka_python.subscribe(c, topic)
     held: frozenset[int] | None = None
     try:
         while not stop.is_set():

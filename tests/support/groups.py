@@ -15,6 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support import kafka_python
+
 
 @dataclass
 class GroupView:
@@ -119,7 +121,6 @@ class Member:
             self.opts.get("assignor", "range")
         ]
         c = KafkaConsumer(
-            self.topic,
             bootstrap_servers=self.bootstrap,
             group_id=self.group,
             client_id=self.opts.get("client_id", "kafka-python"),
@@ -128,6 +129,7 @@ class Member:
             heartbeat_interval_ms=1000,
             enable_auto_commit=False,
         )
+        kafka_python.subscribe(c, self.topic)
         try:
             while not self._stop.is_set():
                 c.poll(timeout_ms=100)
