@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from tests.support import kafka_python
 from tests.support.daemon import GroupdProcess
 from tests.support.groups import Member, admin_for, wait_balanced
 
@@ -94,7 +95,6 @@ def test_commit_from_fenced_generation_fails_with_client_exception(groupd: Group
     topic = _topic(groupd, f"t-{unique}", partitions=2)
     group = f"g-{unique}"
     c = KafkaConsumer(
-        topic,
         bootstrap_servers=groupd.bootstrap,
         group_id=group,
         enable_auto_commit=False,
@@ -102,6 +102,7 @@ def test_commit_from_fenced_generation_fails_with_client_exception(groupd: Group
         heartbeat_interval_ms=1000,
         max_poll_interval_ms=60000,
     )
+    kafka_python.subscribe(c, topic)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not c.assignment():

@@ -18,6 +18,8 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
 )
 
+from tests.support import kafka_python
+
 from .conftest import PASSWORDS, SecureDaemon
 
 pytestmark = pytest.mark.e2e
@@ -128,13 +130,13 @@ def test_kafka_python_sasl_produce_consume_commit(secure_daemon: SecureDaemon, p
     finally:
         p.close()
     c = KafkaConsumer(
-        topic,
         group_id=group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         consumer_timeout_ms=15_000,
         **conf,
     )
+    kafka_python.subscribe(c, topic)
     try:
         msg = next(iter(c))
         assert msg.value == b"payload"
