@@ -38,6 +38,19 @@ class Pki:
     client_cert: Path  # CN=alice, signed by the CA
     client_key: Path
 
+    def server_args(self, client_auth: str) -> list[str]:
+        """``groupd serve`` flags for a TLS listener with this PKI's server certificate."""
+        return [
+            "--ssl-certfile",
+            str(self.server_cert),
+            "--ssl-keyfile",
+            str(self.server_key),
+            "--ssl-cafile",
+            str(self.ca),
+            "--ssl-client-auth",
+            client_auth,
+        ]
+
 
 def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
@@ -174,14 +187,7 @@ def secure_daemon(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterato
         str(cfg),
         "--listeners",
         "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "--ssl-certfile",
-        str(pki.server_cert),
-        "--ssl-keyfile",
-        str(pki.server_key),
-        "--ssl-cafile",
-        str(pki.ca),
-        "--ssl-client-auth",
-        "requested",
+        *pki.server_args("requested"),
         "--group-min-session-timeout-ms",
         "1000",
     )

@@ -277,14 +277,7 @@ def test_ssl_client_auth_required_refuses_clients_without_certificate(
         d / "data",
         "--listeners",
         "SSL://127.0.0.1:0",
-        "--ssl-certfile",
-        str(pki.server_cert),
-        "--ssl-keyfile",
-        str(pki.server_key),
-        "--ssl-cafile",
-        str(pki.ca),
-        "--ssl-client-auth",
-        "required",
+        *pki.server_args("required"),
     ).start()
     try:
         port = listener_ports(proc)["SSL"]

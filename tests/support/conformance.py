@@ -147,6 +147,30 @@ def _opt(opts: dict[str, Any], name: str) -> Any:
     return opts.get(name, defaults[name])
 
 
+class _Held:
+    """Tells the sink whenever the member's assignment (as its client reports it) changes."""
+
+    def __init__(self, name: str, sink: Sink) -> None:
+        self.name, self.sink = name, sink
+        self.partitions: frozenset[int] | None = None
+
+    def update(self, assignment: Iterable[Any]) -> None:
+        now = frozenset(tp.partition for tp in assignment)
+        if now != self.partitions:
+            self.partitions = now
+            self.sink.assignment(self.name, now, time.monotonic())
+
+
+def _processed(name: str, sink: Sink, batches: dict[Any, list[Any]]) -> dict[int, int]:
+    """Record a poll's records (kafka-python and aiokafka shape); the offsets to commit after them."""
+    offsets: dict[int, int] = {}
+    for tp, records in batches.items():
+        for r in records:
+            sink.processed(name, tp.partition, r.offset, r.key, r.value, time.monotonic())
+        offsets[tp.partition] = records[-1].offset + 1
+    return offsets
+
+
 def run_loop(
     kind: str, bootstrap: str, group: str, topic: str, name: str, opts: dict[str, Any], sink: Sink, stop: Any
 ) -> None:
@@ -187,15 +211,10 @@ def _kafka_python(
         auto_offset_reset="earliest",
     )
     kafka_python.subscribe(c, topic)
-    held: frozenset[int] | None = None
+    held = _Held(name, sink)
     try:
         while not stop.is_set():
-            batches = c.poll(timeout_ms=1000)
-            offsets: dict[int, int] = {}
-            for tp, records in batches.items():
-                for r in records:
-                    sink.processed(name, tp.partition, r.offset, r.key, r.value, time.monotonic())
-                offsets[tp.partition] = records[-1].offset + 1
+            offsets = _processed(name, sink, c.poll(timeout_ms=1000))
             if offsets:
                 if _opt(opts, "batch_sleep"):
                     time.sleep(_opt(opts, "batch_sleep"))
@@ -204,10 +223,7 @@ def _kafka_python(
                     sink.committed(name, offsets, None, time.monotonic())
                 except Exception as e:
                     sink.committed(name, offsets, repr(e), time.monotonic())
-            now = frozenset(tp.partition for tp in c.assignment())
-            if now != held:
-                held = now
-                sink.assignment(name, now, time.monotonic())
+            held.update(c.assignment())
     finally:
         c.close()
 
@@ -258,23 +274,17 @@ async def _aiokafka(
 
     c.subscribe([topic], listener=Listener())
     await c.start()
-    held: frozenset[int] | None = None
+    held = _Held(name, sink)
     try:
         while not stop.is_set():
             batches = await c.getmany(timeout_ms=100, max_records=_opt(opts, "max_records"))
-            for tp, records in batches.items():
-                for r in records:
-                    sink.processed(name, tp.partition, r.offset, r.key, r.value, time.monotonic())
-                pending[tp.partition] = records[-1].offset + 1
+            pending.update(_processed(name, sink, batches))
             if batches:
                 if _opt(opts, "batch_sleep"):
                     await asyncio.sleep(_opt(opts, "batch_sleep"))
                 if pending:
                     await commit(dict(pending))
-            now = frozenset(tp.partition for tp in c.assignment())
-            if now != held:
-                held = now
-                sink.assignment(name, now, time.monotonic())
+            held.update(c.assignment())
     finally:
         await c.stop()
 
@@ -299,7 +309,7 @@ def _confluent(bootstrap: str, group: str, topic: str, name: str, opts: dict[str
         }
     )
     c.subscribe([topic])
-    held: frozenset[int] | None = None
+    held = _Held(name, sink)
     try:
         while not stop.is_set():
             msgs = c.consume(_opt(opts, "max_records"), 0.1)
@@ -322,10 +332,7 @@ def _confluent(bootstrap: str, group: str, topic: str, name: str, opts: dict[str
                     sink.committed(name, offsets, "; ".join(bad) or None, time.monotonic())
                 except KafkaException as e:
                     sink.committed(name, offsets, str(e), time.monotonic())
-            now = frozenset(tp.partition for tp in c.assignment())
-            if now != held:
-                held = now
-                sink.assignment(name, now, time.monotonic())
+            held.update(c.assignment())
     finally:
         c.close()
 
