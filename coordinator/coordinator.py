@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from . import listener as events
 from .config import CoordinatorConfig
 from .group import CR, PR, ClassicGroup, D, E, Member, S, Waiter
 from .listener import CoordinatorListener
-from .offsets import OffsetsMixin
+from .offsets import OffsetManager, Offsets
 from .records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -76,7 +75,7 @@ def _hb_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("hb", group_id, member_id)
 
 
-class GroupCoordinator(OffsetsMixin):
+class GroupCoordinator:
     def __init__(
         self,
         config: CoordinatorConfig | None = None,
@@ -99,14 +98,16 @@ class GroupCoordinator(OffsetsMixin):
         self.groups: dict[str, ClassicGroup] = {}
         # Persisted state, changed only by replay().
         self.group_records: dict[str, GroupMetadataValue] = {}
-        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+        # Committed offsets (persisted too) belong to their manager, which asks groups questions
+        # back through this object (OffsetManager's GroupHost).
+        self.offset_manager = OffsetManager(self)
+        self._replay_offset = self.offset_manager.replay
 
         self._deadlines = Deadlines()
         self._join_timer: dict[str, tuple[Any, ...]] = {}
         self._sync_timer_generation: dict[str, int] = {}
         self._loading: set[int] = set()
         self._pending: dict[int, _PendingAppend] = {}
-        self._inflight_offsets: dict[str, Counter[tuple[str, int]]] = {}
         self._next_token = 1
         self._now = 0
         self._out: Result = Result()
@@ -174,13 +175,10 @@ class GroupCoordinator(OffsetsMixin):
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one durable record to the persisted state: the live path and start-up alike."""
-        if type(key) is OffsetCommitKey and value is not None:
-            # The common record (start-up replays millions), tested first: same effect as below.
-            assert isinstance(value, OffsetCommitValue)
-            group_offsets = self.offsets.get(key.group)
-            if group_offsets is None:
-                group_offsets = self.offsets[key.group] = {}
-            group_offsets[(key.topic, key.partition)] = value
+        if type(key) is OffsetCommitKey:
+            # The common record (start-up replays millions), tested first.
+            assert value is None or isinstance(value, OffsetCommitValue)
+            self._replay_offset(key, value)
         elif isinstance(key, GroupMetadataKey):
             if value is None:
                 self.group_records.pop(key.group, None)
@@ -188,18 +186,15 @@ class GroupCoordinator(OffsetsMixin):
                 assert isinstance(value, GroupMetadataValue)
                 self.group_records[key.group] = value
         elif isinstance(key, OffsetCommitKey):
-            tp = (key.topic, key.partition)
-            if value is None:
-                group_offsets = self.offsets.get(key.group)
-                if group_offsets is not None:
-                    group_offsets.pop(tp, None)
-                    if not group_offsets:
-                        del self.offsets[key.group]
-            else:
-                assert isinstance(value, OffsetCommitValue)
-                self.offsets.setdefault(key.group, {})[tp] = value
+            assert value is None or isinstance(value, OffsetCommitValue)
+            self._replay_offset(key, value)
         else:
             raise TypeError(f"not a __consumer_offsets record key: {key!r}")
+
+    @property
+    def offsets(self) -> Offsets:
+        """Committed offsets: group -> (topic, partition) -> value (the offset manager's)."""
+        return self.offset_manager.offsets
 
     def begin_load(self, partition: int) -> None:
         """Forget partition ``partition`` and refuse its groups' requests until ``end_load``."""
@@ -305,7 +300,7 @@ class GroupCoordinator(OffsetsMixin):
             self._expire_pending_sync(key[1], self._sync_timer_generation.pop(key[1], -1))
         elif kind == "retention":
             self._deadlines.set(("retention",), self._now + self.config.offsets_retention_check_interval_ms)
-            self._cleanup_group_metadata()
+            self.offset_manager.cleanup_group_metadata()
 
     def _forget_group(self, group: ClassicGroup) -> None:
         for mid in list(group.members) + list(group.pending_join_members):
@@ -1310,8 +1305,7 @@ class GroupCoordinator(OffsetsMixin):
     def _delete_group_now(self, group: ClassicGroup, reason: str) -> list[Record]:
         """Kill an Empty group in memory and return the tombstones that make it so on disk."""
         gid = group.group_id
-        keys = set(self.offsets.get(gid, {}))
-        keys |= set(self._inflight_offsets.get(gid, {}))
+        keys = self.offset_manager.keys_of(gid)
         records: list[Record] = [(OffsetCommitKey(gid, t, p), None) for t, p in sorted(keys)]
         records.append((GroupMetadataKey(gid), None))
         group.transition_to(D, self._now)
@@ -1329,7 +1323,7 @@ class GroupCoordinator(OffsetsMixin):
         "DescribeGroups": _describe_groups,
         "ListGroups": _list_groups,
         "DeleteGroups": _delete_groups,
-        "OffsetCommit": OffsetsMixin._offset_commit,
-        "OffsetFetch": OffsetsMixin._offset_fetch,
-        "OffsetDelete": OffsetsMixin._offset_delete,
+        "OffsetCommit": lambda self, v, req, ctx, _cid, _host: self.offset_manager.commit(v, req, ctx),
+        "OffsetFetch": lambda self, v, req, ctx, _cid, _host: self.offset_manager.fetch(v, req, ctx),
+        "OffsetDelete": lambda self, v, req, ctx, _cid, _host: self.offset_manager.delete(v, req, ctx),
     }

@@ -2,38 +2,90 @@
 
 Offsets are persisted state only: a commit becomes visible to OffsetFetch when its record is
 durable and replayed, and is acknowledged to the committer at that moment too.
+
+The group coordinator holds an ``OffsetManager`` and hands it itself as the ``GroupHost``: what
+offsets need of groups (is this member of this generation, route this append, answer this request)
+is asked through that narrow interface, as Kafka's OffsetMetadataManager asks its
+GroupMetadataManager. This module never imports the coordinator.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from . import errors as err
-from .group import CR, PR, ClassicGroup, D, E, S
+from .config import CoordinatorConfig
+from .group import CR, PR, ClassicGroup, D, E, Member, S
 from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+from .routing import PartitionOwnership
 
-if TYPE_CHECKING:
-    from .coordinator import GroupCoordinator
-
-    _Base = GroupCoordinator
-else:
-    _Base = object
+Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
 
 
-class OffsetsMixin(_Base):
+class GroupHost(Protocol):
+    """The group coordinator as the offsets manager sees it."""
+
+    config: CoordinatorConfig
+    ownership: PartitionOwnership
+    groups: dict[str, ClassicGroup]
+    log: Any
+    _now: int
+    _loading: set[int]
+    _topic_partitions: Callable[[str], int | None] | None
+
+    def partition_for(self, group_id: str) -> int: ...
+    def _respond(self, ctx: Any, response: dict[str, Any]) -> None: ...
+    def _append(self, group_id: str, records: list[Record], on_done: Callable[[int | None], None]) -> None: ...
+    def _append_to_partition(
+        self, partition: int, records: list[Record], on_done: Callable[[int | None], None]
+    ) -> None: ...
+    def _route_error(self, group_id: str) -> int: ...
+    def _debug_enabled(self) -> bool: ...
+    def _glog(self, group: ClassicGroup, **kw: Any) -> Any: ...
+    def _validate_member(self, group: ClassicGroup, member_id: str, instance_id: str | None) -> int: ...
+    def _reschedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None: ...
+    def _forget_group(self, group: ClassicGroup) -> None: ...
+    def _restore_group(self, group_id: str) -> None: ...
+
+
+class OffsetManager:
+    def __init__(self, host: GroupHost) -> None:
+        self.host = host
+        # Persisted state, changed only by replay().
+        self.offsets: Offsets = {}
+        # Commits written but not yet durable, per group: a group with some is not deleted under them.
+        self.inflight: dict[str, Counter[tuple[str, int]]] = {}
+
+    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        """Apply one durable offset record (a commit, or a tombstone when ``value`` is None)."""
+        group_offsets = self.offsets.get(key.group)
+        if value is not None:
+            if group_offsets is None:
+                group_offsets = self.offsets[key.group] = {}
+            group_offsets[(key.topic, key.partition)] = value
+        elif group_offsets is not None:
+            group_offsets.pop((key.topic, key.partition), None)
+            if not group_offsets:
+                del self.offsets[key.group]
+
+    def keys_of(self, group_id: str) -> set[tuple[str, int]]:
+        """Every partition the group has an offset for, durable or being written."""
+        return set(self.offsets.get(group_id, ())) | set(self.inflight.get(group_id, ()))
+
     # ------------------------------------------------------------------------------------------
     # OffsetCommit
     # ------------------------------------------------------------------------------------------
 
-    def _offset_commit(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+    def commit(self, v: int, req: dict[str, Any], ctx: Any) -> None:
         gid = req.get("group_id") or ""
         generation = int(req.get("generation_id_or_member_epoch", -1)) if v >= 1 else -1
         member_id = (req.get("member_id") or "") if v >= 1 else ""
         instance_id = req.get("group_instance_id") if v >= 7 else None
         retention = int(req.get("retention_time_ms", -1)) if 2 <= v <= 4 else -1
         topics = req.get("topics") or []
-        now = self._now
+        now = self.host._now
 
         code = self._commit_group_error(v, gid, generation, member_id, instance_id)
 
@@ -43,8 +95,8 @@ class OffsetsMixin(_Base):
         ok_partitions: list[dict[str, Any]] = []
         # The per-partition loop runs 100 times for a typical consumer's commit: loop invariants
         # are hoisted and records are built positionally.
-        topic_partitions = self._topic_partitions
-        max_metadata = self.config.offset_metadata_max_bytes
+        topic_partitions = self.host._topic_partitions
+        max_metadata = self.host.config.offset_metadata_max_bytes
         expire = -1 if retention == -1 else now + retention
         for t in topics:
             name = t.get("name") or ""
@@ -78,15 +130,17 @@ class OffsetsMixin(_Base):
 
         response = {"throttle_time_ms": 0, "topics": resp_topics}
         if not records:
-            return self._respond(ctx, response)
+            return self.host._respond(ctx, response)
 
-        inflight = self._inflight_offsets.setdefault(gid, Counter())
+        inflight = self.inflight.setdefault(gid, Counter())
         inflight.update(keys)
-        if self._debug_enabled():  # README: --log-level debug shows every commit
-            self.log.debug("offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records))
+        if self.host._debug_enabled():  # README: --log-level debug shows every commit
+            self.host.log.debug(
+                "offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records)
+            )
 
         def done(error: int | None) -> None:
-            counter = self._inflight_offsets.get(gid)
+            counter = self.inflight.get(gid)
             if counter is not None:
                 # What Counter.subtract + dropping non-positive counts did, without rebuilding
                 # the whole counter once per commit.
@@ -97,27 +151,27 @@ class OffsetsMixin(_Base):
                     else:
                         counter.pop(k, None)
                 if not counter:
-                    del self._inflight_offsets[gid]
+                    del self.inflight[gid]
             if error is not None:
                 code = err.append_error_to_response_error(error)
                 for entry in ok_partitions:
                     entry["error_code"] = code
-            self._respond(ctx, response)
+            self.host._respond(ctx, response)
 
-        self._append(gid, records, done)
+        self.host._append(gid, records, done)
 
     def _commit_group_error(self, v: int, gid: str, generation: int, member_id: str, instance_id: str | None) -> int:
         if not gid:
             return err.INVALID_GROUP_ID
-        code = self._route_error(gid)
+        code = self.host._route_error(gid)
         if code:
             return code
-        group = self.groups.get(gid)
+        group = self.host.groups.get(gid)
         if group is None:
             if generation < 0:
                 # A consumer managing its own partitions (or an admin): a "simple" group is born.
-                self.groups[gid] = ClassicGroup(gid, E, self._now)
-                self.log.info("simple_group_created", group=gid, generation=0)
+                self.host.groups[gid] = ClassicGroup(gid, E, self.host._now)
+                self.host.log.info("simple_group_created", group=gid, generation=0)
                 return err.NONE
             # v9 says what happened; older clients only understand ILLEGAL_GENERATION here.
             return err.GROUP_ID_NOT_FOUND if v >= 9 else err.ILLEGAL_GENERATION
@@ -126,7 +180,7 @@ class OffsetsMixin(_Base):
         if generation < 0 and group.is_in(E):
             return err.NONE
         if generation >= 0 or member_id or instance_id is not None:
-            code = self._validate_member(group, member_id, instance_id)
+            code = self.host._validate_member(group, member_id, instance_id)
             if code:
                 return code
             if generation != group.generation:
@@ -140,14 +194,14 @@ class OffsetsMixin(_Base):
             return err.REBALANCE_IN_PROGRESS
         if group.is_in(S, PR):
             # In the classic protocol a commit also keeps the session alive.
-            self._reschedule_heartbeat(group, group.members[member_id])
+            self.host._reschedule_heartbeat(group, group.members[member_id])
         return err.NONE
 
     # ------------------------------------------------------------------------------------------
     # OffsetFetch
     # ------------------------------------------------------------------------------------------
 
-    def _offset_fetch(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+    def fetch(self, v: int, req: dict[str, Any], ctx: Any) -> None:
         if v >= 8:
             groups = []
             for g in req.get("groups") or []:
@@ -155,7 +209,7 @@ class OffsetsMixin(_Base):
                 topics = g.get("topics")
                 code, topics_out = self._fetch_group(gid, topics)
                 groups.append({"group_id": gid, "topics": topics_out, "error_code": code})
-            return self._respond(ctx, {"throttle_time_ms": 0, "groups": groups})
+            return self.host._respond(ctx, {"throttle_time_ms": 0, "groups": groups})
 
         gid = req.get("group_id") or ""
         topics = req.get("topics")
@@ -170,7 +224,7 @@ class OffsetsMixin(_Base):
                 for t in topics or []
             ]
             code = err.NONE
-        self._respond(ctx, {"throttle_time_ms": 0, "topics": topics_out, "error_code": code})
+        self.host._respond(ctx, {"throttle_time_ms": 0, "topics": topics_out, "error_code": code})
 
     @staticmethod
     def _fetched(index: int, value: OffsetCommitValue | None, code: int = err.NONE) -> dict[str, Any]:
@@ -193,7 +247,7 @@ class OffsetsMixin(_Base):
     def _fetch_group(self, gid: str, topics: list[dict[str, Any]] | None) -> tuple[int, list[dict[str, Any]]]:
         if not gid:
             return err.INVALID_GROUP_ID, []
-        code = self._route_error(gid)
+        code = self.host._route_error(gid)
         if code:
             return code, []
         committed = self.offsets.get(gid, {})
@@ -213,17 +267,17 @@ class OffsetsMixin(_Base):
     # OffsetDelete
     # ------------------------------------------------------------------------------------------
 
-    def _offset_delete(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
+    def delete(self, v: int, req: dict[str, Any], ctx: Any) -> None:
         gid = req.get("group_id") or ""
         topics = req.get("topics") or []
 
         def top(code: int) -> None:
-            self._respond(ctx, {"throttle_time_ms": 0, "error_code": code, "topics": []})
+            self.host._respond(ctx, {"throttle_time_ms": 0, "error_code": code, "topics": []})
 
-        code = err.INVALID_GROUP_ID if not gid else self._route_error(gid)
+        code = err.INVALID_GROUP_ID if not gid else self.host._route_error(gid)
         if code:
             return top(code)
-        group = self.groups.get(gid)
+        group = self.host.groups.get(gid)
         if group is None or group.is_in(D):
             return top(err.GROUP_ID_NOT_FOUND)
         if group.is_in(S, PR, CR) and not group.uses_consumer_protocol():
@@ -249,40 +303,40 @@ class OffsetsMixin(_Base):
 
         response = {"throttle_time_ms": 0, "error_code": err.NONE, "topics": resp_topics}
         if not records:
-            return self._respond(ctx, response)
-        self._glog(group).info("offsets_deleted", partitions=len(records))
+            return self.host._respond(ctx, response)
+        self.host._glog(group).info("offsets_deleted", partitions=len(records))
 
         def done(error: int | None) -> None:
             if error is not None:
                 response["error_code"] = err.append_error_to_response_error(error)
                 response["topics"] = []
-            self._respond(ctx, response)
+            self.host._respond(ctx, response)
 
-        self._append(gid, records, done)
+        self.host._append(gid, records, done)
 
     # ------------------------------------------------------------------------------------------
     # Retention (KIP-211)
     # ------------------------------------------------------------------------------------------
 
-    def _cleanup_group_metadata(self) -> None:
+    def cleanup_group_metadata(self) -> None:
         """The periodic check: expire offsets, then delete Empty groups left with none."""
-        now = self._now
-        retention_ms = self.config.offsets_retention_ms
+        now = self.host._now
+        retention_ms = self.host.config.offsets_retention_ms
         by_partition: dict[int, list[Record]] = {}
         deleted: dict[int, list[str]] = {}
-        for gid in sorted(set(self.groups) | set(self.offsets)):
-            p = self.partition_for(gid)
-            if p in self._loading or not self.ownership.is_local(p):
+        for gid in sorted(set(self.host.groups) | set(self.offsets)):
+            p = self.host.partition_for(gid)
+            if p in self.host._loading or not self.host.ownership.is_local(p):
                 continue
-            group = self.groups.get(gid)
+            group = self.host.groups.get(gid)
             if group is None:
                 continue
             tombstones, all_expired = self._expired_offsets(group, now, retention_ms)
             records = by_partition.setdefault(p, [])
             records.extend(tombstones)
             if tombstones:
-                self._glog(group).info("offsets_expired", partitions=len(tombstones))
-            if all_expired and group.is_in(E) and not self._inflight_offsets.get(gid):
+                self.host._glog(group).info("offsets_expired", partitions=len(tombstones))
+            if all_expired and group.is_in(E) and not self.inflight.get(gid):
                 # The group's offset tombstones are already in ``records``; only the group's own.
                 self._delete_group_shell(group)
                 records.append((GroupMetadataKey(gid), None))
@@ -295,10 +349,10 @@ class OffsetsMixin(_Base):
             def done(error: int | None, gone: list[str] = gone) -> None:
                 if error is not None:
                     for gid in gone:
-                        self._restore_group(gid)
+                        self.host._restore_group(gid)
 
             # Any group id of the partition routes the append there.
-            self._append_to_partition(p, records, done)
+            self.host._append_to_partition(p, records, done)
 
     def _expired_offsets(self, group: ClassicGroup, now: int, retention_ms: int) -> tuple[list[Record], bool]:
         gid = group.group_id
@@ -337,7 +391,7 @@ class OffsetsMixin(_Base):
         return tombstones, all_expired
 
     def _delete_group_shell(self, group: ClassicGroup) -> None:
-        group.transition_to(D, self._now)
-        self._forget_group(group)
-        del self.groups[group.group_id]
-        self._glog(group).info("group_deleted", reason="empty and no offsets left")
+        group.transition_to(D, self.host._now)
+        self.host._forget_group(group)
+        del self.host.groups[group.group_id]
+        self.host._glog(group).info("group_deleted", reason="empty and no offsets left")

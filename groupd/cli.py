@@ -7,7 +7,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import __version__, admin_cli, config, logs, scram
+from groupd.ops import admin_cli
+from groupd.security import scram
+
+from . import __version__, config, logs
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, OSError) as e:
             print(f"groupd: bad configuration: {e}", file=sys.stderr)
             return 2
-        from .app import run
+        from .daemon import run
 
         return run(cfg)
     if args.command == "scram-credential":

@@ -4,7 +4,7 @@ The engine stores and returns record batches; it knows nothing about what the re
 """
 
 from .appender import Appender, FsyncPolicy
-from .compaction import CompactionResult, compact, recover_interrupted_swaps, run_cleanup
+from .compaction import CompactionResult, compact, run_cleanup
 from .errors import (
     CorruptRecordError,
     LogClosedError,
@@ -14,7 +14,8 @@ from .errors import (
     StorageError,
     UnsupportedCompressionError,
 )
-from .log import FileOps, LogConfig, PartitionLog, Segment
+from .files import FileOps, recover_interrupted_swaps
+from .log import LogConfig, PartitionLog, Segment
 from .manager import LogManager, parse_partition_dir
 from .records import BatchView, Record, build_batch, decode_window, iter_batches, iter_records
 

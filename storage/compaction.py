@@ -26,7 +26,7 @@ The swap, per group with base offset X (each step ends with an fsync of the dire
     rename X.*.swap -> X.*                                          -- crash: swap is completed
     unlink *.deleted
 
-`recover_interrupted_swaps`, run by PartitionLog.open before anything else, deletes `.cleaned`
+`files.recover_interrupted_swaps`, run by PartitionLog.open before anything else, deletes `.cleaned`
 files (old segments are intact), completes any `X.log.swap` (deleting the segments whose base
 offsets fall inside the swap segment's offset range, then renaming it into place), and removes
 stray index `.swap` and `.deleted` files (indexes are rebuilt when missing). So a crash at any
@@ -49,32 +49,25 @@ import structlog
 
 from . import records as rec
 from .errors import UnsupportedCompressionError
-from .log import (
+from .files import (
     CLEANED_SUFFIX,
-    DEFAULT_FILE_OPS,
     DELETED_SUFFIX,
     INDEX_ENTRY,
     INDEX_SUFFIX,
-    INT32_MAX,
     LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
     TIMEINDEX_ENTRY,
     TIMEINDEX_SUFFIX,
-    FileOps,
-    PartitionLog,
-    Segment,
-    _Cursor,
-    _EmptySegmentState,
     fsync_dir,
     segment_name,
 )
+from .log import INT32_MAX, PartitionLog, Segment, _Cursor, _EmptySegmentState
 
 log = structlog.get_logger("groupd.storage")
 
 # Names of the points a crash_hook is called at, in order.
 SWAP_STEPS = ("cleaned_written", "swap_renamed", "old_renamed", "swap_installed", "deleted_removed")
-
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
 
 
 @dataclass
@@ -85,55 +78,6 @@ class CompactionResult:
     bytes_after: int = 0
     records_dropped: int = 0
     tombstones_dropped: int = 0
-
-
-def _is_segment_log(name: str) -> bool:
-    return name.endswith(LOG_SUFFIX) and len(name) == 20 + len(LOG_SUFFIX) and name[:20].isdigit()
-
-
-def _swap_next_offset(path: Path) -> int:
-    """Offset after the last batch of a (complete, fsynced) swap file."""
-    base = int(path.name[:20])
-    nxt = base
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        for view in rec.iter_batches(data):
-            nxt = view.next_offset
-    except rec.CorruptRecordError:
-        pass  # cannot happen for a file fsynced before its rename; keep what was readable
-    return nxt
-
-
-def recover_interrupted_swaps(directory: Path, ops: FileOps = DEFAULT_FILE_OPS) -> None:
-    """Finish or roll back compaction swaps that a crash interrupted (see module docstring)."""
-    changed = False
-    for p in list(directory.iterdir()):
-        if p.name.endswith(CLEANED_SUFFIX):
-            p.unlink()
-            changed = True
-    for swap in sorted(p for p in directory.iterdir() if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
-        base = int(swap.name[:20])
-        nxt = _swap_next_offset(swap)
-        replaced = []
-        for p in directory.iterdir():
-            if _is_segment_log(p.name) and base <= int(p.name[:20]) < max(nxt, base + 1):
-                replaced.append(int(p.name[:20]))
-        for b in {*replaced, base}:
-            for suffix in _SEGMENT_SUFFIXES:
-                with contextlib.suppress(FileNotFoundError):
-                    (directory / (segment_name(b) + suffix)).unlink()
-        os.rename(swap, directory / (segment_name(base) + LOG_SUFFIX))
-        log.warning("storage.compaction.swap_completed", path=str(swap), replaced=sorted(replaced), next_offset=nxt)
-        changed = True
-    for p in list(directory.iterdir()):
-        # Index swaps left alone belong to a swap whose log is already in place (or never got
-        # there); the indexes are simply rebuilt, which is always safe.
-        if p.name.endswith(SWAP_SUFFIX) or p.name.endswith(DELETED_SUFFIX):
-            p.unlink()
-            changed = True
-    if changed:
-        fsync_dir(directory, ops)
 
 
 def _segment_newest_ms(seg: Segment) -> int:
@@ -229,8 +173,8 @@ def _clean_group(
     directory = plog.path
     base = group[0].base_offset
     name = segment_name(base)
-    cleaned = {s: directory / (name + s + CLEANED_SUFFIX) for s in _SEGMENT_SUFFIXES}
-    swap = {s: directory / (name + s + SWAP_SUFFIX) for s in _SEGMENT_SUFFIXES}
+    cleaned = {s: directory / (name + s + CLEANED_SUFFIX) for s in SEGMENT_SUFFIXES}
+    swap = {s: directory / (name + s + SWAP_SUFFIX) for s in SEGMENT_SUFFIXES}
     horizon = now - plog.config.delete_retention_ms
     cur = _Cursor(_EmptySegmentState(base), plog.config.index_interval_bytes)  # type: ignore[arg-type]
     dropped = tombstones = 0

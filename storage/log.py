@@ -19,7 +19,7 @@ log's I/O lock. Readers never look past a committed size, so a write in flight, 
 or a write that was rolled back with ``ftruncate`` is invisible. Because the write position comes
 from memory rather than the file offset, a failed truncate cannot misplace the next append.
 
-Recovery at open: interrupted compaction swaps are finished or rolled back (see compaction.py);
+Recovery at open: interrupted compaction swaps are finished or rolled back (see files.py);
 older segments are trusted but get their indexes rebuilt when missing or implausible; the active
 segment is scanned, CRC by CRC, from its last index entry after a clean shutdown (a marker written
 by ``close()``), or from byte 0 after a crash or when its indexes are damaged, and a torn or
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import errno
 import os
 import struct
 import threading
@@ -58,20 +57,27 @@ from .errors import (
     StorageError,
     UnsupportedCompressionError,
 )
+from .files import (
+    CLEAN_SHUTDOWN_FILE,
+    DEFAULT_FILE_OPS,
+    INDEX_ENTRY,
+    INDEX_SUFFIX,
+    LOG_START_FILE,
+    LOG_SUFFIX,
+    TIMEINDEX_ENTRY,
+    TIMEINDEX_SUFFIX,
+    FileOps,
+    _Fd,
+    _pread_exact,
+    _pwrite_all,
+    fsync_dir,
+    recover_interrupted_swaps,
+    segment_name,
+)
 
 log = structlog.get_logger("groupd.storage")
 
 INT32_MAX = 2**31 - 1
-INDEX_ENTRY = struct.Struct(">ii")
-TIMEINDEX_ENTRY = struct.Struct(">qi")
-CLEAN_SHUTDOWN_FILE = "clean-shutdown"
-LOG_START_FILE = "log-start-offset"
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIMEINDEX_SUFFIX = ".timeindex"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-DELETED_SUFFIX = ".deleted"
 READ_CHUNK = 4 * 1024 * 1024
 SEEK_CHUNK = 64 * 1024
 # Records the appender merges into one batch: beyond this a batch gains nothing but latency.
@@ -79,28 +85,8 @@ MERGE_MAX_RECORDS = 10_000
 MERGE_MAX_BYTES = 1024 * 1024
 
 
-def segment_name(base_offset: int) -> str:
-    return f"{base_offset:020d}"
-
-
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class FileOps:
-    """The few system calls that change files; tests substitute a subclass to inject failures."""
-
-    def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
-        return os.pwrite(fd, data, offset)
-
-    def fsync(self, fd: int) -> None:
-        os.fsync(fd)
-
-    def ftruncate(self, fd: int, size: int) -> None:
-        os.ftruncate(fd, size)
-
-
-DEFAULT_FILE_OPS = FileOps()
 
 
 @dataclass(frozen=True)
@@ -196,54 +182,6 @@ _KAFKA_CONFIGS: dict[str, tuple[str, Callable[[str], object]]] = {
     "message.timestamp.type": ("message_timestamp_type", _timestamp_type),
 }
 KAFKA_TOPIC_CONFIGS = frozenset(_KAFKA_CONFIGS)
-
-
-class _Fd:
-    """An fd that closes itself when unreferenced, so readers of swapped-out segments stay safe."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self, path: Path, flags: int) -> None:
-        self.fd = -1  # if the open fails (ENOENT, EMFILE), __del__ finds a closed object, not no fd
-        self.fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
-
-    def close(self) -> None:
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            os.close(fd)
-
-    def __del__(self) -> None:
-        with contextlib.suppress(OSError):
-            self.close()
-
-
-def fsync_dir(path: Path, ops: FileOps = DEFAULT_FILE_OPS) -> None:
-    """Make a create/rename/unlink in `path` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        ops.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _pwrite_all(ops: FileOps, fd: int, data: bytes | memoryview, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = ops.pwrite(fd, view, offset)
-        if n <= 0:
-            raise OSError(errno.EIO, "short write")
-        view = view[n:]
-        offset += n
-
-
-def _pread_exact(fd: int, size: int, offset: int) -> bytes:
-    data = os.pread(fd, size, offset)
-    while len(data) < size:
-        more = os.pread(fd, size - len(data), offset + len(data))
-        if not more:
-            break
-        data += more
-    return data
 
 
 class _Cursor:
@@ -548,8 +486,6 @@ class PartitionLog:
         return self
 
     def _load(self) -> None:
-        from .compaction import recover_interrupted_swaps
-
         self.path.mkdir(parents=True, exist_ok=True)
         recover_interrupted_swaps(self.path, self._ops)
         marker = self.path / CLEAN_SHUTDOWN_FILE

@@ -25,7 +25,7 @@ def main(argv: list[str]) -> None:
     import atheris
 
     with atheris.instrument_imports(include=["groupd"]):
-        from groupd import app  # noqa: F401  (instrument the daemon's own modules)
+        from groupd import daemon  # noqa: F401  (instrument the daemon's own modules)
         from tests.fuzz import harness
 
     target = harness.FuzzTarget()

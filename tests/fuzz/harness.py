@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A real ``Broker`` (``groupd.app``) is built on a temporary data directory, but its ``Server`` never
+A real ``Broker`` (``groupd.broker.node``) is built on a temporary data directory, but its ``Server`` never
 listens: each input gets a fresh ``Connection`` wired to a ``FakeTransport`` that records writes and
 turns ``abort()`` into ``connection_lost``. The input is fed through ``Connection.data_received`` in
 chunks (so frame splitting is exercised), the event loop is then run until the broker has nothing
@@ -48,11 +48,11 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from groupd.broker.node import Broker
 from groupd.protocol.messages import API_BY_KEY
 from groupd.protocol.server import Connection, Server
 from groupd.storage import build_batch
 
-from groupd.app import Broker
 from groupd.config import Config
 
 HANG_SECONDS = 5.0

@@ -1,8 +1,8 @@
-"""groupd.app._GcTuner: survivors of a full collection are frozen; once a while they are unfrozen."""
+"""groupd.daemon._GcTuner: survivors of a full collection are frozen; once a while they are unfrozen."""
 
 import gc
 
-from groupd.app import _GcTuner
+from groupd.daemon import _GcTuner
 
 
 def test_full_collection_freezes_survivors_and_unfreezes_after_interval() -> None:

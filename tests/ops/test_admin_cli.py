@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from groupd.ops.pytest_plugin import GroupdBroker
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from groupd.pytest_plugin import GroupdBroker
 from tests.support.groups import Member, describe, wait_balanced
 
 pytestmark = pytest.mark.e2e

@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from groupd.ops.kafka_client import KafkaClient
+from groupd.ops.pytest_plugin import GroupdBroker
 from kafka import KafkaProducer
-
-from groupd.kafka_client import KafkaClient
-from groupd.pytest_plugin import GroupdBroker
 
 pytestmark = pytest.mark.e2e
 

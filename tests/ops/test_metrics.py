@@ -24,17 +24,17 @@ from typing import Any
 
 import pytest
 import structlog
+from groupd.broker.group_shell import GroupShell
 from groupd.coordinator import GroupCoordinator
 from groupd.coordinator import listener as events
+from groupd.ops.metrics import REQUEST_BUCKETS, Metrics, RequestStats
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.server import Server
 from groupd.storage import Appender, LogConfig, PartitionLog
 from prometheus_client.parser import text_string_to_metric_families
 
-from groupd.group_shell import GroupShell
 from groupd.logs import add_request_context
-from groupd.metrics import REQUEST_BUCKETS, Metrics, RequestStats
 from tests.support.daemon import GroupdProcess
 from tests.support.groups import Member, wait_balanced
 

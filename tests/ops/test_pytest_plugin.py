@@ -9,8 +9,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-
-from groupd.pytest_plugin import GroupdBroker
+from groupd.ops.pytest_plugin import GroupdBroker
 
 # Here and not in conftest.py: pytest refuses ``pytest_plugins`` in a conftest below the rootdir.
 pytest_plugins = ["pytester"]
@@ -138,7 +137,7 @@ def assert_all_stopped(pids_file: Path, expected: int) -> None:
 
 def test_entry_point_registers_the_plugin() -> None:
     (ep,) = entry_points(group="pytest11", name="groupd")
-    assert ep.value == "groupd.pytest_plugin"
+    assert ep.value == "groupd.ops.pytest_plugin"
 
 
 def test_fixtures_in_a_user_test_suite(

@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.messages.headers import REQUEST_HEADER
+from groupd.security.scram import make_credential, toml_entry
 
-from groupd.scram import make_credential, toml_entry
 from tests.support.daemon import GroupdProcess
 
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}

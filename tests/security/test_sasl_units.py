@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from groupd.security.auth import PlainMechanism, ScramServerMechanism
+from groupd.security.listeners import certificate_cn, parse_listeners, server_ssl_context
+from groupd.security.scram import CredentialStore, SaslError, ScramCredential, make_credential, parse_plain, toml_entry
 
 from groupd import config
-from groupd.auth import PlainMechanism, ScramServerMechanism
 from groupd.cli import build_parser
-from groupd.listeners import certificate_cn, parse_listeners, server_ssl_context
-from groupd.scram import CredentialStore, SaslError, ScramCredential, make_credential, parse_plain, toml_entry
 
 # RFC 7677 section 3: user "user", password "pencil", salt W22ZaJ0SNY7soEsUEjb6gQ==, i=4096.
 RFC7677_CLIENT_FIRST = "n,,n=user,r=rOprNGfwEbeRWgbNEkqO"

@@ -6,14 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from groupd.scram import CredentialStore
+from groupd.security.scram import CredentialStore
 
 
 def test_a_broker_without_sasl_does_not_import_scramp(tmp_path: Path) -> None:
     # scramp (and asn1crypto under it) and the decoy's 4096 PBKDF2 rounds were ~20 ms of every start.
     code = (
         "import sys\n"
-        "from groupd.app import Broker\n"
+        "from groupd.broker.node import Broker\n"
         "from groupd.config import Config\n"
         f"Broker(Config(data_dir={str(tmp_path)!r}, port=0))\n"
         "print('scramp' in sys.modules)\n"

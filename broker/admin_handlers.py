@@ -11,11 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request
 
-from .config import Config
+from .settings import Config
 from .topics import Topic, TopicError, TopicRegistry, validate_name
 
 log = structlog.get_logger("groupd.admin")

@@ -13,13 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from groupd.protocol.errors import ErrorCode
-from groupd.protocol.messages import API_BY_NAME
-from groupd.storage import Appender, LogConfig, LogManager, StorageError
-from groupd.storage import records as rec
-
-from groupd.config import Config
-from groupd.data_plane import (
+from groupd.broker.data_plane import (
     FETCH_VERSIONS,
     INIT_PRODUCER_ID_VERSIONS,
     LIST_OFFSETS_VERSIONS,
@@ -29,7 +23,13 @@ from groupd.data_plane import (
     ProducerIdManager,
     topic_log_config,
 )
-from groupd.topics import OFFSETS_TOPIC, TopicRegistry
+from groupd.broker.topics import OFFSETS_TOPIC, TopicRegistry
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.messages import API_BY_NAME
+from groupd.storage import Appender, LogConfig, LogManager, StorageError
+from groupd.storage import records as rec
+
+from groupd.config import Config
 
 E = ErrorCode
 NOW = 1_700_000_000_000
@@ -742,7 +742,7 @@ async def test_fetch_size_limits(h: Harness) -> None:
 
 
 async def test_fetch_response_size_is_capped_by_the_broker(h: Harness, monkeypatch) -> None:
-    import groupd.data_plane as dp
+    import groupd.broker.data_plane as dp
 
     monkeypatch.setattr(dp, "FETCH_MAX_BYTES", 300)
     h.create("t", 2)

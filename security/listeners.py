@@ -15,9 +15,22 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from .config import Config
+
+class ListenerSettings(Protocol):
+    """What listeners are made from: the broker's settings (``groupd.broker.settings.Config``),
+    named structurally so security never imports the broker that wires it."""
+
+    host: str
+    port: int
+    advertised_host: str
+    listeners: str
+    ssl_certfile: str
+    ssl_keyfile: str
+    ssl_cafile: str
+    ssl_client_auth: str
+
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -46,7 +59,7 @@ class Listener:
         return f"{self.protocol}://{self.host}:{self.port}"
 
 
-def parse_listeners(config: Config) -> list[Listener]:
+def parse_listeners(config: ListenerSettings) -> list[Listener]:
     """The configured listeners, in order; raises ValueError on a malformed list."""
     advertised = config.advertised_host
     if not config.listeners.strip():
@@ -74,7 +87,7 @@ def parse_listeners(config: Config) -> list[Listener]:
     return out
 
 
-def server_ssl_context(config: Config) -> ssl.SSLContext:
+def server_ssl_context(config: ListenerSettings) -> ssl.SSLContext:
     """The TLS context every SSL/SASL_SSL listener shares (checked at start-up, not per connection)."""
     if not config.ssl_certfile:
         raise ValueError("an SSL or SASL_SSL listener needs --ssl-certfile (and --ssl-keyfile)")

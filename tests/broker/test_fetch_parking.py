@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from groupd.broker.data_plane import DataPlane
+from groupd.broker.topics import TopicRegistry
+from groupd.ops.kafka_client import BrokerConnection
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.messages.headers import REQUEST_HEADER
@@ -31,9 +34,6 @@ from groupd.storage import records as rec
 from prometheus_client.parser import text_string_to_metric_families
 
 from groupd.config import Config
-from groupd.data_plane import DataPlane
-from groupd.kafka_client import BrokerConnection
-from groupd.topics import TopicRegistry
 from tests.support.daemon import GroupdProcess
 
 FETCH = API_BY_NAME["Fetch"]

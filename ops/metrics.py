@@ -29,6 +29,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import structlog
+from groupd.broker.data_plane import DataPlane
+from groupd.broker.group_shell import GroupShell
+from groupd.coordinator import CoordinatorListener, GroupCoordinator, GroupState
+from groupd.coordinator import listener as events
+from groupd.protocol.dispatch import Dispatcher
+from groupd.protocol.messages import API_BY_KEY
+from groupd.protocol.server import Request, Server
+from groupd.storage import Appender, PartitionLog
 from prometheus_client import (
     GC_COLLECTOR,
     PLATFORM_COLLECTOR,
@@ -44,18 +52,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from groupd import __version__
-from groupd.coordinator import CoordinatorListener, GroupCoordinator, GroupState
-from groupd.coordinator import listener as events
-from groupd.protocol.dispatch import Dispatcher
-from groupd.protocol.messages import API_BY_KEY
-from groupd.protocol.server import Request, Server
-from groupd.storage import Appender, PartitionLog
-
-from .data_plane import DataPlane
-from .group_shell import GroupShell
-
-log = structlog.get_logger("groupd.metrics")
+log = structlog.get_logger("groupd.ops.metrics")
 
 # Request latency: a heartbeat takes tens of microseconds, a parked JoinGroup up to the rebalance timeout.
 REQUEST_BUCKETS = (
@@ -228,13 +225,26 @@ class _StateCollector(Collector):
             )
 
 
+def _installed_version() -> str:
+    # Asked of the installed distribution, not of the ``groupd`` package: ops sits below the entry
+    # point and never imports it.
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("groupd")
+    except PackageNotFoundError:  # a source tree without an install
+        return "0.0.0"
+
+
 class Metrics(CoordinatorListener):
     """Every groupd metric in one registry of its own, and the endpoint that serves it.
 
     ``bind`` hooks it into the running parts; it is the core's listener and the appender's
     observer itself."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, *, process_metrics: bool = True) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, process_metrics: bool = True, version: str | None = None
+    ) -> None:
         # No `_created` series next to every counter and histogram: they double the exposition for
         # a figure (process start time) that process_start_time_seconds already gives.
         disable_created_metrics()
@@ -284,7 +294,7 @@ class Metrics(CoordinatorListener):
             "groupd_log_fsync_duration_seconds", "Duration of one fsync", ["log"], buckets=DISK_BUCKETS, registry=r
         )
         build = Gauge("groupd_build_info", "groupd's version", ["version"], registry=r)
-        build.labels(__version__).set(1)
+        build.labels(version or _installed_version()).set(1)
 
         # Every label value known in advance is exported from the start, at 0, so that rate() and
         # alerts see a series before its first event.

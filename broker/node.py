@@ -1,34 +1,29 @@
-"""Wiring: the server, the dispatcher, the topic registry, the coordinator shell and storage."""
+"""One node: the server, the dispatcher, the topic registry, the group coordinator's shell, the data
+plane and storage, wired together. The process around it (signals, the GC, metrics) is ``groupd.daemon``."""
 
 from __future__ import annotations
 
 import asyncio
-import signal
-import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import structlog
-
 from groupd.coordinator import HANDLED_APIS, CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.server import Server
+from groupd.security import acl
+from groupd.security.auth import Authenticator
+from groupd.security.listeners import Listener, advertise_per_listener, endpoint, parse_listeners, server_ssl_context
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
 
-from . import acl
 from .admin_handlers import AdminHandlers
-from .auth import Authenticator
-from .config import Config
 from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
-from .listeners import Listener, advertise_per_listener, endpoint, parse_listeners, server_ssl_context
+from .settings import Config
 from .topics import OFFSETS_TOPIC, TopicRegistry
-
-if TYPE_CHECKING:
-    from .metrics import Metrics
 
 log = structlog.get_logger("groupd")
 
@@ -81,21 +76,11 @@ class Broker:
         self.data = DataPlane(config, self.topics, self.logs, self.appender)
         self.data.register_topic_callbacks(self.admin)
         self._register()
-        # Prometheus metrics: hooked into the parts above only when asked for (prometheus_client
-        # is not even imported otherwise), so a daemon without them pays nothing.
-        self.metrics: Metrics | None = None
-        if config.metrics_port:
-            from .metrics import Metrics
-
-            self.metrics = Metrics()
-            self.metrics.bind(
-                dispatcher=self.dispatcher,
-                server=self.server,
-                core=self.core,
-                shell=self.groups,
-                appender=self.appender,
-                data=self.data,
-            )
+        # Awaited after the logs are opened and before the listeners (so an observer such as the
+        # metrics endpoint sees the whole replay), and first thing on stop: what the process
+        # around the node hangs on it (groupd.daemon), without the node knowing what it is.
+        self.before_listen: list[Callable[[], Awaitable[None]]] = []
+        self.before_stop: list[Callable[[], Awaitable[None]]] = []
 
     def _ownership(self) -> PartitionOwnership:
         # The core's node is the first listener's endpoint; FindCoordinator answers are rewritten
@@ -154,8 +139,8 @@ class Broker:
         # Groups answer COORDINATOR_LOAD_IN_PROGRESS until their partition is replayed; the server
         # listens straight away, as a Kafka broker does while it loads __consumer_offsets.
         self.groups.begin_load(partitions)
-        if self.metrics is not None:  # before the listeners, so the whole replay can be watched
-            await self.metrics.start(self.config.metrics_listen_host, self.config.metrics_port)
+        for hook in self.before_listen:
+            await hook()
         for li in self.listeners:
             _host, li.port = await self.server.start(
                 li.host, li.port, ssl=self.ssl_context if li.tls else None, listener=li
@@ -178,93 +163,11 @@ class Broker:
         )
 
     async def stop(self) -> None:
-        if self.metrics is not None:
-            await self.metrics.close()
+        for hook in self.before_stop:
+            await hook()
         await self.server.close()
         await self.data.close()
         await self.groups.drain()
         await self.appender.close()
         self.logs.close()
         log.info("groupd_stopped")
-
-
-async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
-    broker = Broker(config)
-    await broker.start()
-    if ready is not None:
-        ready.set()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    log.info("groupd_shutting_down")
-    await broker.stop()
-
-
-def _raise_fd_limit() -> None:
-    """Every connection and every partition (3 files) is a file descriptor; the usual soft limit of
-    1024 would refuse connections long before --max-connections or --max-partitions do."""
-    try:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY or soft < hard:
-            target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            log.debug("fd_limit_raised", soft=soft, now=target)
-    except (ImportError, ValueError, OSError):
-        pass  # not fatal: the limits still answer errors, just sooner
-
-
-class _GcTuner:
-    """Keep full collections from pausing the loop for O(heap).
-
-    CPython 3.11 runs a full (generation 2) collection whenever the objects promoted since the last
-    one exceed a quarter of the old generation; each goes over every tracked object: with 100,000
-    members held that is 300-400 ms during which no heartbeat is answered. The old generation is the
-    members, groups and connections, which live for minutes and are almost never cyclic garbage
-    (full collections in the soak collect nothing). So after each full collection its survivors are
-    frozen (gc.freeze: moved to the permanent generation, still freed by reference counting, never
-    scanned again), and the next one only goes over what came since. Cyclic garbage among frozen
-    objects would stay: every ``full_every_s`` the permanent generation is unfrozen, so one full
-    collection a while goes over the whole heap again.
-    """
-
-    def __init__(self, full_every_s: float = 600.0, threshold0: int = 5_000) -> None:
-        self.full_every_s = full_every_s
-        self.threshold0 = threshold0
-        self.last_full = time.monotonic()
-
-    def install(self) -> None:
-        import gc
-
-        _t0, t1, t2 = gc.get_threshold()
-        gc.set_threshold(self.threshold0, t1, t2)  # fewer young collections; each is still small
-        gc.callbacks.append(self._on_gc)
-
-    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
-        import gc
-
-        if phase != "stop" or info["generation"] != 2:
-            return
-        # Only list moves from here on (no allocation), safe inside a collection callback.
-        now = time.monotonic()
-        if now - self.last_full >= self.full_every_s:
-            self.last_full = now
-            gc.unfreeze()  # the next full collection goes over the whole heap
-        else:
-            gc.freeze()
-
-
-def run(config: Config) -> int:
-    _raise_fd_limit()
-    _GcTuner().install()
-    try:
-        import uvloop
-
-        uvloop.run(serve(config))
-    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError; bad listeners/users/acl are ValueErrors
-        print(f"groupd: cannot start: {e}", file=sys.stderr)
-        return 1
-    return 0

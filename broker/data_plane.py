@@ -75,7 +75,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
@@ -91,7 +90,7 @@ from groupd.storage.errors import (
     UnsupportedCompressionError,
 )
 
-from .config import Config
+from .settings import Config
 from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
 
 log = structlog.get_logger("groupd.data")

@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import pytest
-
-from .config import Config
+from groupd.broker.settings import Config
 
 _SETTINGS = {f.name: f for f in dataclasses.fields(Config)}
 # The plugin owns where a broker listens and keeps its files; tests choose everything else.

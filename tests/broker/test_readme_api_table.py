@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from groupd.broker.node import Broker
 from groupd.protocol.messages import API_BY_KEY
 
-from groupd.app import Broker
 from groupd.config import Config
 
 

@@ -28,14 +28,13 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-
 from groupd.protocol.dispatch import Dispatcher, Handler
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request
 
 from .auth import principal_of
 
-log = structlog.get_logger("groupd.acl")
+log = structlog.get_logger("groupd.security.acl")
 
 _GROUP = ErrorCode.GROUP_AUTHORIZATION_FAILED
 _TOPIC = ErrorCode.TOPIC_AUTHORIZATION_FAILED

@@ -30,14 +30,13 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Connection, Request
 
 from .listeners import Listener, certificate_cn
 from .scram import ALL_MECHANISMS, SCRAM_MECHANISMS, CredentialStore, SaslError, parse_plain
 
-log = structlog.get_logger("groupd.auth")
+log = structlog.get_logger("groupd.security.auth")
 
 ANONYMOUS = "User:ANONYMOUS"
 _INVALID_CREDENTIALS = "Authentication failed: Invalid user credentials"

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-
 from groupd.coordinator import GroupCoordinator
 from groupd.coordinator.result import Append, Result
 from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_records

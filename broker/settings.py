@@ -1,0 +1,114 @@
+"""The settings of one node, with Kafka's defaults where Kafka has the setting.
+
+Every field is a setting under three names (``--group-max-size`` on the command line,
+``GROUPD_GROUP_MAX_SIZE`` in the environment, ``group_max_size`` in the TOML file); reading them from
+those places is ``groupd.config``'s job, this module only declares them, so the broker and the tools
+that start brokers (the pytest plugin) share one list without depending on the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Config:
+    host: str = dataclasses.field(default="127.0.0.1", metadata={"help": "address to listen on"})
+    port: int = dataclasses.field(default=9092, metadata={"help": "port to listen on (0 = any free port)"})
+    advertised_host: str = dataclasses.field(
+        default="", metadata={"help": "host name clients are told to connect to (default: --host)"}
+    )
+    data_dir: str = dataclasses.field(default="./data", metadata={"help": "directory for logs and metadata"})
+    node_id: int = dataclasses.field(default=1, metadata={"help": "this broker's node id"})
+    log_format: str = dataclasses.field(default="console", metadata={"help": "json | console"})
+    log_level: str = dataclasses.field(default="info", metadata={"help": "debug | info | warning | error"})
+    max_request_bytes: int = dataclasses.field(
+        default=100 * 1024 * 1024, metadata={"help": "largest request frame accepted (socket.request.max.bytes)"}
+    )
+    max_connections: int = dataclasses.field(
+        default=0, metadata={"help": "refuse connections beyond this (0 = no limit)"}
+    )
+    connections_max_idle_ms: int = dataclasses.field(default=600_000, metadata={"help": "close idle connections"})
+    max_inflight_requests: int = dataclasses.field(
+        default=1024, metadata={"help": "unanswered requests per connection before reading from it pauses"}
+    )
+    max_inflight_bytes: int = dataclasses.field(
+        default=16 * 1024 * 1024,
+        metadata={"help": "bytes of unanswered requests per connection before reading from it pauses"},
+    )
+    max_write_buffer_bytes: int = dataclasses.field(
+        default=4 * 1024 * 1024,
+        metadata={"help": "unsent response bytes per connection before reading from it pauses (until a quarter)"},
+    )
+    max_partitions: int = dataclasses.field(
+        default=4096, metadata={"help": "partitions on this broker, __consumer_offsets included (0 = no limit)"}
+    )
+    auto_create_topics: bool = dataclasses.field(
+        default=True, metadata={"help": "create unknown topics on Metadata requests that allow it"}
+    )
+    num_partitions: int = dataclasses.field(default=1, metadata={"help": "partitions of auto-created topics"})
+    group_initial_rebalance_delay_ms: int = dataclasses.field(
+        default=0, metadata={"help": "delay before the first rebalance of an empty group"}
+    )
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    fsync: str = dataclasses.field(default="interval:1000", metadata={"help": "always | interval:<ms> | never"})
+    segment_bytes: int = 100 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    delete_retention_ms: int = 24 * 3600 * 1000
+    log_retention_check_interval_ms: int = dataclasses.field(
+        default=300_000, metadata={"help": "how often retention/compaction runs over user topics (0 = never)"}
+    )
+    producer_id_expiration_ms: int = dataclasses.field(
+        default=86_400_000, metadata={"help": "idempotent-producer state of an idle producer is dropped after this"}
+    )
+    # --- security (groupd.security: listeners, auth, acl) ---
+    listeners: str = dataclasses.field(
+        default="",
+        metadata={
+            "help": "comma-separated PROTOCOL://host:port listeners, PROTOCOL one of PLAINTEXT, SSL, "
+            "SASL_PLAINTEXT, SASL_SSL (default: PLAINTEXT://--host:--port)"
+        },
+    )
+    ssl_certfile: str = dataclasses.field(default="", metadata={"help": "PEM certificate (chain) of SSL listeners"})
+    ssl_keyfile: str = dataclasses.field(default="", metadata={"help": "PEM private key of SSL listeners"})
+    ssl_cafile: str = dataclasses.field(
+        default="", metadata={"help": "PEM CA bundle that client certificates must chain to"}
+    )
+    ssl_client_auth: str = dataclasses.field(
+        default="none", metadata={"help": "client certificates on SSL listeners: required | requested | none"}
+    )
+    sasl_mechanisms: str = dataclasses.field(
+        default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", metadata={"help": "SASL mechanisms enabled on SASL listeners"}
+    )
+    connection_failed_authentication_delay_ms: int = dataclasses.field(
+        default=100, metadata={"help": "a failed SASL authentication's connection is closed this long after its answer"}
+    )
+    # Tables: only in the TOML file (no flag, no environment variable).
+    users: dict[str, Any] = dataclasses.field(
+        default_factory=dict, metadata={"table": True, "help": "SASL users and their salted credentials"}
+    )
+    acl: dict[str, Any] = dataclasses.field(
+        default_factory=dict, metadata={"table": True, "help": "principal -> allowed group and topic prefixes"}
+    )
+
+    metrics_port: int = dataclasses.field(
+        default=0, metadata={"help": "serve Prometheus metrics over HTTP on this port (0 = off)"}
+    )
+    metrics_host: str = dataclasses.field(
+        default="", metadata={"help": "address the metrics endpoint listens on (default: --host)"}
+    )
+
+    @property
+    def advertised(self) -> str:
+        return self.advertised_host or self.host
+
+    @property
+    def metrics_listen_host(self) -> str:
+        return self.metrics_host or self.host

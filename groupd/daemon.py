@@ -1,0 +1,126 @@
+"""The daemon process: one node (``groupd.broker.node.Broker``) with what a long-lived process needs
+around it -- signals, the file-descriptor limit, a GC that does not pause the loop for the whole
+heap, and the metrics endpoint when asked for."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+
+import structlog
+
+from groupd.broker.node import Broker
+from groupd.broker.settings import Config
+
+from . import __version__
+
+log = structlog.get_logger("groupd")
+
+
+def attach_metrics(broker: Broker) -> None:
+    """Prometheus metrics hooked into the node's parts; prometheus_client is imported only when
+    ``--metrics-port`` asks for it, so a daemon without metrics pays nothing."""
+    from groupd.ops.metrics import Metrics
+
+    config = broker.config
+    metrics = Metrics(version=__version__)
+    metrics.bind(
+        dispatcher=broker.dispatcher,
+        server=broker.server,
+        core=broker.core,
+        shell=broker.groups,
+        appender=broker.appender,
+        data=broker.data,
+    )
+
+    async def start() -> None:
+        await metrics.start(config.metrics_listen_host, config.metrics_port)
+
+    broker.before_listen.append(start)
+    broker.before_stop.append(metrics.close)
+
+
+async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
+    broker = Broker(config)
+    if config.metrics_port:
+        attach_metrics(broker)
+    await broker.start()
+    if ready is not None:
+        ready.set()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("groupd_shutting_down")
+    await broker.stop()
+
+
+def _raise_fd_limit() -> None:
+    """Every connection and every partition (3 files) is a file descriptor; the usual soft limit of
+    1024 would refuse connections long before --max-connections or --max-partitions do."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            log.debug("fd_limit_raised", soft=soft, now=target)
+    except (ImportError, ValueError, OSError):
+        pass  # not fatal: the limits still answer errors, just sooner
+
+
+class _GcTuner:
+    """Keep full collections from pausing the loop for O(heap).
+
+    CPython 3.11 runs a full (generation 2) collection whenever the objects promoted since the last
+    one exceed a quarter of the old generation; each goes over every tracked object: with 100,000
+    members held that is 300-400 ms during which no heartbeat is answered. The old generation is the
+    members, groups and connections, which live for minutes and are almost never cyclic garbage
+    (full collections in the soak collect nothing). So after each full collection its survivors are
+    frozen (gc.freeze: moved to the permanent generation, still freed by reference counting, never
+    scanned again), and the next one only goes over what came since. Cyclic garbage among frozen
+    objects would stay: every ``full_every_s`` the permanent generation is unfrozen, so one full
+    collection a while goes over the whole heap again.
+    """
+
+    def __init__(self, full_every_s: float = 600.0, threshold0: int = 5_000) -> None:
+        self.full_every_s = full_every_s
+        self.threshold0 = threshold0
+        self.last_full = time.monotonic()
+
+    def install(self) -> None:
+        import gc
+
+        _t0, t1, t2 = gc.get_threshold()
+        gc.set_threshold(self.threshold0, t1, t2)  # fewer young collections; each is still small
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        import gc
+
+        if phase != "stop" or info["generation"] != 2:
+            return
+        # Only list moves from here on (no allocation), safe inside a collection callback.
+        now = time.monotonic()
+        if now - self.last_full >= self.full_every_s:
+            self.last_full = now
+            gc.unfreeze()  # the next full collection goes over the whole heap
+        else:
+            gc.freeze()
+
+
+def run(config: Config) -> int:
+    _raise_fd_limit()
+    _GcTuner().install()
+    try:
+        import uvloop
+
+        uvloop.run(serve(config))
+    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError; bad listeners/users/acl are ValueErrors
+        print(f"groupd: cannot start: {e}", file=sys.stderr)
+        return 1
+    return 0

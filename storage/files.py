@@ -1,0 +1,151 @@
+"""Segment files: their names, the few system calls that change them, and the recovery of the
+crash-safe segment swap that compaction performs (see ``compaction.py`` for the swap itself).
+
+Below ``log.py`` and ``compaction.py``, which both need these and must not import each other: a log
+finishes or rolls back an interrupted swap when it opens, before it reads a segment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import struct
+from pathlib import Path
+
+import structlog
+
+from . import records as rec
+
+log = structlog.get_logger("groupd.storage")
+
+INDEX_ENTRY = struct.Struct(">ii")
+TIMEINDEX_ENTRY = struct.Struct(">qi")
+CLEAN_SHUTDOWN_FILE = "clean-shutdown"
+LOG_START_FILE = "log-start-offset"
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class FileOps:
+    """The few system calls that change files; tests substitute a subclass to inject failures."""
+
+    def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
+        return os.pwrite(fd, data, offset)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+
+DEFAULT_FILE_OPS = FileOps()
+
+
+class _Fd:
+    """An fd that closes itself when unreferenced, so readers of swapped-out segments stay safe."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, path: Path, flags: int) -> None:
+        self.fd = -1  # if the open fails (ENOENT, EMFILE), __del__ finds a closed object, not no fd
+        self.fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError):
+            self.close()
+
+
+def fsync_dir(path: Path, ops: FileOps = DEFAULT_FILE_OPS) -> None:
+    """Make a create/rename/unlink in `path` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        ops.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _pwrite_all(ops: FileOps, fd: int, data: bytes | memoryview, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = ops.pwrite(fd, view, offset)
+        if n <= 0:
+            raise OSError(errno.EIO, "short write")
+        view = view[n:]
+        offset += n
+
+
+def _pread_exact(fd: int, size: int, offset: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    while len(data) < size:
+        more = os.pread(fd, size - len(data), offset + len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+
+
+def _is_segment_log(name: str) -> bool:
+    return name.endswith(LOG_SUFFIX) and len(name) == 20 + len(LOG_SUFFIX) and name[:20].isdigit()
+
+
+def _swap_next_offset(path: Path) -> int:
+    """Offset after the last batch of a (complete, fsynced) swap file."""
+    base = int(path.name[:20])
+    nxt = base
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        for view in rec.iter_batches(data):
+            nxt = view.next_offset
+    except rec.CorruptRecordError:
+        pass  # cannot happen for a file fsynced before its rename; keep what was readable
+    return nxt
+
+
+def recover_interrupted_swaps(directory: Path, ops: FileOps = DEFAULT_FILE_OPS) -> None:
+    """Finish or roll back compaction swaps that a crash interrupted (see module docstring)."""
+    changed = False
+    for p in list(directory.iterdir()):
+        if p.name.endswith(CLEANED_SUFFIX):
+            p.unlink()
+            changed = True
+    for swap in sorted(p for p in directory.iterdir() if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
+        base = int(swap.name[:20])
+        nxt = _swap_next_offset(swap)
+        replaced = []
+        for p in directory.iterdir():
+            if _is_segment_log(p.name) and base <= int(p.name[:20]) < max(nxt, base + 1):
+                replaced.append(int(p.name[:20]))
+        for b in {*replaced, base}:
+            for suffix in SEGMENT_SUFFIXES:
+                with contextlib.suppress(FileNotFoundError):
+                    (directory / (segment_name(b) + suffix)).unlink()
+        os.rename(swap, directory / (segment_name(base) + LOG_SUFFIX))
+        log.warning("storage.compaction.swap_completed", path=str(swap), replaced=sorted(replaced), next_offset=nxt)
+        changed = True
+    for p in list(directory.iterdir()):
+        # Index swaps left alone belong to a swap whose log is already in place (or never got
+        # there); the indexes are simply rebuilt, which is always safe.
+        if p.name.endswith(SWAP_SUFFIX) or p.name.endswith(DELETED_SUFFIX):
+            p.unlink()
+            changed = True
+    if changed:
+        fsync_dir(directory, ops)
