@@ -1,5 +1,10 @@
 """groupd's sans-IO consumer-group coordinator (Kafka's classic group protocol and committed offsets).
 
+Owns group state, members, generations and deadlines (``coordinator.py``, ``group.py``), committed
+offsets (``offsets.py``), the ``__consumer_offsets`` records and their replay (``records.py``,
+``serde.py``). It knows nothing of sockets, transports, clocks or file layout: it is handed the time
+and requests, and hands back answers and records.
+
 How the shell drives it (all calls from one thread or under one lock; each is quick and never blocks):
 
     coord = GroupCoordinator(config, ownership=..., topic_partitions=lambda name: count_or_None)

@@ -6,7 +6,9 @@ derives the offset_commits / generations / rebalances / anomalies tables (``tabl
 them as Parquet and renders ``OUT/report.html`` (``report.py``). ``job.py`` is the entry point,
 also runnable with ``spark-submit`` (see README.md in this folder).
 
-Importing this package does not import pyspark; its submodules do.
+It reads a data directory's logs through storage/ and coordinator/ decoding only: it knows nothing of
+the server and never talks to a running daemon. Importing this package does not import pyspark; its
+submodules do.
 """
 
 TABLES = ("offset_commits", "generations", "rebalances", "anomalies")
