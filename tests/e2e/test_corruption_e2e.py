@@ -210,8 +210,26 @@ def test_fetch_serves_a_corrupt_user_batch_as_stored_and_the_consumer_detects_it
             for batch in consumer.poll(timeout_ms=500).values():
                 values += [r.value for r in batch]
         assert values == [b"value-0", b"value-2"]
+        # librdkafka checks CRCs when asked to (check.crcs=true) and reports the batch as bad.
+        assert "CRC" in _confluent_error_at(d.bootstrap, tp.partition, 1)
         assert d.proc is not None and d.proc.poll() is None
     finally:
         if consumer is not None:
             consumer.close()
         d.stop()
+
+
+def _confluent_error_at(bootstrap: str, partition: int, offset: int) -> str:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "crc-check", "check.crcs": True})
+    try:
+        c.assign([TopicPartition(TOPIC, partition, 0)])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is not None and m.offset() == offset:
+                return str(m.error())
+        raise AssertionError("librdkafka reported no bad batch")
+    finally:
+        c.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from groupd.storage import compact
 from groupd.storage import records as R
 from groupd.storage.log import PartitionLog
 from storage_helpers import batch_bounds, fill, small_config
@@ -189,3 +190,22 @@ def test_unverified_reads_are_unchanged_and_the_checks_cost_no_batch(tmp_path: P
     assert plog.corrupt_batches == 0
     plog.close()
     assert os.path.exists(path / "recovery-point")
+
+
+def test_compaction_copies_a_damaged_batch_as_it_is_rather_than_giving_it_a_valid_crc(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    cfg = small_config(segment_bytes=1000, index_interval_bytes=200, cleanup_policy="compact")
+    plog = PartitionLog.open(path, cfg)
+    plog.append_records([(b"old", b"1", [], 1), (b"unique", b"4242", [], 1)])
+    for i in range(40):  # supersedes "old" (so that batch would be rebuilt) and rolls segments
+        plog.append_records([(b"old", b"%d" % (i + 2), [], 1)])
+    plog.close()
+    first = sorted(path.glob("*.log"))[0]
+    damage(first, first.read_bytes().index(b"4242") + 3)  # 4242 -> 4243
+    plog = PartitionLog.open(path, cfg)
+    compact(plog)
+    with capture_logs() as logs:
+        got = {key: value for _o, _t, key, value in plog.iter_records(verify=True)}
+    assert b"unique" not in got and got[b"old"] == b"41"
+    assert [e["offset"] for e in corrupt_events(logs)] == [0]
+    plog.close()
