@@ -487,6 +487,7 @@ class PartitionLog:
         self._closed = False
         # (segment base, position, next offset) last written to RECOVERY_POINT_FILE.
         self._recovery_point: tuple[int, int, int] | None = None
+        self._truncations = 0  # so that a flush racing a truncation never writes a point past it
         # Corrupt batches met by verified reads; each is also reported to `on_corrupt_batch`
         # (the LogManager forwards them to whoever counts them, e.g. the metrics).
         self.corrupt_batches = 0
@@ -640,8 +641,9 @@ class PartitionLog:
             result = self._scan(
                 seg, 0, check_crc=True, contiguous=True, trusted_end=trusted_end, trusted_next=trusted_next
             )
-        if not clean:
-            # What the scan kept may so far live only in the page cache of the process that died.
+        if not clean and result.reason is None and result.end:
+            # What the scan kept may so far live only in the page cache of the process that died
+            # (a truncation below fsyncs anyway).
             self._ops.fsync(seg.log_fd)
         if result.reason is not None:
             log.warning(
@@ -656,7 +658,8 @@ class PartitionLog:
             seg.size = result.end
         seg.next_offset = result.next_offset
         seg.write_indexes()
-        self._write_recovery_point(seg.base_offset, seg.size, result.next_offset)
+        if seg.size or self._recovery_point is not None:  # a new, empty log needs no point yet
+            self._write_recovery_point(seg.base_offset, seg.size, result.next_offset)
 
     def _rebuild(self, seg: Segment, *, check_crc: bool, inactive: bool = False) -> _ScanResult:
         seg.reset_indexes()
@@ -1072,6 +1075,7 @@ class PartitionLog:
             dirty, self._dirty = self._dirty, set()
             active = self._segments[-1]
             point = (active.base_offset, active.size, self._next_offset)
+            truncations = self._truncations
         if not dirty:
             return
         try:
@@ -1083,7 +1087,9 @@ class PartitionLog:
             raise StorageError(f"fsync in {self.path} failed: {exc}") from exc
         # Everything appended before the snapshot above is durable now (Kafka: the recovery point
         # moves with each flush).
-        self._write_recovery_point(*point)
+        with self._lock:
+            if truncations == self._truncations:
+                self._write_recovery_point(*point)
 
     @property
     def needs_flush(self) -> bool:
@@ -1387,8 +1393,9 @@ class PartitionLog:
                     self._next_offset = new_end
                     self._log_start = min(self._log_start, new_end)
                     self._dirty = {s for s in self._dirty if s in segs}
-                # A point past the new end would trust bytes that later appends overwrite.
-                self._write_recovery_point(seg.base_offset, seg.size, new_end)
+                    # A point past the new end would trust bytes that later appends overwrite.
+                    self._truncations += 1
+                    self._write_recovery_point(seg.base_offset, seg.size, new_end)
                 if scanned.gaps:
                     # A compacted (sparse) segment must not become the active one: recovery
                     # holds active segments to contiguous offsets.
@@ -1417,8 +1424,9 @@ class PartitionLog:
             seg.next_offset = offset
             fsync_dir(self.path, self._ops)
             self._write_log_start(offset)
-            self._write_recovery_point(offset, 0, offset)
             with self._lock:
+                self._truncations += 1
+                self._write_recovery_point(offset, 0, offset)
                 self._set_segments([seg])
                 self._next_offset = offset
                 self._log_start = offset
