@@ -27,10 +27,11 @@ corrupt tail is truncated at the first bad batch.
 
 Only the *tail* is ever truncated: the part of the active segment after its recovery point (the
 ``recovery-point`` file: how far the segment was fsynced by the last ``flush()``/``close()``, or
-checked by the last recovery), as Kafka's ``LogLoader`` recovers (``LogSegment.recover``: truncate at
-the first batch failing ``ensureValid``) only the segments after its recovery-point checkpoint. Bytes before it were durable and acknowledged; if one of their batches
-is damaged later (a flipped bit on disk), truncating there would throw away every valid batch
-written after it, including commits acknowledged since. Such a batch is left in place instead:
+checked by the last recovery), as Kafka's ``LogLoader`` recovers (``LogSegment.recover``: truncate
+at the first batch failing ``ensureValid``) only the segments after its recovery-point checkpoint.
+Bytes before it were durable and acknowledged; if one of their batches is damaged later (a flipped
+bit on disk), truncating there would throw away every valid batch written after it, including
+commits acknowledged since. Such a batch is left in place instead:
 recovery walks past it by its header (or, if the header itself is damaged, jumps to the recovery
 point), and the start-up replay (``iter_records(verify=True)``) checks every CRC, reports a bad
 batch (``storage.batch.corrupt``, error) and skips it. Fetch serves stored bytes as they are, as
