@@ -51,6 +51,7 @@ class LoadProgress:
     partitions_loaded: int = 0
     records: int = 0
     skipped: int = 0
+    corrupt_batches: int = 0  # damaged batches the replay reported and skipped
     started: float | None = None  # time.perf_counter() at the start of the load
     finished: float | None = None
 
@@ -200,25 +201,35 @@ class GroupShell:
             progress.partitions_total, progress.started = len(partitions), t0
         replay = self.core.replay
         for p in partitions:
-            plog = self.partition_logs(p)
             n = 0
             next_yield = _LOAD_CHUNK
-            for _offset, _ts, key, value in plog.iter_records():
-                if key is None:
-                    bad += 1
-                    continue
-                try:
-                    k, v = decode_record(key, value)
-                except RecordDecodeError as e:
-                    bad += 1
-                    log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
-                    continue
-                replay(k, v)
-                n += 1
-                if n == next_yield:
-                    next_yield += _LOAD_CHUNK
-                    progress.records, progress.skipped = total + n, bad
-                    await asyncio.sleep(0)
+            try:
+                plog = self.partition_logs(p)
+                corrupt_before = plog.corrupt_batches
+                # verify: a damaged batch anywhere is reported and skipped, never replayed (a
+                # flipped bit must not turn a committed 4242 into 4243) and never the end of the load.
+                for _offset, _ts, key, value in plog.iter_records(verify=True):
+                    if key is None:
+                        bad += 1
+                        continue
+                    try:
+                        k, v = decode_record(key, value)
+                    except RecordDecodeError as e:
+                        bad += 1
+                        log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
+                        continue
+                    replay(k, v)
+                    n += 1
+                    if n == next_yield:
+                        next_yield += _LOAD_CHUNK
+                        progress.records, progress.skipped = total + n, bad
+                        await asyncio.sleep(0)
+                progress.corrupt_batches += plog.corrupt_batches - corrupt_before
+            except Exception:
+                # Whatever stopped this partition's replay (an unreadable file), its groups are
+                # served with what was read, and the partitions after it still load: a partition
+                # left loading would answer COORDINATOR_LOAD_IN_PROGRESS for as long as we run.
+                log.exception("offsets_partition_load_failed", partition=p, records=n)
             total += n
             self.apply(self.core.end_load(p, self.clock()))
             progress.records, progress.skipped = total, bad
@@ -231,6 +242,7 @@ class GroupShell:
             partitions=len(partitions),
             records=total,
             skipped=bad,
+            corrupt_batches=progress.corrupt_batches,
             groups=len(self.core.groups),
             seconds=round(elapsed, 3),
             records_per_s=round(total / elapsed) if elapsed > 0 else None,

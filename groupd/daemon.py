@@ -33,6 +33,7 @@ def attach_metrics(broker: Broker) -> None:
         shell=broker.groups,
         appender=broker.appender,
         data=broker.data,
+        logs=broker.logs,
     )
 
     async def start() -> None:

@@ -36,7 +36,7 @@ from groupd.coordinator import listener as events
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.messages import API_BY_KEY
 from groupd.protocol.server import Request, Server
-from groupd.storage import Appender, PartitionLog
+from groupd.storage import Appender, LogManager, PartitionLog
 from prometheus_client import (
     GC_COLLECTOR,
     PLATFORM_COLLECTOR,
@@ -293,6 +293,12 @@ class Metrics(CoordinatorListener):
         self.log_fsync_seconds = Histogram(
             "groupd_log_fsync_duration_seconds", "Duration of one fsync", ["log"], buckets=DISK_BUCKETS, registry=r
         )
+        self.log_corrupt_batches = Counter(
+            "groupd_log_corrupt_batches",
+            "Damaged record batches found (bad CRC or undecodable) and skipped by the start-up replay",
+            ["log"],
+            registry=r,
+        )
         build = Gauge("groupd_build_info", "groupd's version", ["version"], registry=r)
         build.labels(version or _installed_version()).set(1)
 
@@ -308,6 +314,7 @@ class Metrics(CoordinatorListener):
             for ok in (True, False):
                 self._appends[kind, ok] = self.log_appends.labels(kind, "ok" if ok else "error").inc
                 self._fsyncs[kind, ok] = self.log_fsyncs.labels(kind, "ok" if ok else "error").inc
+        self._corrupt = {k: self.log_corrupt_batches.labels(k).inc for k in ("offsets", "data")}
         self._append_items = {k: self.log_append_items.labels(k).inc for k in ("offsets", "data")}
         self._append_seconds = {k: self.log_append_seconds.labels(k).observe for k in ("offsets", "data")}
         self._fsync_seconds = {k: self.log_fsync_seconds.labels(k).observe for k in ("offsets", "data")}
@@ -328,6 +335,7 @@ class Metrics(CoordinatorListener):
         shell: GroupShell | None = None,
         appender: Appender | None = None,
         data: DataPlane | None = None,
+        logs: LogManager | None = None,
     ) -> None:
         if dispatcher is not None:
             dispatcher.observers.append(self.requests.observe)
@@ -350,6 +358,8 @@ class Metrics(CoordinatorListener):
             appender.observer = self
         if data is not None:
             self.data = data
+        if logs is not None:
+            logs.corruption_observer = self.corrupt_batch
 
     # --- CoordinatorListener ----------------------------------------------------------------------
     def rebalance_started(self, group_id: str, generation: int, members: int, reason: str) -> None:
@@ -378,6 +388,9 @@ class Metrics(CoordinatorListener):
         self._fsyncs[kind, ok]()
         if ok:
             self._fsync_seconds[kind](seconds)
+
+    def corrupt_batch(self, plog: PartitionLog) -> None:
+        self._corrupt[_log_kind(plog)]()
 
     # --- the endpoint -----------------------------------------------------------------------------
     def render(self, accept: str = "") -> tuple[bytes, str]:

@@ -48,7 +48,7 @@ from pathlib import Path
 import structlog
 
 from . import records as rec
-from .errors import UnsupportedCompressionError
+from .errors import CorruptRecordError, UnsupportedCompressionError
 from .files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -99,11 +99,11 @@ def _build_key_map(plog: PartitionLog, segments: list[Segment]) -> dict[bytes, i
     latest: dict[bytes, int] = {}
     for seg in segments:
         for _pos, view in _iter_segment_batches(plog, seg):
-            if view.is_control:
-                continue
+            if view.is_control or not view.crc_ok():
+                continue  # a damaged batch is kept as it is and skipped by readers: it supersedes nothing
             try:
                 kv = view.records_kv()
-            except UnsupportedCompressionError:
+            except (UnsupportedCompressionError, CorruptRecordError):
                 continue  # kept whole; its keys cannot supersede anything we would drop
             for offset, _ts, key, _value in kv:
                 if key is not None:
@@ -186,10 +186,12 @@ def _clean_group(
             last_segment = si == len(group) - 1
             for pos, view in _iter_segment_batches(plog, seg):
                 data: bytes | memoryview | None = view.raw
-                if not view.is_control:
+                # A damaged batch is copied as it is: rebuilding it would give its damaged records
+                # a valid CRC, and readers would take them for real ones.
+                if not view.is_control and view.crc_ok():
                     try:
                         records = view.records()
-                    except UnsupportedCompressionError:
+                    except (UnsupportedCompressionError, CorruptRecordError):
                         records = None
                     if records is not None:
                         kept = []

@@ -23,6 +23,10 @@ INDEX_ENTRY = struct.Struct(">ii")
 TIMEINDEX_ENTRY = struct.Struct(">qi")
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 LOG_START_FILE = "log-start-offset"
+# (segment base offset, byte position, next offset) up to which the active segment is known good:
+# fsynced by a flush, or checked by a recovery. Crash recovery truncates only after it (log.py).
+RECOVERY_POINT_FILE = "recovery-point"
+RECOVERY_POINT = struct.Struct(">qqqI")  # the three int64s and the CRC-32C of their 24 bytes
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"

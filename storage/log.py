@@ -25,6 +25,18 @@ segment is scanned, CRC by CRC, from its last index entry after a clean shutdown
 by ``close()``), or from byte 0 after a crash or when its indexes are damaged, and a torn or
 corrupt tail is truncated at the first bad batch.
 
+Only the *tail* is ever truncated: the part of the active segment after its recovery point (the
+``recovery-point`` file: how far the segment was fsynced by the last ``flush()``/``close()``, or
+checked by the last recovery), as Kafka's ``LogLoader`` recovers (``LogSegment.recover``: truncate
+at the first batch failing ``ensureValid``) only the segments after its recovery-point checkpoint.
+Bytes before it were durable and acknowledged; if one of their batches is damaged later (a flipped
+bit on disk), truncating there would throw away every valid batch written after it, including
+commits acknowledged since. Such a batch is left in place instead:
+recovery walks past it by its header (or, if the header itself is damaged, jumps to the recovery
+point), and the start-up replay (``iter_records(verify=True)``) checks every CRC, reports a bad
+batch (``storage.batch.corrupt``, error) and skips it. Fetch serves stored bytes as they are, as
+Kafka does; consumers check CRCs themselves.
+
 Threading: any method may be called from a worker thread. Appends, truncation and rolls are
 serialised by the I/O lock; compaction and retention by a maintenance lock; the segment list is
 replaced copy-on-write under a short metadata lock. Reads take a snapshot (segments and their
@@ -37,6 +49,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import os
 import struct
 import threading
@@ -64,6 +77,8 @@ from .files import (
     INDEX_SUFFIX,
     LOG_START_FILE,
     LOG_SUFFIX,
+    RECOVERY_POINT,
+    RECOVERY_POINT_FILE,
     TIMEINDEX_ENTRY,
     TIMEINDEX_SUFFIX,
     FileOps,
@@ -471,6 +486,13 @@ class PartitionLog:
         self._maintenance_lock = threading.Lock()  # compaction, retention, truncation
         self._dirty: set[Segment] = set()
         self._closed = False
+        # (segment base, position, next offset) last written to RECOVERY_POINT_FILE.
+        self._recovery_point: tuple[int, int, int] | None = None
+        self._truncations = 0  # so that a flush racing a truncation never writes a point past it
+        # Corrupt batches met by verified reads; each is also reported to `on_corrupt_batch`
+        # (the LogManager forwards them to whoever counts them, e.g. the metrics).
+        self.corrupt_batches = 0
+        self.on_corrupt_batch: Callable[[PartitionLog], None] | None = None
 
     # -- opening and recovery ---------------------------------------------------------------
 
@@ -505,12 +527,13 @@ class PartitionLog:
             bases = [start or 0]
             Segment(self.path, bases[0], self._ops, create=True).close()
             fsync_dir(self.path, self._ops)
+        self._recovery_point = self._read_recovery_point()
         segments = []
         for i, base in enumerate(bases):
             seg = Segment(self.path, base, self._ops)
             active = i == len(bases) - 1
             if active:
-                self._recover_active(seg, clean)
+                self._recover_active(seg, clean, self._recovery_point)
             elif not seg.load_indexes(self.config.index_interval_bytes):
                 log.warning("storage.index.rebuild", path=str(seg.log_path), reason="missing or damaged")
                 self._rebuild(seg, check_crc=False, inactive=True)
@@ -543,7 +566,46 @@ class PartitionLog:
         os.replace(tmp, self.path / LOG_START_FILE)
         fsync_dir(self.path, self._ops)
 
-    def _recover_active(self, seg: Segment, clean: bool) -> None:
+    def _read_recovery_point(self) -> tuple[int, int, int] | None:
+        try:
+            data = (self.path / RECOVERY_POINT_FILE).read_bytes()
+        except FileNotFoundError:
+            return None
+        if len(data) != RECOVERY_POINT.size:
+            return None
+        base, position, next_offset, crc = RECOVERY_POINT.unpack(data)
+        if rec._crc32c(data[:24]) != crc or position < 0 or next_offset < base:
+            return None  # torn or damaged: recovery falls back to checking the whole segment
+        return base, position, next_offset
+
+    def _write_recovery_point(self, base: int, position: int, next_offset: int) -> None:
+        """Record that the active segment is good up to `position`. Call it only once those bytes
+        are durable (fsynced or just recovered). Not fsynced itself: a lost update leaves an older
+        point, which only means a longer scan. 28 bytes written in place, so never half a file."""
+        point = (base, position, next_offset)
+        if point == self._recovery_point:
+            return
+        body = struct.pack(">qqq", *point)
+        data = body + struct.pack(">I", rec._crc32c(body))
+        try:
+            fd = os.open(self.path / RECOVERY_POINT_FILE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                _pwrite_all(self._ops, fd, data, 0)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            # The data itself is safe; only a later crash recovery will scan further back.
+            log.warning("storage.recovery_point.write_failed", path=str(self.path), error=str(exc))
+            return
+        self._recovery_point = point
+
+    def _recover_active(self, seg: Segment, clean: bool, point: tuple[int, int, int] | None) -> None:
+        # Below the recovery point nothing is truncated: those bytes were durable (see the module
+        # docstring). A point past the end of the file means the file lost data under us; then
+        # nothing is trusted and the whole segment is checked, as after a crash without a point.
+        trusted_end, trusted_next = 0, None
+        if point is not None and point[0] == seg.base_offset and point[1] <= seg.size:
+            trusted_end, trusted_next = point[1], point[2]
         result = None
         # After a clean shutdown everything before the last index entry was written and flushed by
         # a process that then exited normally, so only the tail is checked. After a crash, or if
@@ -570,12 +632,20 @@ class PartitionLog:
                     check_crc=True,
                     contiguous=True,
                     first_last_offset=seg.base_offset + seg.idx_offsets[-1],
+                    trusted_end=trusted_end,
+                    trusted_next=trusted_next,
                 )
                 if result.reason is not None and result.end == start:
                     result = None  # the batch the index pointed at is bad: distrust the index
         if result is None:
             seg.reset_indexes()
-            result = self._scan(seg, 0, check_crc=True, contiguous=True)
+            result = self._scan(
+                seg, 0, check_crc=True, contiguous=True, trusted_end=trusted_end, trusted_next=trusted_next
+            )
+        if not clean and result.reason is None and result.end:
+            # What the scan kept may so far live only in the page cache of the process that died
+            # (a truncation below fsyncs anyway).
+            self._ops.fsync(seg.log_fd)
         if result.reason is not None:
             log.warning(
                 "storage.recovery.truncated",
@@ -589,6 +659,8 @@ class PartitionLog:
             seg.size = result.end
         seg.next_offset = result.next_offset
         seg.write_indexes()
+        if seg.size or self._recovery_point is not None:  # a new, empty log needs no point yet
+            self._write_recovery_point(seg.base_offset, seg.size, result.next_offset)
 
     def _rebuild(self, seg: Segment, *, check_crc: bool, inactive: bool = False) -> _ScanResult:
         seg.reset_indexes()
@@ -611,6 +683,8 @@ class PartitionLog:
         check_crc: bool,
         contiguous: bool = False,
         first_last_offset: int | None = None,
+        trusted_end: int = 0,
+        trusted_next: int | None = None,
     ) -> _ScanResult:
         """Walk batches from `start`, rebuilding index state; stop at the first bad one.
 
@@ -618,6 +692,10 @@ class PartitionLog:
         every active segment, which compaction never touches); it is what catches a damaged
         baseOffset, the one header field besides the leader epoch that the CRC does not cover.
         `first_last_offset` is what the index says the batch at `start` ends with.
+
+        Before `trusted_end` (the recovery point, where the batch holding `trusted_next` starts)
+        nothing stops the walk: CRCs are not checked there (a bad batch is skipped when read), and
+        a header too damaged to walk past is logged and stepped over by jumping to the point.
         """
         cur = _Cursor(seg, self.config.index_interval_bytes)
         fd = seg.log_fd
@@ -634,49 +712,55 @@ class PartitionLog:
         while pos < end:
             if end - pos < rec.HEADER_SIZE:
                 reason = f"{end - pos} trailing bytes are too few for a batch header"
-                break
-            off = pos - chunk_pos
-            if off + rec.HEADER_SIZE > len(chunk):
-                chunk = _pread_exact(fd, min(READ_CHUNK, end - pos), pos)
-                chunk_pos, off = pos, 0
-            (base, length, _, magic, crc, _, lod, _, max_ts, _, _, _, count) = unpack(chunk, off)
-            size = rec.LOG_OVERHEAD + length
-            if magic != rec.MAGIC:
-                reason = f"bad magic {magic}"
-                break
-            if length < rec.BATCH_OVERHEAD:
-                reason = f"bad batch length {length}"
-                break
-            if size > end - pos:
-                reason = f"batch of {size} bytes runs past the end of the file"
-                break
-            if base < seg.base_offset or lod < 0 or count < 0 or base + lod - seg.base_offset > INT32_MAX:
-                reason = f"implausible offsets (base {base}, lastOffsetDelta {lod}, count {count})"
-                break
-            if prev_next is not None and base < prev_next:
-                reason = f"offset {base} does not follow {prev_next - 1}"
-                break
-            if prev_next is None:
-                if first_last_offset is not None and base + lod != first_last_offset:
-                    reason = f"batch ends at offset {base + lod}, the index says {first_last_offset}"
-                    break
-                if start == 0 and base != seg.base_offset:
-                    if contiguous:
-                        reason = f"first batch starts at offset {base}, not {seg.base_offset}"
-                        break
-                    gaps = True
-            elif base != prev_next:
-                if contiguous:
-                    reason = f"offset {base} does not follow {prev_next - 1}"
-                    break
-                gaps = True
-            if check_crc:
-                if off + size > len(chunk):
-                    chunk = _pread_exact(fd, max(min(READ_CHUNK, end - pos), size), pos)
+            else:
+                off = pos - chunk_pos
+                if off + rec.HEADER_SIZE > len(chunk):
+                    chunk = _pread_exact(fd, min(READ_CHUNK, end - pos), pos)
                     chunk_pos, off = pos, 0
-                if crc32c(memoryview(chunk)[off + rec.ATTRIBUTES_OFFSET : off + size]) != crc:
-                    reason = "CRC mismatch"
+                (base, length, _, magic, crc, _, lod, _, max_ts, _, _, _, count) = unpack(chunk, off)
+                size = rec.LOG_OVERHEAD + length
+                if magic != rec.MAGIC:
+                    reason = f"bad magic {magic}"
+                elif length < rec.BATCH_OVERHEAD:
+                    reason = f"bad batch length {length}"
+                elif size > end - pos:
+                    reason = f"batch of {size} bytes runs past the end of the file"
+                elif base < seg.base_offset or lod < 0 or count < 0 or base + lod - seg.base_offset > INT32_MAX:
+                    reason = f"implausible offsets (base {base}, lastOffsetDelta {lod}, count {count})"
+                elif prev_next is not None and base < prev_next:
+                    reason = f"offset {base} does not follow {prev_next - 1}"
+                elif prev_next is None:
+                    if first_last_offset is not None and base + lod != first_last_offset:
+                        reason = f"batch ends at offset {base + lod}, the index says {first_last_offset}"
+                    elif start == 0 and base != seg.base_offset:
+                        if contiguous:
+                            reason = f"first batch starts at offset {base}, not {seg.base_offset}"
+                        else:
+                            gaps = True
+                elif base != prev_next:
+                    if contiguous:
+                        reason = f"offset {base} does not follow {prev_next - 1}"
+                    else:
+                        gaps = True
+                if reason is None and check_crc and pos >= trusted_end:
+                    if off + size > len(chunk):
+                        chunk = _pread_exact(fd, max(min(READ_CHUNK, end - pos), size), pos)
+                        chunk_pos, off = pos, 0
+                    if crc32c(memoryview(chunk)[off + rec.ATTRIBUTES_OFFSET : off + size]) != crc:
+                        reason = "CRC mismatch"
+            if reason is not None:
+                if pos >= trusted_end or trusted_next is None or (pos == start and start > 0):
                     break
+                # Damage before the recovery point: those bytes were durable, so it is not a torn
+                # tail and nothing after it may be cut off. Its batch boundaries are lost, so the
+                # walk resumes at the point (index entries in between are simply missing).
+                log.error(
+                    "storage.segment.corrupt", path=str(seg.log_path), position=pos, reason=reason, action="skipped"
+                )
+                reason = None
+                pos = trusted_end
+                prev_next = next_offset = trusted_next
+                continue
             cur.track(pos, base + lod, max_ts, size)
             prev_next = next_offset = base + lod + 1
             pos += size
@@ -990,6 +1074,11 @@ class PartitionLog:
         """fsync every segment written since the last flush. Raises StorageError."""
         with self._lock:
             dirty, self._dirty = self._dirty, set()
+            active = self._segments[-1]
+            point = (active.base_offset, active.size, self._next_offset)
+            truncations = self._truncations
+        if not dirty:
+            return
         try:
             for seg in sorted(dirty, key=lambda s: s.base_offset):
                 seg.fsync()
@@ -997,6 +1086,11 @@ class PartitionLog:
             with self._lock:
                 self._dirty |= dirty
             raise StorageError(f"fsync in {self.path} failed: {exc}") from exc
+        # Everything appended before the snapshot above is durable now (Kafka: the recovery point
+        # moves with each flush).
+        with self._lock:
+            if truncations == self._truncations:
+                self._write_recovery_point(*point)
 
     @property
     def needs_flush(self) -> bool:
@@ -1108,15 +1202,26 @@ class PartitionLog:
         for buf, cut in self._windows(start_offset):
             yield from rec.iter_batches(buf, 0, cut, strict=True)
 
-    def iter_records(self, start_offset: int | None = None, *, full: bool = False) -> Iterator[tuple]:
+    def iter_records(
+        self, start_offset: int | None = None, *, full: bool = False, verify: bool = False
+    ) -> Iterator[tuple]:
         """Decode records from `start_offset` on: (offset, timestamp, key, value) tuples, or
-        `Record`s with headers when `full`. This is the replay path."""
-        for chunk in self.iter_record_chunks(start_offset, full=full):
+        `Record`s with headers when `full`. This is the replay path (see iter_record_chunks for
+        `verify`)."""
+        for chunk in self.iter_record_chunks(start_offset, full=full, verify=verify):
             yield from chunk
 
-    def iter_record_chunks(self, start_offset: int | None = None, *, full: bool = False) -> Iterator[list]:
+    def iter_record_chunks(
+        self, start_offset: int | None = None, *, full: bool = False, verify: bool = False
+    ) -> Iterator[list]:
         """Like iter_records, but yields lists of records (a few MiB of log each): the fastest way
-        to replay a log, as the consumer's loop then runs over plain lists."""
+        to replay a log, as the consumer's loop then runs over plain lists.
+
+        With `verify`, every batch's CRC is checked and a damaged batch anywhere in the log is
+        reported (`storage.batch.corrupt`, `on_corrupt_batch`) and skipped, as is a batch whose
+        records cannot be decoded; a damaged header is stepped over by finding the next intact
+        batch. Without it, a malformed batch raises CorruptRecordError and CRCs are not checked.
+        """
         segs, bases, sizes, start, end = self._snapshot()
         lo = start if start_offset is None else start_offset
         if lo < start or lo > end:
@@ -1126,20 +1231,44 @@ class PartitionLog:
         i = max(bisect.bisect_right(bases, lo) - 1, 0)
         pos = segs[i].find_batch(lo, sizes[i])
         first = True
+        expected = lo  # the offset the next batch should start at, for reports and resyncs
         while i < len(segs):
             if pos is None or pos >= sizes[i]:
                 i += 1
                 pos = 0
                 continue
-            fd, size = segs[i].log_fd, sizes[i]
+            seg, fd, size = segs[i], segs[i].log_fd, sizes[i]
             buf = _pread_exact(fd, min(READ_CHUNK, size - pos), pos)
-            chunk, used = rec.decode_window(buf, 0, len(buf), full=full)
-            if used == 0:  # one batch bigger than the read size
-                (length,) = struct.unpack_from(">i", buf, 8)
-                buf = _pread_exact(fd, rec.LOG_OVERHEAD + length, pos)
+            if verify:
+                chunk, used, bad, damaged = rec.decode_window_verified(buf, 0, len(buf), full=full)
+                if used == 0 and not damaged and not bad:  # one batch bigger than the read size
+                    (length,) = struct.unpack_from(">i", buf, 8)
+                    if pos + rec.LOG_OVERHEAD + length > size:
+                        damaged = True
+                    else:
+                        buf = _pread_exact(fd, rec.LOG_OVERHEAD + length, pos)
+                        chunk, used, bad, damaged = rec.decode_window_verified(buf, 0, len(buf), full=full)
+                for b in bad:
+                    self._report_corrupt(seg, pos + b.position, b.base_offset, b.last_offset, b.reason)
+                    expected = max(expected, b.last_offset + 1)
+                if chunk:
+                    expected = max(expected, chunk[-1][0] + 1)
+                if damaged:
+                    at = pos + used
+                    nxt = rec.find_next_batch(functools.partial(_pread_exact, fd), at, size, expected)
+                    skipped_to = size if nxt is None else nxt
+                    self._report_corrupt(
+                        seg, at, expected, None, "unreadable batch header", skipped_bytes=skipped_to - at
+                    )
+                    used = skipped_to - pos
+            else:
                 chunk, used = rec.decode_window(buf, 0, len(buf), full=full)
-                if used == 0:
-                    raise CorruptRecordError(f"{segs[i].log_path}: batch at {pos} is truncated")
+                if used == 0:  # one batch bigger than the read size
+                    (length,) = struct.unpack_from(">i", buf, 8)
+                    buf = _pread_exact(fd, rec.LOG_OVERHEAD + length, pos)
+                    chunk, used = rec.decode_window(buf, 0, len(buf), full=full)
+                    if used == 0:
+                        raise CorruptRecordError(f"{seg.log_path}: batch at {pos} is truncated")
             pos += used
             if first:
                 first = False
@@ -1151,6 +1280,33 @@ class PartitionLog:
                     del chunk[:skip]
             if chunk:
                 yield chunk
+
+    def _report_corrupt(
+        self,
+        seg: Segment,
+        position: int,
+        offset: int,
+        last_offset: int | None,
+        reason: str,
+        *,
+        skipped_bytes: int | None = None,
+    ) -> None:
+        self.corrupt_batches += 1
+        topic, _, partition = self.path.name.rpartition("-")
+        log.error(
+            "storage.batch.corrupt",
+            topic=topic,
+            partition=int(partition) if partition.isdigit() else None,
+            offset=offset,
+            last_offset=last_offset,
+            path=str(seg.log_path),
+            position=position,
+            reason=reason,
+            skipped_bytes=skipped_bytes,
+            action="skipped",
+        )
+        if self.on_corrupt_batch is not None:
+            self.on_corrupt_batch(self)
 
     # -- timestamps -------------------------------------------------------------------------
 
@@ -1238,6 +1394,9 @@ class PartitionLog:
                     self._next_offset = new_end
                     self._log_start = min(self._log_start, new_end)
                     self._dirty = {s for s in self._dirty if s in segs}
+                    # A point past the new end would trust bytes that later appends overwrite.
+                    self._truncations += 1
+                    self._write_recovery_point(seg.base_offset, seg.size, new_end)
                 if scanned.gaps:
                     # A compacted (sparse) segment must not become the active one: recovery
                     # holds active segments to contiguous offsets.
@@ -1267,6 +1426,8 @@ class PartitionLog:
             fsync_dir(self.path, self._ops)
             self._write_log_start(offset)
             with self._lock:
+                self._truncations += 1
+                self._write_recovery_point(offset, 0, offset)
                 self._set_segments([seg])
                 self._next_offset = offset
                 self._log_start = offset

@@ -62,6 +62,8 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._overrides: dict[str, dict[str, str | None]] = {}
         self._lock_fd: int | None = None
+        # Told of every corrupt batch a verified read of any of these logs skips (the metrics).
+        self.corruption_observer: Callable[[PartitionLog], None] | None = None
 
     def config_for(self, topic: str) -> LogConfig:
         if self._topic_config is not None:
@@ -150,9 +152,9 @@ class LogManager:
         except OSError as exc:
             raise StorageError(f"cannot open data directory {self.data_dir}: {exc}") from exc
         for topic, partition in found:
-            self._logs[(topic, partition)] = PartitionLog.open(
-                self._dir(topic, partition), self.config_for(topic), clock=self._clock
-            )
+            plog = PartitionLog.open(self._dir(topic, partition), self.config_for(topic), clock=self._clock)
+            plog.on_corrupt_batch = self._corrupt_batch
+            self._logs[(topic, partition)] = plog
         log.info("storage.opened", data_dir=str(self.data_dir), partitions=len(found))
         return found
 
@@ -176,8 +178,14 @@ class LogManager:
             fsync_dir(self.data_dir, self.config.file_ops)
         except OSError as exc:
             raise StorageError(f"cannot create {path}: {exc}") from exc
+        plog.on_corrupt_batch = self._corrupt_batch
         self._logs[(topic, partition)] = plog
         return plog
+
+    def _corrupt_batch(self, plog: PartitionLog) -> None:
+        observer = self.corruption_observer
+        if observer is not None:
+            observer(plog)
 
     def delete(self, topic: str, partition: int) -> None:
         """Remove a partition and its data (rename first, so a crash never leaves half a log)."""

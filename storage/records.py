@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import crc32c as _crc32c_module
@@ -65,12 +65,15 @@ __all__ = [
     "TIMESTAMP_LOG_APPEND_TIME",
     "TIMESTAMP_TYPE_FLAG",
     "TRANSACTIONAL_FLAG",
+    "BadBatch",
     "BatchView",
     "Record",
     "RecordInput",
     "build_batch",
     "compute_crc",
     "decode_records",
+    "decode_window_verified",
+    "find_next_batch",
     "iter_batches",
     "iter_records",
     "set_base_offset",
@@ -92,6 +95,7 @@ _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 
 EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 MAX_TIMESTAMP_OFFSET = 35
@@ -874,6 +878,88 @@ def decode_window(
             )
         position += size
     return out, position
+
+
+class BadBatch(NamedTuple):
+    """A batch that `decode_window_verified` skipped: where it starts in the buffer, the offsets
+    its header claims, and why."""
+
+    position: int
+    base_offset: int
+    last_offset: int
+    reason: str
+
+
+def decode_window_verified(
+    buffer: bytes, position: int = 0, end: int | None = None, *, full: bool = False
+) -> tuple[list, int, list[BadBatch], bool]:
+    """decode_window for data that must be trusted (the start-up replay): every batch's CRC is
+    checked, and a batch whose CRC does not match, or whose records cannot be decoded although it
+    does, is skipped and listed instead of decoded. Control batches are skipped.
+
+    Returns (records, position after the last batch looked at, bad batches, header_damaged).
+    `header_damaged` means the batch at the returned position has an impossible length or magic:
+    its end, and so the next batch's start, is unknown (the caller must resynchronise)."""
+    if end is None:
+        end = len(buffer)
+    out: list = []
+    bad: list[BadBatch] = []
+    unpack = HEADER.unpack_from
+    view = memoryview(buffer)
+    while end - position >= HEADER_SIZE:
+        (base_offset, length, _epoch, magic, crc, attributes, lod, base_ts, max_ts, _p, _e, _s, count) = unpack(
+            buffer, position
+        )
+        if magic != MAGIC or length < BATCH_OVERHEAD:
+            return out, position, bad, True
+        size = LOG_OVERHEAD + length
+        if end - position < size:
+            break
+        if _crc32c(view[position + ATTRIBUTES_OFFSET : position + size]) != crc:
+            bad.append(BadBatch(position, base_offset, base_offset + lod, "CRC mismatch"))
+        elif not attributes & CONTROL_FLAG:
+            mark = len(out)
+            try:
+                if attributes & COMPRESSION_MASK:
+                    out += _decode_batch(buffer, position, size, full, DEFAULT_MAX_DECOMPRESSED)
+                else:
+                    fixed = max_ts if attributes & TIMESTAMP_TYPE_FLAG else None
+                    _decode_into(
+                        out, buffer, position + HEADER_SIZE, position + size, count, base_offset, base_ts, fixed, full
+                    )
+            except (CorruptRecordError, UnsupportedCompressionError) as exc:
+                del out[mark:]
+                bad.append(BadBatch(position, base_offset, base_offset + lod, str(exc)))
+        position += size
+    return out, position, bad, False
+
+
+def find_next_batch(read: Callable[[int, int], bytes], position: int, end: int, min_base_offset: int) -> int | None:
+    """Start of the first batch after `position` (and before `end`) whose header is plausible and
+    whose CRC matches, found by trying every byte that could be a magic byte; None if there is none.
+
+    `read(size, offset)` reads the underlying file. This is how a reader gets past a batch whose
+    length field (which the CRC does not cover) was damaged: a CRC-32C match by chance is a 1 in
+    2**32 event, so a batch found this way is a real one."""
+    q = position + 1
+    magic = bytes([MAGIC])
+    while end - q >= HEADER_SIZE:
+        window = read(min(1 << 20, end - q), q)
+        i = window.find(magic, MAGIC_OFFSET)
+        while i != -1 and len(window) - (i - MAGIC_OFFSET) >= HEADER_SIZE:
+            start = q + i - MAGIC_OFFSET
+            base, length, _epoch, _magic = _LEN_MAGIC.unpack_from(window, i - MAGIC_OFFSET)
+            size = LOG_OVERHEAD + length
+            if length >= BATCH_OVERHEAD and base >= min_base_offset and start + size <= end:
+                data = read(size, start)
+                if len(data) == size and compute_crc(data, 0, size) == _UINT32.unpack_from(data, CRC_OFFSET)[0]:
+                    return start
+            i = window.find(magic, i + 1)
+        if len(window) < HEADER_SIZE:
+            break
+        # Overlap the windows so that a header straddling two of them is still seen.
+        q += len(window) - HEADER_SIZE + 1
+    return None
 
 
 def iter_records(
