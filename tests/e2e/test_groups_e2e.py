@@ -145,3 +145,17 @@ def test_static_member_restart_keeps_partitions_without_rebalance(groupd: Groupd
         assert any(e.get("group") == group for e in groupd.events("static_member_replaced"))
     finally:
         _stop_all([m for m in (other, restarted) if m is not None])
+
+
+def test_kafka_python_remove_members_of_unknown_group_answers_per_member(groupd: GroupdProcess, unique: str) -> None:
+    """GroupCoordinatorService.leaveGroup: LeaveGroup v3+ for a group that does not exist answers
+    NONE at the top and UNKNOWN_MEMBER_ID per member (a top-level error made kafka-python raise)."""
+    from kafka.admin import KafkaAdminClient, MemberToRemove
+
+    admin = KafkaAdminClient(bootstrap_servers=groupd.bootstrap)
+    try:
+        members = [MemberToRemove(member_id="m-1"), MemberToRemove(group_instance_id="instance-2")]
+        result = admin.remove_group_members(f"nope-{unique}", members)
+        assert {k: e.errno for k, e in result.items()} == {"m-1": 25, "instance-2": 25}
+    finally:
+        admin.close()
