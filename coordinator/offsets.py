@@ -363,20 +363,23 @@ class OffsetManager:
     def _tombstone_deleted(self, deleted: dict[str, set[int]], partitions: set[int]) -> None:
         # Durable offsets and commits still being written alike: a tombstone appended after an
         # in-flight commit reaches the log after it.
-        keys: dict[str, set[tuple[str, int]]] = {}
-        for store in (self.offsets, self.inflight):
-            for gid, group_keys in store.items():
-                hits = [k for k in group_keys if k[1] in deleted.get(k[0], ())]
-                if hits and self.host.partition_for(gid) in partitions:
-                    keys.setdefault(gid, set()).update(hits)
+        wanted = sorted((t, i) for t, indexes in deleted.items() for i in indexes)
+        hits: dict[str, list[tuple[str, int]]] = {}
+        none: dict[tuple[str, int], Any] = {}
+        for gid, committed in self.offsets.items():
+            if found := _deleted_keys(wanted, deleted, committed, self.inflight.get(gid) or none):
+                hits[gid] = found
+        for gid, writing in self.inflight.items():
+            if gid not in self.offsets and (found := _deleted_keys(wanted, deleted, none, writing)):
+                hits[gid] = found
         by_partition: dict[int, list[Record]] = {}
-        for gid in sorted(keys):
-            records = by_partition.setdefault(self.host.partition_for(gid), [])
-            records.extend((OffsetCommitKey(gid, t, i), None) for t, i in sorted(keys[gid]))
+        for gid in sorted(hits):
+            p = self.host.partition_for(gid)
+            if p in partitions:
+                by_partition.setdefault(p, []).extend((OffsetCommitKey(gid, t, i), None) for t, i in hits[gid])
         self.host.log.info(
             "deleted_partitions_offsets_removed",
             topics=sorted(deleted),
-            groups=len(keys),
             tombstones=sum(len(r) for r in by_partition.values()),
         )
         for p, records in by_partition.items():
@@ -470,3 +473,13 @@ class OffsetManager:
         self.host._forget_group(group)
         del self.host.groups[group.group_id]
         self.host._glog(group).info("group_deleted", reason="empty and no offsets left")
+
+
+def _deleted_keys(
+    wanted: list[tuple[str, int]], deleted: dict[str, set[int]], committed: Any, writing: Any
+) -> list[tuple[str, int]]:
+    """The (topic, partition) keys of one group among the deleted ones, in order, looked up from
+    whichever side is smaller: the group's own keys or the deleted partitions."""
+    if len(committed) + len(writing) < len(wanted):
+        return sorted({k for k in (*committed, *writing) if k[1] in deleted.get(k[0], ())})
+    return [k for k in wanted if k in committed or k in writing]
