@@ -193,9 +193,7 @@ def test_requests_during_load_get_load_in_progress() -> None:
     a.join()
     assert a.last_join["error_code"] == 14
     assert s.answer(s.send("ListGroups", 0, {}))["error_code"] == 14
-    for key, value in s.records():
-        s.coord.replay(key, value)
-    s.coord.end_load(p, s.now)
+    s.end_load(p)
     assert a.heartbeat() == 0
 
 
@@ -209,9 +207,7 @@ def test_heartbeat_during_load_is_answered_none_as_group_coordinator_service_hea
     stranger = {"group_id": "g", "generation_id": 7, "member_id": "nobody", "group_instance_id": None}
     assert s.answer(s.send("Heartbeat", 4, stranger))["error_code"] == 0
     assert s.answer(s.send("Heartbeat", 4, {**stranger, "group_id": ""}))["error_code"] == 24
-    for key, value in s.records():
-        s.coord.replay(key, value)
-    s.absorb(s.coord.end_load(p, s.now))
+    s.end_load(p)
     assert s.answer(s.send("Heartbeat", 4, stranger))["error_code"] == 25
 
 
