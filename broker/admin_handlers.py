@@ -5,9 +5,10 @@ This broker is the only node, the controller, and the leader of every partition.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -34,7 +35,8 @@ class AdminHandlers:
         # brokers' endpoints for that listener.
         self.advertised = advertised
         self.on_topic_created: list[Callable[[Topic], None]] = []
-        self.on_topic_deleted: list[Callable[[Topic], None]] = []
+        # A callback may return an awaitable: DeleteTopics answers once every one is done.
+        self.on_topic_deleted: list[Callable[[Topic], Awaitable[Any] | None]] = []
         self.on_partitions_added: list[Callable[[Topic, int], None]] = []
 
     # --- Metadata ---------------------------------------------------------------------------------
@@ -180,13 +182,14 @@ class AdminHandlers:
         return {"throttle_time_ms": 0, "topics": results}
 
     # --- DeleteTopics -----------------------------------------------------------------------------
-    def delete_topics(self, req: Request) -> dict[str, Any]:
+    def delete_topics(self, req: Request) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         body = req.body
         if req.api_version >= 6:
             items = [(t.get("name"), t.get("topic_id") or _ZERO_UUID) for t in body.get("topics") or []]
         else:
             items = [(n, _ZERO_UUID) for n in body.get("topic_names") or []]
         responses = []
+        waits: list[Awaitable[Any]] = []
         for name, topic_id in items:
             res: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
             try:
@@ -200,11 +203,21 @@ class AdminHandlers:
                 res["topic_id"] = t.topic_id
                 log.info("topic_deleted", topic=name)
                 for cb in self.on_topic_deleted:
-                    cb(t)
+                    wait = cb(t)
+                    if wait is not None:
+                        waits.append(wait)
             except TopicError as e:
                 res.update(error_code=e.code, error_message=e.message)
             responses.append(res)
-        return {"throttle_time_ms": 0, "responses": responses}
+        response = {"throttle_time_ms": 0, "responses": responses}
+        if not waits:
+            return response
+
+        async def after_cleanup() -> dict[str, Any]:
+            await asyncio.gather(*waits)
+            return response
+
+        return after_cleanup()
 
     # --- CreatePartitions -------------------------------------------------------------------------
     def create_partitions(self, req: Request) -> dict[str, Any]:

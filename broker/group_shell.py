@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,20 +126,30 @@ class GroupShell:
 
         return handle
 
-    def apply(self, result: Result) -> None:
+    def apply(self, result: Result) -> list[asyncio.Task[None]]:
+        """Send the answers, start the appends (their tasks are returned) and re-arm the timer."""
         for ctx, response in result.responses:
             ctx.respond(response)
-        for append in result.appends:
-            self._start_append(append)
+        tasks = [self._start_append(append) for append in result.appends]
         self._arm()
+        return tasks
+
+    # --- deleted topics ---------------------------------------------------------------------------
+    def partitions_deleted(self, topic_partitions: list[tuple[str, int]]) -> Awaitable[Any] | None:
+        """Tombstone the committed offsets of deleted partitions. The awaitable (None when there
+        is nothing to write) is done once the tombstones are durable or failed (logged): DeleteTopics
+        answers after it, so a topic re-created at once never meets the old offsets."""
+        tasks = self.apply(self.core.on_partitions_deleted(self.clock(), topic_partitions))
+        return asyncio.gather(*tasks) if tasks else None
 
     # --- appends ----------------------------------------------------------------------------------
-    def _start_append(self, append: Append) -> None:
+    def _start_append(self, append: Append) -> asyncio.Task[None]:
         # Tasks start in creation order and enqueue in the appender before their first suspension,
         # so appends reach a partition in the order the core handed them out.
         task = asyncio.get_running_loop().create_task(self._append(append))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _append(self, append: Append) -> None:
         error: int | None = None

@@ -75,6 +75,11 @@ class Broker:
         self.groups = GroupShell(self.core, self._offsets_log, self.appender)
         self.data = DataPlane(config, self.topics, self.logs, self.appender)
         self.data.register_topic_callbacks(self.admin)
+        # Kafka's BrokerMetadataPublisher hands deleted partitions to the group coordinator
+        # (GroupCoordinator.onPartitionsDeleted): their committed offsets go too.
+        self.admin.on_topic_deleted.append(
+            lambda t: self.groups.partitions_deleted([(t.name, p) for p in range(t.partitions)])
+        )
         self._register()
         # Awaited after the logs are opened and before the listeners (so an observer such as the
         # metrics endpoint sees the whole replay), and first thing on stop: what the process

@@ -173,6 +173,14 @@ class GroupCoordinator:
             pending.on_done(code)
         return self._finish()
 
+    def on_partitions_deleted(self, now_ms: int, topic_partitions: Iterable[tuple[str, int]]) -> Result:
+        """Partitions of user topics were deleted: tombstone every group's committed offsets of
+        them (Kafka's GroupCoordinatorShard.onPartitionsDeleted). The Result holds only appends;
+        once they are durable the offsets are gone, and they stay gone after a restart."""
+        self._begin(now_ms)
+        self.offset_manager.on_partitions_deleted(topic_partitions)
+        return self._finish()
+
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one durable record to the persisted state: the live path and start-up alike."""
         if type(key) is OffsetCommitKey:
@@ -216,6 +224,7 @@ class GroupCoordinator:
         for gid in sorted(gids):
             if gid not in self.groups:
                 self._materialize(gid)
+        self.offset_manager.on_partition_loaded(partition)
         return self._finish()
 
     def load(self, now_ms: int, records: Iterable[Record]) -> Result:
@@ -1063,7 +1072,9 @@ class GroupCoordinator:
             return err.INVALID_GROUP_ID
         code = self._route_error(gid)
         if code:
-            return code
+            # Kafka's GroupCoordinatorService.heartbeat maps COORDINATOR_LOAD_IN_PROGRESS to NONE
+            # ("the group is still loading, so blindly respond"): the member keeps its session.
+            return err.NONE if code == err.COORDINATOR_LOAD_IN_PROGRESS else code
         group = self.groups.get(gid)
         if group is None:
             return err.UNKNOWN_MEMBER_ID
@@ -1105,6 +1116,14 @@ class GroupCoordinator:
             return top(code)
         group = self.groups.get(gid)
         if group is None:
+            if v >= 3:
+                # GroupCoordinatorService.leaveGroup: "Group was not found" is no top-level error
+                # from v3, each member named is answered UNKNOWN_MEMBER_ID.
+                members = [
+                    {"member_id": mid, "group_instance_id": iid, "error_code": err.UNKNOWN_MEMBER_ID}
+                    for mid, iid, _reason in identities
+                ]
+                return self._respond(ctx, {"throttle_time_ms": 0, "error_code": err.NONE, "members": members})
             return top(err.UNKNOWN_MEMBER_ID)
         if group.is_in(D):
             return top(err.COORDINATOR_NOT_AVAILABLE)
@@ -1226,6 +1245,8 @@ class GroupCoordinator:
                 base["group_state"] = str(group.state)
                 base["protocol_type"] = group.protocol_type or ""
                 base["protocol_data"] = (group.protocol_name or "") if stable else ""
+                # Outside Stable, Kafka's ClassicGroupMember.describeNoMetadata() leaves out the
+                # metadata but still reports the member's last assignment.
                 base["members"] = [
                     {
                         "member_id": m.member_id,
@@ -1233,7 +1254,7 @@ class GroupCoordinator:
                         "client_id": m.client_id,
                         "client_host": m.client_host,
                         "member_metadata": m.metadata(group.protocol_name) if stable else b"",
-                        "member_assignment": m.assignment if stable else b"",
+                        "member_assignment": m.assignment,
                     }
                     for m in group.members.values()
                 ]

@@ -366,7 +366,11 @@ class ClassicGroup:
         return frozenset(topics)
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
-        return self.subscribed_topics is not None and topic in self.subscribed_topics
+        # Kafka's ClassicGroup.isSubscribedToTopic: when the subscriptions are unknown (not
+        # parsed yet, or not parseable), a consumer group counts as subscribed to every topic.
+        if self.subscribed_topics is None:
+            return self.uses_consumer_protocol()
+        return topic in self.subscribed_topics
 
     def init_next_generation(self, now_ms: int) -> None:
         self.generation += 1

@@ -12,7 +12,7 @@ GroupMetadataManager. This module never imports the coordinator.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from . import errors as err
@@ -57,6 +57,9 @@ class OffsetManager:
         self.offsets: Offsets = {}
         # Commits written but not yet durable, per group: a group with some is not deleted under them.
         self.inflight: dict[str, Counter[tuple[str, int]]] = {}
+        # Partitions of deleted topics whose offsets wait for a __consumer_offsets partition to
+        # finish loading: __consumer_offsets partition -> topic -> partition indexes.
+        self.deleted_while_loading: dict[int, dict[str, set[int]]] = {}
 
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         """Apply one durable offset record (a commit, or a tombstone when ``value`` is None)."""
@@ -286,20 +289,35 @@ class OffsetManager:
 
         committed = self.offsets.get(gid, {})
         records: list[Record] = []
-        resp_topics = []
+        # KafkaApis.handleOffsetDeleteRequest answers unknown topics and partitions itself
+        # (UNKNOWN_TOPIC_OR_PARTITION), hands the rest to the coordinator and merges its answer
+        # after them: a topic's unknown partitions come first, topics first seen there too.
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        known: list[tuple[str, list[int]]] = []
+        topic_partitions = self.host._topic_partitions
         for t in topics:
             name = t.get("name") or ""
-            subscribed = group.is_subscribed_to_topic(name)
-            parts = []
-            for p in t.get("partitions") or []:
-                index = int(p.get("partition_index", 0))
-                if subscribed:
-                    parts.append({"partition_index": index, "error_code": err.GROUP_SUBSCRIBED_TO_TOPIC})
+            count = topic_partitions(name) if topic_partitions is not None else None
+            indexes = [int(p.get("partition_index", 0)) for p in t.get("partitions") or []]
+            if topic_partitions is not None:
+                for index in indexes:
+                    if count is None or not 0 <= index < count:
+                        parts = by_topic.setdefault(name, [])
+                        parts.append({"partition_index": index, "error_code": err.UNKNOWN_TOPIC_OR_PARTITION})
+                if count is None:
                     continue
+                indexes = [i for i in indexes if 0 <= i < count]
+            known.append((name, indexes))
+        for name, indexes in known:
+            parts = by_topic.setdefault(name, [])
+            if group.is_subscribed_to_topic(name):
+                parts.extend({"partition_index": i, "error_code": err.GROUP_SUBSCRIBED_TO_TOPIC} for i in indexes)
+                continue
+            for index in indexes:
                 parts.append({"partition_index": index, "error_code": err.NONE})
                 if (name, index) in committed:
                     records.append((OffsetCommitKey(gid, name, index), None))
-            resp_topics.append({"name": name, "partitions": parts})
+        resp_topics = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
         response = {"throttle_time_ms": 0, "error_code": err.NONE, "topics": resp_topics}
         if not records:
@@ -313,6 +331,66 @@ class OffsetManager:
             self.host._respond(ctx, response)
 
         self.host._append(gid, records, done)
+
+    # ------------------------------------------------------------------------------------------
+    # Deleted topics
+    # ------------------------------------------------------------------------------------------
+
+    def on_partitions_deleted(self, topic_partitions: Iterable[tuple[str, int]]) -> None:
+        """Tombstone every group's offsets of deleted partitions (Kafka's
+        OffsetMetadataManager.onPartitionsDeleted, run on every coordinator shard): a topic
+        re-created under the same name starts with no committed offsets."""
+        deleted: dict[str, set[int]] = {}
+        for topic, index in topic_partitions:
+            deleted.setdefault(topic, set()).add(index)
+        if not deleted:
+            return
+        local = set(self.host.ownership.local_partitions())
+        loading = local & self.host._loading
+        for p in loading:
+            # Kafka's write fails on a loading shard (COORDINATOR_LOAD_IN_PROGRESS): it logs the
+            # error and the offsets stay. Here they are tombstoned once the partition is loaded.
+            pending = self.deleted_while_loading.setdefault(p, {})
+            for topic, indexes in deleted.items():
+                pending.setdefault(topic, set()).update(indexes)
+        self._tombstone_deleted(deleted, local - loading)
+
+    def on_partition_loaded(self, partition: int) -> None:
+        deleted = self.deleted_while_loading.pop(partition, None)
+        if deleted:
+            self._tombstone_deleted(deleted, {partition})
+
+    def _tombstone_deleted(self, deleted: dict[str, set[int]], partitions: set[int]) -> None:
+        # Durable offsets and commits still being written alike: a tombstone appended after an
+        # in-flight commit reaches the log after it.
+        wanted = sorted((t, i) for t, indexes in deleted.items() for i in indexes)
+        hits: dict[str, list[tuple[str, int]]] = {}
+        none: dict[tuple[str, int], Any] = {}
+        for gid, committed in self.offsets.items():
+            if found := _deleted_keys(wanted, deleted, committed, self.inflight.get(gid) or none):
+                hits[gid] = found
+        for gid, writing in self.inflight.items():
+            if gid not in self.offsets and (found := _deleted_keys(wanted, deleted, none, writing)):
+                hits[gid] = found
+        by_partition: dict[int, list[Record]] = {}
+        for gid in sorted(hits):
+            p = self.host.partition_for(gid)
+            if p in partitions:
+                by_partition.setdefault(p, []).extend((OffsetCommitKey(gid, t, i), None) for t, i in hits[gid])
+        self.host.log.info(
+            "deleted_partitions_offsets_removed",
+            topics=sorted(deleted),
+            tombstones=sum(len(r) for r in by_partition.values()),
+        )
+        for p, records in by_partition.items():
+
+            def done(error: int | None, p: int = p, n: int = len(records)) -> None:
+                if error is not None:
+                    self.host.log.error(
+                        "deleted_partitions_offsets_not_removed", partition=p, tombstones=n, error=error
+                    )
+
+            self.host._append_to_partition(p, records, done)
 
     # ------------------------------------------------------------------------------------------
     # Retention (KIP-211)
@@ -395,3 +473,13 @@ class OffsetManager:
         self.host._forget_group(group)
         del self.host.groups[group.group_id]
         self.host._glog(group).info("group_deleted", reason="empty and no offsets left")
+
+
+def _deleted_keys(
+    wanted: list[tuple[str, int]], deleted: dict[str, set[int]], committed: Any, writing: Any
+) -> list[tuple[str, int]]:
+    """The (topic, partition) keys of one group among the deleted ones, in order, looked up from
+    whichever side is smaller: the group's own keys or the deleted partitions."""
+    if len(committed) + len(writing) < len(wanted):
+        return sorted({k for k in (*committed, *writing) if k[1] in deleted.get(k[0], ())})
+    return [k for k in wanted if k in committed or k in writing]

@@ -211,7 +211,8 @@ class MemberDescription:
     client_id: str
     host: str
     instance_id: str | None
-    # None when the assignment is not a consumer-protocol structure (or the group is rebalancing).
+    # None when the assignment is empty or not a consumer-protocol structure. During a rebalance
+    # it is the member's last assignment (Kafka's describeNoMetadata), empty once a rebalance reset it.
     assignment: list[TopicPartition] | None
 
 

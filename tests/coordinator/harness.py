@@ -119,6 +119,12 @@ class Shell:
         self.settle()
         self.deliver()
 
+    def end_load(self, partition: int) -> None:
+        """What the shell's start-up load does after ``begin_load``: replay the log, end the load."""
+        for key, value in self.records():
+            self.coord.replay(key, value)
+        self.absorb(self.coord.end_load(partition, self.now))
+
     def answer(self, ctx: Ctx) -> dict[str, Any] | None:
         return self.answers.get(ctx)
 

@@ -183,6 +183,22 @@ def test_leave_errors() -> None:
     assert v0 == {"throttle_time_ms": 0, "error_code": 25}
 
 
+def test_leave_unknown_group_v3_answers_per_member_as_group_coordinator_service_leave_group() -> None:
+    """Kafka's GroupCoordinatorService.leaveGroup: a missing group is no top-level error from v3;
+    every member named gets UNKNOWN_MEMBER_ID (v0-2 carry it at the top)."""
+    s = Shell()
+    members = [{"member_id": "m1", "group_instance_id": None}, {"member_id": "", "group_instance_id": "i2"}]
+    for version in (3, 4, 5):
+        resp = s.answer(s.send("LeaveGroup", version, {"group_id": "nope", "members": members}))
+        assert resp["error_code"] == 0
+        assert resp["members"] == [
+            {"member_id": "m1", "group_instance_id": None, "error_code": 25},
+            {"member_id": "", "group_instance_id": "i2", "error_code": 25},
+        ]
+    assert s.answer(s.send("LeaveGroup", 2, {"group_id": "nope", "member_id": "m1"}))["error_code"] == 25
+    assert s.coord.group("nope") is None
+
+
 def test_pending_member_can_leave() -> None:
     s = Shell()
     resp = s.answer(s.send("JoinGroup", 5, s.client("p").join_request(), client_id="p"))

@@ -214,6 +214,55 @@ def test_offset_delete_rules() -> None:
     assert missing["error_code"] == 69
 
 
+def delete_offsets(s: Shell, topics: dict[str, list[int]], group: str = "g") -> dict[str, Any]:
+    req = {
+        "group_id": group,
+        "topics": [{"name": t, "partitions": [{"partition_index": i} for i in ps]} for t, ps in topics.items()],
+    }
+    resp = s.answer(s.send("OffsetDelete", 0, req))
+    assert resp is not None
+    return resp
+
+
+def test_offset_delete_unknown_topics_and_partitions_as_kafka_apis() -> None:
+    """KafkaApis.handleOffsetDeleteRequest answers UNKNOWN_TOPIC_OR_PARTITION for topics and
+    partitions the broker does not have, before the coordinator sees the rest; the unknown ones
+    come first in the answer, as its response builder merges them."""
+    catalogue = {"t": 2, "old": 2}
+    s, (a,) = stable_group(1, Shell(topic_partitions=catalogue.get))  # subscribed to "t"
+    a.commit({("t", 0): 1, ("old", 0): 2, ("old", 1): 3})
+    resp = delete_offsets(s, {"t": [0, 5], "old": [1], "gone": [0], "x": []})
+    assert resp["error_code"] == 0
+    assert [
+        (t["name"], [(p["partition_index"], p["error_code"]) for p in t["partitions"]]) for t in resp["topics"]
+    ] == [
+        ("t", [(5, 3), (0, 86)]),
+        ("gone", [(0, 3)]),
+        ("old", [(1, 0)]),
+    ]
+    assert offsets_of(fetch(s)) == {("t", 0): 1, ("old", 0): 2}
+    # A group-level error wins over unknown topics: only the top-level code, as Kafka.
+    missing = delete_offsets(s, {"gone": [0]}, group="nope")
+    assert (missing["error_code"], missing["topics"]) == (69, [])
+
+
+def test_offset_delete_unparsable_subscription_counts_as_subscribed_to_every_topic() -> None:
+    """Kafka's ClassicGroup.isSubscribedToTopic: a consumer group whose subscriptions cannot be
+    parsed is subscribed to every topic, so none of its offsets may be deleted while it has members."""
+    s = Shell()
+    c = s.client("c", protocols=[("range", b"\x00\x07garbage")])
+    c.join()
+    c.sync({c.member_id: b""})
+    assert s.state() == "Stable" and s.group().subscribed_topics is None
+    c.commit({("t", 0): 1, ("other", 0): 2})
+    resp = delete_offsets(s, {"other": [0]})
+    assert resp["error_code"] == 0 and errors(resp) == {("other", 0): 86}
+    assert offsets_of(fetch(s)) == {("t", 0): 1, ("other", 0): 2}
+    c.leave()  # Empty: nothing is subscribed any more
+    assert errors(delete_offsets(s, {"other": [0]})) == {("other", 0): 0}
+    assert offsets_of(fetch(s)) == {("t", 0): 1}
+
+
 def test_offset_delete_non_consumer_group_with_members() -> None:
     s = Shell()
     c = s.client("c", protocol_type="connect", protocols=[("default", b"x")])
@@ -221,6 +270,55 @@ def test_offset_delete_non_consumer_group_with_members() -> None:
     c.sync({c.member_id: b""})
     resp = s.answer(s.send("OffsetDelete", 0, {"group_id": "g", "topics": []}))
     assert resp["error_code"] == 68
+
+
+# -- deleted topics (OffsetMetadataManager.onPartitionsDeleted) -----------------------------------
+
+
+def test_deleted_partitions_tombstone_every_groups_offsets_and_stay_gone_after_restart() -> None:
+    s, (a,) = stable_group(1)
+    a.commit({("orders", 0): 3, ("orders", 1): 4, ("t", 0): 5})
+    standalone_commit(s, {("orders", 0): 7, ("other", 0): 1}, group="solo")
+    assert s.coord.partition_for("g") != s.coord.partition_for("solo")
+    before = len(s.log)
+    s.absorb(s.coord.on_partitions_deleted(s.now, [("orders", 0), ("orders", 1), ("orders", 9)]))
+    assert offsets_of(fetch(s)) == {("t", 0): 5}
+    assert offsets_of(fetch(s, group="solo")) == {("other", 0): 1}
+    # Tombstones only, each in its group's __consumer_offsets partition.
+    assert sorted(s.log[before:], key=lambda e: (e[1][0].group, e[1][0].partition)) == [
+        (s.coord.partition_for("g"), (OffsetCommitKey("g", "orders", 0), None)),
+        (s.coord.partition_for("g"), (OffsetCommitKey("g", "orders", 1), None)),
+        (s.coord.partition_for("solo"), (OffsetCommitKey("solo", "orders", 0), None)),
+    ]
+    assert s.state() == "Stable"  # the group itself is untouched
+    fresh = Shell()
+    fresh.coord.load(0, s.records())
+    assert {g: set(o) for g, o in fresh.coord.offsets.items()} == {"g": {("t", 0)}, "solo": {("other", 0)}}
+    # Nothing committed on the topic: nothing to write.
+    assert fresh.coord.on_partitions_deleted(0, [("orders", 0)]).appends == []
+
+
+def test_deleted_partitions_tombstone_commits_still_being_written() -> None:
+    s, (a,) = stable_group(1)
+    s.auto_append = False
+    ctx = a.commit({("orders", 0): 3})
+    s.absorb(s.coord.on_partitions_deleted(s.now, [("orders", 0)]))
+    s.flush()
+    assert errors(s.answer(ctx)) == {("orders", 0): 0}
+    assert offsets_of(fetch(s)) == {}
+    assert s.records()[-1] == (OffsetCommitKey("g", "orders", 0), None)
+
+
+def test_deleted_partitions_of_a_loading_partition_are_tombstoned_once_loaded() -> None:
+    """Kafka fails the write on a loading shard and logs it (the offsets stay); groupd defers it."""
+    s, (a,) = stable_group(1)
+    a.commit({("orders", 0): 3, ("t", 0): 5})
+    p = s.coord.partition_for("g")
+    s.coord.begin_load(p)
+    assert s.coord.on_partitions_deleted(s.now, [("orders", 0)]).appends == []
+    s.end_load(p)
+    assert offsets_of(fetch(s)) == {("t", 0): 5}
+    assert s.records()[-1] == (OffsetCommitKey("g", "orders", 0), None)
 
 
 # -- retention (KIP-211) --------------------------------------------------------------------------

@@ -145,3 +145,76 @@ def test_static_member_restart_keeps_partitions_without_rebalance(groupd: Groupd
         assert any(e.get("group") == group for e in groupd.events("static_member_replaced"))
     finally:
         _stop_all([m for m in (other, restarted) if m is not None])
+
+
+def test_kafka_python_remove_members_of_unknown_group_answers_per_member(groupd: GroupdProcess, unique: str) -> None:
+    """GroupCoordinatorService.leaveGroup: LeaveGroup v3+ for a group that does not exist answers
+    NONE at the top and UNKNOWN_MEMBER_ID per member (a top-level error made kafka-python raise)."""
+    from kafka.admin import KafkaAdminClient, MemberToRemove
+
+    admin = KafkaAdminClient(bootstrap_servers=groupd.bootstrap)
+    try:
+        members = [MemberToRemove(member_id="m-1"), MemberToRemove(group_instance_id="instance-2")]
+        result = admin.remove_group_members(f"nope-{unique}", members)
+        assert {k: e.errno for k, e in result.items()} == {"m-1": 25, "instance-2": 25}
+    finally:
+        admin.close()
+
+
+def test_describe_during_rebalance_shows_last_assignment(groupd: GroupdProcess, unique: str) -> None:
+    """ClassicGroupMember.describeNoMetadata(): outside Stable, DescribeGroups still carries each
+    member's last assignment, so confluent-kafka's describe_consumer_groups (librdkafka decoding)
+    shows who holds what while a rebalance waits (groupd sent empty bytes)."""
+    import threading
+
+    from groupd.coordinator.consumer_protocol import (
+        Assignment,
+        Subscription,
+        TopicPartitions,
+        encode_assignment,
+        encode_subscription,
+    )
+    from groupd.ops.kafka_client import BrokerConnection
+
+    group, topic = f"g-{unique}", f"t-{unique}"
+    host, port = groupd.bootstrap.rsplit(":", 1)
+
+    def join(conn: BrokerConnection, member_id: str = "") -> dict:
+        body = {
+            "group_id": group,
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000,
+            "member_id": member_id,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": encode_subscription(Subscription((topic,)))}],
+        }
+        resp = conn.send("JoinGroup", body, version=5)[1]
+        return conn.send("JoinGroup", {**body, "member_id": resp["member_id"]}, version=5)[1]
+
+    a = BrokerConnection(host, int(port), timeout=15, client_id="member-a")
+    b = BrokerConnection(host, int(port), timeout=15, client_id="member-b")
+    try:
+        joined = join(a)
+        held = encode_assignment(Assignment((TopicPartitions(topic, (0, 1)),)))
+        sync = {
+            "group_id": group,
+            "generation_id": joined["generation_id"],
+            "member_id": joined["member_id"],
+            "assignments": [{"member_id": joined["member_id"], "assignment": held}],
+        }
+        assert a.send("SyncGroup", sync, version=3)[1]["error_code"] == 0
+        parked = threading.Thread(target=join, args=(b,), daemon=True)
+        parked.start()  # b waits in PreparingRebalance for a, which does not rejoin
+        deadline = time.monotonic() + 10
+        while (view := describe(groupd.bootstrap, group)).state != "PREPARING_REBALANCING":
+            assert time.monotonic() < deadline, view
+            time.sleep(0.05)
+        by_client = {m["client_id"]: m["assignment"] for m in view.members}
+        assert by_client == {"member-a": [(topic, 0), (topic, 1)], "member-b": []}
+        leave = {"group_id": group, "members": [{"member_id": joined["member_id"]}]}
+        assert a.send("LeaveGroup", leave, version=3)[1]["error_code"] == 0
+        parked.join(15)
+        assert not parked.is_alive()
+    finally:
+        a.close()
+        b.close()

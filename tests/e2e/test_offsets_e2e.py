@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.support import kafka_python
 from tests.support.daemon import GroupdProcess
-from tests.support.groups import Member, admin_for, wait_balanced
+from tests.support.groups import Member, admin_for, forget_admin, wait_balanced
 
 pytestmark = pytest.mark.e2e
 
@@ -209,6 +210,27 @@ def test_kafka_python_admin_group_operations(groupd: GroupdProcess, unique: str)
         admin.close()
 
 
+def test_kafka_python_delete_group_offsets_of_unknown_topics_and_partitions(groupd: GroupdProcess, unique: str) -> None:
+    """KafkaApis.handleOffsetDeleteRequest: UNKNOWN_TOPIC_OR_PARTITION for a topic the broker does
+    not have and for a partition beyond the topic's count (groupd answered NONE)."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+
+    topic = _topic(groupd, f"t-{unique}", partitions=2)
+    group, never = f"g-{unique}", f"never-created-{unique}"
+    admin = KafkaAdminClient(bootstrap_servers=groupd.bootstrap)
+    try:
+        committed = admin.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(4, "", -1)})
+        assert {tp: e.errno for tp, e in committed.items()} == {TopicPartition(topic, 0): 0}
+        wanted = [TopicPartition(topic, 0), TopicPartition(topic, 7), TopicPartition(never, 0)]
+        errors = admin.delete_group_offsets(group, wanted)
+        assert {tp: e.errno for tp, e in errors.items()} == {wanted[0]: 0, wanted[1]: 3, wanted[2]: 3}
+        assert admin.list_group_offsets({group: None})[group] == {}
+    finally:
+        admin.close()
+
+
 def test_auto_commit_offsets_visible_to_new_consumer(groupd: GroupdProcess, unique: str) -> None:
     """confluent-kafka with auto-commit: positions are committed in the background."""
     from confluent_kafka import Consumer, Producer, TopicPartition
@@ -242,3 +264,77 @@ def test_auto_commit_offsets_visible_to_new_consumer(groupd: GroupdProcess, uniq
     (tp,) = r.committed([TopicPartition(topic, 0)], timeout=10)
     r.close()
     assert tp.offset == 10
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for v in values:
+        p.produce(topic, value=v)
+    assert p.flush(15) == 0
+
+
+def _consume_and_commit(bootstrap: str, group: str, topic: str, want: int, timeout: float = 20) -> list[bytes]:
+    """A confluent-kafka group member (earliest reset) reads until ``want`` records have come or
+    ``timeout``, waits a moment for more, commits what it read and leaves."""
+    from confluent_kafka import Consumer
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        msg = c.poll(0.2)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    if got:
+        c.commit(asynchronous=False)
+    c.close()
+    return got
+
+
+def test_deleted_topic_loses_its_committed_offsets_for_good(tmp_path: Path) -> None:
+    """Kafka's OffsetMetadataManager.onPartitionsDeleted: a group that committed 3 on ``orders``,
+    ``orders`` deleted and re-created with 5 new records, reads all 5 (it read only the last 2 when
+    the old offset outlived the topic). The tombstones are in the log: a restart in between changes
+    nothing."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import NewTopic
+
+    d = GroupdProcess(tmp_path / "data").start()
+    try:
+        admin = admin_for(d.bootstrap)
+        group = "billing"
+        admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(15)
+        _produce(d.bootstrap, "orders", [b"old-%d" % i for i in range(3)])
+        assert _consume_and_commit(d.bootstrap, group, "orders", 3) == [b"old-0", b"old-1", b"old-2"]
+
+        def committed() -> dict[tuple[str, int], int]:
+            res = admin_for(d.bootstrap).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+            return {(tp.topic, tp.partition): tp.offset for tp in res[group].result(15).topic_partitions}
+
+        assert committed() == {("orders", 0): 3}
+        admin.delete_topics(["orders"])["orders"].result(15)
+        assert committed() == {}
+        d.stop()
+        forget_admin(d.bootstrap)
+        d.start(port=d.port)
+        assert committed() == {}
+        assert [e["tombstones"] for e in d.events("deleted_partitions_offsets_removed")] == [1]
+        admin = admin_for(d.bootstrap)
+        admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(15)
+        new = [b"new-%d" % i for i in range(5)]
+        _produce(d.bootstrap, "orders", new)
+        assert _consume_and_commit(d.bootstrap, group, "orders", 5) == new
+        assert committed() == {("orders", 0): 5}
+    finally:
+        forget_admin(d.bootstrap)
+        d.stop()
