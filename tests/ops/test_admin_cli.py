@@ -79,25 +79,6 @@ def wait_state(bootstrap: str, group: str, state: str, timeout: float = 30.0) ->
     raise AssertionError(f"group {group} did not become {state} in {timeout}s (last seen {seen})")
 
 
-@pytest.fixture
-def broker(groupd_broker_session: GroupdBroker) -> str:
-    return groupd_broker_session.bootstrap
-
-
-@pytest.fixture
-def members() -> Iterator[Callable[..., Member]]:
-    started: list[Member] = []
-
-    def start(kind: str, bootstrap: str, group: str, topic: str, **opts: Any) -> Member:
-        m = Member(kind, bootstrap, group, topic, **opts).start()
-        started.append(m)
-        return m
-
-    yield start
-    for m in started:
-        m.stop()
-
-
 def json_out(r: Any) -> Any:
     assert r.code == 0, r.err
     return json.loads(r.out)
