@@ -320,13 +320,21 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--partitions", type=_positive_int, help="the new total number of partitions")
     p.add_argument("--config", type=_config_pair, action="append", default=[], metavar="KEY=VALUE", help="repeatable")
 
-    _cmd(
+    p = _cmd(
         sub,
         "healthcheck",
         common,
         "exit 0 when the broker answers (ApiVersions, authentication, Metadata), 1 otherwise",
         "  groupd healthcheck --bootstrap-server 127.0.0.1:9092\n"
-        "  groupd healthcheck --bootstrap-server 127.0.0.1:9093 --command-config client.properties",
+        "  groupd healthcheck --bootstrap-server 127.0.0.1:9093 --command-config client.properties\n"
+        "  GROUPD_PORT=19092 groupd healthcheck --local     # the Docker image's HEALTHCHECK",
+    )
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="check the groupd daemon that this environment configures (GROUPD_PORT, GROUPD_LISTENERS, ... "
+        "and GROUPD_CONFIG, as `groupd serve` reads them): its first PLAINTEXT listener (else its first), "
+        "on the loopback address when it binds every address",
     )
 
     p = _cmd(
