@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable
+import socket
+import struct
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +210,67 @@ def test_password_from_stdin_and_flags_override_the_file(
     assert "authenticated as alice (PLAIN)" in r.out
     r = cli("healthcheck", *conn, "--sasl-password", PASSWORDS["bob"], "--sasl-username", "bob")
     assert r.code == 0 and "authenticated as bob" in r.out, r.err
+
+
+@pytest.fixture
+def cut_at_sasl_authenticate(daemon: SecureDaemon) -> Iterator[str]:
+    """A TCP relay in front of the SASL_PLAINTEXT listener that hangs up when the client sends
+    SaslAuthenticate: what a client sees when a broker (or a proxy before it) closes the connection in
+    the middle of authentication. Yields the relay's HOST:PORT."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    upstream_port = daemon.ports["SASL_PLAINTEXT"]
+
+    def exact(sock: socket.socket, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError
+            buf += chunk
+        return buf
+
+    def pump_back(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+
+    def relay() -> None:
+        client, _ = listener.accept()
+        server = socket.create_connection(("127.0.0.1", upstream_port))
+        threading.Thread(target=pump_back, args=(server, client), daemon=True).start()
+        try:
+            while True:
+                size = exact(client, 4)
+                frame = exact(client, struct.unpack(">i", size)[0])
+                if struct.unpack(">h", frame[:2])[0] == 36:  # SaslAuthenticate
+                    break
+                server.sendall(size + frame)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            client.close()
+            server.close()
+
+    t = threading.Thread(target=relay, daemon=True)
+    t.start()
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+    t.join(10)
+
+
+def test_a_broker_closing_during_authentication_is_named(
+    cli: Callable[..., Any], cut_at_sasl_authenticate: str, daemon: SecureDaemon
+) -> None:
+    conn = [*sasl_plaintext_flags(daemon), "--sasl-password", PASSWORDS["alice"]]
+    conn[1] = cut_at_sasl_authenticate
+    r = cli("healthcheck", *conn, "--timeout", "5")
+    assert r.code == 1
+    assert r.err == (
+        f"groupd: the broker {cut_at_sasl_authenticate} closed the connection during SASL authentication: "
+        "wrong mechanism/credentials or a TLS listener?\n"
+    )
 
 
 @pytest.mark.parametrize(
