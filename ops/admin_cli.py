@@ -119,7 +119,11 @@ def _common_options() -> argparse.ArgumentParser:
     )
     sec.add_argument("--sasl-username", metavar="USER")
     pw = sec.add_mutually_exclusive_group()
-    pw.add_argument("--sasl-password", metavar="PASSWORD", help="visible to other local users: prefer the next two")
+    pw.add_argument(
+        "--sasl-password",
+        metavar="PASSWORD",
+        help=f"visible to other local users: prefer --sasl-password-stdin or ${PASSWORD_ENV}",
+    )
     pw.add_argument("--sasl-password-stdin", action="store_true", help="read the password from standard input")
     return common
 

@@ -221,13 +221,10 @@ def cut_at_sasl_authenticate(daemon: SecureDaemon) -> Iterator[str]:
     upstream_port = daemon.ports["SASL_PLAINTEXT"]
 
     def exact(sock: socket.socket, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError
-            buf += chunk
-        return buf
+        data = sock.recv(n, socket.MSG_WAITALL)  # short only when the peer hung up
+        if len(data) < n:
+            raise ConnectionError
+        return data
 
     def pump_back(src: socket.socket, dst: socket.socket) -> None:
         try:
