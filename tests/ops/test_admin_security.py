@@ -162,7 +162,19 @@ def test_every_command_over_a_secured_listener(
         ("sasl-to-plaintext", "refused SASL (ILLEGAL_SASL_STATE): is it a PLAINTEXT or SSL listener?"),
     ],
 )
-@pytest.mark.parametrize("command", [["healthcheck"], ["groups", "list"], ["topics", "list"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["healthcheck"],
+        ["groups", "list"],
+        ["groups", "describe", "app-x"],
+        ["offsets", "reset", "--group", "app-x", "--topic", "t", "--to-earliest", "--execute"],
+        ["offsets", "delete", "--group", "app-x", "--topic", "t"],
+        ["topics", "list"],
+        ["topics", "create", "never-created"],
+    ],
+    ids=lambda c: "-".join(c[:2]),
+)
 def test_bad_credentials_or_protocol_fail_in_one_clear_line(
     daemon: SecureDaemon, cli: Callable[..., Any], tmp_path: Path, how: str, message: str, command: list[str]
 ) -> None:
