@@ -72,8 +72,22 @@ class Config:
     listeners: str = dataclasses.field(
         default="",
         metadata={
-            "help": "comma-separated PROTOCOL://host:port listeners, PROTOCOL one of PLAINTEXT, SSL, "
-            "SASL_PLAINTEXT, SASL_SSL (default: PLAINTEXT://--host:--port)"
+            "help": "comma-separated NAME://host:port listeners, NAME a protocol (PLAINTEXT, SSL, "
+            "SASL_PLAINTEXT, SASL_SSL) or a name from --listener-security-protocol-map "
+            "(default: PLAINTEXT://--host:--port)"
+        },
+    )
+    listener_security_protocol_map: str = dataclasses.field(
+        default="",
+        metadata={
+            "help": "NAME:PROTOCOL,... names of listeners of one's own, e.g. INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"
+        },
+    )
+    advertised_listeners: str = dataclasses.field(
+        default="",
+        metadata={
+            "help": "NAME://host:port,... what clients of each listener are told to connect to "
+            "(default: --advertised-host or the bind host, and the bound port)"
         },
     )
     ssl_certfile: str = dataclasses.field(default="", metadata={"help": "PEM certificate (chain) of SSL listeners"})

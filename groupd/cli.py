@@ -1,6 +1,6 @@
 """Command line: ``groupd serve`` (the daemon), ``groupd analyze`` (the PySpark pipeline),
-``groupd groups|offsets|healthcheck`` (admin commands for any Kafka broker, see admin_cli) and
-``groupd --version``."""
+``groupd groups|offsets|topics|healthcheck|completion`` (admin commands for any Kafka broker, see
+admin_cli) and ``groupd --version``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 
 from groupd.ops import admin_cli
 from groupd.security import scram
+from groupd.security.listeners import parse_listeners
 
 from . import __version__, config, logs
 
@@ -44,10 +45,26 @@ def main(argv: list[str] | None = None) -> int:
         return run(cfg)
     if args.command == "scram-credential":
         return scram.run_cli(args)
+    if args.command == "healthcheck" and args.local:
+        try:  # the daemon's own configuration, which ops/ cannot read (it sits below groupd/)
+            args.bootstrap_server = local_bootstrap(config.load(None))
+        except (ValueError, OSError) as e:
+            print(f"groupd: bad configuration: {e}", file=sys.stderr)
+            return 2
     if args.command in admin_cli.COMMANDS:
         return admin_cli.run(args, parser)
     parser.print_help()
     return 2
+
+
+def local_bootstrap(cfg: config.Config) -> str:
+    """HOST:PORT of the daemon ``cfg`` describes, as a process beside it reaches it (``healthcheck --local``)."""
+    listeners = parse_listeners(cfg)
+    li = next((li for li in listeners if li.protocol == "PLAINTEXT"), listeners[0])
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(li.host, li.host)
+    if li.port == 0:
+        raise ValueError(f"listener {li} has port 0: the healthcheck cannot know which port it got")
+    return f"[{host}]:{li.port}" if ":" in host else f"{host}:{li.port}"
 
 
 def _analyze(argv: list[str]) -> int:

@@ -1,35 +1,50 @@
-"""``groupd groups ...``, ``groupd offsets reset`` and ``groupd healthcheck``: administration of any
-Kafka-protocol broker (groupd or Kafka itself), in the spirit of ``kafka-consumer-groups.sh``.
+"""``groupd groups|offsets|topics ...``, ``groupd healthcheck`` and ``groupd completion``:
+administration of any Kafka-protocol broker (groupd or Kafka itself), in the spirit of
+``kafka-consumer-groups.sh`` and ``kafka-topics.sh``, over TLS and SASL as well as PLAINTEXT
+(``--command-config`` reads Kafka's client properties files).
 
 Output is an aligned table for people, or JSON with ``--json`` for scripts. Every failure is one
 line on stderr and a nonzero exit: 1 when the broker said no or could not be reached, 2 for bad
-input (argparse's convention).
+input (argparse's convention). Commands that change something print a preview unless ``--execute``
+is given (``offsets reset``), as Kafka's tool does.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
+import io
 import json
+import os
+import re
 import sys
+import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from .kafka_client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    SECURITY_PROTOCOLS,
+    AuthenticationFailed,
     BrokerUnreachable,
     GroupDescription,
     KafkaClient,
     KafkaClientError,
     KafkaError,
+    Security,
     TopicPartition,
+    error_name,
+    read_properties,
 )
 
-COMMANDS = ("groups", "offsets", "healthcheck")
+COMMANDS = ("groups", "offsets", "topics", "healthcheck", "completion")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 # Kafka only lets an administrator move offsets of a group that no consumer is using.
 RESETTABLE_STATES = ("Empty", "Dead")
+PASSWORD_ENV = "GROUPD_SASL_PASSWORD"
 
 
 class CommandError(Exception):
@@ -54,7 +69,24 @@ def _positive_float(s: str) -> float:
     return v
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {s!r}")
+    return v
+
+
+def _config_pair(s: str) -> tuple[str, str]:
+    key, sep, value = s.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {s!r}")
+    return key.strip(), value
+
+
+def _common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--bootstrap-server",
@@ -66,25 +98,174 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--timeout", type=_positive_float, default=10.0, metavar="SECONDS", help="per-request timeout (default: 10)"
     )
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    sec = common.add_argument_group(
+        "security", "TLS and SASL (flags override --command-config; the password may come from $" + PASSWORD_ENV + ")"
+    )
+    sec.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="Kafka client properties: security.protocol, ssl.ca.location (or a PEM ssl.truststore.location), "
+        "ssl.certificate.location, ssl.key.location, sasl.mechanism, sasl.username/sasl.password or sasl.jaas.config",
+    )
+    sec.add_argument("--security-protocol", choices=SECURITY_PROTOCOLS, type=str.upper, help="default: PLAINTEXT")
+    sec.add_argument("--ssl-cafile", metavar="PEM", help="CA bundle that signed the broker's certificate")
+    sec.add_argument("--ssl-certfile", metavar="PEM", help="client certificate (chain), for brokers that ask for one")
+    sec.add_argument("--ssl-keyfile", metavar="PEM", help="the client certificate's private key")
+    sec.add_argument(
+        "--sasl-mechanism",
+        type=str.upper,
+        metavar="MECHANISM",
+        help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: PLAIN)",
+    )
+    sec.add_argument("--sasl-username", metavar="USER")
+    pw = sec.add_mutually_exclusive_group()
+    pw.add_argument(
+        "--sasl-password",
+        metavar="PASSWORD",
+        help=f"visible to other local users: prefer --sasl-password-stdin or ${PASSWORD_ENV}",
+    )
+    pw.add_argument("--sasl-password-stdin", action="store_true", help="read the password from standard input")
+    return common
 
-    groups = sub.add_parser("groups", help="list, describe and delete consumer groups of any Kafka broker")
+
+def _cmd(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    parents: list[argparse.ArgumentParser],
+    help_: str,
+    examples: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help ends with examples."""
+    return sub.add_parser(
+        name,
+        parents=parents,
+        help=help_,
+        description=description or help_[0].upper() + help_[1:] + ".",
+        epilog="examples:\n" + examples.strip("\n"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = [_common_options()]
+
+    groups = _cmd(
+        sub,
+        "groups",
+        [],
+        "list, describe and delete consumer groups of any Kafka broker",
+        "  groupd groups list\n  groupd groups describe billing\n  groupd groups delete billing",
+    )
     gsub = groups.add_subparsers(dest="groups_command", metavar="{list,describe,delete}")
-    p = gsub.add_parser("list", parents=[common], help="list consumer groups")
+    p = _cmd(
+        gsub,
+        "list",
+        common,
+        "list consumer groups",
+        "  groupd groups list --state Stable\n  groupd groups list --bootstrap-server kafka:9093 "
+        "--command-config client.properties --json",
+    )
     p.add_argument(
         "--state", action="append", metavar="STATE", help="only groups in this state (repeatable), e.g. Stable, Empty"
     )
-    p = gsub.add_parser("describe", parents=[common], help="members, assignments, committed offsets and lag")
+    p = _cmd(
+        gsub,
+        "describe",
+        common,
+        "members, assignments, committed offsets and lag of a group",
+        "  groupd groups describe billing\n  groupd groups describe billing --json | jq '.offsets[].lag'",
+    )
     p.add_argument("group")
-    p = gsub.add_parser("delete", parents=[common], help="delete an empty group and its committed offsets")
+    p = _cmd(
+        gsub,
+        "delete",
+        common,
+        "delete an empty group and its committed offsets",
+        "  groupd groups delete billing",
+    )
     p.add_argument("group")
 
-    offsets = sub.add_parser("offsets", help="change the committed offsets of a consumer group")
-    osub = offsets.add_subparsers(dest="offsets_command", metavar="{reset}")
-    p = osub.add_parser(
+    offsets = _cmd(
+        sub,
+        "offsets",
+        [],
+        "preview, reset, export and delete the committed offsets of consumer groups",
+        "  groupd offsets reset --group billing --topic orders --to-earliest            # preview\n"
+        "  groupd offsets reset --group billing --topic orders --to-earliest --execute  # commit\n"
+        "  groupd offsets delete --group billing --topic orders",
+    )
+    osub = offsets.add_subparsers(dest="offsets_command", metavar="{reset,delete}")
+    p = _cmd(
+        osub,
         "reset",
-        parents=[common],
-        help="reset committed offsets (the group must be Empty or Dead)",
-        description="Reset a group's committed offsets. Executes unless --dry-run is given.",
+        common,
+        "reset committed offsets (groups must be inactive: Empty or Dead)",
+        """
+  groupd offsets reset --group billing --topic orders --to-earliest             # preview the plan
+  groupd offsets reset --group billing --topic orders --to-earliest --execute   # commit it
+  groupd offsets reset --group billing --topic orders:0,2 --to-offset 1200 --execute
+  groupd offsets reset --group billing --all-topics --shift-by -100 --execute
+  groupd offsets reset --group billing --topic orders --by-duration PT1H --execute
+  groupd offsets reset --group billing --topic orders --to-datetime 2026-01-01T00:00:00Z
+  groupd offsets reset --all-groups --all-topics --to-current --export > offsets.csv
+  groupd offsets reset --group billing --from-file offsets.csv --execute
+  groupd offsets reset --group new-app --topic orders --to-latest --allow-new-group --execute
+""",
+        description="Reset committed offsets. Prints the plan (group, topic, partition, current and new offset) "
+        "and commits nothing unless --execute is given. New offsets are kept between each partition's earliest "
+        "and log end offset.",
+    )
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--group", action="append", metavar="GROUP", help="the group (repeatable)")
+    who.add_argument("--all-groups", action="store_true", help="every group the brokers know")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
+        "--topic",
+        action="append",
+        metavar="TOPIC[:PARTITIONS]",
+        help="topic, optionally with partitions (orders:0,2); repeatable; default: every partition",
+    )
+    what.add_argument("--all-topics", action="store_true", help="every partition the group has an offset for")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the earliest offset still in the log")
+    to.add_argument("--to-latest", action="store_true", help="the log end offset")
+    to.add_argument("--to-current", action="store_true", help="the committed offset (the log end where none)")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N")
+    to.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (may be negative)")
+    to.add_argument(
+        "--to-datetime",
+        metavar="ISO-8601",
+        help="the first offset at or after this time, e.g. 2026-01-01T00:00:00Z (no zone = local time)",
+    )
+    to.add_argument(
+        "--by-duration", metavar="DURATION", help="the first offset at or after now minus an ISO-8601 duration (PT1H)"
+    )
+    to.add_argument(
+        "--from-file",
+        metavar="CSV",
+        help="offsets from a CSV file: topic,partition,offset (or group,topic,partition,offset), as --export writes",
+    )
+    run = p.add_mutually_exclusive_group()
+    run.add_argument("--execute", action="store_true", help="commit the new offsets")
+    run.add_argument("--dry-run", action="store_true", help="only show the plan (the default)")
+    p.add_argument("--export", action="store_true", help="print the plan as the CSV that --from-file reads")
+    p.add_argument(
+        "--allow-new-group",
+        action="store_true",
+        help="give offsets to a group that does not exist yet (before its first consumer starts)",
+    )
+
+    p = _cmd(
+        osub,
+        "delete",
+        common,
+        "delete a group's committed offsets of one or more topics (OffsetDelete)",
+        "  groupd offsets delete --group billing --topic orders\n"
+        "  groupd offsets delete --group billing --topic orders:0,1 --topic refunds",
+        description="Delete a group's committed offsets of some topics (Kafka's OffsetDelete, "
+        "kafka-consumer-groups.sh --delete-offsets). A group whose active members consume a topic keeps "
+        "its offsets of that topic (GROUP_SUBSCRIBED_TO_TOPIC).",
     )
     p.add_argument("--group", required=True)
     p.add_argument(
@@ -92,48 +273,151 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="append",
         required=True,
         metavar="TOPIC[:PARTITIONS]",
-        help="topic, optionally with partitions (orders:0,2); repeatable; default: every partition",
+        help="repeatable; default: every partition",
     )
-    to = p.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true", help="the earliest offset still in the log")
-    to.add_argument("--to-latest", action="store_true", help="the log end offset")
-    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (kept within earliest..latest)")
-    to.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (may be negative)")
-    to.add_argument(
-        "--to-datetime",
-        metavar="ISO-8601",
-        help="the first offset at or after this time, e.g. 2026-01-01T00:00:00Z (no zone = local time)",
-    )
-    run = p.add_mutually_exclusive_group()
-    run.add_argument("--dry-run", action="store_true", help="show the new offsets, commit nothing")
-    run.add_argument("--execute", action="store_true", help="commit the new offsets (the default)")
 
-    sub.add_parser(
-        "healthcheck",
-        parents=[common],
-        help="exit 0 when the broker answers ApiVersions, 1 otherwise (Docker HEALTHCHECK)",
+    topics = _cmd(
+        sub,
+        "topics",
+        [],
+        "list, describe, create, delete and alter topics",
+        "  groupd topics list\n  groupd topics create orders --partitions 6 --config retention.ms=86400000\n"
+        "  groupd topics describe orders\n  groupd topics alter orders --partitions 12\n  groupd topics delete orders",
     )
+    tsub = topics.add_subparsers(dest="topics_command", metavar="{list,describe,create,delete,alter}")
+    p = _cmd(
+        tsub, "list", common, "list topics", "  groupd topics list\n  groupd topics list --exclude-internal --json"
+    )
+    p.add_argument("--exclude-internal", action="store_true", help="leave out __consumer_offsets and the like")
+    p = _cmd(
+        tsub,
+        "describe",
+        common,
+        "partitions, leaders, replicas, in-sync replicas and offsets of topics",
+        "  groupd topics describe orders\n  groupd topics describe            # every topic",
+    )
+    p.add_argument("topic", nargs="*", help="topics (default: all)")
+    p = _cmd(
+        tsub,
+        "create",
+        common,
+        "create a topic",
+        "  groupd topics create orders --partitions 6\n"
+        "  groupd topics create audit --config cleanup.policy=compact --config retention.ms=-1 --if-not-exists",
+    )
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=_positive_int, help="default: the broker's num.partitions")
+    p.add_argument("--replication-factor", type=_positive_int, help="default: the broker's")
+    p.add_argument("--config", type=_config_pair, action="append", default=[], metavar="KEY=VALUE", help="repeatable")
+    p.add_argument("--if-not-exists", action="store_true", help="succeed when the topic already exists")
+    p = _cmd(tsub, "delete", common, "delete topics", "  groupd topics delete orders refunds --if-exists")
+    p.add_argument("topic", nargs="+")
+    p.add_argument("--if-exists", action="store_true", help="succeed when a topic does not exist")
+    p = _cmd(
+        tsub,
+        "alter",
+        common,
+        "add partitions to a topic, or change its configs",
+        "  groupd topics alter orders --partitions 12\n  groupd topics alter orders --config retention.ms=3600000",
+    )
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=_positive_int, help="the new total number of partitions")
+    p.add_argument("--config", type=_config_pair, action="append", default=[], metavar="KEY=VALUE", help="repeatable")
+
+    p = _cmd(
+        sub,
+        "healthcheck",
+        common,
+        "exit 0 when the broker answers (ApiVersions, authentication, Metadata), 1 otherwise",
+        "  groupd healthcheck --bootstrap-server 127.0.0.1:9092\n"
+        "  groupd healthcheck --bootstrap-server 127.0.0.1:9093 --command-config client.properties\n"
+        "  GROUPD_PORT=19092 groupd healthcheck --local     # the Docker image's HEALTHCHECK",
+    )
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="check the groupd daemon that this environment configures (GROUPD_PORT, GROUPD_LISTENERS, ... "
+        "and GROUPD_CONFIG, as `groupd serve` reads them): its first PLAINTEXT listener (else its first), "
+        "on the loopback address when it binds every address",
+    )
+
+    p = _cmd(
+        sub,
+        "completion",
+        [],
+        "print a shell completion script (needs shtab: pip install 'groupd[completion]')",
+        "  groupd completion bash > ~/.local/share/bash-completion/completions/groupd\n"
+        '  groupd completion zsh > "${fpath[1]}/_groupd"',
+    )
+    p.add_argument("shell", choices=("bash", "zsh"))
+
+
+def load_security(args: argparse.Namespace) -> tuple[Security, list[str]]:
+    """The connection's security from --command-config, then the flags on top, then the password
+    from stdin or the environment; raises ValueError (a usage error) on what cannot work."""
+    kwargs: dict[str, Any] = {}
+    warnings: list[str] = []
+    if args.command_config:
+        try:
+            text = Path(args.command_config).read_text()
+        except OSError as e:
+            raise ValueError(f"cannot read --command-config {args.command_config}: {e.strerror or e}") from None
+        kwargs, warnings = Security.from_properties(read_properties(text))
+        warnings = [f"{args.command_config}: {w}" for w in warnings]
+    flags = {
+        "protocol": args.security_protocol,
+        "ssl_cafile": args.ssl_cafile,
+        "ssl_certfile": args.ssl_certfile,
+        "ssl_keyfile": args.ssl_keyfile,
+        "sasl_mechanism": args.sasl_mechanism,
+        "sasl_username": args.sasl_username,
+        "sasl_password": args.sasl_password,
+    }
+    kwargs.update({k: v for k, v in flags.items() if v is not None})
+    if args.sasl_password_stdin:
+        kwargs["sasl_password"] = sys.stdin.readline().rstrip("\r\n")
+    elif kwargs.get("sasl_password") is None and os.environ.get(PASSWORD_ENV) is not None:
+        kwargs["sasl_password"] = os.environ[PASSWORD_ENV]
+    return Security(**kwargs).validate(), warnings
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.command == "completion":
+        return completion(args, parser)
+    sub = (
+        getattr(args, "groups_command", None)
+        or getattr(args, "offsets_command", None)
+        or getattr(args, "topics_command", None)
+    )
     action = {
         ("groups", "list"): groups_list,
         ("groups", "describe"): groups_describe,
         ("groups", "delete"): groups_delete,
         ("offsets", "reset"): offsets_reset,
+        ("offsets", "delete"): offsets_delete,
+        ("topics", "list"): topics_list,
+        ("topics", "describe"): topics_describe,
+        ("topics", "create"): topics_create,
+        ("topics", "delete"): topics_delete,
+        ("topics", "alter"): topics_alter,
         ("healthcheck", None): healthcheck,
-    }.get((args.command, getattr(args, "groups_command", None) or getattr(args, "offsets_command", None)))
+    }.get((args.command, sub))
     if action is None:  # `groupd groups` without a subcommand: show what there is
         with contextlib.suppress(SystemExit):
             parser.parse_args([args.command, "--help"])
         return 2
     try:
-        with KafkaClient(args.bootstrap_server, timeout=args.timeout) as client:
+        security, warnings = load_security(args)
+        for w in warnings:
+            print(f"groupd: warning: {w}", file=sys.stderr)
+        with KafkaClient(args.bootstrap_server, timeout=args.timeout, security=security) as client:
             result = action(client, args)
-    except ValueError as e:  # bad input found after parsing (bootstrap address, datetime, partitions)
+    except ValueError as e:  # bad input found after parsing (bootstrap address, datetime, partitions, files)
         return _fail(args, CommandError(str(e), exit_code=2))
     except CommandError as e:
         return _fail(args, e)
+    except AuthenticationFailed as e:
+        return _fail(args, CommandError(str(e), e.name))
     except BrokerUnreachable as e:
         return _fail(args, CommandError(str(e), "BROKER_UNREACHABLE"))
     except KafkaError as e:
@@ -153,6 +437,16 @@ def _fail(args: argparse.Namespace, e: CommandError) -> int:
         print(json.dumps({"error": e.code or "ERROR", "message": str(e)}))
     print(f"groupd: {e}", file=sys.stderr)
     return e.exit_code
+
+
+def completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    try:
+        import shtab
+    except ImportError:
+        print("groupd: shell completion needs shtab: pip install 'groupd[completion]'", file=sys.stderr)
+        return 1
+    print(shtab.complete(parser, shell=args.shell))
+    return 0
 
 
 # --- output ----------------------------------------------------------------------------------------
@@ -179,12 +473,22 @@ def _partitions_text(tps: list[TopicPartition] | None) -> str | None:
 
 
 def healthcheck(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
+    """ApiVersions alone is answered before authentication: Metadata proves the broker lets us in."""
     versions = client.api_versions()
     conn = client.any_connection()
-    return (
-        {"status": "ok", "broker": conn.address, "apis": len(versions)},
-        f"ok: {conn.address} answered ApiVersions ({len(versions)} APIs)",
-    )
+    md = client.metadata([])
+    data = {
+        "status": "ok",
+        "broker": conn.address,
+        "apis": len(versions),
+        "brokers": len(md.brokers),
+        "security_protocol": client.security.protocol,
+        "principal": conn.principal,
+    }
+    text = f"ok: {conn.address} answered ApiVersions ({len(versions)} APIs) and Metadata ({len(md.brokers)} brokers)"
+    if conn.principal is not None:
+        text += f", authenticated as {conn.principal} ({client.security.sasl_mechanism})"
+    return data, text
 
 
 def groups_list(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
@@ -310,7 +614,49 @@ def parse_datetime_ms(text: str) -> int:
     return int(dt.timestamp() * 1000)  # naive datetimes are taken as local time by timestamp()
 
 
-def _reset_targets(client: KafkaClient, specs: list[str]) -> list[TopicPartition]:
+def parse_duration_ms(text: str) -> int:
+    """An ISO-8601 duration as Java's ``Duration.parse`` reads it (``PT1H``, ``P1DT30M``, ``PT0.5S``,
+    ``-PT1H``), in milliseconds; Kafka's ``--by-duration`` goes that far back from now."""
+    m = re.fullmatch(
+        r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+(?:[.,]\d{0,9})?)S)?)?",
+        text.strip().upper(),
+    )
+    if not m or not any(m.groups()[1:]) or text.strip().upper().endswith("T"):
+        raise ValueError(f"bad --by-duration {text!r}: expected an ISO-8601 duration such as PT1H, P1D or PT30M")
+    sign, days, hours, minutes, seconds = m.groups()
+    ms = (int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60) * 1000
+    ms += round(float((seconds or "0").replace(",", ".")) * 1000)
+    return -ms if sign == "-" else ms
+
+
+def parse_offsets_csv(text: str, source: str) -> dict[str, dict[TopicPartition, int]]:
+    """Kafka's reset plan CSV: ``topic,partition,offset`` lines for one group, or
+    ``group,topic,partition,offset`` for several; the group is "" in the first form."""
+    plan: dict[str, dict[TopicPartition, int]] = {}
+    for n, row in enumerate(csv.reader(io.StringIO(text)), 1):
+        if not row or not "".join(row).strip():
+            continue
+        try:
+            if len(row) == 3:
+                group, (topic, part, off) = "", row
+            elif len(row) == 4:
+                group, topic, part, off = row
+            else:
+                raise ValueError
+            tp, offset = (topic.strip(), int(part)), int(off)
+        except ValueError:
+            raise ValueError(
+                f"{source} line {n}: expected topic,partition,offset or group,topic,partition,offset"
+            ) from None
+        if not tp[0] or tp[1] < 0 or offset < 0:
+            raise ValueError(f"{source} line {n}: expected a topic, a partition >= 0 and an offset >= 0")
+        plan.setdefault(group.strip(), {})[tp] = offset
+    if not plan:
+        raise ValueError(f"{source} has no offsets")
+    return plan
+
+
+def _resolve_topics(client: KafkaClient, specs: list[str]) -> list[TopicPartition]:
     wanted = [parse_topic_spec(s) for s in specs]
     md = client.metadata(sorted({t for t, _ in wanted}))
     out: set[TopicPartition] = set()
@@ -327,30 +673,48 @@ def _reset_targets(client: KafkaClient, specs: list[str]) -> list[TopicPartition
     return sorted(out)
 
 
-def offsets_reset(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
-    group = args.group
-    target_ms = parse_datetime_ms(args.to_datetime) if args.to_datetime is not None else None
-    d = client.describe_group(group)
-    state = d.state if d is not None else "Dead"
-    if state not in RESETTABLE_STATES:
-        raise CommandError(
-            f"cannot reset offsets of consumer group {group!r}: it is {state}, and offsets can only be reset "
-            "while the group is inactive (Empty or Dead); stop its consumers first",
-            "NON_EMPTY_GROUP",
-        )
-    tps = _reset_targets(client, args.topic)
+def _check_resettable(client: KafkaClient, groups: list[str], allow_new: bool) -> None:
+    """Kafka's ConsumerGroupCommand.resetOffsets: only an inactive group's assignments may move.
+    A group that does not exist is refused unless asked for (a typo would create a group)."""
+    for group in groups:
+        d = client.describe_group(group)
+        if d is None:
+            if not allow_new:
+                raise CommandError(
+                    f"consumer group {group!r} does not exist; add --allow-new-group to give a new group offsets",
+                    "GROUP_ID_NOT_FOUND",
+                )
+            continue
+        if d.state not in RESETTABLE_STATES:
+            raise CommandError(
+                f"cannot reset offsets of consumer group {group!r}: it is {d.state}. Assignments can only be "
+                "reset if the group is inactive (Empty or Dead): stop its consumers first",
+                "NON_EMPTY_GROUP",
+            )
+
+
+def _plan_group(client: KafkaClient, group: str, args: argparse.Namespace, now_ms: int) -> list[dict[str, Any]]:
+    """One group's reset plan, the way Kafka's ConsumerGroupCommand.prepareOffsetsToReset makes it."""
+    committed = client.committed_offsets(group)
+    if args.all_topics:
+        tps = sorted(committed)
+        if not tps:
+            raise CommandError(f"consumer group {group!r} has no committed offsets: name topics with --topic")
+    else:
+        tps = _resolve_topics(client, args.topic)
     earliest = client.list_offsets(tps, EARLIEST_TIMESTAMP)
     latest = client.list_offsets(tps, LATEST_TIMESTAMP)
-    committed = client.committed_offsets(group)
 
     def clamp(tp: TopicPartition, offset: int) -> int:
         return max(earliest[tp], min(latest[tp], offset))
 
-    new: dict[TopicPartition, int] = {}
     if args.to_earliest:
         new = dict(earliest)
     elif args.to_latest:
         new = dict(latest)
+    elif args.to_current:
+        # Kafka: partitions without a committed offset go to the log end offset.
+        new = {tp: committed.get(tp, latest[tp]) for tp in tps}
     elif args.to_offset is not None:
         new = {tp: clamp(tp, args.to_offset) for tp in tps}
     elif args.shift_by is not None:
@@ -359,22 +723,253 @@ def offsets_reset(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, s
             raise CommandError(f"cannot shift partitions without a committed offset: {', '.join(missing)}")
         new = {tp: clamp(tp, committed[tp] + args.shift_by) for tp in tps}
     else:
-        assert target_ms is not None
+        target_ms = (
+            parse_datetime_ms(args.to_datetime)
+            if args.to_datetime is not None
+            else now_ms - parse_duration_ms(args.by_duration)
+        )
         by_time = client.list_offsets(tps, target_ms)
         # No record at or after that time: the consumer would start at the end, as Kafka's tool does.
         new = {tp: latest[tp] if by_time[tp] < 0 else by_time[tp] for tp in tps}
-
-    if not args.dry_run:
-        client.commit_offsets(group, new)
-    rows = [
-        {"topic": t, "partition": p, "previous_offset": committed.get((t, p)), "new_offset": new[(t, p)]}
+    return [
+        {"group": group, "topic": t, "partition": p, "current_offset": committed.get((t, p)), "new_offset": new[(t, p)]}
         for t, p in tps
     ]
-    data = {"group": group, "dry_run": bool(args.dry_run), "partitions": rows}
-    text = table(
-        ["GROUP", "TOPIC", "PARTITION", "PREVIOUS-OFFSET", "NEW-OFFSET"],
-        [[group, r["topic"], r["partition"], r["previous_offset"], r["new_offset"]] for r in rows],
-    )
-    if args.dry_run:
-        text += "\n\ndry run: nothing was committed (run without --dry-run to commit)"
+
+
+def _read_plan(path: str) -> dict[str, dict[TopicPartition, int]]:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ValueError(f"cannot read --from-file {path}: {e.strerror or e}") from None
+    return parse_offsets_csv(text, path)
+
+
+def _plan_from_file(
+    client: KafkaClient, groups: list[str], by_group: dict[str, dict[TopicPartition, int]], source: str
+) -> list[dict[str, Any]]:
+    if "" in by_group:  # topic,partition,offset: for the one group named
+        if len(groups) != 1 or len(by_group) > 1:
+            raise ValueError(f"{source}: topic,partition,offset lines need exactly one --group")
+        by_group = {groups[0]: by_group[""]}
+    unknown = sorted(set(by_group) - set(groups))
+    if unknown:
+        raise ValueError(f"{source} has offsets of groups not asked for: {', '.join(unknown)}")
+    rows = []
+    for group, offsets in sorted(by_group.items()):
+        committed = client.committed_offsets(group)
+        _resolve_topics(client, sorted({f"{t}:{p}" for t, p in offsets}))  # every partition exists
+        rows += [
+            {"group": group, "topic": t, "partition": p, "current_offset": committed.get((t, p)), "new_offset": o}
+            for (t, p), o in sorted(offsets.items())
+        ]
+    return rows
+
+
+def offsets_reset(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
+    if args.from_file is None and not args.topic and not args.all_topics:
+        raise ValueError("name the partitions: --topic TOPIC[:PARTITIONS], --all-topics or --from-file")
+    if args.from_file is not None and (args.topic or args.all_topics):
+        raise ValueError("--from-file names its own partitions: drop --topic/--all-topics")
+    if args.by_duration is not None:
+        parse_duration_ms(args.by_duration)  # bad input before any request
+    if args.to_datetime is not None:
+        parse_datetime_ms(args.to_datetime)
+    for spec in args.topic or []:
+        parse_topic_spec(spec)
+    file_plan = _read_plan(args.from_file) if args.from_file is not None else None
+    if args.all_groups:
+        groups = [g.group_id for g in client.list_groups()]
+        if not groups:
+            raise CommandError("there are no consumer groups")
+    else:
+        groups = list(dict.fromkeys(args.group))
+    _check_resettable(client, groups, args.allow_new_group)
+    if file_plan is not None:
+        rows = _plan_from_file(client, groups, file_plan, args.from_file)
+    else:
+        now_ms = int(time.time() * 1000)
+        rows = [row for group in groups for row in _plan_group(client, group, args, now_ms)]
+    if args.execute:
+        for group in groups:
+            new = {(r["topic"], r["partition"]): r["new_offset"] for r in rows if r["group"] == group}
+            if new:
+                client.commit_offsets(group, new)
+    data = {"executed": bool(args.execute), "plan": rows}
+    if args.export:
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        for r in rows:  # Kafka's --export: the group column only when there are several groups
+            w.writerow(([r["group"]] if len(groups) > 1 else []) + [r["topic"], r["partition"], r["new_offset"]])
+        text = out.getvalue().rstrip("\n")
+    else:
+        text = table(
+            ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
+            [[r["group"], r["topic"], r["partition"], r["current_offset"], r["new_offset"]] for r in rows],
+        )
+    if not args.execute and not args.json:
+        # On stderr, so that `--export > plan.csv` writes the CSV alone.
+        print("preview only: nothing was committed (add --execute to commit these offsets)", file=sys.stderr)
     return data, text
+
+
+def offsets_delete(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
+    """Kafka's ``kafka-consumer-groups.sh --delete-offsets``: a topic without partitions means every
+    partition the group has an offset for (or, when it has none, every partition of the topic)."""
+    group = args.group
+    if client.describe_group(group) is None:
+        raise CommandError(f"consumer group {group!r} does not exist", "GROUP_ID_NOT_FOUND")
+    committed = client.committed_offsets(group)
+    rows = []
+    for spec in args.topic:
+        topic, partitions = parse_topic_spec(spec)
+        if partitions is None:
+            partitions = sorted(p for t, p in committed if t == topic)
+        if not partitions:
+            partitions = [p for t, p in _resolve_topics(client, [topic])]
+        results = client.delete_offsets(group, topic, partitions)
+        rows += [
+            {"topic": topic, "partition": p, "error": None if code == 0 else error_name(code)}
+            for p, code in sorted(results.items())
+        ]
+    failed = [r for r in rows if r["error"]]
+    text = table(
+        ["TOPIC", "PARTITION", "STATUS"],
+        [[r["topic"], r["partition"], "Error: " + r["error"] if r["error"] else "Successful"] for r in rows],
+    )
+    if failed:
+        why = {r["error"] for r in failed}
+        hint = (
+            ": the group's active members consume it (stop them first)" if why == {"GROUP_SUBSCRIBED_TO_TOPIC"} else ""
+        )
+        print(text, file=sys.stderr)
+        raise CommandError(
+            f"offsets of {len(failed)} of {len(rows)} partitions were not deleted ({', '.join(sorted(why))}){hint}",
+            sorted(why)[0],
+        )
+    return {"group": group, "deleted": rows}, text
+
+
+# --- topics ---------------------------------------------------------------------------------------
+
+
+def topics_list(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
+    md = client.metadata(None)
+    names = sorted(t for t in md.topics if not (args.exclude_internal and t in md.internal))
+    data = [{"topic": t, "partitions": len(md.topics[t]), "internal": t in md.internal} for t in names]
+    return data, "\n".join(names) if names else "no topics"
+
+
+def topics_describe(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
+    md = client.metadata(args.topic or None)
+    for t in args.topic:
+        if t not in md.topics:
+            code = md.topic_errors.get(t)
+            raise CommandError(
+                f"topic {t!r} does not exist", error_name(code) if code else "UNKNOWN_TOPIC_OR_PARTITION"
+            )
+    tps = [(t, pm.partition) for t in sorted(md.partitions) for pm in md.partitions[t]]
+    start = client.list_offsets(tps, EARLIEST_TIMESTAMP) if tps else {}
+    end = client.list_offsets(tps, LATEST_TIMESTAMP) if tps else {}
+    data = []
+    rows = []
+    for t in sorted(md.partitions):
+        parts = []
+        for pm in md.partitions[t]:
+            tp = (t, pm.partition)
+            parts.append(
+                {
+                    "partition": pm.partition,
+                    "leader": pm.leader,
+                    "replicas": pm.replicas,
+                    "isr": pm.isr,
+                    "start_offset": start.get(tp),
+                    "end_offset": end.get(tp),
+                }
+            )
+            rows.append([t, pm.partition, pm.leader, _ids(pm.replicas), _ids(pm.isr), start.get(tp), end.get(tp)])
+        rf = len(md.partitions[t][0].replicas) if md.partitions[t] else 0
+        data.append(
+            {
+                "topic": t,
+                "internal": t in md.internal,
+                "partition_count": len(parts),
+                "replication_factor": rf,
+                "partitions": parts,
+            }
+        )
+    if not rows:
+        return data, "no topics"
+    return data, table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "START-OFFSET", "END-OFFSET"], rows)
+
+
+def _ids(ids: list[int]) -> str:
+    return ",".join(map(str, ids)) or "-"
+
+
+def topics_create(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
+    configs = dict(args.config)
+    try:
+        t = client.create_topic(args.topic, args.partitions or -1, args.replication_factor or -1, configs)
+    except KafkaError as e:
+        if e.name == "TOPIC_ALREADY_EXISTS" and args.if_not_exists:
+            return {"topic": args.topic, "created": False}, f"topic {args.topic!r} already exists"
+        if e.name == "TOPIC_ALREADY_EXISTS":
+            raise CommandError(f"topic {args.topic!r} already exists (--if-not-exists accepts that)", e.name) from None
+        raise
+    partitions = t.get("num_partitions", -1)
+    data = {
+        "topic": args.topic,
+        "created": True,
+        "partitions": None if partitions < 0 else partitions,
+        "configs": configs,
+    }
+    return data, f"created topic {args.topic!r}" + (f" with {partitions} partitions" if partitions > 0 else "")
+
+
+def topics_delete(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
+    done = []
+    lines = []
+    for topic in dict.fromkeys(args.topic):
+        try:
+            client.delete_topic(topic)
+        except KafkaError as e:
+            if e.name == "UNKNOWN_TOPIC_OR_PARTITION":
+                if args.if_exists:
+                    lines.append(f"topic {topic!r} does not exist")
+                    continue
+                raise CommandError(f"topic {topic!r} does not exist (--if-exists accepts that)", e.name) from None
+            raise
+        done.append(topic)
+        lines.append(f"deleted topic {topic!r}")
+    return {"deleted": done}, "\n".join(lines)
+
+
+def topics_alter(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
+    if args.partitions is None and not args.config:
+        raise ValueError("nothing to change: give --partitions N and/or --config KEY=VALUE")
+    md = client.metadata([args.topic])
+    if args.topic not in md.topics:
+        raise CommandError(f"topic {args.topic!r} does not exist", "UNKNOWN_TOPIC_OR_PARTITION")
+    if args.config:
+        # Checked before any change, so that a refused config does not leave the partitions half done.
+        offered = [n for n in ("IncrementalAlterConfigs", "AlterConfigs") if client.supports(n)]
+        if not offered:
+            raise CommandError(
+                "the broker does not support AlterConfigs/IncrementalAlterConfigs (not in its ApiVersions): "
+                "give topic configs at creation (groupd topics create --config KEY=VALUE)",
+                "UNSUPPORTED_VERSION",
+            )
+        raise CommandError(
+            f"the broker supports {offered[0]}, but this client cannot send it yet", "UNSUPPORTED_VERSION"
+        )
+    current = len(md.topics[args.topic])
+    if args.partitions is not None:
+        if args.partitions <= current:
+            raise CommandError(
+                f"topic {args.topic!r} has {current} partitions: the count can only grow (asked {args.partitions})",
+                "INVALID_PARTITIONS",
+            )
+        client.create_partitions(args.topic, args.partitions)
+    data = {"topic": args.topic, "partitions": args.partitions, "previous_partitions": current}
+    return data, f"topic {args.topic!r}: {current} -> {args.partitions} partitions"

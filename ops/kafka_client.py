@@ -3,8 +3,14 @@
 It speaks to any broker (groupd or a real Kafka cluster): ApiVersions on every connection picks the
 highest version both sides know, Metadata finds brokers and partition leaders, FindCoordinator
 finds a group's coordinator. The administrative calls (ListGroups, DescribeGroups, OffsetFetch,
-ListOffsets, OffsetCommit, DeleteGroups) are what ``groupd groups ...`` / ``groupd offsets ...``
-and ``groupd healthcheck`` are built from.
+ListOffsets, OffsetCommit, OffsetDelete, DeleteGroups, CreateTopics, DeleteTopics,
+CreatePartitions) are what ``groupd groups|offsets|topics ...`` and ``groupd healthcheck`` are
+built from.
+
+Security is a Kafka client's: ``security.protocol`` PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; TLS
+through Python's ``ssl``; SASL PLAIN and SCRAM-SHA-256/512 (``scramp``'s client) over SaslHandshake
+v1 + SaslAuthenticate, the order Kafka's own clients use (ApiVersions first, then the handshake).
+``Security.from_properties`` reads Kafka's client properties files (``--command-config``).
 
 Blocking sockets rather than asyncio: a command line tool makes a handful of requests one after
 another, and a plain socket with a timeout keeps every failure a single, explainable exception.
@@ -12,13 +18,16 @@ another, and a plain socket with a timeout keeps every failure a single, explain
 
 from __future__ import annotations
 
+import re
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import scramp
 from groupd.coordinator.consumer_protocol import ConsumerProtocolError, decode_assignment
 from groupd.protocol._rt import DecodeError
 from groupd.protocol.errors import ErrorCode
@@ -39,6 +48,8 @@ _RETRIABLE = {
 }
 
 TopicPartition = tuple[str, int]
+# API keys of requests our codec does not have yet, so support can still be read from ApiVersions.
+_KNOWN_API_KEYS = {"DescribeConfigs": 32, "AlterConfigs": 33, "IncrementalAlterConfigs": 44}
 T = TypeVar("T")
 
 
@@ -67,6 +78,198 @@ class KafkaError(KafkaClientError):
         super().__init__(f"{api} failed: {self.name}" + (f" ({message})" if message else ""))
 
 
+class AuthenticationFailed(KafkaClientError):
+    """TLS or SASL did not let us in; ``name`` is the Kafka error name (or a made-up one for TLS)."""
+
+    def __init__(self, message: str, name: str = "SASL_AUTHENTICATION_FAILED") -> None:
+        self.name = name
+        super().__init__(message)
+
+
+# --- security ------------------------------------------------------------------------------------
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_JAAS_MODULES = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+# Settings of Kafka's Java clients and librdkafka that change nothing for this client (passwords of
+# JKS stores, algorithms the ssl module picks itself): accepted silently.
+_IGNORED_SECURITY_KEYS = {
+    "ssl.truststore.password",
+    "ssl.keystore.password",
+    "ssl.protocol",
+    "ssl.enabled.protocols",
+    "ssl.keymanager.algorithm",
+    "ssl.trustmanager.algorithm",
+}
+
+
+@dataclass(frozen=True)
+class Security:
+    """How to reach a broker: Kafka's ``security.protocol`` and the ``ssl.*`` / ``sasl.*`` it needs."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_cafile: str | None = None
+    ssl_cadata: str | None = None  # Kafka's ssl.truststore.certificates (PEM text)
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_key_password: str | None = None
+    ssl_check_hostname: bool = True  # Kafka's ssl.endpoint.identification.algorithm=https (its default)
+    sasl_mechanism: str = "PLAIN"  # Kafka's default is GSSAPI, which this client does not speak
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def validate(self) -> Security:
+        """Raise ValueError on settings that cannot work, before any connection is made."""
+        if self.protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"unknown security protocol {self.protocol!r} (one of {', '.join(SECURITY_PROTOCOLS)})")
+        if self.sasl:
+            if self.sasl_mechanism not in SASL_MECHANISMS:
+                raise ValueError(
+                    f"SASL mechanism {self.sasl_mechanism!r} is not supported by this client "
+                    f"(one of {', '.join(SASL_MECHANISMS)})"
+                )
+            if not self.sasl_username or self.sasl_password is None:
+                raise ValueError(f"{self.protocol} needs a SASL user name and password")
+        if self.ssl_keyfile and not self.ssl_certfile:
+            raise ValueError("an SSL key needs its certificate (ssl.certificate.location / --ssl-certfile)")
+        return self
+
+    def ssl_context(self) -> ssl.SSLContext:
+        try:
+            ctx = ssl.create_default_context(cafile=self.ssl_cafile, cadata=self.ssl_cadata)
+            ctx.check_hostname = self.ssl_check_hostname
+            if self.ssl_certfile:
+                ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, password=self.ssl_key_password)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(f"cannot load the TLS files: {e}") from None
+        return ctx
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+        """Keyword arguments for ``Security`` from a Kafka client properties file's entries (Java
+        client names and librdkafka names), and warnings for security settings this client ignores.
+        Raises ValueError for settings it cannot honour (a JKS truststore, a GSSAPI login)."""
+        out: dict[str, Any] = {}
+        warnings: list[str] = []
+        for key, value in props.items():
+            if key == "security.protocol":
+                out["protocol"] = value.strip().upper()
+            elif key in ("ssl.ca.location", "ssl.cafile"):
+                out["ssl_cafile"] = value
+            elif key == "ssl.truststore.location":
+                out["ssl_cafile"] = _pem_store(key, value, props.get("ssl.truststore.type"))
+            elif key == "ssl.truststore.certificates":
+                out["ssl_cadata"] = value
+            elif key in ("ssl.certificate.location", "ssl.certfile"):
+                out["ssl_certfile"] = value
+            elif key in ("ssl.key.location", "ssl.keyfile"):
+                out["ssl_keyfile"] = value
+            elif key == "ssl.keystore.location":
+                # A PEM keystore holds the key and the certificate chain in one file.
+                out["ssl_certfile"] = _pem_store(key, value, props.get("ssl.keystore.type"))
+            elif key == "ssl.key.password":
+                out["ssl_key_password"] = value
+            elif key == "ssl.endpoint.identification.algorithm":
+                out["ssl_check_hostname"] = value.strip().lower() == "https"
+            elif key == "enable.ssl.certificate.verification":  # librdkafka
+                if value.strip().lower() == "false":
+                    raise ValueError(f"{key}=false is not supported: give the CA (ssl.ca.location) instead")
+            elif key == "sasl.mechanism" or key == "sasl.mechanisms":  # Java / librdkafka
+                out["sasl_mechanism"] = value.strip().upper()
+            elif key == "sasl.username":
+                out["sasl_username"] = value
+            elif key == "sasl.password":
+                out["sasl_password"] = value
+            elif key == "sasl.jaas.config":
+                out["sasl_username"], out["sasl_password"] = parse_jaas_config(value)
+            elif key.endswith(".type") and key.startswith("ssl."):
+                continue  # read with its location above
+            elif key.startswith(("ssl.", "sasl.")) and key not in _IGNORED_SECURITY_KEYS:
+                warnings.append(f"ignoring {key}: not supported by this client")
+        return out, warnings
+
+
+def _pem_store(key: str, path: str, store_type: str | None) -> str:
+    """Kafka's trust/key stores are JKS or PKCS12 unless ``*.type=PEM``; only PEM can be read here."""
+    kind = (store_type or "").strip().upper()
+    if kind == "PEM":
+        return path
+    if not kind:
+        try:
+            with open(path, "rb") as fh:
+                if fh.read(64).lstrip().startswith(b"-----BEGIN"):
+                    return path
+        except OSError as e:
+            raise ValueError(f"{key}: cannot read {path}: {e.strerror or e}") from None
+    raise ValueError(
+        f"{key}: only PEM stores are supported ({key.rsplit('.', 1)[0]}.type=PEM), not {kind or 'JKS/PKCS12'}; "
+        "export it to PEM (keytool -exportcert -rfc, or openssl pkcs12) or use ssl.ca.location"
+    )
+
+
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;]+)')
+
+
+def parse_jaas_config(text: str) -> tuple[str, str]:
+    """``<LoginModule> required username="u" password="p";`` -> (u, p), for Kafka's PLAIN and SCRAM
+    login modules (the only ones that carry a user name and password)."""
+    module, _, rest = text.strip().partition(" ")
+    if module not in _JAAS_MODULES:
+        raise ValueError(
+            f"sasl.jaas.config: {module or text!r} is not supported (use PlainLoginModule or ScramLoginModule)"
+        )
+    options = {}
+    for name, raw in _JAAS_OPTION.findall(rest):
+        options[name] = re.sub(r"\\(.)", r"\1", raw[1:-1]) if raw.startswith('"') else raw
+    if "username" not in options or "password" not in options:
+        raise ValueError('sasl.jaas.config: expected username="..." password="..."')
+    return options["username"], options["password"]
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` (what ``--command-config`` files are): ``key=value``, ``key: value`` or
+    ``key value``; ``#``/``!`` comments; a trailing backslash continues a line; backslash escapes."""
+    out: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:  # an odd number of backslashes: the line goes on
+            logical += line[:-1]
+            continue
+        logical += line
+        m = re.match(r"((?:[^\s=:\\]|\\.)*)\s*[=:\s]?\s*(.*)$", logical)
+        logical = ""
+        assert m is not None
+        key, value = (_unescape(g) for g in m.groups())
+        if key:
+            out[key] = value.rstrip()  # Java keeps trailing blanks; in a security setting they are a typo
+    return out
+
+
+def _unescape(s: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        c = m.group(1)
+        if c.startswith("u"):
+            return chr(int(c[1:], 16))
+        return {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(c, c)
+
+    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", sub, s)
+
+
 def parse_bootstrap(spec: str) -> list[tuple[str, int]]:
     """``host:port[,host:port...]``; IPv6 hosts in brackets (``[::1]:9092``)."""
     out = []
@@ -85,22 +288,31 @@ def parse_bootstrap(spec: str) -> list[tuple[str, int]]:
 class BrokerConnection:
     """One TCP connection to one broker, requests answered one at a time."""
 
-    def __init__(self, host: str, port: int, *, timeout: float, client_id: str) -> None:
+    def __init__(
+        self, host: str, port: int, *, timeout: float, client_id: str, security: Security | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.timeout = timeout
         self.client_id = client_id
+        self.security = security or Security()
         self.versions: dict[int, tuple[int, int]] = {}
+        self.principal: str | None = None  # the SASL user, once authenticated
+        self._authenticating = False
         self._corr = 0
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout)
+            self._sock: socket.socket = socket.create_connection((host, port), timeout=timeout)
         except TimeoutError:
             raise BrokerUnreachable(f"cannot connect to {self.address}: timed out after {timeout:g}s") from None
         except OSError as e:
             raise BrokerUnreachable(f"cannot connect to {self.address}: {e.strerror or e}") from None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
+            if self.security.tls:
+                self._start_tls()
             self._negotiate()
+            if self.security.sasl:
+                self._authenticate()
         except BaseException:
             self.close()
             raise
@@ -128,13 +340,24 @@ class BrokerConnection:
         payload = header + api.request.codec(version).encode(body)
         try:
             self._sock.sendall(struct.pack(">i", len(payload)) + payload)
-            (size,) = struct.unpack(">i", self._recv_exact(4))
+            head = self._recv_exact(4, api.name)
+            (size,) = struct.unpack(">i", head)
             if not 4 <= size <= _MAX_RESPONSE_BYTES:
+                if head[:1] in (b"\x15", b"\x16") and head[1:2] == b"\x03" and not self.security.tls:
+                    # A TLS record (alert or handshake) where a Kafka frame should be.
+                    raise BrokerUnreachable(
+                        f"{self.address} answered with TLS: it is an SSL or SASL_SSL listener "
+                        "(use --security-protocol SSL or SASL_SSL)"
+                    )
                 raise KafkaClientError(f"{self.address} sent a {size}-byte frame: not a Kafka broker?")
-            frame = self._recv_exact(size)
+            frame = self._recv_exact(size, api.name)
         except TimeoutError:
             raise BrokerUnreachable(f"{self.address} did not answer {api.name} within {self.timeout:g}s") from None
+        except ssl.SSLError as e:
+            raise BrokerUnreachable(f"TLS connection to {self.address} failed: {e.reason or e}") from None
         except OSError as e:
+            if isinstance(e, ConnectionResetError):
+                raise self._closed(api.name) from None
             raise BrokerUnreachable(f"connection to {self.address} failed: {e.strerror or e}") from None
         # ApiVersions answers with response header v0 at every version (KIP-511).
         header_version = 1 if flexible and api.name != "ApiVersions" else 0
@@ -143,14 +366,103 @@ class BrokerConnection:
             raise KafkaClientError(f"{self.address} answered out of order: not a Kafka broker?")
         return frame[pos:]
 
-    def _recv_exact(self, n: int) -> bytes:
+    def _recv_exact(self, n: int, api: str) -> bytes:
         buf = bytearray()
         while len(buf) < n:
             chunk = self._sock.recv(min(n - len(buf), 1 << 20))
             if not chunk:
-                raise BrokerUnreachable(f"{self.address} closed the connection")
+                raise self._closed(api)
             buf += chunk
         return bytes(buf)
+
+    def _closed(self, api: str) -> KafkaClientError:
+        """The broker hung up instead of answering ``api``: say what that usually means."""
+        if self._authenticating:
+            return AuthenticationFailed(
+                f"the broker {self.address} closed the connection during SASL authentication: "
+                "wrong mechanism/credentials or a TLS listener?"
+            )
+        what = f"{self.address} closed the connection instead of answering {api}"
+        if api == "ApiVersions" and not self.security.tls:
+            return BrokerUnreachable(f"{what}: is it an SSL or SASL_SSL listener? (use --security-protocol)")
+        if not self.security.sasl and self.versions:
+            # A SASL listener answers ApiVersions, then closes a connection that skips authentication.
+            return AuthenticationFailed(
+                f"{what}: a SASL listener closes unauthenticated connections "
+                "(use --security-protocol SASL_PLAINTEXT or SASL_SSL and credentials)",
+                "AUTHENTICATION_REQUIRED",
+            )
+        return BrokerUnreachable(what)
+
+    def _start_tls(self) -> None:
+        ctx = self.security.ssl_context()
+        try:
+            self._sock = ctx.wrap_socket(self._sock, server_hostname=self.host)
+        except ssl.SSLCertVerificationError as e:
+            raise AuthenticationFailed(
+                f"TLS: the certificate of {self.address} is not trusted: {e.verify_message} "
+                "(give its CA with --ssl-cafile / ssl.ca.location)",
+                "SSL_HANDSHAKE_FAILED",
+            ) from None
+        except TimeoutError:
+            raise BrokerUnreachable(
+                f"{self.address} did not complete a TLS handshake within {self.timeout:g}s"
+            ) from None
+        except (ssl.SSLError, OSError) as e:
+            reason = getattr(e, "reason", None) or e.strerror or str(e) or type(e).__name__
+            raise AuthenticationFailed(
+                f"TLS handshake with {self.address} failed ({reason}): is it a PLAINTEXT or SASL_PLAINTEXT "
+                "listener, or does it require a client certificate (--ssl-certfile/--ssl-keyfile)?",
+                "SSL_HANDSHAKE_FAILED",
+            ) from None
+
+    def _authenticate(self) -> None:
+        """SaslHandshake v1 then SaslAuthenticate, as Kafka's clients do (KIP-152)."""
+        sec = self.security
+        mechanism = sec.sasl_mechanism
+        assert sec.sasl_username is not None and sec.sasl_password is not None
+        self._authenticating = True
+        try:
+            if API_BY_NAME["SaslAuthenticate"].key not in self.versions:
+                raise AuthenticationFailed(f"{self.address} does not offer SaslAuthenticate: not a SASL listener?")
+            _, hs = self.send("SaslHandshake", {"mechanism": mechanism}, 1)
+            if hs["error_code"] and hs["error_code"] != ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+                raise AuthenticationFailed(
+                    f"{self.address} refused SASL ({error_name(hs['error_code'])}): is it a PLAINTEXT or SSL "
+                    "listener? (use --security-protocol PLAINTEXT or SSL, without SASL)",
+                    error_name(hs["error_code"]),
+                )
+            if hs["error_code"]:
+                offered = ", ".join(hs["mechanisms"]) or "none"
+                raise AuthenticationFailed(
+                    f"{self.address} does not enable SASL mechanism {mechanism} (it offers: {offered})",
+                    error_name(hs["error_code"]),
+                )
+            if mechanism == "PLAIN":
+                self._sasl_step(f"\0{sec.sasl_username}\0{sec.sasl_password}".encode())
+            else:
+                client = scramp.ScramClient([mechanism], sec.sasl_username, sec.sasl_password)
+                server_first = self._sasl_step(client.get_client_first().encode())
+                try:
+                    client.set_server_first(server_first.decode())
+                    server_final = self._sasl_step(client.get_client_final().encode())
+                    client.set_server_final(server_final.decode())
+                except scramp.ScramException as e:
+                    raise AuthenticationFailed(f"SCRAM with {self.address} failed: {e}") from None
+            self.principal = sec.sasl_username
+        finally:
+            self._authenticating = False
+
+    def _sasl_step(self, token: bytes) -> bytes:
+        _, resp = self.send("SaslAuthenticate", {"auth_bytes": token})
+        if resp["error_code"]:
+            detail = resp.get("error_message") or error_name(resp["error_code"])
+            raise AuthenticationFailed(
+                f"SASL authentication of {self.security.sasl_username!r} ({self.security.sasl_mechanism}) "
+                f"at {self.address} failed: {detail}",
+                error_name(resp["error_code"]),
+            )
+        return bytes(resp["auth_bytes"])
 
     def _negotiate(self) -> None:
         api = API_BY_NAME["ApiVersions"]
@@ -227,20 +539,38 @@ class GroupDescription:
 
 
 @dataclass
+class PartitionMetadata:
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+
+
+@dataclass
 class Metadata:
     brokers: dict[int, tuple[str, int]]
     # topic -> partition -> leader node id
     topics: dict[str, dict[int, int]]
     topic_errors: dict[str, int]
+    partitions: dict[str, list[PartitionMetadata]] = field(default_factory=dict)
+    internal: set[str] = field(default_factory=set)
 
 
 class KafkaClient:
     """Admin operations against a cluster reached through ``bootstrap`` ("host:port[,...]")."""
 
-    def __init__(self, bootstrap: str, *, timeout: float = 10.0, client_id: str = "groupd-admin") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        timeout: float = 10.0,
+        client_id: str = "groupd-admin",
+        security: Security | None = None,
+    ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.timeout = timeout
         self.client_id = client_id
+        self.security = (security or Security()).validate()
         self._conns: dict[tuple[str, int], BrokerConnection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
 
@@ -259,7 +589,7 @@ class KafkaClient:
         conn = self._conns.get((host, port))
         if conn is None:
             conn = self._conns[(host, port)] = BrokerConnection(
-                host, port, timeout=self.timeout, client_id=self.client_id
+                host, port, timeout=self.timeout, client_id=self.client_id, security=self.security
             )
         return conn
 
@@ -273,6 +603,7 @@ class KafkaClient:
                 return self.connection(host, port)
             except BrokerUnreachable as e:
                 errors.append(str(e))
+            # AuthenticationFailed is not retried on the next server: the credentials are the same.
         raise BrokerUnreachable("; ".join(errors))
 
     def node(self, node_id: int) -> BrokerConnection:
@@ -314,7 +645,81 @@ class KafkaClient:
                 md.topic_errors[t["name"]] = t["error_code"]
                 continue
             md.topics[t["name"]] = {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
+            md.partitions[t["name"]] = sorted(
+                (
+                    PartitionMetadata(p["partition_index"], p["leader_id"], p["replica_nodes"], p["isr_nodes"])
+                    for p in t["partitions"]
+                ),
+                key=lambda pm: pm.partition,
+            )
+            if t.get("is_internal"):
+                md.internal.add(t["name"])
         return md
+
+    def _controller(self) -> BrokerConnection:
+        """Where topic changes go: the controller Metadata names (any broker forwards them in KRaft)."""
+        conn = self.any_connection()
+        v = conn.version_for("Metadata")
+        _, resp = conn.send("Metadata", {"topics": [], "allow_auto_topic_creation": False}, v)
+        brokers = {b["node_id"]: (b["host"], b["port"]) for b in resp["brokers"]}
+        controller = resp.get("controller_id", -1)
+        return self.connection(*brokers[controller]) if controller in brokers else conn
+
+    def supports(self, name: str) -> bool:
+        """Whether the broker advertises ``name`` in ApiVersions (at any version)."""
+        api = API_BY_NAME.get(name)
+        key = api.key if api is not None else _KNOWN_API_KEYS.get(name)
+        return key in self.any_connection().versions
+
+    # --- topics -------------------------------------------------------------------------------
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> dict[str, Any]:
+        """CreateTopics for one topic; returns the broker's answer for it (partitions, configs at v5+)."""
+        conn = self._controller()
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": replication_factor,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
+                }
+            ],
+            "timeout_ms": int(self.timeout * 1000),
+            "validate_only": False,
+        }
+        _, resp = conn.send("CreateTopics", body)
+        (t,) = resp["topics"]
+        if t["error_code"]:
+            raise KafkaError("CreateTopics", t["error_code"], t.get("error_message"))
+        return t
+
+    def delete_topic(self, name: str) -> None:
+        conn = self._controller()
+        v = conn.version_for("DeleteTopics")
+        body: dict[str, Any] = {"timeout_ms": int(self.timeout * 1000)}
+        if v >= 6:
+            body["topics"] = [{"name": name, "topic_id": b"\0" * 16}]
+        else:
+            body["topic_names"] = [name]
+        _, resp = conn.send("DeleteTopics", body, v)
+        (r,) = resp["responses"]
+        if r["error_code"]:
+            raise KafkaError("DeleteTopics", r["error_code"], r.get("error_message"))
+
+    def create_partitions(self, name: str, count: int) -> None:
+        """CreatePartitions: grow ``name`` to ``count`` partitions in total."""
+        body = {
+            "topics": [{"name": name, "count": count, "assignments": None}],
+            "timeout_ms": int(self.timeout * 1000),
+            "validate_only": False,
+        }
+        _, resp = self._controller().send("CreatePartitions", body)
+        (r,) = resp["results"]
+        if r["error_code"]:
+            raise KafkaError("CreatePartitions", r["error_code"], r.get("error_message"))
 
     def coordinator(self, group: str) -> BrokerConnection:
         conn = self.any_connection()
@@ -491,3 +896,19 @@ class KafkaClient:
                         raise KafkaError("OffsetCommit", p["error_code"], f"{t['name']}-{p['partition_index']}")
 
         self._retrying(ask)
+
+    def delete_offsets(self, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+        """OffsetDelete: the committed offsets of ``topic``'s ``partitions``; per-partition error codes
+        (GROUP_SUBSCRIBED_TO_TOPIC when an active member still consumes the topic)."""
+        body = {
+            "group_id": group,
+            "topics": [{"name": topic, "partitions": [{"partition_index": p} for p in partitions]}],
+        }
+
+        def ask() -> dict[int, int]:
+            _, resp = self.coordinator(group).send("OffsetDelete", body)
+            if resp["error_code"]:
+                raise KafkaError("OffsetDelete", resp["error_code"])
+            return {p["partition_index"]: p["error_code"] for t in resp["topics"] for p in t["partitions"]}
+
+        return self._retrying(ask)

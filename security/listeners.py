@@ -1,12 +1,19 @@
 """Listeners: where groupd accepts connections and what security each one demands.
 
-Kafka-style: ``--listeners "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093"``. The name of a
-listener is its security protocol (groupd has no ``listener.security.protocol.map``, so a protocol
-appears at most once). Without ``--listeners`` there is one PLAINTEXT listener on ``--host``/``--port``,
-exactly what groupd did before listeners existed.
+Kafka-style: ``--listeners "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093"``. A listener's
+name is its security protocol, or a name of one's own mapped to a protocol by
+``--listener-security-protocol-map`` (Kafka's ``listener.security.protocol.map``), so that one
+protocol can serve two listeners, e.g. an internal and an external PLAINTEXT listener of a container:
+``--listeners INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:19092 --listener-security-protocol-map
+INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT --advertised-listeners
+INTERNAL://groupd:9092,EXTERNAL://localhost:19092``. A name appears at most once. Without
+``--listeners`` there is one PLAINTEXT listener on ``--host``/``--port``, exactly what groupd did before
+listeners existed.
 
 A broker answers Metadata and FindCoordinator with the endpoint *of the listener the request came in
 on*: a client that bootstrapped over SASL_SSL must be sent to the SASL_SSL port, never to PLAINTEXT.
+That endpoint is the listener's entry in ``--advertised-listeners`` (Kafka's
+``advertised.listeners``), else ``--advertised-host`` (or the bind host) and the bound port.
 ``Listener.port`` is the bound port (the real one when 0 was asked for), and connections carry their
 ``Listener`` (``Connection.listener``), so handlers look the endpoint up per request.
 """
@@ -26,6 +33,8 @@ class ListenerSettings(Protocol):
     port: int
     advertised_host: str
     listeners: str
+    listener_security_protocol_map: str
+    advertised_listeners: str
     ssl_certfile: str
     ssl_keyfile: str
     ssl_cafile: str
@@ -42,10 +51,13 @@ class Listener:
     host: str
     port: int
     advertised_host: str
+    # Kafka's listener name when it is not the protocol's own (listener.security.protocol.map).
+    label: str = ""
+    advertised_port: int = 0  # 0: the bound port
 
     @property
     def name(self) -> str:
-        return self.protocol
+        return self.label or self.protocol
 
     @property
     def tls(self) -> bool:
@@ -56,34 +68,66 @@ class Listener:
         return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
     def __str__(self) -> str:
-        return f"{self.protocol}://{self.host}:{self.port}"
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def _protocol_map(text: str) -> dict[str, str]:
+    """``INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL``; every protocol's own name maps to itself (Kafka's default)."""
+    out = {p: p for p in PROTOCOLS}
+    for item in filter(None, (i.strip() for i in text.split(","))):
+        name, sep, proto = item.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name or proto not in PROTOCOLS:
+            raise ValueError(
+                f"--listener-security-protocol-map entry {item!r}: expected NAME:PROTOCOL with PROTOCOL one of "
+                f"{', '.join(PROTOCOLS)}"
+            )
+        if name in PROTOCOLS and proto != name:
+            raise ValueError(f"--listener-security-protocol-map: {name} cannot mean {proto}")
+        out[name] = proto
+    return out
+
+
+def _endpoints(text: str, what: str) -> list[tuple[str, str, int]]:
+    """``NAME://host:port,...`` -> (NAME, host, port); an empty host stays empty."""
+    out = []
+    for item in filter(None, (i.strip() for i in text.split(","))):
+        name, sep, rest = item.partition("://")
+        host, colon, port_s = rest.rpartition(":")
+        if not sep or not name.strip() or not colon or not port_s.isdigit() or int(port_s) > 65535:
+            raise ValueError(f"{what} {item!r}: expected NAME://host:port")
+        name = name.strip().upper()
+        if any(n == name for n, _, _ in out):
+            raise ValueError(f"{what}: listener {name} is given twice")
+        out.append((name, host.strip("[]"), int(port_s)))
+    return out
 
 
 def parse_listeners(config: ListenerSettings) -> list[Listener]:
     """The configured listeners, in order; raises ValueError on a malformed list."""
     advertised = config.advertised_host
+    protocols = _protocol_map(config.listener_security_protocol_map)
+    announced = {n: (h, p) for n, h, p in _endpoints(config.advertised_listeners, "--advertised-listeners")}
     if not config.listeners.strip():
+        if announced:
+            raise ValueError("--advertised-listeners needs --listeners")
         return [Listener("PLAINTEXT", config.host, int(config.port), advertised or config.host)]
     out: list[Listener] = []
-    for item in config.listeners.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        proto, sep, rest = item.partition("://")
-        proto = proto.strip().upper()
-        if not sep or proto not in PROTOCOLS:
-            raise ValueError(
-                f"listener {item!r}: expected PROTOCOL://host:port with PROTOCOL one of {', '.join(PROTOCOLS)}"
-            )
-        host, colon, port_s = rest.rpartition(":")
-        if not colon or not port_s.isdigit() or int(port_s) > 65535:
-            raise ValueError(f"listener {item!r}: expected host:port after {proto}://")
-        host = host.strip("[]") or config.host  # "PLAINTEXT://:9092" binds --host, as Kafka binds the default
-        if any(li.protocol == proto for li in out):
-            raise ValueError(f"listener {proto} is given twice")
-        out.append(Listener(proto, host, int(port_s), advertised or host))
-    if not out:
+    endpoints = _endpoints(config.listeners, "listener")
+    if not endpoints:
         raise ValueError("--listeners is empty")
+    for name, host, port in endpoints:
+        if name not in protocols:
+            raise ValueError(
+                f"listener {name}: not a security protocol ({', '.join(PROTOCOLS)}) and not named in "
+                "--listener-security-protocol-map"
+            )
+        host = host or config.host  # "PLAINTEXT://:9092" binds --host, as Kafka binds the default
+        ad_host, ad_port = announced.pop(name, ("", 0))
+        label = "" if name == protocols[name] else name
+        out.append(Listener(protocols[name], host, port, ad_host or advertised or host, label, ad_port))
+    if announced:
+        raise ValueError(f"--advertised-listeners names listeners that do not exist: {', '.join(announced)}")
     return out
 
 
@@ -121,7 +165,7 @@ def certificate_cn(peercert: dict[str, Any] | None) -> str | None:
 def endpoint(conn_listener: Listener | None, default: Listener) -> tuple[str, int]:
     """The (host, port) a client on this connection's listener is told to connect to."""
     li = conn_listener if isinstance(conn_listener, Listener) else default
-    return li.advertised_host, li.port
+    return li.advertised_host, li.advertised_port or li.port
 
 
 def advertise_per_listener(dispatcher: Any, node_id: int, default: Listener) -> None:

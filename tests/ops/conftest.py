@@ -7,12 +7,15 @@ registered by the ``pytest11`` entry point), which is what the plugin's users ge
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from groupd.ops.pytest_plugin import GroupdBroker
 
 from groupd.cli import main
+from tests.support.groups import Member
 
 # pytester is enabled in test_pytest_plugin.py itself: pytest refuses ``pytest_plugins`` in a conftest
 # below the rootdir once the whole suite is collected ("non-top-level conftest").
@@ -41,3 +44,23 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 @pytest.fixture
 def unique() -> str:
     return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def broker(groupd_broker_session: GroupdBroker) -> str:
+    return groupd_broker_session.bootstrap
+
+
+@pytest.fixture
+def members() -> Iterator[Callable[..., Member]]:
+    """Start real consumer-group members (tests.support.groups.Member); all stopped afterwards."""
+    started: list[Member] = []
+
+    def start(kind: str, bootstrap: str, group: str, topic: str, **opts: Any) -> Member:
+        m = Member(kind, bootstrap, group, topic, **opts).start()
+        started.append(m)
+        return m
+
+    yield start
+    for m in started:
+        m.stop()

@@ -79,25 +79,6 @@ def wait_state(bootstrap: str, group: str, state: str, timeout: float = 30.0) ->
     raise AssertionError(f"group {group} did not become {state} in {timeout}s (last seen {seen})")
 
 
-@pytest.fixture
-def broker(groupd_broker_session: GroupdBroker) -> str:
-    return groupd_broker_session.bootstrap
-
-
-@pytest.fixture
-def members() -> Iterator[Callable[..., Member]]:
-    started: list[Member] = []
-
-    def start(kind: str, bootstrap: str, group: str, topic: str, **opts: Any) -> Member:
-        m = Member(kind, bootstrap, group, topic, **opts).start()
-        started.append(m)
-        return m
-
-    yield start
-    for m in started:
-        m.stop()
-
-
 def json_out(r: Any) -> Any:
     assert r.code == 0, r.err
     return json.loads(r.out)
@@ -297,42 +278,134 @@ def test_reset_modes_are_what_a_restarted_consumer_sees(broker: str, cli: Callab
         assert all(committed == position for committed, position in view.values()), view
         return {p: committed for p, (committed, _) in view.items()}
 
-    out = reset("--topic", topic, "--to-earliest", "--dry-run")
-    assert out["dry_run"] is True
-    assert [(r["partition"], r["previous_offset"], r["new_offset"]) for r in out["partitions"]] == [
-        (0, 5, 0),
-        (1, 5, 0),
-        (2, 5, 0),
-    ]
-    assert seen() == {0: 5, 1: 5, 2: 5}  # a dry run commits nothing
+    # Without --execute: a preview, as kafka-consumer-groups.sh --reset-offsets.
+    for preview in ([], ["--dry-run"]):
+        out = reset("--topic", topic, "--to-earliest", *preview)
+        assert out["executed"] is False
+        assert [(r["group"], r["partition"], r["current_offset"], r["new_offset"]) for r in out["plan"]] == [
+            (group, 0, 5, 0),
+            (group, 1, 5, 0),
+            (group, 2, 5, 0),
+        ]
+        assert seen() == {0: 5, 1: 5, 2: 5}  # a preview commits nothing
 
-    assert reset("--topic", topic, "--to-earliest")["dry_run"] is False
+    assert reset("--topic", topic, "--to-earliest", "--execute")["executed"] is True
     assert seen() == {0: 0, 1: 0, 2: 0}
 
-    reset("--topic", f"{topic}:1", "--to-latest")
+    reset("--topic", f"{topic}:1", "--to-latest", "--execute")
     assert seen() == {0: 0, 1: 10, 2: 0}
 
-    reset("--topic", f"{topic}:0,2", "--to-offset", "7")
+    reset("--topic", f"{topic}:0,2", "--to-offset", "7", "--execute")
     assert seen() == {0: 7, 1: 10, 2: 7}
 
-    reset("--topic", topic, "--to-offset", "99")  # kept within the log, as Kafka's tool does
+    reset("--topic", topic, "--to-offset", "99", "--execute")  # kept within the log, as Kafka's tool does
     assert seen() == {0: 10, 1: 10, 2: 10}
 
     reset("--topic", topic, "--shift-by", "-3", "--execute")
     assert seen() == {0: 7, 1: 7, 2: 7}
 
-    reset("--topic", topic, "--to-datetime", iso(BASE_TS + 4000))
+    reset("--all-topics", "--shift-by", "-1", "--execute")  # the partitions the group has offsets for
+    assert seen() == {0: 6, 1: 6, 2: 6}
+
+    current = reset("--topic", topic, "--to-current", "--execute")["plan"]
+    assert [r["new_offset"] for r in current] == [6, 6, 6] and seen() == {0: 6, 1: 6, 2: 6}
+
+    reset("--topic", topic, "--to-datetime", iso(BASE_TS + 4000), "--execute")
     assert seen() == {0: 4, 1: 4, 2: 4}
 
-    reset("--topic", topic, "--to-datetime", iso(BASE_TS + 3500))  # between two records: the next one
+    reset("--topic", topic, "--to-datetime", iso(BASE_TS + 3500), "--execute")  # between two records: the next
     assert seen() == {0: 4, 1: 4, 2: 4}
 
     local = datetime.fromtimestamp((BASE_TS + 2000) / 1000).strftime("%Y-%m-%dT%H:%M:%S")  # no zone: local time
-    reset("--topic", topic, "--to-datetime", local)
+    reset("--topic", topic, "--to-datetime", local, "--execute")
     assert seen() == {0: 2, 1: 2, 2: 2}
 
-    reset("--topic", topic, "--to-datetime", iso(BASE_TS + 3_600_000))  # after every record: the end
+    reset("--topic", topic, "--to-datetime", iso(BASE_TS + 3_600_000), "--execute")  # after every record: the end
     assert seen() == {0: 10, 1: 10, 2: 10}
+
+    # --by-duration: now minus the duration. The records are stamped 2026-01-01 + i s.
+    age = datetime.now(UTC) - datetime.fromtimestamp((BASE_TS + 6000) / 1000, tz=UTC)
+    reset("--topic", topic, "--by-duration", f"PT{int(age.total_seconds()) + 1}S", "--execute")
+    assert seen() == {0: 6, 1: 6, 2: 6}
+    reset("--topic", topic, "--by-duration", "PT1H", "--execute")  # nothing that recent: the end
+    assert seen() == {0: 10, 1: 10, 2: 10}
+
+
+def test_to_current_moves_partitions_without_an_offset_to_the_log_end(
+    broker: str, cli: Callable[..., Any], unique: str
+) -> None:
+    """Kafka's ConsumerGroupCommand.prepareOffsetsToReset for --to-current."""
+    topic, group = f"t-{unique}", f"g-{unique}"
+    make_topic(broker, topic, partitions=2, messages=5)
+    commit(broker, group, topic, {0: 2})
+    r = cli(
+        "offsets",
+        "reset",
+        "--group",
+        group,
+        "--topic",
+        topic,
+        "--to-current",
+        "--execute",
+        "--bootstrap-server",
+        broker,
+    )
+    assert r.code == 0, r.err
+    assert restarted_view(broker, group, topic, 2) == {0: (2, 2), 1: (5, 5)}
+
+
+def test_export_then_from_file_round_trip(broker: str, cli: Callable[..., Any], unique: str, tmp_path: Any) -> None:
+    """--export prints Kafka's CSV (topic,partition,offset for one group; group,topic,partition,offset for
+    several) and --from-file reads it back."""
+    topic, g1, g2 = f"t-{unique}", f"g1-{unique}", f"g2-{unique}"
+    make_topic(broker, topic, partitions=2, messages=8)
+    commit(broker, g1, topic, {0: 3, 1: 4})
+    commit(broker, g2, topic, {0: 1, 1: 1})
+
+    one = cli(
+        "offsets", "reset", "--group", g1, "--all-topics", "--to-current", "--export", "--bootstrap-server", broker
+    )
+    assert one.code == 0 and one.out == f"{topic},0,3\n{topic},1,4\n"
+    assert "preview only" in one.err  # on stderr: the CSV on stdout stays clean
+
+    both = cli(
+        "offsets", "reset", "--group", g1, "--group", g2, "--all-topics", "--to-earliest", "--export",
+        "--bootstrap-server", broker,
+    )  # fmt: skip
+    assert both.code == 0 and both.out.splitlines() == [f"{g1},{topic},0,0", f"{g1},{topic},1,0",
+                                                        f"{g2},{topic},0,0", f"{g2},{topic},1,0"]  # fmt: skip
+
+    plan = tmp_path / "plan.csv"
+    plan.write_text(one.out.replace(f"{topic},0,3", f"{topic},0,7"))
+    r = cli("offsets", "reset", "--group", g2, "--from-file", str(plan), "--execute", "--bootstrap-server", broker)
+    assert r.code == 0, r.err
+    assert restarted_view(broker, g2, topic, 2) == {0: (7, 7), 1: (4, 4)}
+
+    plan.write_text(f"{g1},{topic},1,8\n{g2},{topic},1,2\n")
+    r = cli(
+        "offsets", "reset", "--group", g1, "--group", g2, "--from-file", str(plan), "--execute",
+        "--bootstrap-server", broker,
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    assert restarted_view(broker, g1, topic, 2)[1] == (8, 8)
+    assert restarted_view(broker, g2, topic, 2)[1] == (2, 2)
+
+
+def test_all_groups_refuses_when_one_group_is_active(
+    groupd_broker: GroupdBroker, cli: Callable[..., Any], members: Callable[..., Member], unique: str
+) -> None:
+    broker = groupd_broker.bootstrap  # a broker of its own: --all-groups sees no other test's groups
+    topic, idle, live = f"t-{unique}", f"idle-{unique}", f"live-{unique}"
+    make_topic(broker, topic, partitions=1, messages=3)
+    commit(broker, idle, topic, {0: 3})
+    members("kafka-python", broker, live, topic)
+    wait_balanced(broker, live, topic, 1, 1)
+    r = cli(
+        "offsets", "reset", "--all-groups", "--topic", topic, "--to-earliest", "--execute", "--bootstrap-server", broker
+    )
+    assert r.code == 1
+    assert f"'{live}': it is Stable" in r.err and "Assignments can only be reset if the group is inactive" in r.err
+    assert restarted_view(broker, idle, topic, 1)[0][0] == 3  # nothing was committed for any group
 
 
 def test_reset_is_seen_by_a_restarted_subscriber(broker: str, cli: Callable[..., Any], unique: str) -> None:
@@ -368,8 +441,12 @@ def test_reset_is_seen_by_a_restarted_subscriber(broker: str, cli: Callable[...,
 
     assert read(6) == [0, 1, 2, 3, 4, 5]
     wait_state(broker, group, "EMPTY")
-    r = cli("offsets", "reset", "--group", group, "--topic", topic, "--to-offset", "2", "--bootstrap-server", broker)
+    r = cli(
+        "offsets", "reset", "--group", group, "--topic", topic, "--to-offset", "2", "--execute",
+        "--bootstrap-server", broker,
+    )  # fmt: skip
     assert r.code == 0, r.err
+    assert r.out.splitlines()[0].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"]
     assert r.out.splitlines()[1].split() == [group, topic, "0", "6", "2"]
     assert read(4) == [2, 3, 4, 5]
 
@@ -383,20 +460,34 @@ def test_reset_of_an_active_group_is_refused(
     members("kafka-python", broker, group, topic)
     wait_balanced(broker, group, topic, 1, 1)
 
-    r = cli("offsets", "reset", "--group", group, "--topic", topic, "--to-earliest", "--bootstrap-server", broker)
+    r = cli(
+        "offsets", "reset", "--group", group, "--topic", topic, "--to-earliest", "--execute",
+        "--bootstrap-server", broker,
+    )  # fmt: skip
     assert r.code == 1
     assert "it is Stable" in r.err and "Empty or Dead" in r.err and r.err.count("\n") == 1
+    assert "Assignments can only be reset if the group is inactive" in r.err
     assert r.out == ""
     assert restarted_view(broker, group, topic, 1)[0][0] == 3
 
 
-def test_reset_of_a_group_that_does_not_exist_creates_its_offsets(
+def test_reset_of_a_group_that_does_not_exist_needs_allow_new_group(
     broker: str, cli: Callable[..., Any], unique: str
 ) -> None:
-    """Like Kafka's tool: a Dead (never seen) group may be given offsets before its first consumer starts."""
+    """The issue's `--group nosuch` exited 0 and created a group with offsets: a typo must not do that.
+    Asked for, a group may be given offsets before its first consumer starts (Kafka's tool allows it)."""
     topic, group = f"t-{unique}", f"g-{unique}"
     make_topic(broker, topic, partitions=2, messages=4)
-    r = cli("offsets", "reset", "--group", group, "--topic", topic, "--to-latest", "--bootstrap-server", broker)
+    argv = ["offsets", "reset", "--group", group, "--topic", topic, "--to-latest", "--execute"]
+    r = cli(*argv, "--bootstrap-server", broker)
+    assert r.code == 1
+    assert r.err == (
+        f"groupd: consumer group '{group}' does not exist; add --allow-new-group to give a new group offsets\n"
+    )
+    assert group not in cli("groups", "list", "--bootstrap-server", broker).out
+    assert [c for c, _ in restarted_view(broker, group, topic, 2).values()] == [None, None]
+
+    r = cli(*argv, "--allow-new-group", "--bootstrap-server", broker)
     assert r.code == 0, r.err
     assert restarted_view(broker, group, topic, 2) == {0: (4, 4), 1: (4, 4)}
 
@@ -407,6 +498,7 @@ def test_reset_of_a_group_that_does_not_exist_creates_its_offsets(
         (["--topic", "missing-topic-xyz", "--to-earliest"], "topic 'missing-topic-xyz' does not exist"),
         (["--topic", "{topic}:5", "--to-earliest"], "has no partition 5"),
         (["--topic", "{topic}", "--shift-by", "1"], "without a committed offset"),
+        (["--all-topics", "--to-earliest"], "has no committed offsets: name topics with --topic"),
     ],
 )
 def test_reset_explains_what_is_wrong(
@@ -419,6 +511,7 @@ def test_reset_explains_what_is_wrong(
         "reset",
         "--group",
         f"g-{unique}",
+        "--allow-new-group",
         *[a.format(topic=topic) for a in args],
         "--bootstrap-server",
         broker,
@@ -432,13 +525,16 @@ def test_reset_explains_what_is_wrong(
     [
         (["--to-datetime", "yesterday"], "expected ISO-8601"),
         (["--topic", "t:x", "--to-earliest"], "partitions must be integers"),
+        (["--by-duration", "1 hour"], "expected an ISO-8601 duration"),
+        (["--from-file", "/nonexistent/plan.csv"], "cannot read --from-file"),
+        (["--topic", "t", "--from-file", "x.csv"], "--from-file names its own partitions"),
     ],
 )
 def test_reset_bad_input_is_a_usage_error(
     broker: str, cli: Callable[..., Any], unique: str, args: list[str], message: str
 ) -> None:
     argv = ["offsets", "reset", "--group", f"g-{unique}", "--bootstrap-server", broker]
-    if "--topic" not in args:
+    if "--topic" not in args and "--from-file" not in args:
         argv += ["--topic", "t"]
     r = cli(*argv, *args)
     assert r.code == 2

@@ -1,30 +1,36 @@
 """The Docker image without Docker (it cannot run here): docker/Dockerfile is parsed, its build
 steps are done in their local equivalent (the COPY'd paths into a build directory, ``pip wheel``,
-``pip install`` of the wheel into a fresh venv), and its exact CMD and HEALTHCHECK are run, with only
-the listen address, port and data directory swapped for test ones. The compose demo's script runs
-against a real broker too.
+``pip install`` of the wheel into a fresh venv), and its exact CMD and HEALTHCHECK are run with the
+image's ENV, where only the listen address, port and data directory are overridden by environment
+variables (as ``docker run -e`` would). The compose file's groupd environment (an internal and an
+external listener) is run the same way, and the compose demo's script runs against a real broker.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 import tomllib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
+from groupd.broker.settings import Config
 from groupd.ops.kafka_client import KafkaClient
 from groupd.ops.pytest_plugin import GroupdBroker
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 
 pytestmark = pytest.mark.e2e
 
@@ -87,9 +93,25 @@ def env_of(stage: Stage) -> dict[str, str]:
     return env
 
 
-def swap(argv: list[str], flag: str, value: str) -> list[str]:
-    i = argv.index(flag)
-    return [*argv[: i + 1], value, *argv[i + 2 :]]
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def compose_environment(text: str, service: str = "groupd") -> dict[str, str]:
+    """The ``environment:`` mapping of one service of docker/compose.yaml (no YAML library here)."""
+    env: dict[str, str] = {}
+    in_service = in_env = False
+    for line in text.splitlines():
+        if re.match(r"^  \S", line):
+            in_service, in_env = line.strip() == f"{service}:", False
+        elif in_service and re.match(r"^    \S", line):
+            in_env = line.strip() == "environment:"
+        elif in_service and in_env and re.match(r"^      \S", line):
+            key, _, value = line.strip().partition(":")
+            env[key] = value.strip().strip('"')
+    return env
 
 
 @pytest.fixture(scope="module")
@@ -103,19 +125,30 @@ def test_the_image_is_what_the_issue_asks_for(stages: list[Stage]) -> None:
     assert final.last("USER") not in ("root", "0", "")
     assert final.last("VOLUME") == "/data"
     assert final.last("EXPOSE") == "9092"
-    assert "GROUPD_ADVERTISED_HOST" in env_of(final)
-    cmd = exec_form(final.last("CMD"))
-    assert cmd[:2] == ["groupd", "serve"]
-    assert cmd[cmd.index("--host") + 1] == "0.0.0.0"
-    assert cmd[cmd.index("--data-dir") + 1] == "/data"
+    env = env_of(final)
+    # The settings are ENV defaults and CMD carries no flag, so every GROUPD_* variable is honoured
+    # (a flag beats the environment: the issue's "CMD flags override them").
+    assert exec_form(final.last("CMD")) == ["groupd", "serve"]
+    assert {k: env[k] for k in ("GROUPD_HOST", "GROUPD_PORT", "GROUPD_DATA_DIR", "GROUPD_LOG_FORMAT")} == {
+        "GROUPD_HOST": "0.0.0.0",
+        "GROUPD_PORT": "9092",
+        "GROUPD_DATA_DIR": "/data",
+        "GROUPD_LOG_FORMAT": "json",
+    }
+    settings = {"GROUPD_" + f.name.upper() for f in dataclasses.fields(Config)}
+    assert {k for k in env if k.startswith("GROUPD_")} <= settings  # no variable that nothing reads
     health = final.last("HEALTHCHECK")
-    assert exec_form(health.partition(" CMD ")[2])[:2] == ["groupd", "healthcheck"]
+    assert exec_form(health.partition(" CMD ")[2])[:3] == ["groupd", "healthcheck", "--local"]
 
     # Every folder the wheel is built from is copied into the build stage.
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     folders = set(pyproject["tool"]["setuptools"]["package-dir"].values())
     copied = {src for arg in build.all("COPY") for src in arg.split()[:-1]}
     assert folders <= copied, f"docker/Dockerfile does not COPY {sorted(folders - copied)}"
+
+    compose = compose_environment((DOCKER / "compose.yaml").read_text())
+    assert {"GROUPD_LISTENERS", "GROUPD_LISTENER_SECURITY_PROTOCOL_MAP", "GROUPD_ADVERTISED_LISTENERS"} <= set(compose)
+    assert set(compose) <= settings
 
 
 @pytest.fixture(scope="module")
@@ -161,30 +194,42 @@ def image_env(stages: list[Stage]) -> dict[str, str]:
     return env
 
 
+@dataclass
+class Container:
+    proc: subprocess.Popen[bytes]
+    listening: dict[str, Any]
+    env: dict[str, str]
+    data: Path
+    lines: list[dict[str, Any]]
+
+
 @pytest.fixture
-def container(stages: list[Stage], installed: Path, image_env: dict[str, str], tmp_path: Path) -> Iterator[dict]:
-    """The image's CMD, run from the fresh venv on 127.0.0.1 and a free port."""
-    data = tmp_path / "data"
-    data.mkdir()
-    cmd = exec_form(stages[-1].last("CMD"))
-    cmd = swap(swap(swap(cmd, "--host", "127.0.0.1"), "--port", "0"), "--data-dir", str(data))
-    assert cmd[cmd.index("--log-format") + 1] == "json"  # the listening line is read as JSON
-    cmd[0] = str(installed / "bin" / cmd[0])
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=data, env=image_env)
-    try:
+def run_image(
+    stages: list[Stage], installed: Path, image_env: dict[str, str], tmp_path: Path
+) -> Iterator[Callable[..., Container]]:
+    """The image's CMD, run from the fresh venv with the image's ENV plus ``overrides`` (``docker run
+    -e``): the test's data directory and, unless given, GROUPD_HOST=127.0.0.1 and a free GROUPD_PORT."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def run(**overrides: str) -> Container:
+        data = tmp_path / f"data{len(started)}"
+        data.mkdir()
+        env = {**image_env, "GROUPD_HOST": "127.0.0.1", "GROUPD_PORT": str(free_port()), "GROUPD_DATA_DIR": str(data)}
+        env.update(overrides)
+        cmd = exec_form(stages[-1].last("CMD"))
+        cmd[0] = str(installed / "bin" / cmd[0])
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=data, env=env)
+        started.append(proc)
         assert proc.stdout is not None
-        listening = None
+        lines = []
         for line in proc.stdout:  # ends when the daemon exits: no wait of our own can hang here
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("event") == "groupd_listening":
-                listening = event
-                break
-        assert listening, f"the image's CMD did not start (exit {proc.wait(10)})"
-        yield {"proc": proc, "listening": listening, "port": int(listening["listen"].rsplit(":", 1)[1])}
-    finally:
+            lines.append(json.loads(line))  # JSON logs (GROUPD_LOG_FORMAT from the image): every line
+            if lines[-1].get("event") == "groupd_listening":
+                return Container(proc, lines[-1], env, data, lines)
+        raise AssertionError(f"the image's CMD did not start (exit {proc.wait(10)}): {lines}")
+
+    yield run
+    for proc in started:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -196,17 +241,24 @@ def container(stages: list[Stage], installed: Path, image_env: dict[str, str], t
             proc.stdout.close()
 
 
-def test_cmd_and_healthcheck_of_the_installed_wheel(
-    stages: list[Stage], installed: Path, image_env: dict[str, str], container: dict
-) -> None:
-    port = container["port"]
-    # The advertised host comes from the image's GROUPD_ADVERTISED_HOST.
-    assert container["listening"]["advertised"] == f"{image_env['GROUPD_ADVERTISED_HOST']}:{port}"
-
+def healthcheck(stages: list[Stage], installed: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The image's HEALTHCHECK, exactly, in the container's environment."""
     health = exec_form(stages[-1].last("HEALTHCHECK").partition(" CMD ")[2])
-    health = swap(health, "--bootstrap-server", f"127.0.0.1:{port}")
     health[0] = str(installed / "bin" / health[0])
-    ok = subprocess.run(health, capture_output=True, text=True, env=image_env, timeout=60, check=False)
+    return subprocess.run(health, capture_output=True, text=True, env=env, timeout=60, check=False)
+
+
+def test_cmd_and_healthcheck_of_the_installed_wheel(
+    stages: list[Stage], installed: Path, image_env: dict[str, str], run_image: Callable[..., Container]
+) -> None:
+    c = run_image()
+    port = int(c.env["GROUPD_PORT"])
+    assert c.listening["listen"] == f"127.0.0.1:{port}"  # GROUPD_HOST and GROUPD_PORT, not a CMD flag
+    # The advertised host comes from the image's GROUPD_ADVERTISED_HOST.
+    assert c.listening["advertised"] == f"{image_env['GROUPD_ADVERTISED_HOST']}:{port}"
+    assert c.listening["data_dir"] == str(c.data)
+
+    ok = healthcheck(stages, installed, c.env)  # finds the port through GROUPD_PORT
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith(f"ok: 127.0.0.1:{port} answered ApiVersions")
 
@@ -220,12 +272,81 @@ def test_cmd_and_healthcheck_of_the_installed_wheel(
         assert [g.group_id for g in client.list_groups()] == ["image-smoke"]
 
     # The healthcheck fails once the daemon is gone (SIGTERM: a graceful stop, exit 0).
-    proc = container["proc"]
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(15) == 0
-    down = subprocess.run(health, capture_output=True, text=True, env=image_env, timeout=60, check=False)
+    c.proc.send_signal(signal.SIGTERM)
+    assert c.proc.wait(15) == 0
+    down = healthcheck(stages, installed, c.env)
     assert down.returncode == 1
     assert down.stderr.startswith("groupd: cannot connect")
+
+
+def test_every_groupd_variable_reaches_the_daemon(
+    stages: list[Stage], installed: Path, run_image: Callable[..., Container]
+) -> None:
+    """What `docker run -e GROUPD_...` sets wins over the image's defaults: here the partitions of
+    auto-created topics, the log level and the broker id."""
+    c = run_image(GROUPD_NUM_PARTITIONS="3", GROUPD_LOG_LEVEL="debug", GROUPD_NODE_ID="7")
+    assert c.listening["node_id"] == 7
+    bootstrap = c.listening["listen"]
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        assert producer.partitions_for("env-topic") == {0, 1, 2}  # auto-created with GROUPD_NUM_PARTITIONS
+    finally:
+        producer.close()
+    assert healthcheck(stages, installed, c.env).returncode == 0
+    c.proc.send_signal(signal.SIGTERM)
+    assert c.proc.wait(15) == 0
+    assert c.proc.stdout is not None
+    rest = [json.loads(line) for line in c.proc.stdout]
+    assert any(e.get("level") == "debug" for e in c.lines + rest)
+
+
+def test_compose_listeners_internal_and_external(
+    stages: list[Stage], installed: Path, run_image: Callable[..., Container]
+) -> None:
+    """compose.yaml's groupd environment: clients on the host (EXTERNAL, published) are told
+    localhost:<port>, clients on the compose network (INTERNAL) groupd:<port>, both over PLAINTEXT;
+    the healthcheck finds the daemon through the same variables. Only the ports are swapped for
+    free ones (and 0.0.0.0 for 127.0.0.1)."""
+    env = compose_environment((DOCKER / "compose.yaml").read_text())
+    ports = {"9092": str(free_port()), "19092": str(free_port())}
+    for key in ("GROUPD_LISTENERS", "GROUPD_ADVERTISED_LISTENERS"):
+        env[key] = re.sub(r":(9092|19092)\b", lambda m: ":" + ports[m.group(1)], env[key]).replace(
+            "0.0.0.0", "127.0.0.1"
+        )
+    c = run_image(**env)
+    ext, internal = int(ports["9092"]), int(ports["19092"])
+    assert c.listening["listeners"] == [f"EXTERNAL://127.0.0.1:{ext}", f"INTERNAL://127.0.0.1:{internal}"]
+
+    for port, seen in ((ext, ("localhost", ext)), (internal, ("groupd", internal))):
+        with KafkaClient(f"127.0.0.1:{port}") as client:
+            assert client.metadata([]).brokers == {1: seen}
+            _, found = client.any_connection().send("FindCoordinator", {"key": "billing", "key_type": 0}, 3)
+            assert (found["error_code"], found["host"], found["port"]) == (0, *seen)
+
+    # A real consumer group on the host side: bootstrap, metadata and coordinator all via localhost.
+    producer = KafkaProducer(bootstrap_servers=f"localhost:{ext}")
+    producer.send("orders", b"o-1").get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(
+        "orders", bootstrap_servers=f"localhost:{ext}", group_id="billing", auto_offset_reset="earliest"
+    )
+    try:
+        records: list[Any] = []
+        deadline = time.monotonic() + 30
+        while not records and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=1000).values():
+                records += batch
+        assert [r.value for r in records] == [b"o-1"]
+        consumer.commit()
+    finally:
+        consumer.close()
+    with KafkaClient(f"127.0.0.1:{ext}") as client:  # compose's GROUPD_NUM_PARTITIONS=3 holds too
+        committed = client.committed_offsets("billing")
+        assert sorted(committed) == [("orders", 0), ("orders", 1), ("orders", 2)] and sum(committed.values()) == 1
+
+    ok = healthcheck(stages, installed, c.env)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith(f"ok: 127.0.0.1:{ext} answered ApiVersions")
 
 
 def test_compose_demo_consumer_group(groupd_broker_session: GroupdBroker, tmp_path: Path) -> None:

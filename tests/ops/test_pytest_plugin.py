@@ -183,7 +183,7 @@ def test_unknown_settings_are_refused(tmp_path: Path) -> None:
 
 def test_the_readme_example_runs(pytester: pytest.Pytester) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("## Testing with groupd: the pytest plugin", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("### The pytest plugin", 1)[1].split("\n## ", 1)[0]
     example = section.split("```python\n", 1)[1].split("```", 1)[0]
     pytester.makeini(INNER_INI)
     pytester.makepyfile(test_readme=example)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from groupd.security.auth import PlainMechanism, ScramServerMechanism
-from groupd.security.listeners import certificate_cn, parse_listeners, server_ssl_context
+from groupd.security.listeners import certificate_cn, endpoint, parse_listeners, server_ssl_context
 from groupd.security.scram import CredentialStore, SaslError, ScramCredential, make_credential, parse_plain, toml_entry
 
 from groupd import config
@@ -200,6 +200,43 @@ def test_listeners_parse_and_default() -> None:
 def test_listeners_refuse_bad_values(value: str) -> None:
     with pytest.raises(ValueError):
         parse_listeners(config.Config(listeners=value))
+
+
+def test_named_listeners_share_a_protocol() -> None:
+    """Kafka's listener.security.protocol.map and advertised.listeners: an internal and an external
+    PLAINTEXT listener, each advertising its own endpoint (the Docker compose set-up)."""
+    got = parse_listeners(
+        config.Config(
+            listeners="EXTERNAL://0.0.0.0:9092,internal://0.0.0.0:19092,SSL://:9093",
+            listener_security_protocol_map="INTERNAL:PLAINTEXT, EXTERNAL:PLAINTEXT",
+            advertised_listeners="EXTERNAL://localhost:9092,INTERNAL://groupd:29092",
+            advertised_host="fallback.test",
+        )
+    )
+    assert [(li.name, li.protocol, li.host, li.port, li.advertised_host, li.advertised_port) for li in got] == [
+        ("EXTERNAL", "PLAINTEXT", "0.0.0.0", 9092, "localhost", 9092),
+        ("INTERNAL", "PLAINTEXT", "0.0.0.0", 19092, "groupd", 29092),
+        ("SSL", "SSL", "127.0.0.1", 9093, "fallback.test", 0),
+    ]
+    assert [str(li) for li in got] == ["EXTERNAL://0.0.0.0:9092", "INTERNAL://0.0.0.0:19092", "SSL://127.0.0.1:9093"]
+    assert [endpoint(li, got[0]) for li in got] == [("localhost", 9092), ("groupd", 29092), ("fallback.test", 9093)]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"listeners": "INTERNAL://h:1"}, "not named in --listener-security-protocol-map"),
+        ({"listeners": "A://h:1,A://h:2", "listener_security_protocol_map": "A:SSL"}, "given twice"),
+        ({"listeners": "A://h:1", "listener_security_protocol_map": "A:TLS"}, "expected NAME:PROTOCOL"),
+        ({"listeners": "SSL://h:1", "listener_security_protocol_map": "SSL:PLAINTEXT"}, "cannot mean"),
+        ({"listeners": "PLAINTEXT://h:1", "advertised_listeners": "OTHER://x:1"}, "do not exist: OTHER"),
+        ({"advertised_listeners": "PLAINTEXT://x:1"}, "needs --listeners"),
+        ({"listeners": "PLAINTEXT://h:1", "advertised_listeners": "PLAINTEXT://x"}, "expected NAME://host:port"),
+    ],
+)
+def test_named_listeners_refuse_bad_values(settings: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_listeners(config.Config(**settings))
 
 
 def test_ssl_context_needs_certificates() -> None:
