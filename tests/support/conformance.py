@@ -294,7 +294,7 @@ async def _aiokafka_autocommit(
     bootstrap: str, group: str, topic: str, name: str, opts: dict[str, Any], sink: Sink, stop: Any
 ) -> None:
     """aiokafka as its documentation's simplest group consumer: every setting at its default
-    (auto-commit every 5 s and before rejoining, 10 s sessions, 3 s heartbeats, range assignor)
+    (auto-commit every 5 s and before rejoining, 10 s sessions, 3 s heartbeats, round-robin assignor)
     except ``auto_offset_reset="earliest"`` (the topic is filled before the group starts). Records
     are taken one at a time, which aiokafka's docs give as the way auto-commit is at-least-once;
     ``record_sleep`` seconds of (asynchronous) work each. The commits are aiokafka's own, not reported."""
