@@ -667,8 +667,8 @@ def test_aiokafka_defaults_consume_everything_after_the_busiest_member_is_sigkil
     """The shape of the reported stall: one member forms the group alone, two more join in the next
     generation, ~5 ms of work per record, the member holding most partitions is SIGKILLed halfway.
     Its partitions go to the survivors after its 10 s session, from the offsets it auto-committed
-    (mid-batch: each partition was produced as a few large batches), and every record is processed
-    at least once. Guards the survivors' OffsetFetch, ListOffsets and Fetch answers after the
+    (usually inside a stored batch: the producer lingers), and every record is processed at least
+    once. Guards the survivors' OffsetFetch, ListOffsets and Fetch answers after the
     rebalances; the stall itself came from aiokafka's batch semantics (next test)."""
     partitions, n = 4, 1200
     topic = _create(groupd.bootstrap, f"c6-{unique}", partitions)
