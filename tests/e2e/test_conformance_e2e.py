@@ -8,6 +8,8 @@ confluent-kafka (and kcat), against a real ``groupd serve``.
    committed offsets; duplicates only from after the last acknowledged commit.
 4. CreatePartitions on a subscribed topic: the new partitions are assigned and consumed.
 5. kcat ``-G`` as a balanced group member alongside a Python consumer.
+6. aiokafka at default settings (auto-commit), the busiest of three members SIGKILLed, and why
+   such a group "stalls" when it processes whole ``getmany()`` batches (issue 16, item 14).
 
 Every consumer "processes" a record by reporting it and then commits exactly what it processed
 (``tests/support/conformance.py``). Stabilization times after each membership change of scenario 2
@@ -29,7 +31,7 @@ import pytest
 
 from tests.support.conformance import KINDS, Commit, ProcessWorker, Recorder, ThreadWorker, commit_decreases
 from tests.support.daemon import GroupdProcess
-from tests.support.groups import forget_admin, wait_balanced
+from tests.support.groups import admin_for, forget_admin, wait_balanced
 
 pytestmark = pytest.mark.e2e
 
@@ -653,3 +655,133 @@ def test_kcat_balanced_consumer_alongside_python(
     assert sorted(both) == sorted(want | want2)
     assert [v for v, n in both.items() if n > 1] == [], "kcat's committed offsets were not honoured"
     assert rec.errors == [] and rec.failed_commits() == []
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. aiokafka at its default settings, the busiest member SIGKILLed (issue 16, item 14)
+
+
+def test_aiokafka_defaults_consume_everything_after_the_busiest_member_is_sigkilled(
+    groupd: GroupdProcess, unique: str, cleanup: list[ThreadWorker | ProcessWorker]
+) -> None:
+    """The shape of the reported stall: one member forms the group alone, two more join in the next
+    generation, ~5 ms of work per record, the member holding most partitions is SIGKILLed halfway.
+    Its partitions go to the survivors after its 10 s session, from the offsets it auto-committed
+    (usually inside a stored batch: the producer lingers), and every record is processed at least
+    once. Guards the survivors' OffsetFetch, ListOffsets and Fetch answers after the
+    rebalances; the stall itself came from aiokafka's batch semantics (next test)."""
+    partitions, n = 4, 1200
+    topic = _create(groupd.bootstrap, f"c6-{unique}", partitions)
+    group = f"c6-{unique}"
+    sent = _produce(groupd.bootstrap, topic, 0, n, partitions=partitions)
+    rec = Recorder()
+
+    def member(name: str) -> ProcessWorker:
+        w = ProcessWorker("aiokafka-autocommit", groupd.bootstrap, group, topic, name, rec, record_sleep=0.005)
+        cleanup.append(w)
+        return w
+
+    workers = [member("m0")]
+    _wait(lambda: len(rec.current_assignment("m0")) == partitions, 20, lambda: "m0 never held the whole topic")
+    workers += [member("m1"), member("m2")]
+    wait_balanced(groupd.bootstrap, group, topic, 3, partitions, timeout=20)
+    _wait(lambda: len(rec.distinct()) >= n // 2, 20, lambda: f"only {len(rec.distinct())} processed")
+    busiest = max(workers, key=lambda w: len(rec.current_assignment(w.name)))
+    held = rec.current_assignment(busiest.name)
+    busiest.kill()
+    at_kill = len(rec.distinct())
+    _wait_all_processed(rec, _ids(sent), 30)
+    survivors = [w for w in workers if w is not busiest]
+    wait_balanced(groupd.bootstrap, group, topic, 2, partitions, timeout=10)
+    _close_all(survivors)  # a graceful stop commits the final positions (aiokafka's last auto-commit)
+
+    _check_processed_match_sent(rec, sent)
+    assert rec.errors == []
+    assert len(held) == 2 and at_kill < n
+    # The survivors took over what the killed member had not finished (and read it to the end).
+    taken = {r.partition for r in rec.snapshot() if r.member != busiest.name and r.partition in held}
+    assert taken, f"{busiest.name} had finished {sorted(held)} before it was killed"
+    tps = admin_offsets(groupd.bootstrap, group)
+    assert tps == {p: len(msgs) for p, msgs in sent.items()}
+    print(f"\n[aiokafka defaults] {busiest.name} killed holding {sorted(held)} at {at_kill}/{n} processed")
+
+
+def admin_offsets(bootstrap: str, group: str) -> dict[int, int]:
+    """The group's committed offsets as OffsetFetch answers them (librdkafka's admin client)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    fut = admin_for(bootstrap).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    return {tp.partition: tp.offset for tp in fut.result(timeout=15).topic_partitions}
+
+
+def test_aiokafka_getmany_autocommit_commits_a_batch_handed_out_but_not_yet_processed(
+    groupd: GroupdProcess, unique: str
+) -> None:
+    """Why default-settings aiokafka consumers of a pre-filled topic "stall" when they process what
+    ``getmany()`` returns: the first member alone gets every partition and one ``getmany()`` hands
+    it every record (one Fetch answer carries all four partitions, as Kafka's does: 1 MiB per
+    partition, 50 MiB per answer). Handing records out moves the positions. A member joining
+    starts a rebalance, which aiokafka runs in a background task while the application is still
+    working through the batch; before rejoining it auto-commits the positions, i.e. records not
+    processed yet. Kafka accepts that commit (generation still current, group PreparingRebalance:
+    ``ClassicGroup.validateOffsetCommit``) and so does groupd; the newcomers start at those offsets,
+    the log end, and receive nothing. If the first member dies before it finishes the batch, those
+    records are never processed (aiokafka's docs: auto-commit is at-least-once only one record at
+    a time). Nothing in the daemon is stuck: the group is Stable and every partition is committed
+    at its end."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+
+    partitions, per = 4, 500
+    topic = _create(groupd.bootstrap, f"c6b-{unique}", partitions)
+    group = f"c6b-{unique}"
+    sent = _produce(groupd.bootstrap, topic, 0, partitions * per, partitions=partitions)
+
+    async def scenario() -> tuple[dict[int, int], dict[int, int], dict[int, int], dict[int, int], int]:
+        def consumer(name: str) -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(
+                topic, bootstrap_servers=groupd.bootstrap, group_id=group, client_id=name, auto_offset_reset="earliest"
+            )
+
+        first, newcomer = consumer("first"), consumer("newcomer")
+        await first.start()
+        try:
+            batch: dict = {}
+            for _ in range(20):
+                if not batch:
+                    batch = await first.getmany(timeout_ms=500)
+            handed = {tp.partition: msgs[-1].offset + 1 for tp, msgs in batch.items()}
+            # The newcomer's start() returns once it is in the group (it joins in the background of
+            # this loop, as a separate process would).
+            joining = asyncio.create_task(newcomer.start())
+            processed: dict[int, int] = {}
+            for tp, msgs in batch.items():
+                for m in msgs:
+                    if len(first.assignment()) < partitions:
+                        break  # revoked and reassigned while working through the batch
+                    await asyncio.sleep(0.005)
+                    processed[tp.partition] = m.offset + 1
+            await joining
+            committed = admin_offsets(groupd.bootstrap, group)
+            for _ in range(50):
+                if newcomer.assignment():
+                    break
+                await asyncio.sleep(0.1)
+            positions = {tp.partition: await newcomer.position(tp) for tp in newcomer.assignment()}
+            got = sum(map(len, (await newcomer.getmany(timeout_ms=1000)).values()))
+            return handed, processed, committed, positions, got
+        finally:
+            await newcomer.stop()
+            await first.stop()
+
+    handed, processed, committed, positions, got = asyncio.run(scenario())
+    end = {p: len(msgs) for p, msgs in sent.items()}
+    assert handed == end, "one getmany() did not hand out the whole topic"
+    assert sum(processed.values()) < sum(end.values()), "the batch was processed before the rebalance"
+    # Committed at revocation: everything handed out, not what was processed.
+    assert committed == end
+    # The newcomer starts there, at the log end: it never receives a record.
+    assert positions and all(positions[p] == end[p] for p in positions)
+    assert got == 0
+    print(f"\n[aiokafka getmany] processed {sum(processed.values())} of {sum(end.values())} before the rebalance")

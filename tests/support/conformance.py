@@ -178,6 +178,7 @@ def run_loop(
     fn: Callable[..., None] = {
         "kafka-python": _kafka_python,
         "aiokafka": lambda *a: asyncio.run(_aiokafka(*a)),
+        "aiokafka-autocommit": lambda *a: asyncio.run(_aiokafka_autocommit(*a)),
         "confluent-kafka": _confluent,
     }[kind]
     fn(bootstrap, group, topic, name, opts, sink, stop)
@@ -285,6 +286,35 @@ async def _aiokafka(
                 if pending:
                     await commit(dict(pending))
             held.update(c.assignment())
+    finally:
+        await c.stop()
+
+
+async def _aiokafka_autocommit(
+    bootstrap: str, group: str, topic: str, name: str, opts: dict[str, Any], sink: Sink, stop: Any
+) -> None:
+    """aiokafka as its documentation's simplest group consumer: every setting at its default
+    (auto-commit every 5 s and before rejoining, 10 s sessions, 3 s heartbeats, round-robin assignor)
+    except ``auto_offset_reset="earliest"`` (the topic is filled before the group starts). Records
+    are taken one at a time, which aiokafka's docs give as the way auto-commit is at-least-once;
+    ``record_sleep`` seconds of (asynchronous) work each. The commits are aiokafka's own, not reported."""
+    from aiokafka import AIOKafkaConsumer
+
+    c = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=group, client_id=name, auto_offset_reset="earliest"
+    )
+    await c.start()
+    held = _Held(name, sink)
+    work = opts.get("record_sleep", 0.0)
+    try:
+        while not stop.is_set():
+            held.update(c.assignment())
+            # One record per call, as ``async for`` takes them, but with a timeout so that a SIGTERM
+            # is noticed while idle (asyncio.wait_for around getone can drop a record on 3.11).
+            for tp, records in (await c.getmany(timeout_ms=200, max_records=1)).items():
+                await asyncio.sleep(work)
+                r = records[0]
+                sink.processed(name, tp.partition, r.offset, r.key, r.value, time.monotonic())
     finally:
         await c.stop()
 
