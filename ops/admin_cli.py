@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -59,24 +60,23 @@ class CommandError(Exception):
 # --- argument parsing ------------------------------------------------------------------------------
 
 
-def _positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {s!r}")
-    return v
+def _positive(convert: Callable[[str], float], kind: str) -> Callable[[str], Any]:
+    """An argparse ``type`` that accepts only positive values of ``convert``'s kind."""
+
+    def parse(s: str) -> Any:
+        try:
+            v = convert(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {kind}: {s!r}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {s!r}")
+        return v
+
+    return parse
 
 
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {s!r}")
-    return v
+_positive_float = _positive(float, "a number")
+_positive_int = _positive(int, "an integer")
 
 
 def _config_pair(s: str) -> tuple[str, str]:
