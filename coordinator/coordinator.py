@@ -958,6 +958,11 @@ class GroupCoordinator:
         def fail(code: int) -> None:
             self._respond(ctx, self._sync_response(code))
 
+        if v >= 5 and (ptype is None or pname is None):
+            # Mandatory from v5 (KIP-559): KafkaApis.handleSyncGroupRequest answers this before
+            # anything else, the group id and the ACL check included
+            # (SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent).
+            return fail(err.INCONSISTENT_GROUP_PROTOCOL)
         if not gid:
             return fail(err.INVALID_GROUP_ID)
         code = self._route_error(gid)

@@ -74,6 +74,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .consumer_protocol import ConsumerProtocolError, subscribed_topics
+from .routing import JAVA_HASHMAP_INITIAL_CAPACITY, java_hashmap_capacity, java_hashmap_order
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -194,6 +195,9 @@ class ClassicGroup:
     subscribed_topics: frozenset[str] | None = None
     # When the rebalance in progress started, for the duration logged at completion.
     rebalance_started_ms: int | None = None
+    # The table size of Kafka's ``members`` HashMap (it grows with the group and never shrinks):
+    # the order Kafka's members vote in, which decides ties (select_protocol).
+    members_capacity: int = JAVA_HASHMAP_INITIAL_CAPACITY
 
     # -- the state machine -------------------------------------------------------------------
 
@@ -227,6 +231,7 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        self.members_capacity = java_hashmap_capacity(len(self.members), self.members_capacity)
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         self.supported_protocols.update({name for name, _ in member.protocols})
@@ -337,15 +342,21 @@ class ClassicGroup:
         return {p for p, c in self.supported_protocols.items() if c == n}
 
     def select_protocol(self) -> str:
+        """Kafka's ``ClassicGroup.selectProtocol``, ties included.
+
+        Kafka counts the votes in a fresh ``HashMap<String, Integer>`` (members voting in the
+        iteration order of its ``members`` HashMap) and takes ``entrySet().stream().max(...)``,
+        which keeps the first of equal maxima: a tie goes to the protocol the vote map iterates
+        first -- by bucket of the protocol name's hash, then by first vote.
+        """
         if not self.members:
             raise RuntimeError(f"cannot select a protocol for empty group {self.group_id}")
         candidates = self.candidate_protocols()
-        votes: Counter[str] = Counter()
-        for member in self.members.values():
-            votes[member.vote(candidates)] += 1
-        # Counter.most_common is stable, so ties go to the protocol voted first: deterministic,
-        # where Kafka leaves ties to HashMap order.
-        return votes.most_common(1)[0][0]
+        votes: dict[str, int] = {}
+        for member_id in java_hashmap_order(self.members, self.members_capacity):
+            name = self.members[member_id].vote(candidates)
+            votes[name] = votes.get(name, 0) + 1
+        return max(java_hashmap_order(votes), key=votes.__getitem__)  # max keeps the first maximum
 
     def uses_consumer_protocol(self) -> bool:
         return self.protocol_type == CONSUMER_PROTOCOL_TYPE

@@ -135,7 +135,18 @@ _join = _single_group(
         "members": [],
     }
 )
-_sync = _single_group(lambda req: {"protocol_type": None, "protocol_name": None, "assignment": b""})
+_sync_group = _single_group(lambda req: {"protocol_type": None, "protocol_name": None, "assignment": b""})
+
+
+def _sync(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    body = req.body
+    if req.api_version >= 5 and (body.get("protocol_type") is None or body.get("protocol_name") is None):
+        # KafkaApis.handleSyncGroupRequest answers INCONSISTENT_GROUP_PROTOCOL before the ACL
+        # check; the coordinator answers it first thing, without looking at the group.
+        return handler(req)
+    return _sync_group(handler, authz, req)
+
+
 _heartbeat = _single_group(lambda req: {})
 _leave = _single_group(lambda req: {"members": []})
 
