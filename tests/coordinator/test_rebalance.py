@@ -63,6 +63,19 @@ def test_empty_group_id_is_invalid() -> None:
     assert c.last_join["error_code"] == 24
 
 
+def test_join_v7_empty_protocol_name_is_null() -> None:
+    # The JoinGroupResponse constructor: from v7 (nullable) an empty protocol name is sent as null,
+    # below v7 a null one as "".
+    for version, expected in ((6, ""), (7, None), (9, None)):
+        s = Shell()
+        c = s.client("c", protocols=[("", sub("t"))], join_version=version)
+        c.join()
+        s.advance(0)
+        assert c.last_join["error_code"] == 0, c.last_join
+        assert c.last_join["protocol_name"] == expected, version
+        assert s.group().protocol_name == ""
+
+
 def test_member_id_required_v4_only() -> None:
     s = Shell()
     ctx = s.send("JoinGroup", 4, s.client("a").join_request(), client_id="a")
