@@ -353,10 +353,19 @@ class ClassicGroup:
             raise RuntimeError(f"cannot select a protocol for empty group {self.group_id}")
         candidates = self.candidate_protocols()
         votes: dict[str, int] = {}
-        for member_id in java_hashmap_order(self.members, self.members_capacity):
-            name = self.members[member_id].vote(candidates)
+        for member in self.members.values():
+            name = member.vote(candidates)
             votes[name] = votes.get(name, 0) + 1
-        return max(java_hashmap_order(votes), key=votes.__getitem__)  # max keeps the first maximum
+        top = max(votes.values())
+        tied = [name for name, n in votes.items() if n == top]
+        if len(tied) == 1:
+            return tied[0]  # the common case needs no hashing
+        # The vote map's insertion order is the order of first votes, members voting in the order
+        # their HashMap iterates; the map then iterates by bucket, ties within a bucket by that order.
+        first_votes = dict.fromkeys(
+            self.members[mid].vote(candidates) for mid in java_hashmap_order(self.members, self.members_capacity)
+        )
+        return next(name for name in java_hashmap_order(first_votes) if votes[name] == top)
 
     def uses_consumer_protocol(self) -> bool:
         return self.protocol_type == CONSUMER_PROTOCOL_TYPE

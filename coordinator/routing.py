@@ -41,15 +41,16 @@ def java_hashmap_order(keys: Iterable[str], capacity: int | None = None) -> list
     order this does not model; no group has that many colliding protocol names or members.
     """
     ordered = list(keys)
-    cap = capacity if capacity is not None else java_hashmap_capacity(len(ordered))
-    mask = cap - 1
-
-    def bucket(key: str) -> int:
-        h = java_string_hashcode(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & mask
-
+    mask = (capacity if capacity is not None else java_hashmap_capacity(len(ordered))) - 1
     # sorted() is stable: equal buckets keep insertion order.
-    return sorted(ordered, key=bucket)
+    return sorted(ordered, key=lambda key: _spread_hash(key) & mask)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _spread_hash(key: str) -> int:
+    """HashMap.hash(key): the String hash code with its high half folded into the low one."""
+    h = java_string_hashcode(key) & 0xFFFFFFFF
+    return h ^ (h >> 16)
 
 
 def kafka_abs(n: int) -> int:
