@@ -45,11 +45,11 @@ from .timers import Deadlines
 
 # Kafka's group authorized operations (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) as
 # the bit field DescribeGroups reports when asked; groupd has no ACLs, so everything is allowed.
-# What Java's String.trim() strips from both ends.
-_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
-
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+# What Java's String.trim() strips from both ends.
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
 
 HANDLED_APIS = (
     "FindCoordinator",
