@@ -38,8 +38,9 @@ broker answers when a transactional id may not be used, and every client treats 
 (``initTransactions()`` fails with a clear exception). The retriable alternatives
 (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) would make clients retry until ``max.block.ms``
 expires and then report a timeout, which tells the user nothing. Clients look up the transaction
-coordinator first, though: FindCoordinator (coordinator/) answers a transaction key with
-INVALID_REQUEST, which kafka-python reports at once but librdkafka retries until its timeout.
+coordinator first: FindCoordinator (coordinator/) answers a transactional id with this node, as
+Kafka answers with the leader of the id's ``__transaction_state`` partition, so the refusal comes
+from InitProducerId (measured: confluent-kafka, kafka-python and aiokafka fail within 0.1 s).
 
 Fetch. Partitions are read in request order; the first partition with data may return one batch
 larger than the limits (Kafka's ``minOneMessage``), later ones stay within ``partition_max_bytes``

@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from ..protocol.errors import default_message
 from . import errors as err
 from . import listener as events
 from .config import CoordinatorConfig
@@ -46,6 +47,9 @@ from .timers import Deadlines
 # the bit field DescribeGroups reports when asked; groupd has no ACLs, so everything is allowed.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+# What Java's String.trim() strips from both ends.
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
 
 HANDLED_APIS = (
     "FindCoordinator",
@@ -381,8 +385,12 @@ class GroupCoordinator:
         members: list[dict[str, Any]] | None = None,
         skip_assignment: bool = False,
     ) -> dict[str, Any]:
-        if protocol_name is None and version < 7:
-            protocol_name = ""  # nullable only from v7
+        # The JoinGroupResponse constructor: "" below v7 where the name is null, and from v7
+        # (nullable) null where it is "".
+        if version < 7:
+            protocol_name = protocol_name or ""
+        elif protocol_name == "":
+            protocol_name = None
         return {
             "throttle_time_ms": 0,
             "error_code": error,
@@ -452,12 +460,6 @@ class GroupCoordinator:
         member_id = req.get("member_id") or ""
         instance_id = req.get("group_instance_id") if v >= 5 else None
         session_timeout = int(req.get("session_timeout_ms", 0))
-        rebalance_timeout = int(req.get("rebalance_timeout_ms", -1)) if v >= 1 else -1
-        if rebalance_timeout < 0:
-            rebalance_timeout = session_timeout  # JoinGroup v0 has one timeout for both
-        protocol_type = req.get("protocol_type") or ""
-        protocols = [(p.get("name") or "", bytes(p.get("metadata") or b"")) for p in req.get("protocols") or []]
-        waiter = Waiter(ctx, v)
         cfg = self.config
 
         def fail(code: int, mid: str = member_id) -> None:
@@ -472,19 +474,77 @@ class GroupCoordinator:
             return fail(code)
 
         group = self.groups.get(gid)
+        new_group = group is None
         if group is None:
             if member_id:
                 # A member id for a group that does not exist: it was deleted or expired under it.
                 return fail(err.UNKNOWN_MEMBER_ID)
             group = ClassicGroup(gid, E, self._now)
             self.groups[gid] = group
+        appends_before = len(self._out.appends)
+        self._join_to_group(v, req, ctx, group, member_id, instance_id, client_id, client_host)
+        if new_group and len(self._out.appends) == appends_before:
+            self._store_new_empty_group(group)
+
+    def _store_new_empty_group(self, group: ClassicGroup) -> None:
+        """Persist a group that a join created without writing anything (MEMBER_ID_REQUIRED, ...).
+
+        GroupMetadataManager.classicGroupJoinToClassicGroup: "if a group was newly created, we need
+        to append records to the log to commit the group", an empty group-metadata record
+        (GroupCoordinatorRecordHelpers.newEmptyGroupMetadataRecord), so that the group outlives a
+        restart. If the write fails Kafka reverts the group's creation (the snapshot before it):
+        here too, unless a generation has completed since, and a join still parked gets the error.
+        """
+        gid = group.group_id
+        record = GroupMetadataValue(
+            protocol_type="",
+            generation=0,
+            protocol=None,
+            leader=None,
+            current_state_timestamp=group.state_timestamp,
+        )
+
+        def done(error: int | None) -> None:
+            if error is None or self.groups.get(gid) is not group or group.generation != 0:
+                return
+            self._glog(group).warning("new_group_metadata_not_stored", error=error)
+            code = err.append_error_to_response_error(error)
+            for member in list(group.members.values()):
+                waiter = group.set_join_waiter(member, None)
+                if waiter is not None:
+                    self._respond(waiter.ctx, self._join_response(waiter.version, code, member_id=member.member_id))
+            group.transition_to(D, self._now)
+            self._forget_group(group)
+            del self.groups[gid]
+
+        self._append(gid, [(GroupMetadataKey(gid), record)], done)
+
+    def _join_to_group(
+        self,
+        v: int,
+        req: dict[str, Any],
+        ctx: Any,
+        group: ClassicGroup,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+    ) -> None:
+        gid = group.group_id
+        session_timeout = int(req.get("session_timeout_ms", 0))
+        rebalance_timeout = int(req.get("rebalance_timeout_ms", -1)) if v >= 1 else -1
+        if rebalance_timeout < 0:
+            rebalance_timeout = session_timeout  # JoinGroup v0 has one timeout for both
+        protocol_type = req.get("protocol_type") or ""
+        protocols = [(p.get("name") or "", bytes(p.get("metadata") or b"")) for p in req.get("protocols") or []]
+        waiter = Waiter(ctx, v)
 
         if not self._accept_joining_member(group, member_id):
             removed = group.remove(member_id)
             if removed is not None:
                 self._deadlines.cancel(_hb_key(gid, member_id))
                 self._unpark_removed_member(group, removed)
-            return fail(err.GROUP_MAX_SIZE_REACHED, "")
+            return self._respond(ctx, self._join_response(v, err.GROUP_MAX_SIZE_REACHED, member_id=""))
 
         ident = (
             instance_id,
@@ -967,6 +1027,11 @@ class GroupCoordinator:
         def fail(code: int) -> None:
             self._respond(ctx, self._sync_response(code))
 
+        if v >= 5 and (ptype is None or pname is None):
+            # Mandatory from v5 (KIP-559): KafkaApis.handleSyncGroupRequest answers this before
+            # anything else, the group id and the ACL check included
+            # (SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent).
+            return fail(err.INCONSISTENT_GROUP_PROTOCOL)
         if not gid:
             return fail(err.INVALID_GROUP_ID)
         code = self._route_error(gid)
@@ -1189,14 +1254,20 @@ class GroupCoordinator:
         for key in keys:
             node: Node | None = None
             message: str | None = None
-            if key_type == 0:
-                node = self.ownership.owner(self.partition_for(key))
+            if key_type in (0, 1):
+                # KafkaApis.getCoordinator: the leader of the key's partition of __consumer_offsets
+                # (a group) or of __transaction_state (a transactional id, abs(hashCode) % 50).
+                # groupd is one broker, which leads every __transaction_state partition, so a
+                # transactional id is answered with this node; what it then refuses is
+                # InitProducerId (the data plane), the way a broker refuses a transactional id.
+                node = self.ownership.owner(self.partition_for(key)) if key_type == 0 else self.ownership.local
                 code = err.NONE if node is not None else err.COORDINATOR_NOT_AVAILABLE
-            elif key_type in (1, 2):
-                code, message = (
-                    err.INVALID_REQUEST,
-                    "groupd coordinates consumer groups only (no transactions or share groups)",
-                )
+                # v1-3 carry Errors.message() (KafkaApis.handleFindCoordinatorRequestLessThanV4 and
+                # FindCoordinatorResponse.prepareOldResponse); v4's per-key message is left at its
+                # schema default, "".
+                message = default_message(code) if v < 4 else ""
+            elif key_type == 2:
+                code, message = err.INVALID_REQUEST, "groupd coordinates no share groups"
             else:
                 code, message = err.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
             answers.append(
@@ -1230,7 +1301,9 @@ class GroupCoordinator:
                 "members": [],
                 "authorized_operations": ops,
             }
-            code = err.INVALID_GROUP_ID if not gid else self._route_error(gid)
+            # "" is a group id like any other here (GroupCoordinatorService.describeGroups: only a
+            # null id, which the wire cannot carry, is INVALID_GROUP_ID).
+            code = self._route_error(gid)
             group = self.groups.get(gid) if not code else None
             if code:
                 base["error_code"] = code
@@ -1258,11 +1331,17 @@ class GroupCoordinator:
                     }
                     for m in group.members.values()
                 ]
+            if base["error_code"] != err.NONE:
+                # KafkaApis.handleDescribeGroupsRequest sets authorized operations only on the
+                # groups described without an error.
+                base["authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED
             described.append(base)
         self._respond(ctx, {"throttle_time_ms": 0, "groups": described})
 
     def _list_groups(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
-        states = {s.lower() for s in (req.get("states_filter") or [])} if v >= 4 else set()
+        # GroupMetadataManager.listGroups lower-cases and trims the state filters (String.trim:
+        # every char <= U+0020 at either end); the type filters are only lower-cased.
+        states = {s.lower().strip(_JAVA_TRIMMED) for s in (req.get("states_filter") or [])} if v >= 4 else set()
         types = {t.lower() for t in (req.get("types_filter") or [])} if v >= 5 else set()
         if any(p in self._loading for p in self.ownership.local_partitions()):
             return self._respond(
@@ -1286,10 +1365,12 @@ class GroupCoordinator:
     def _delete_groups(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
         results: list[dict[str, Any]] = []
         by_partition: dict[int, list[tuple[dict[str, Any], ClassicGroup]]] = {}
-        for gid in req.get("groups_names") or []:
+        # KafkaApis.handleDeleteGroupsRequest answers each group once (groupsNames.distinct), and
+        # "" is a group id like any other (GroupCoordinatorService.deleteGroups).
+        for gid in dict.fromkeys(req.get("groups_names") or []):
             entry = {"group_id": gid, "error_code": err.NONE}
             results.append(entry)
-            code = err.INVALID_GROUP_ID if not gid else self._route_error(gid)
+            code = self._route_error(gid)
             group = self.groups.get(gid) if not code else None
             if code:
                 entry["error_code"] = code
@@ -1297,8 +1378,6 @@ class GroupCoordinator:
                 entry["error_code"] = err.GROUP_ID_NOT_FOUND
             elif not group.is_in(E):
                 entry["error_code"] = err.NON_EMPTY_GROUP
-            elif any(g is group for pending in by_partition.values() for _, g in pending):
-                pass  # named twice in one request
             else:
                 by_partition.setdefault(self.partition_for(gid), []).append((entry, group))
 

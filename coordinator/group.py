@@ -74,6 +74,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .consumer_protocol import ConsumerProtocolError, subscribed_topics
+from .routing import JAVA_HASHMAP_INITIAL_CAPACITY, java_hashmap_capacity, java_hashmap_order
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -194,6 +195,9 @@ class ClassicGroup:
     subscribed_topics: frozenset[str] | None = None
     # When the rebalance in progress started, for the duration logged at completion.
     rebalance_started_ms: int | None = None
+    # The table size of Kafka's ``members`` HashMap (it grows with the group and never shrinks):
+    # the order Kafka's members vote in, which decides ties (select_protocol).
+    members_capacity: int = JAVA_HASHMAP_INITIAL_CAPACITY
 
     # -- the state machine -------------------------------------------------------------------
 
@@ -227,6 +231,7 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        self.members_capacity = java_hashmap_capacity(len(self.members), self.members_capacity)
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         self.supported_protocols.update({name for name, _ in member.protocols})
@@ -337,15 +342,30 @@ class ClassicGroup:
         return {p for p, c in self.supported_protocols.items() if c == n}
 
     def select_protocol(self) -> str:
+        """Kafka's ``ClassicGroup.selectProtocol``, ties included.
+
+        Kafka counts the votes in a fresh ``HashMap<String, Integer>`` (members voting in the
+        iteration order of its ``members`` HashMap) and takes ``entrySet().stream().max(...)``,
+        which keeps the first of equal maxima: a tie goes to the protocol the vote map iterates
+        first -- by bucket of the protocol name's hash, then by first vote.
+        """
         if not self.members:
             raise RuntimeError(f"cannot select a protocol for empty group {self.group_id}")
         candidates = self.candidate_protocols()
-        votes: Counter[str] = Counter()
+        votes: dict[str, int] = {}
         for member in self.members.values():
-            votes[member.vote(candidates)] += 1
-        # Counter.most_common is stable, so ties go to the protocol voted first: deterministic,
-        # where Kafka leaves ties to HashMap order.
-        return votes.most_common(1)[0][0]
+            name = member.vote(candidates)
+            votes[name] = votes.get(name, 0) + 1
+        top = max(votes.values())
+        tied = [name for name, n in votes.items() if n == top]
+        if len(tied) == 1:
+            return tied[0]  # the common case needs no hashing
+        # The vote map's insertion order is the order of first votes, members voting in the order
+        # their HashMap iterates; the map then iterates by bucket, ties within a bucket by that order.
+        first_votes = dict.fromkeys(
+            self.members[mid].vote(candidates) for mid in java_hashmap_order(self.members, self.members_capacity)
+        )
+        return next(name for name in java_hashmap_order(first_votes) if votes[name] == top)
 
     def uses_consumer_protocol(self) -> bool:
         return self.protocol_type == CONSUMER_PROTOCOL_TYPE

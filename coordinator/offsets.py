@@ -90,7 +90,18 @@ class OffsetManager:
         topics = req.get("topics") or []
         now = self.host._now
 
-        code = self._commit_group_error(v, gid, generation, member_id, instance_id)
+        topic_partitions = self.host._topic_partitions
+        if topic_partitions is None or any(
+            0 <= int(p.get("partition_index", 0)) < (topic_partitions(t.get("name") or "") or 0)
+            for t in topics
+            for p in t.get("partitions") or []
+        ):
+            code = self._commit_group_error(v, gid, generation, member_id, instance_id)
+        else:
+            # KafkaApis.handleOffsetCommitRequest answers a commit with no existing partition
+            # without asking the coordinator: no group is created (each partition gets
+            # UNKNOWN_TOPIC_OR_PARTITION below).
+            code = err.NONE
 
         resp_topics: list[dict[str, Any]] = []
         records: list[Record] = []
@@ -98,7 +109,6 @@ class OffsetManager:
         ok_partitions: list[dict[str, Any]] = []
         # The per-partition loop runs 100 times for a typical consumer's commit: loop invariants
         # are hoisted and records are built positionally.
-        topic_partitions = self.host._topic_partitions
         max_metadata = self.host.config.offset_metadata_max_bytes
         expire = -1 if retention == -1 else now + retention
         for t in topics:
@@ -164,8 +174,9 @@ class OffsetManager:
         self.host._append(gid, records, done)
 
     def _commit_group_error(self, v: int, gid: str, generation: int, member_id: str, instance_id: str | None) -> int:
-        if not gid:
-            return err.INVALID_GROUP_ID
+        # "" is a valid group id for commits and fetches (GroupCoordinatorService.commitOffsets /
+        # fetchOffsets: "For backwards compatibility, we support offset commits for the empty
+        # groupId"); only a null id, which the wire cannot carry, is INVALID_GROUP_ID.
         code = self.host._route_error(gid)
         if code:
             return code
@@ -248,9 +259,7 @@ class OffsetManager:
         }
 
     def _fetch_group(self, gid: str, topics: list[dict[str, Any]] | None) -> tuple[int, list[dict[str, Any]]]:
-        if not gid:
-            return err.INVALID_GROUP_ID, []
-        code = self.host._route_error(gid)
+        code = self.host._route_error(gid)  # "" included (see _commit_group_error)
         if code:
             return code, []
         committed = self.offsets.get(gid, {})

@@ -20,6 +20,39 @@ def java_string_hashcode(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+# java.util.HashMap: the table starts at 16 buckets (allocated by the first put) and doubles
+# whenever the size goes past 3/4 of it; it never shrinks.
+JAVA_HASHMAP_INITIAL_CAPACITY = 16
+
+
+def java_hashmap_capacity(size: int, capacity: int = JAVA_HASHMAP_INITIAL_CAPACITY) -> int:
+    """The table size of a ``java.util.HashMap`` of ``capacity`` buckets once it holds ``size`` entries."""
+    while size > capacity * 3 // 4:
+        capacity *= 2
+    return capacity
+
+
+def java_hashmap_order(keys: Iterable[str], capacity: int | None = None) -> list[str]:
+    """``keys`` (distinct, in insertion order) in the order a ``HashMap<String, ?>`` iterates them.
+
+    The bucket of a key is ``(h ^ (h >>> 16)) & (capacity - 1)`` with ``h = String.hashCode()``;
+    buckets are walked in index order and a bucket's chain in insertion order (a resize splits
+    chains without reordering them). Bins of 8+ keys in a table of 64+ buckets become trees whose
+    order this does not model; no group has that many colliding protocol names or members.
+    """
+    ordered = list(keys)
+    mask = (capacity if capacity is not None else java_hashmap_capacity(len(ordered))) - 1
+    # sorted() is stable: equal buckets keep insertion order.
+    return sorted(ordered, key=lambda key: _spread_hash(key) & mask)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _spread_hash(key: str) -> int:
+    """HashMap.hash(key): the String hash code with its high half folded into the low one."""
+    h = java_string_hashcode(key) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
 def kafka_abs(n: int) -> int:
     return 0 if n == -(2**31) else abs(n)
 

@@ -7,7 +7,9 @@ records by (log partition, log offset) replays its history exactly as the coordi
 
 *Generations.* The coordinator writes a group-metadata record when a generation's assignment is
 persisted (the end of SyncGroup), when a static member replaces its old member id within the same
-generation, and when the group becomes Empty; a tombstone when the group is deleted. A generation
+generation, and when the group becomes Empty; a tombstone when the group is deleted. (An empty
+generation-0 record, which Kafka 4 writes when a join creates a group, is the group's creation and
+starts no generation.) A generation
 is therefore a *run* of consecutive group-metadata records carrying the same generation number (a
 tombstone ends a run; a group deleted and created again starts counting anew, and its new
 generations are new runs). Per run: the first record says when it started (``started_at``: the
@@ -132,7 +134,11 @@ def offset_commits(raw: DataFrame) -> DataFrame:
 
 
 def generations(raw: DataFrame) -> DataFrame:
-    gm = raw.where(F.col("record_type") == GROUP_METADATA).select(
+    # Kafka 4 writes an empty generation-0 record when a join creates a group and writes nothing
+    # else (GroupMetadataManager.classicGroupJoinToClassicGroup, newEmptyGroupMetadataRecord): the
+    # group's creation, not a generation.
+    created = ~F.col("tombstone") & (F.col("generation") == 0) & (F.size("members") == 0)
+    gm = raw.where((F.col("record_type") == GROUP_METADATA) & ~F.coalesce(created, F.lit(False))).select(
         "group",
         "log_partition",
         "offset",

@@ -79,3 +79,20 @@ class ErrorCode(IntEnum):
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
+
+
+# Errors.java's default messages, which Kafka puts in the error_message fields it fills from
+# ``Errors.message()`` (FindCoordinator v1-3, for one); ``Errors.NONE.message()`` is its name.
+_DEFAULT_MESSAGES: dict[int, str] = {
+    ErrorCode.NONE: "NONE",
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
+}
+
+
+def default_message(code: int) -> str | None:
+    """Kafka's ``Errors.forCode(code).message()`` for the codes groupd fills messages from."""
+    return _DEFAULT_MESSAGES.get(code)

@@ -5,6 +5,7 @@ The policy is a table in the configuration file, principal -> allowed name prefi
     [acl."User:alice"]
     groups = ["app-"]          # groups whose id starts with "app-"
     topics = ["orders", "*"]   # "*" allows every name
+    transactional_ids = ["tx-"]  # transactional ids it may look up (Kafka's Describe)
 
     [acl."User:*"]             # applies to every principal, in addition to its own entry
     topics = ["public-"]
@@ -16,7 +17,7 @@ per API, all in this file. A wrapper splits the request into what the principal 
 may not, hands the allowed part to the real handler (the coordinator and the data plane never see a
 principal), and merges the refused items into the response with Kafka's error codes when the
 response is encoded: GROUP_AUTHORIZATION_FAILED (30) per group, TOPIC_AUTHORIZATION_FAILED (29) per
-topic/partition. Merging at encode time works the same whether the handler answers at once, from a
+topic/partition, TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) per transactional id. Merging at encode time works the same whether the handler answers at once, from a
 task, or later from a timer (a parked JoinGroup or long-poll Fetch). Listings (ListGroups, Metadata
 for all topics, OffsetFetch for all topics) are filtered instead, as Kafka filters them.
 """
@@ -29,7 +30,7 @@ from typing import Any
 
 import structlog
 from groupd.protocol.dispatch import Dispatcher, Handler
-from groupd.protocol.errors import ErrorCode
+from groupd.protocol.errors import ErrorCode, default_message
 from groupd.protocol.server import Request
 
 from .auth import principal_of
@@ -38,26 +39,33 @@ log = structlog.get_logger("groupd.security.acl")
 
 _GROUP = ErrorCode.GROUP_AUTHORIZATION_FAILED
 _TOPIC = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+_TXN = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 _ZERO_UUID = uuid.UUID(int=0)
 _NO_AUTH_OPS = -(2**31)
 Body = dict[str, Any]
 
 
+# The resource kinds of an acl entry, in the order _allowed indexes them.
+_KINDS = ("groups", "topics", "transactional_ids")
+
+
 class Authorizer:
     def __init__(self, acl: dict[str, Any]) -> None:
-        self._rules: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._rules: dict[str, tuple[tuple[str, ...], ...]] = {}
         for principal, entry in acl.items():
             if ":" not in principal:
                 raise ValueError(f"acl: principal {principal!r} must look like 'User:name' (or 'User:*')")
-            if not isinstance(entry, dict) or set(entry) - {"groups", "topics"}:
-                raise ValueError(f"acl.{principal!r}: expected a table with `groups` and/or `topics` lists")
+            if not isinstance(entry, dict) or set(entry) - set(_KINDS):
+                raise ValueError(
+                    f"acl.{principal!r}: expected a table with `groups`, `topics` and/or `transactional_ids` lists"
+                )
             lists = []
-            for key in ("groups", "topics"):
+            for key in _KINDS:
                 values = entry.get(key, [])
                 if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
                     raise ValueError(f"acl.{principal!r}.{key}: expected a list of name prefixes")
                 lists.append(tuple(values))
-            self._rules[principal] = (lists[0], lists[1])
+            self._rules[principal] = tuple(lists)
         self._cache: dict[tuple[str, int, str], bool] = {}
 
     @property
@@ -85,6 +93,9 @@ class Authorizer:
 
     def topic(self, principal: str, topic: str) -> bool:
         return self._allowed(principal, 1, topic)
+
+    def transactional_id(self, principal: str, transactional_id: str) -> bool:
+        return self._allowed(principal, 2, transactional_id)
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -135,36 +146,55 @@ _join = _single_group(
         "members": [],
     }
 )
-_sync = _single_group(lambda req: {"protocol_type": None, "protocol_name": None, "assignment": b""})
+_sync_group = _single_group(lambda req: {"protocol_type": None, "protocol_name": None, "assignment": b""})
+
+
+def _sync(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    body = req.body
+    if req.api_version >= 5 and (body.get("protocol_type") is None or body.get("protocol_name") is None):
+        # KafkaApis.handleSyncGroupRequest answers INCONSISTENT_GROUP_PROTOCOL before the ACL
+        # check; the coordinator answers it first thing, without looking at the group.
+        return handler(req)
+    return _sync_group(handler, authz, req)
+
+
 _heartbeat = _single_group(lambda req: {})
 _leave = _single_group(lambda req: {"members": []})
 
 
 def _find_coordinator(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    # KafkaApis.getCoordinator: Describe on the group (key type 0) or on the transactional id
+    # (key type 1); refused keys get GROUP_/TRANSACTIONAL_ID_AUTHORIZATION_FAILED and no node.
     v, body = req.api_version, req.body
-    if (body.get("key_type", 0) if v >= 1 else 0) != 0:
-        return handler(req)  # transaction/share keys: the handler refuses them itself
+    key_type = body.get("key_type", 0) if v >= 1 else 0
+    if key_type == 0:
+        allowed, code, what = authz.group, _GROUP, "group"
+    elif key_type == 1:
+        allowed, code, what = authz.transactional_id, _TXN, "transactional_id"
+    else:
+        return handler(req)  # share groups: the handler refuses them itself
     p = principal_of(req)
     if v < 4:
         key = body.get("key") or ""
-        if authz.group(p, key):
+        if allowed(p, key):
             return handler(req)
-        _denied(req, "group", group=key)
+        _denied(req, what, key=key)
+        # An error below v4 goes through FindCoordinatorRequest.getErrorResponse: Errors.message().
         return {
             "throttle_time_ms": 0,
-            "error_code": _GROUP,
-            "error_message": None,
+            "error_code": code,
+            "error_message": default_message(code),
             "node_id": -1,
             "host": "",
             "port": -1,
         }
     keys = list(body.get("coordinator_keys") or [])
-    kept, refused = _split(keys, lambda k: authz.group(p, k))
+    kept, refused = _split(keys, lambda k: allowed(p, k))
     if not refused:
         return handler(req)
-    _denied(req, "group", groups=refused[:20])
+    _denied(req, what, keys=refused[:20])
     denied = [
-        {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": _GROUP, "error_message": None} for k in refused
+        {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": ""} for k in refused
     ]
     if not kept:
         return {"throttle_time_ms": 0, "coordinators": denied}
@@ -207,7 +237,7 @@ def _describe_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
 
 def _delete_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
     p = principal_of(req)
-    names = list(req.body.get("groups_names") or [])
+    names = list(dict.fromkeys(req.body.get("groups_names") or []))  # KafkaApis: groupsNames.distinct
     kept, refused = _split(names, lambda g: authz.group(p, g))
     if not refused:
         return handler(req)

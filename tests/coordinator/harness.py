@@ -164,6 +164,7 @@ class Client:
     member_id: str = ""
     generation: int = -1
     leader: str = ""
+    protocol_name: str | None = None  # from the last JoinGroup answer, sent back in SyncGroup v5+
     members: list[dict[str, Any]] = field(default_factory=list)
     assignment: bytes | None = None
     pending_join: Ctx | None = None
@@ -220,6 +221,7 @@ class Client:
             self.generation = resp["generation_id"]
             self.leader = resp["leader"]
             self.members = resp["members"]
+            self.protocol_name = resp["protocol_name"]
         elif resp["error_code"] in (25, 22):
             self.member_id, self.generation = "", -1
         return resp
@@ -236,7 +238,7 @@ class Client:
             "member_id": self.member_id,
             "group_instance_id": self.instance_id,
             "protocol_type": self.protocol_type,
-            "protocol_name": None,
+            "protocol_name": self.protocol_name,
             "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()],
         }
         ctx = self.pending_sync = self.shell.send("SyncGroup", v, req, client_id=self.name)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from groupd.coordinator import GroupCoordinator, Node, PartitionOwnership
-from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey
+from groupd.coordinator import CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
+from groupd.coordinator.coordinator import GROUP_AUTHORIZED_OPERATIONS
+from groupd.coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
 from groupd.coordinator.routing import java_string_hashcode, partition_for
 from harness import Shell, sub
 from test_rebalance import stable_group
@@ -29,8 +30,43 @@ def test_find_coordinator_versions() -> None:
     v4 = s.answer(s.send("FindCoordinator", 4, {"key_type": 0, "coordinator_keys": ["a", "b"]}))
     assert [c["key"] for c in v4["coordinators"]] == ["a", "b"]
     assert all(c["error_code"] == 0 and c["node_id"] == 0 for c in v4["coordinators"])
-    txn = s.answer(s.send("FindCoordinator", 3, {"key": "tx", "key_type": 1}))
-    assert txn["error_code"] == 42 and "transactions" in txn["error_message"] and txn["node_id"] == -1
+    share = s.answer(s.send("FindCoordinator", 3, {"key": "sg", "key_type": 2}))
+    assert share["error_code"] == 42 and share["node_id"] == -1
+
+
+def test_find_coordinator_error_message_by_version() -> None:
+    # KafkaApis.handleFindCoordinatorRequestLessThanV4 fills v1-3's error_message with
+    # Errors.message(), which is "NONE" for NONE; v4's per-key message keeps its schema default "".
+    s = Shell()
+    for v in (1, 2, 3):
+        r = s.answer(s.send("FindCoordinator", v, {"key": "my-group", "key_type": 0}))
+        assert (r["error_code"], r["error_message"], r["node_id"]) == (0, "NONE", 0)
+    r = s.answer(s.send("FindCoordinator", 4, {"key_type": 0, "coordinator_keys": ["my-group"]}))
+    assert r["coordinators"][0]["error_message"] == ""
+    s.coord.begin_load(s.coord.partition_for("loading"))
+    r = s.answer(s.send("FindCoordinator", 4, {"key_type": 0, "coordinator_keys": ["loading"]}))
+    assert r["coordinators"][0]["error_code"] == 0  # FindCoordinator does not wait for a load
+
+
+def test_find_coordinator_of_a_transactional_id_is_this_node() -> None:
+    # KafkaApis.getCoordinator, CoordinatorType.TRANSACTION: the leader of the id's partition of
+    # __transaction_state; groupd, one broker, leads them all. Never INVALID_REQUEST, which
+    # librdkafka retries every 500 ms for as long as init_transactions() waits.
+    s = Shell()
+    v1 = s.answer(s.send("FindCoordinator", 1, {"key": "tx", "key_type": 1}))
+    assert (v1["error_code"], v1["error_message"], v1["node_id"], v1["host"], v1["port"]) == (
+        0,
+        "NONE",
+        0,
+        "localhost",
+        9092,
+    )
+    v4 = s.answer(s.send("FindCoordinator", 4, {"key_type": 1, "coordinator_keys": ["tx", "", "other"]}))
+    assert [(c["key"], c["error_code"], c["node_id"], c["error_message"]) for c in v4["coordinators"]] == [
+        ("tx", 0, 0, ""),
+        ("", 0, 0, ""),
+        ("other", 0, 0, ""),
+    ]
 
 
 def test_groups_of_partitions_owned_elsewhere_get_not_coordinator() -> None:
@@ -112,6 +148,64 @@ def test_list_groups_with_filters() -> None:
     assert none["groups"] == []
 
 
+def test_list_groups_trims_state_filters() -> None:
+    # GroupMetadataManager.listGroups: statesFilter.map(toLowerCase).map(trim); types are not trimmed.
+    s, _ = stable_group(1)
+    e = s.client("x", group="other")
+    e.join()
+    e.leave()
+    both = s.answer(s.send("ListGroups", 4, {"states_filter": [" Stable ", "\tEMPTY\n"]}))
+    assert sorted((g["group_id"], g["group_state"]) for g in both["groups"]) == [("g", "Stable"), ("other", "Empty")]
+    blank = s.answer(s.send("ListGroups", 4, {"states_filter": [" "]}))
+    assert blank["groups"] == []  # a filter that trims to "" matches no state
+    untrimmed_type = s.answer(s.send("ListGroups", 5, {"states_filter": [], "types_filter": [" classic"]}))
+    assert untrimmed_type["groups"] == []
+
+
+def test_describe_sets_authorized_operations_only_without_error() -> None:
+    # KafkaApis.handleDescribeGroupsRequest: authorized operations on groupResult.errorCode == NONE.
+    s, _ = stable_group(1)
+    ask = {"include_authorized_operations": True}
+    v5 = s.answer(s.send("DescribeGroups", 5, {"groups": ["g", "nope"], **ask}))["groups"]
+    assert [(d["error_code"], d["group_state"]) for d in v5] == [(0, "Stable"), (0, "Dead")]
+    assert v5[0]["authorized_operations"] == v5[1]["authorized_operations"] == GROUP_AUTHORIZED_OPERATIONS
+    v6 = s.answer(s.send("DescribeGroups", 6, {"groups": ["g", "nope"], **ask}))["groups"]
+    assert v6[0]["authorized_operations"] == GROUP_AUTHORIZED_OPERATIONS
+    assert (v6[1]["error_code"], v6[1]["authorized_operations"]) == (69, -(2**31))
+    s.coord.begin_load(s.coord.partition_for("loading"))
+    loading = s.answer(s.send("DescribeGroups", 5, {"groups": ["loading"], **ask}))["groups"][0]
+    assert (loading["error_code"], loading["authorized_operations"]) == (14, -(2**31))
+
+
+def test_empty_group_id_is_a_group_for_offsets_describe_and_delete() -> None:
+    # GroupCoordinatorService: commitOffsets, fetchOffsets, describeGroups and deleteGroups support
+    # the empty group id "for backwards compatibility" (only null is INVALID_GROUP_ID).
+    s = Shell()
+    commit = {
+        "group_id": "",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 7}]}],
+    }
+    r = s.answer(s.send("OffsetCommit", 8, commit))
+    assert r["topics"][0]["partitions"][0]["error_code"] == 0
+    old = s.answer(s.send("OffsetFetch", 5, {"group_id": "", "topics": None}))
+    assert old["error_code"] == 0 and old["topics"][0]["partitions"][0]["committed_offset"] == 7
+    new = s.answer(s.send("OffsetFetch", 8, {"groups": [{"group_id": "", "topics": None}], "require_stable": True}))
+    assert (
+        new["groups"][0]["error_code"] == 0 and new["groups"][0]["topics"][0]["partitions"][0]["committed_offset"] == 7
+    )
+    d = s.answer(s.send("DescribeGroups", 5, {"groups": [""]}))["groups"][0]
+    assert (d["error_code"], d["group_id"], d["group_state"]) == (0, "", "Empty")
+    assert "" in {g["group_id"] for g in s.answer(s.send("ListGroups", 3, {}))["groups"]}
+    deleted = s.answer(s.send("DeleteGroups", 2, {"groups_names": [""]}))
+    assert deleted["results"] == [{"group_id": "", "error_code": 0}]
+    assert s.coord.group("") is None and "" not in s.coord.offsets
+    # The APIs that check isGroupIdNotEmpty still refuse it.
+    assert s.answer(s.send("OffsetDelete", 0, {"group_id": "", "topics": []}))["error_code"] == 24
+    assert s.answer(s.send("Heartbeat", 0, {"group_id": "", "generation_id": 0, "member_id": "m"}))["error_code"] == 24
+
+
 # -- DeleteGroups -------------------------------------------------------------------------------
 
 
@@ -122,13 +216,16 @@ def test_delete_groups_semantics() -> None:
     e.sync({e.member_id: b""})
     e.commit({("t", 0): 42})
     e.leave()
-    resp = s.answer(s.send("DeleteGroups", 2, {"groups_names": ["g", "empty", "missing", ""]}))
-    assert {r["group_id"]: r["error_code"] for r in resp["results"]} == {
-        "g": 68,
-        "empty": 0,
-        "missing": 69,
-        "": 24,
-    }
+    names = ["g", "empty", "missing", "", "empty", "g"]
+    resp = s.answer(s.send("DeleteGroups", 2, {"groups_names": names}))
+    # One answer per group, named twice or not (KafkaApis: groupsNames.distinct); "" is an id like
+    # any other (GroupCoordinatorService.deleteGroups: only null is INVALID_GROUP_ID).
+    assert [(r["group_id"], r["error_code"]) for r in resp["results"]] == [
+        ("g", 68),
+        ("empty", 0),
+        ("missing", 69),
+        ("", 69),
+    ]
     assert s.coord.group("empty") is None and "empty" not in s.coord.offsets
     tail = s.records()[-2:]
     assert tail == [(OffsetCommitKey("empty", "t", 0), None), (GroupMetadataKey("empty"), None)]
@@ -223,3 +320,40 @@ def test_deleted_group_stays_deleted_after_restart() -> None:
     fresh = Shell()
     fresh.coord.load(0, s.records())
     assert fresh.coord.group("g") is None and fresh.coord.offsets == {} and fresh.coord.group_records == {}
+
+
+def test_group_created_by_a_member_id_required_join_survives_a_restart() -> None:
+    # GroupMetadataManager.classicGroupJoinToClassicGroup: a join that creates a group and writes
+    # nothing (MEMBER_ID_REQUIRED) appends an empty group-metadata record
+    # (newEmptyGroupMetadataRecord: protocol type "", generation 0, no protocol, leader or members).
+    s = Shell()
+    s.now = 1234
+    first = s.answer(s.send("JoinGroup", 4, s.client("a").join_request(), client_id="a"))
+    assert first["error_code"] == 79
+    assert s.records() == [(GroupMetadataKey("g"), GroupMetadataValue("", 0, None, None, 1234))]
+    # Joining an existing group writes nothing more until a generation completes.
+    again = s.answer(s.send("JoinGroup", 4, s.client("b").join_request(), client_id="b"))
+    assert again["error_code"] == 79 and len(s.records()) == 1
+
+    fresh = Shell()
+    fresh.coord.load(fresh.now, s.records())
+    g = fresh.group()
+    assert (str(g.state), g.generation, g.protocol_type, g.protocol_name, g.members) == ("Empty", 0, None, None, {})
+    listed = fresh.answer(fresh.send("ListGroups", 4, {"states_filter": []}))["groups"]
+    assert [(x["group_id"], x["group_state"], x["protocol_type"]) for x in listed] == [("g", "Empty", "")]
+    d = fresh.answer(fresh.send("DescribeGroups", 5, {"groups": ["g"]}))["groups"][0]
+    assert (d["error_code"], d["group_state"], d["protocol_type"], d["members"]) == (0, "Empty", "", [])
+
+
+def test_new_group_whose_empty_record_fails_is_dropped() -> None:
+    # If the empty group-metadata record cannot be written Kafka reverts the group's creation.
+    s = Shell(config=CoordinatorConfig(group_initial_rebalance_delay_ms=3000), auto_append=False)
+    assert s.answer(s.send("JoinGroup", 4, s.client("a").join_request(), client_id="a"))["error_code"] == 79
+    v0 = s.send("JoinGroup", 0, {**s.client("b").join_request(), "member_id": ""}, client_id="b")
+    assert s.answer(v0) is None  # parked in the initial join phase of the same group
+    s.flush(error=56)
+    assert s.coord.group("g") is None
+    assert s.answer(v0)["error_code"] == 16  # KAFKA_STORAGE_ERROR -> NOT_COORDINATOR, as Kafka maps it
+    assert (
+        s.answer(s.send("JoinGroup", 4, {**s.client("a").join_request(), "member_id": "a-uuid1"}))["error_code"] == 25
+    )

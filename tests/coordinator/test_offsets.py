@@ -133,6 +133,36 @@ def test_per_partition_errors() -> None:
     assert errors(ok) == {("t", 1): 0}
 
 
+def test_commit_naming_no_existing_partition_creates_no_group() -> None:
+    # KafkaApis.handleOffsetCommitRequest answers a commit without one existing partition itself
+    # (UNKNOWN_TOPIC_OR_PARTITION each) and never calls the coordinator, which would create the group.
+    s = Shell(topic_partitions=lambda name: {"t": 2}.get(name))
+    resp = standalone_commit(s, {("nope", 0): 1, ("t", 2): 1}, group="ghost")
+    assert errors(resp) == {("nope", 0): 3, ("t", 2): 3}
+    # Not even a member check: a generation naming nobody gets the same answer.
+    resp = standalone_commit(s, {("nope", 0): 1}, group="ghost", version=8)
+    member = s.answer(
+        s.send(
+            "OffsetCommit",
+            8,
+            {
+                "group_id": "ghost",
+                "generation_id_or_member_epoch": 3,
+                "member_id": "m",
+                "topics": [{"name": "nope", "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
+            },
+        )
+    )
+    assert errors(member) == {("nope", 0): 3}
+    empty = standalone_commit(s, {}, group="ghost")
+    assert empty["topics"] == []
+    assert s.coord.group("ghost") is None and s.records() == []
+    assert s.answer(s.send("ListGroups", 3, {}))["groups"] == []
+    # One existing partition is enough to create the group.
+    assert errors(standalone_commit(s, {("nope", 0): 1, ("t", 1): 1}, group="ghost")) == {("nope", 0): 3, ("t", 1): 0}
+    assert s.coord.group("ghost") is not None
+
+
 def test_leader_epoch_metadata_and_timestamps_kept() -> None:
     s = Shell()
     s.now = 5000
@@ -177,10 +207,10 @@ def test_fetch_multi_group_v8() -> None:
         "require_stable": True,
     }
     resp = s.answer(s.send("OffsetFetch", 8, req))
-    g1, g2, bad = resp["groups"]
+    g1, g2, empty_id = resp["groups"]
     assert offsets_of(g1) == {("t", 0): 1} and g1["error_code"] == 0
     assert offsets_of(g2) == {("u", 0): 2, ("u", 1): -1}
-    assert bad["error_code"] == 24
+    assert (empty_id["error_code"], empty_id["topics"]) == (0, [])  # "" is a group (with no offsets)
 
 
 def test_fetch_error_placement_by_version() -> None:

@@ -63,6 +63,19 @@ def test_empty_group_id_is_invalid() -> None:
     assert c.last_join["error_code"] == 24
 
 
+def test_join_v7_empty_protocol_name_is_null() -> None:
+    # The JoinGroupResponse constructor: from v7 (nullable) an empty protocol name is sent as null,
+    # below v7 a null one as "".
+    for version, expected in ((6, ""), (7, None), (9, None)):
+        s = Shell()
+        c = s.client("c", protocols=[("", sub("t"))], join_version=version)
+        c.join()
+        s.advance(0)
+        assert c.last_join["error_code"] == 0, c.last_join
+        assert c.last_join["protocol_name"] == expected, version
+        assert s.group().protocol_name == ""
+
+
 def test_member_id_required_v4_only() -> None:
     s = Shell()
     ctx = s.send("JoinGroup", 4, s.client("a").join_request(), client_id="a")
@@ -133,6 +146,55 @@ def test_protocol_selected_by_vote() -> None:
     a.join()
     assert s.group().protocol_name == "roundrobin"
     assert a.last_join["protocol_name"] == "roundrobin"
+
+
+# Ties as Kafka's ClassicGroup.selectProtocol breaks them: the votes are counted in a HashMap and
+# Stream.max keeps the first of equal maxima in that map's iteration order. The expected winners
+# were computed by running selectProtocol's code (java.util.HashMap members and votes, Kafka 4)
+# under OpenJDK on the same member ids and preference lists.
+@pytest.mark.parametrize(
+    ("x_prefers", "y_prefers", "winner"),
+    [
+        # Different buckets ("range" 9, "roundrobin" 10 of 16): the lower bucket wins, whoever voted first.
+        (("roundrobin", "range"), ("range", "roundrobin"), "range"),
+        (("range", "roundrobin"), ("roundrobin", "range"), "range"),
+        # One bucket ("a" and "q" both 1): the first vote in the members map's order (y-uuid2 before x-uuid1).
+        (("a", "q"), ("q", "a"), "q"),
+        (("q", "a"), ("a", "q"), "a"),
+    ],
+)
+def test_protocol_vote_tie_broken_as_kafka(x_prefers: tuple[str, str], y_prefers: tuple[str, str], winner: str) -> None:
+    s = Shell()
+    x = s.client("x", protocols=[(p, sub("t")) for p in x_prefers])
+    y = s.client("y", protocols=[(p, sub("t")) for p in y_prefers])
+    x.join()
+    y.join()
+    x.join()
+    assert (x.member_id, y.member_id) == ("x-uuid1", "y-uuid2")
+    assert s.state() == CR and s.group().protocol_name == winner
+    assert x.last_join["protocol_name"] == y.last_join["protocol_name"] == winner
+
+
+def test_protocol_vote_tie_after_the_group_shrank() -> None:
+    # Kafka's members HashMap grew to 32 buckets with 14 members and never shrinks: with only m0
+    # and m1 left it iterates m1-uuid2 first (at 16 buckets it would be m0-uuid1), so m1's
+    # favourite wins the 1:1 tie (OpenJDK run of selectProtocol: "q").
+    s = Shell()
+    ms = [
+        s.client(f"m{i}", protocols=[(p, sub("t")) for p in (("q", "a") if i == 1 else ("a", "q"))]) for i in range(14)
+    ]
+    for m in ms:
+        m.join()
+    for m in ms:
+        if m.pending_join is None and s.state() == PR:
+            m.join()
+    assert [m.member_id for m in ms[:2]] == ["m0-uuid1", "m1-uuid2"] and s.state() == CR
+    for m in ms[2:]:
+        m.leave()
+    ms[0].join()
+    ms[1].join()
+    assert s.state() == CR and len(s.group().members) == 2
+    assert s.group().protocol_name == "q"
 
 
 def test_group_max_size() -> None:
@@ -288,6 +350,27 @@ def test_sync_v5_protocol_checks() -> None:
     # Before v5 the fields do not exist and are not checked.
     old = s.answer(s.send("SyncGroup", 4, {**req, "protocol_type": "x", "protocol_name": "y"}))
     assert old["error_code"] == 0
+
+
+def test_sync_v5_without_protocol_type_or_name_is_inconsistent_before_anything_else() -> None:
+    # KafkaApis.handleSyncGroupRequest: !areMandatoryProtocolTypeAndNamePresent() is answered
+    # INCONSISTENT_GROUP_PROTOCOL before the ACL check and before the coordinator sees the group.
+    s, (_a, b) = stable_group(2)
+    good = {"group_id": "g", "generation_id": b.generation, "member_id": b.member_id, "assignments": []}
+    named = {"protocol_type": "consumer", "protocol_name": "range"}
+    for missing in ({"protocol_type": None}, {"protocol_name": None}, {"protocol_type": None, "protocol_name": None}):
+        for req in (
+            good,
+            {**good, "group_id": ""},  # else INVALID_GROUP_ID
+            {**good, "group_id": "nope"},  # else UNKNOWN_MEMBER_ID
+            {**good, "generation_id": 99},  # else ILLEGAL_GENERATION
+        ):
+            resp = s.answer(s.send("SyncGroup", 5, {**req, **named, **missing}))
+            assert resp["error_code"] == 23, (req, missing)
+            assert (resp["protocol_type"], resp["protocol_name"], resp["assignment"]) == (None, None, b"")
+    # Below v5 the fields do not exist: nothing to check.
+    assert s.answer(s.send("SyncGroup", 4, {**good, "protocol_type": None, "protocol_name": None}))["error_code"] == 0
+    assert s.answer(s.send("SyncGroup", 5, {**good, **named}))["error_code"] == 0
 
 
 def test_failed_assignment_write_resets_and_rebalances() -> None:

@@ -215,3 +215,42 @@ def test_torn_tail_is_truncated_and_earlier_commits_survive(tmp_path: Path) -> N
         )
     finally:
         d.stop()
+
+
+def test_group_created_by_a_member_id_required_join_survives_a_restart(tmp_path: Path) -> None:
+    # Kafka 4 (GroupMetadataManager.classicGroupJoinToClassicGroup) writes an empty group-metadata
+    # record when a join creates a group and writes nothing else -- the first JoinGroup of a
+    # consumer, answered MEMBER_ID_REQUIRED. A consumer that dies before its second JoinGroup leaves
+    # that Empty group behind, and a restarted broker still lists it.
+    from groupd.ops.kafka_client import BrokerConnection, KafkaClient
+
+    d = GroupdProcess(tmp_path / "data").start()
+    try:
+        conn = BrokerConnection("127.0.0.1", d.port, timeout=10, client_id="dies-early")
+        join = {
+            "group_id": "left-behind",
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+            "reason": None,
+        }
+        _, resp = conn.send("JoinGroup", join, 9)
+        assert resp["error_code"] == 79  # MEMBER_ID_REQUIRED; the client never comes back
+        conn.close()
+        loads = len(d.events("offsets_loaded"))
+        d.stop()
+        d.start(port=d.port)
+        _wait_loaded(d, loads)
+        with KafkaClient(d.bootstrap) as admin:
+            listed = {g.group_id: (g.protocol_type, g.state) for g in admin.list_groups()}
+            assert listed == {"left-behind": ("", "Empty")}
+            described = admin.describe_group("left-behind")
+            assert described is not None and (described.state, described.members) == ("Empty", [])
+        groups = admin_for(d.bootstrap).list_consumer_groups().result(15).valid
+        assert [(g.group_id, g.state.name) for g in groups] == [("left-behind", "EMPTY")]
+        forget_admin(d.bootstrap)
+    finally:
+        d.stop()

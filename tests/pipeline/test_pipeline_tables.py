@@ -295,3 +295,19 @@ def test_anomalies(spark, analyzed, history) -> None:
             detail="subscribed but assigned to no member",
         ),
     ]
+
+
+def test_kafka_group_creation_record_starts_no_generation(spark, tmp_path) -> None:
+    # Kafka 4 writes an empty generation-0 group-metadata record when a join creates a group and
+    # writes nothing else (GroupMetadataManager.classicGroupJoinToClassicGroup); groupd does too.
+    from groupd.pipeline import source, tables
+
+    from tests.pipeline.history import LogWriter, M
+
+    w = LogWriter(tmp_path / "data")
+    w.generation("created", T + 500, "fresh", 0, [], protocol_type="", state_ts=T + 500)
+    w.generation("g1", T + 1000, "fresh", 1, [M("m1", {"orders": [0]})])
+    w.close()
+    gens = tables.generations(source.read_log(spark, str(tmp_path / "data"))).collect()
+    assert [(g["group"], g["seq"], g["generation"], g["member_count"]) for g in gens] == [("fresh", 1, 1, 1)]
+    assert gens[0]["records"] == 1

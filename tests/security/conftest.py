@@ -144,10 +144,12 @@ topics = ["*"]
 [acl."User:bob"]
 groups = ["bob-"]
 topics = ["orders"]
+transactional_ids = ["bob-"]
 
 [acl."User:ANONYMOUS"]
 groups = ["*"]
 topics = ["*"]
+transactional_ids = ["*"]
 """
     return "\n".join(entries) + acl
 

@@ -72,6 +72,38 @@ def test_single_group_apis_refuse_other_groups(bob: RawClient) -> None:
     assert [(x["key"], x["error_code"]) for x in r["coordinators"]] == [("bob-a", 0), ("app-x", G)]
 
 
+def test_find_coordinator_of_transactional_ids(bob: RawClient) -> None:
+    # KafkaApis.getCoordinator: Describe on TransactionalId, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # and no node; an allowed id is answered with the node (the transaction coordinator's place).
+    X = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    r = bob.request("FindCoordinator", 4, {"key_type": 1, "coordinator_keys": ["bob-tx", "app-tx"]})
+    got = {c["key"]: (c["error_code"], c["node_id"] >= 0, c["error_message"]) for c in r["coordinators"]}
+    assert got == {"bob-tx": (0, True, ""), "app-tx": (X, False, "")}
+    r = bob.request("FindCoordinator", 3, {"key": "app-tx", "key_type": 1})
+    assert (r["error_code"], r["node_id"], r["error_message"]) == (X, -1, "Transactional Id authorization failed.")
+    r = bob.request("FindCoordinator", 1, {"key": "bob-tx", "key_type": 1})
+    assert (r["error_code"], r["error_message"]) == (0, "NONE") and r["node_id"] >= 0
+    r = bob.request("FindCoordinator", 1, {"key": "app-x", "key_type": 0})
+    assert (r["error_code"], r["error_message"]) == (G, "Group authorization failed.")
+
+
+def test_sync_group_v5_without_protocol_is_inconsistent_before_the_acl_check(bob: RawClient) -> None:
+    # KafkaApis.handleSyncGroupRequest checks areMandatoryProtocolTypeAndNamePresent() first.
+    req = {"group_id": "app-x", "generation_id": 1, "member_id": "m", "group_instance_id": None, "assignments": []}
+    r = bob.request("SyncGroup", 5, {**req, "protocol_type": None, "protocol_name": "range"})
+    assert r["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    r = bob.request("SyncGroup", 5, {**req, "protocol_type": "consumer", "protocol_name": "range"})
+    assert r["error_code"] == G
+
+
+def test_delete_groups_answers_each_group_once(bob: RawClient) -> None:
+    r = bob.request("DeleteGroups", 2, {"groups_names": ["app-x", "bob-none", "app-x", "bob-none"]})
+    assert sorted((x["group_id"], x["error_code"]) for x in r["results"]) == [
+        ("app-x", G),
+        ("bob-none", ErrorCode.GROUP_ID_NOT_FOUND),
+    ]
+
+
 def test_offset_commit_per_topic_and_group(bob: RawClient, anonymous: RawClient) -> None:
     group = f"bob-{uuid.uuid4().hex[:6]}"
     r = _commit(bob, group, ["orders", "secrets"])

@@ -179,6 +179,16 @@ def test_toml_tables_beside_a_groupd_section(tmp_path: Path) -> None:
     assert "--users" not in build_parser()._subparsers._group_actions[0].choices["serve"].format_help()  # type: ignore[union-attr]
 
 
+def test_acl_transactional_ids_are_a_resource_of_their_own() -> None:
+    from groupd.security.acl import Authorizer
+
+    authz = Authorizer({"User:a": {"groups": ["tx-"], "transactional_ids": ["tx-"]}, "User:b": {"groups": ["*"]}})
+    assert authz.transactional_id("User:a", "tx-1") and not authz.transactional_id("User:a", "other")
+    assert not authz.transactional_id("User:b", "tx-1")  # groups do not extend to transactional ids
+    with pytest.raises(ValueError, match="transactional_ids"):
+        Authorizer({"User:a": {"transactional_id": ["tx-"]}})
+
+
 # --- listeners -----------------------------------------------------------------------------------
 def test_listeners_parse_and_default() -> None:
     default = parse_listeners(config.Config(host="127.0.0.1", port=9092))
