@@ -131,7 +131,7 @@ def test_edges_of_the_domains_are_accepted() -> None:
 
 
 def test_min_session_timeout_above_max_is_refused() -> None:
-    with pytest.raises(config.ConfigError, match="^--group-min-session-timeout-ms: 7000 is above"):
+    with pytest.raises(config.ConfigError, match=r"^--group-min-session-timeout-ms: 7000 is above"):
         config.load(_args("--group-min-session-timeout-ms", "7000", "--group-max-session-timeout-ms", "6999"), env={})
 
 
