@@ -220,7 +220,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             continue
         help_ = f.metadata.get("help", "") + f" (default: {f.default})"
         if _kind(f) == "bool":
-            parser.add_argument(flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_)
+            parser.add_argument(
+                flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_
+            )
         else:
             parser.add_argument(flag(f.name), dest=f.name, default=None, help=help_)
 

@@ -8,10 +8,13 @@ gzip without extra packages; librdkafka and kcat have all four).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -408,3 +411,67 @@ def test_idempotent_producer_across_a_daemon_kill_writes_each_message_once(tmp_p
         assert got == {0: list(range(0, n, 2)), 1: list(range(1, n, 2))}
     finally:
         d.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# compaction on the cleaner's cadence
+
+
+@pytest.fixture(scope="module")
+def cleaning_groupd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupdProcess]:
+    """A daemon whose cleaner looks every 200 ms (log.cleaner.backoff.ms; Kafka's default is 15 s)
+    while retention keeps its 300 s check: what gets compacted here is the cleaner's doing."""
+    d = GroupdProcess(Path(tmp_path_factory.mktemp("cleaner")) / "data", "--log-cleaner-backoff-ms", "200")
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compacted_topic_is_cleaned_on_the_cleaner_cadence(
+    cleaning_groupd: GroupdProcess, unique: str, codec: str
+) -> None:
+    """librdkafka batches of every codec on a compacted topic: accepted (groupd reads their keys)
+    and compacted by the daemon well before the retention check would run."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    d = cleaning_groupd
+    topic = _create(d, f"cc-{codec}-{unique}", 1, **{"cleanup.policy": "compact", "segment.bytes": "4096"})
+    p = Producer({"bootstrap.servers": d.bootstrap, "compression.type": codec, "linger.ms": 0})
+    errors: list = []
+    latest: dict[bytes, bytes] = {}
+    n = 300
+    for i in range(n):
+        key, value = b"k%d" % (i % 5), b"%05d-" % i + os.urandom(40).hex().encode()
+        latest[key] = value
+        p.produce(topic, key=key, value=value, partition=0, on_delivery=lambda e, m: e and errors.append(e))
+        if i % 10 == 9:
+            assert p.flush(10) == 0  # batches of 10: several segments of 4 KiB
+    assert errors == []
+
+    def compactions() -> list[dict[str, object]]:
+        return [e for e in d.events("storage.compaction.done") if f"{os.sep}{topic}-0" in str(e["path"])]
+
+    deadline = time.monotonic() + 10
+    while not compactions() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [done, *_] = compactions()
+    assert int(done["records_dropped"]) > 0  # type: ignore[call-overload]
+
+    c = Consumer({"bootstrap.servers": d.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    got: list[tuple[int, bytes, bytes]] = []
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 10
+        while (not got or got[-1][0] < n - 1) and time.monotonic() < deadline:
+            for m in c.consume(500, 0.2):
+                assert m.error() is None, m.error()
+                got.append((m.offset(), m.key(), m.value()))
+    finally:
+        c.close()
+    offsets = [o for o, _, _ in got]
+    assert offsets == sorted(set(offsets)) and offsets[-1] == n - 1
+    assert len(got) < n  # superseded records of the cleaned segments are gone
+    assert {k: v for _, k, v in got} == latest  # the latest value of every key is kept
