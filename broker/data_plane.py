@@ -78,6 +78,7 @@ from typing import Any, TypeVar
 
 import structlog
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
 from groupd.storage import records as rec
@@ -98,6 +99,7 @@ from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
 T = TypeVar("T")
 
 log = structlog.get_logger("groupd.data")
+limited_log = LogLimiter(log)
 
 __all__ = [
     "FETCH_VERSIONS",
@@ -1083,7 +1085,9 @@ class DataPlane:
                     error = True
                     continue
                 except (StorageError, CorruptRecordError, ValueError) as exc:
-                    log.error("fetch_read_failed", topic=name, partition=index, error=str(exc))
+                    limited_log.error(
+                        "fetch_read_failed", key=(name, index), topic=name, partition=index, error=str(exc)
+                    )
                     out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                     error = True
                     continue

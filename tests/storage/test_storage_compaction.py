@@ -6,7 +6,7 @@ import random
 
 import pytest
 from groupd.storage import records as R
-from groupd.storage.compaction import SWAP_STEPS, compact, run_cleanup
+from groupd.storage.compaction import SWAP_STEPS, Cleaner, compact, run_cleanup
 from groupd.storage.log import PartitionLog
 from storage_helpers import records_via_kafka_python, small_config
 
@@ -242,3 +242,34 @@ def test_truncating_back_into_compacted_segments_survives_a_crash(tmp_path):
     assert list(reopened.iter_records()) == [*keep, (leo, 5, b"group-new", b"v")]
     reopened.validate_all()
     reopened.close()
+
+
+def test_the_cleaner_cleans_a_log_only_when_enough_of_it_is_dirty(tmp_path):
+    """Kafka's LogCleanerManager: the cleaner remembers how far it cleaned and picks a log again only
+    when its dirty part is at least min.cleanable.dirty.ratio (0.5) of its inactive bytes, so a log
+    with nothing new is not read again on every pass (every log.cleaner.backoff.ms)."""
+    plog = PartitionLog.open(tmp_path / "t-0", CFG)
+    cleaner = Cleaner()
+    assert cleaner.min_dirty_ratio == 0.5
+    assert cleaner.clean(plog, now=0) is None  # one (active) segment: nothing to clean
+    write_keyed(plog, 150, keys=10, seed=1, tombstone_rate=0)
+    assert cleaner.dirty_ratio(plog) == 1.0  # never cleaned since the start
+    first = cleaner.clean(plog, now=0)
+    assert first is not None and first.records_dropped > 0
+    assert cleaner.dirty_ratio(plog) == 0.0
+    assert cleaner.clean(plog, now=0) is None  # nothing new: not read again
+    clean = [(s.base_offset, s.size) for s in plog.segments[:-1]]
+    n = 0
+    while len(plog.segments) - 1 == len(clean):  # until one more segment is inactive
+        write_keyed(plog, 1, keys=10, seed=100 + n, tombstone_rate=0)
+        n += 1
+    dirty = sum(s.size for s in plog.segments[:-1]) - sum(size for _, size in clean)
+    ratio = dirty / (dirty + sum(size for _, size in clean))
+    assert cleaner.dirty_ratio(plog) == pytest.approx(ratio)
+    cleaner.min_dirty_ratio = ratio + 0.01
+    assert cleaner.clean(plog, now=0) is None  # some dirt, not enough
+    cleaner.min_dirty_ratio = ratio
+    assert cleaner.clean(plog, now=0) is not None
+    cleaner.forget(plog)
+    assert cleaner.dirty_ratio(plog) == 1.0
+    plog.close()
