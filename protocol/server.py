@@ -339,20 +339,16 @@ class Connection(asyncio.Protocol):
         ``connection.failed.authentication.delay.ms`` does: a client that reads the error response
         and sees the close in the same poll may report only the close (kafka-python 3 did, about
         one time in five), and a client retrying bad credentials in a loop is slowed down.
-        ``quiet``: the caller logged why already (a failed SASL exchange, rate-limited there)."""
+        ``quiet``: the caller logged why already (a failed SASL exchange, rate-limited there), so
+        the close is only a debug line."""
 
         def later() -> None:
             if self.closed:
                 return
             self._flush()
-            if not quiet:
-                log.warning(
-                    "connection_closed",
-                    conn=self.id,
-                    peer=f"{self.peer_host}:{self.peer_port}",
-                    reason=reason,
-                    **fields,
-                )
+            (log.debug if quiet else log.warning)(
+                "connection_closed", conn=self.id, peer=f"{self.peer_host}:{self.peer_port}", reason=reason, **fields
+            )
             self.closed = True
             transport = self.transport
             if transport is not None:
