@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -47,24 +47,32 @@ def _expected(msgs: list[tuple[int, bytes, bytes]]) -> dict[int, list[tuple[byte
     return dict(out)
 
 
-def _confluent_read(groupd: GroupdProcess, topic: str, n: int, partitions: int = PARTITIONS) -> dict:
+def _confluent_consume(
+    groupd: GroupdProcess, topic: str, partitions: int, done: Callable[[list[tuple[int, int, bytes, bytes]]], bool]
+) -> list[tuple[int, int, bytes, bytes]]:
+    """(partition, offset, key, value) of every record read from offset 0 until ``done`` (or 15 s)."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": groupd.bootstrap, "group.id": "unused", "enable.auto.commit": False})
-    got: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
-    offsets: dict[int, list[int]] = defaultdict(list)
+    got: list[tuple[int, int, bytes, bytes]] = []
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + 15
-        count = 0
-        while count < n and time.monotonic() < deadline:
+        while not done(got) and time.monotonic() < deadline:
             for m in c.consume(500, 0.2):
                 assert m.error() is None, m.error()
-                got[m.partition()].append((m.key(), m.value()))
-                offsets[m.partition()].append(m.offset())
-                count += 1
+                got.append((m.partition(), m.offset(), m.key(), m.value()))
     finally:
         c.close()
+    return got
+
+
+def _confluent_read(groupd: GroupdProcess, topic: str, n: int, partitions: int = PARTITIONS) -> dict:
+    got: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
+    offsets: dict[int, list[int]] = defaultdict(list)
+    for p, offset, key, value in _confluent_consume(groupd, topic, partitions, lambda recs: len(recs) >= n):
+        got[p].append((key, value))
+        offsets[p].append(offset)
     for p, offs in offsets.items():
         assert offs == list(range(len(offs))), f"partition {p}: offsets not contiguous"
     return dict(got)
@@ -435,7 +443,7 @@ def test_compacted_topic_is_cleaned_on_the_cleaner_cadence(
 ) -> None:
     """librdkafka batches of every codec on a compacted topic: accepted (groupd reads their keys)
     and compacted by the daemon well before the retention check would run."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 
     d = cleaning_groupd
     topic = _create(d, f"cc-{codec}-{unique}", 1, **{"cleanup.policy": "compact", "segment.bytes": "4096"})
@@ -460,17 +468,9 @@ def test_compacted_topic_is_cleaned_on_the_cleaner_cadence(
     [done, *_] = compactions()
     assert int(done["records_dropped"]) > 0  # type: ignore[call-overload]
 
-    c = Consumer({"bootstrap.servers": d.bootstrap, "group.id": "unused", "enable.auto.commit": False})
-    got: list[tuple[int, bytes, bytes]] = []
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + 10
-        while (not got or got[-1][0] < n - 1) and time.monotonic() < deadline:
-            for m in c.consume(500, 0.2):
-                assert m.error() is None, m.error()
-                got.append((m.offset(), m.key(), m.value()))
-    finally:
-        c.close()
+    got = [
+        (o, k, v) for _, o, k, v in _confluent_consume(d, topic, 1, lambda recs: bool(recs) and recs[-1][1] >= n - 1)
+    ]
     offsets = [o for o, _, _ in got]
     assert offsets == sorted(set(offsets)) and offsets[-1] == n - 1
     assert len(got) < n  # superseded records of the cleaned segments are gone
