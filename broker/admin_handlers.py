@@ -23,7 +23,9 @@ log = structlog.get_logger("groupd.admin")
 _NO_AUTH_OPS = -(2**31)
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (Kafka's AclOperation codes)
 _TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-_CLUSTER_OPS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+# Kafka's AclEntry.supportedOperations(CLUSTER): CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+# DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE -- seven; WRITE is not a cluster operation.
+_CLUSTER_OPS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -104,16 +106,18 @@ class AdminHandlers:
                     except TopicError as e:  # the broker's partition limit
                         out.append({"error_code": e.code, "name": name, "is_internal": False, "partitions": []})
                         continue
-                    out.append(self._topic_entry(t, include_ops))
-                else:
-                    out.append(
-                        {
-                            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            "name": name,
-                            "is_internal": False,
-                            "partitions": [],
-                        }
-                    )
+                # Kafka 4 (KRaft) only sends the creation to the controller and answers this
+                # request UNKNOWN_TOPIC_OR_PARTITION without partitions
+                # (AutoTopicCreationManager.sendCreateTopicRequest); the topic shows up in a
+                # later Metadata. Clients retry, as they must against Kafka.
+                out.append(
+                    {
+                        "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        "name": name,
+                        "is_internal": False,
+                        "partitions": [],
+                    }
+                )
         host, port = self.advertised(req)
         return {
             "throttle_time_ms": 0,

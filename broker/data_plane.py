@@ -59,8 +59,10 @@ which clients take as "no session, send full fetches".
 
 Topics. Creating a topic or adding partitions creates the partition logs, deleting a topic deletes
 them (and wakes fetches parked on them); logs whose topic no longer exists are removed at start-up.
-Each topic's ``LogConfig`` comes from its configs (``topic_log_config``); a background task applies
-retention and compaction to user topics every ``log_retention_check_interval_ms``.
+Each topic's ``LogConfig`` comes from its configs (``topic_log_config``). Two background tasks keep
+Kafka's two cadences: retention (and idle-producer expiry) every ``log_retention_check_interval_ms``
+(Kafka's ``log.retention.check.interval.ms``, 300 s), compaction of dirty compacted partitions every
+``log_cleaner_backoff_ms`` (the cleaner's ``log.cleaner.backoff.ms``, 15 s).
 """
 
 from __future__ import annotations
@@ -70,17 +72,18 @@ import contextlib
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
 from groupd.storage import records as rec
-from groupd.storage.compaction import run_cleanup
+from groupd.storage.compaction import Cleaner
 from groupd.storage.errors import (
     CorruptRecordError,
     LogClosedError,
@@ -94,7 +97,10 @@ from groupd.storage.errors import (
 from .settings import Config
 from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
 
+T = TypeVar("T")
+
 log = structlog.get_logger("groupd.data")
+limited_log = LogLimiter(log)
 
 __all__ = [
     "FETCH_VERSIONS",
@@ -484,7 +490,9 @@ class DataPlane:
         self._waiters: dict[tuple[str, int], set[_ParkedFetch]] = {}
         # The same parked fetches by connection, dropped when it closes (``_connection_closed``).
         self._parked: dict[Any, set[_ParkedFetch]] = {}
-        self._maintenance: asyncio.Task[None] | None = None
+        self.cleaner_backoff_ms = config.log_cleaner_backoff_ms
+        self.cleaner = Cleaner()
+        self._maintenance: list[asyncio.Task[None]] = []
 
     # --- wiring -----------------------------------------------------------------------------------
     def handlers(self) -> list[tuple[str, Callable[[Request], Any], tuple[int, int]]]:
@@ -518,15 +526,19 @@ class DataPlane:
             asyncio.get_running_loop()
         except RuntimeError:
             return
-        if self.retention_check_interval_ms > 0:
-            self._maintenance = asyncio.create_task(self._maintain())
+        for interval_ms, task in (
+            (self.retention_check_interval_ms, self.run_retention),
+            (self.cleaner_backoff_ms, self.run_cleaner),
+        ):
+            if interval_ms > 0:
+                self._maintenance.append(asyncio.create_task(self._every(interval_ms, task)))
 
     async def close(self) -> None:
-        if self._maintenance is not None:
-            self._maintenance.cancel()
+        for task in self._maintenance:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._maintenance
-            self._maintenance = None
+                await task
+        self._maintenance = []
         for waiters in list(self._waiters.values()):
             for w in list(waiters):
                 self._complete(w)
@@ -559,6 +571,7 @@ class DataPlane:
                 log.error("partition_delete_failed", topic=topic, partition=p, error=str(exc))
             if plog is not None:
                 self.appender.forget(plog)
+                self.cleaner.forget(plog)
         for key in [k for k in self._producers if k[0] == t.name]:
             del self._producers[key]
         for key in [k for k in self._loading if k[0] == t.name]:
@@ -1073,7 +1086,9 @@ class DataPlane:
                     error = True
                     continue
                 except (StorageError, CorruptRecordError, ValueError) as exc:
-                    log.error("fetch_read_failed", topic=name, partition=index, error=str(exc))
+                    limited_log.error(
+                        "fetch_read_failed", key=(name, index), topic=name, partition=index, error=str(exc)
+                    )
                     out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                     error = True
                     continue
@@ -1176,32 +1191,51 @@ class DataPlane:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": new_pid, "producer_epoch": 0}
 
     # --- maintenance ------------------------------------------------------------------------------
-    async def _maintain(self) -> None:
-        loop = asyncio.get_running_loop()
-        interval = self.retention_check_interval_ms / 1000
+    async def _every(self, interval_ms: int, task: Callable[[], Awaitable[object]]) -> None:
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                await self.run_maintenance(loop)
+                await task()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("maintenance_failed")
 
-    async def run_maintenance(self, loop: asyncio.AbstractEventLoop | None = None) -> dict[tuple[str, int], Any]:
-        """One pass: retention/compaction of every user-topic partition, producer expiry."""
-        loop = loop or asyncio.get_running_loop()
-        results: dict[tuple[str, int], Any] = {}
+    async def run_maintenance(self) -> dict[tuple[str, int], Any]:
+        """One pass of both tasks: retention, then compaction of the dirty compacted partitions."""
+        results = await self.run_retention()
+        results.update(await self.run_cleaner())
+        return results
+
+    def _user_logs(self, policy: str) -> list[tuple[str, int, PartitionLog]]:
+        out = []
         for topic, p in self.logs.partitions():
-            if topic == OFFSETS_TOPIC:
-                continue
             plog = self.logs.get(topic, p)
-            if plog is None or plog.closed:
-                continue
-            try:
-                results[(topic, p)] = await loop.run_in_executor(None, run_cleanup, plog)
-            except (StorageEngineError, OSError) as exc:
-                log.error("cleanup_failed", topic=topic, partition=p, error=str(exc))
+            if topic != OFFSETS_TOPIC and plog is not None and not plog.closed and getattr(plog.config, policy):
+                out.append((topic, p, plog))
+        return out
+
+    async def _in_executor(self, topic: str, p: int, fn: Callable[[PartitionLog], T], plog: PartitionLog) -> T | None:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, fn, plog)
+        except (StorageEngineError, OSError) as exc:
+            log.error("cleanup_failed", topic=topic, partition=p, error=str(exc))
+            return None
+
+    async def run_cleaner(self) -> dict[tuple[str, int], Any]:
+        """Kafka's log cleaner: compact every compacted user partition that is dirty enough."""
+        results: dict[tuple[str, int], Any] = {}
+        for topic, p, plog in self._user_logs("compact"):
+            result = await self._in_executor(topic, p, self.cleaner.clean, plog)
+            if result is not None:
+                results[(topic, p)] = result
+        return results
+
+    async def run_retention(self) -> dict[tuple[str, int], Any]:
+        """Kafka's retention check: time and size retention of user partitions, producer expiry."""
+        results: dict[tuple[str, int], Any] = {}
+        for topic, p, plog in self._user_logs("delete"):
+            results[(topic, p)] = await self._in_executor(topic, p, PartitionLog.apply_retention, plog)
         horizon = self.clock() - self.producer_id_expiration_ms
         expired = sum(pp.expire(horizon) for pp in self._producers.values())
         if expired:

@@ -30,10 +30,12 @@ from groupd.coordinator import GroupCoordinator
 from groupd.coordinator.result import Append, Result
 from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_records
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog, StorageError
 
 log = structlog.get_logger("groupd.groups")
+limited_log = LogLimiter(log)
 
 # Replay yields to the event loop every this many records so that a long load never stalls serving.
 _LOAD_CHUNK = 20_000
@@ -159,7 +161,7 @@ class GroupShell:
             records = [(k, v, (), now) for k, v in encode_records(append.records)]
             await self.appender.append(plog, records)
         except StorageError as e:
-            log.error("offsets_append_failed", partition=append.partition, error=str(e))
+            limited_log.error("offsets_append_failed", key=append.partition, partition=append.partition, error=str(e))
             error = ErrorCode.KAFKA_STORAGE_ERROR
         except Exception:
             log.exception("offsets_append_failed", partition=append.partition)

@@ -65,6 +65,10 @@ class Config:
     log_retention_check_interval_ms: int = dataclasses.field(
         default=300_000, metadata={"help": "how often retention/compaction runs over user topics (0 = never)"}
     )
+    log_cleaner_backoff_ms: int = dataclasses.field(
+        default=15_000,
+        metadata={"help": "how often compacted topics are checked for cleaning (log.cleaner.backoff.ms; 0 = never)"},
+    )
     producer_id_expiration_ms: int = dataclasses.field(
         default=86_400_000, metadata={"help": "idempotent-producer state of an idle producer is dropped after this"}
     )

@@ -2,6 +2,10 @@
 
 Every field of ``Config`` is a setting under all three names: ``--group-max-size`` on the command
 line, ``GROUPD_GROUP_MAX_SIZE`` in the environment, ``group_max_size`` in the TOML file.
+
+Every setting is checked against its domain before anything starts (``DOMAINS``; a test keeps the
+table complete), and a bad one is a ``ConfigError`` naming the flag and where the value came from:
+``groupd serve`` exits 2 with it instead of, say, binding port 99999 modulo 65536.
 """
 
 from __future__ import annotations
@@ -10,15 +14,158 @@ import argparse
 import dataclasses
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from groupd.broker.settings import Config
+from groupd.security.acl import Authorizer
+from groupd.security.listeners import CLIENT_AUTH, parse_listeners
+from groupd.security.scram import ALL_MECHANISMS, CredentialStore
+from groupd.storage import FsyncPolicy
+from groupd.storage.records import HEADER_SIZE
 
-__all__ = ["Config", "add_arguments", "load"]
+__all__ = ["DOMAINS", "Config", "ConfigError", "add_arguments", "load", "validate"]
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names it (as its flag) and its origin."""
+
+    def __init__(self, name: str, problem: str, origin: str = "") -> None:
+        self.setting = name
+        where = f" (from {origin})" if origin else ""
+        super().__init__(f"{flag(name)}: {problem}{where}")
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+# --- domains: each returns what is wrong with a value, or None --------------------------------------
+Check = Callable[[Any], str | None]
+
+
+def between(lo: int, hi: int) -> Check:
+    def check(v: int) -> str | None:
+        return None if lo <= v <= hi else f"must be between {lo} and {hi}, not {v}"
+
+    return check
+
+
+def one_of(*choices: str) -> Check:
+    def check(v: str) -> str | None:
+        return None if v.strip().lower() in choices else f"must be one of {', '.join(choices)}, not {v!r}"
+
+    return check
+
+
+def _parses(parse: Callable[[str], object]) -> Check:
+    def check(v: str) -> str | None:
+        try:
+            parse(v)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    return check
+
+
+def _non_empty(v: str) -> str | None:
+    return None if v.strip() else "must not be empty"
+
+
+def _sasl_mechanisms(v: str) -> str | None:
+    names = [m.strip().upper() for m in v.split(",") if m.strip()]
+    if not names:
+        return f"must list at least one of {', '.join(ALL_MECHANISMS)}"
+    bad = [m for m in names if m not in ALL_MECHANISMS]
+    return f"unknown mechanism {bad[0]!r} (supported: {', '.join(ALL_MECHANISMS)})" if bad else None
+
+
+def _anything(_v: object) -> str | None:
+    return None
+
+
+_port = between(0, 65535)
+_count = between(0, INT32_MAX)  # 0 = no limit / off, where the setting says so
+_positive = between(1, INT32_MAX)
+_ms = between(0, INT32_MAX)  # Kafka's int-typed durations (session timeouts, delays)
+_long_ms = between(0, INT64_MAX)
+_positive_long_ms = between(1, INT64_MAX)
+
+DOMAINS: dict[str, Check] = {
+    "host": _non_empty,
+    "port": _port,
+    "advertised_host": _anything,
+    "data_dir": _non_empty,
+    "node_id": between(0, INT32_MAX),
+    "log_format": one_of("console", "json"),
+    "log_level": one_of("debug", "info", "warning", "error"),
+    "max_request_bytes": _positive,
+    "max_connections": _count,
+    "connections_max_idle_ms": _long_ms,
+    "max_inflight_requests": _positive,
+    "max_inflight_bytes": _positive,
+    "max_write_buffer_bytes": _positive,
+    "max_partitions": _count,
+    "auto_create_topics": _anything,
+    "num_partitions": _positive,
+    "group_initial_rebalance_delay_ms": _ms,
+    "group_min_session_timeout_ms": _ms,
+    "group_max_session_timeout_ms": _ms,
+    "group_max_size": _positive,
+    "offsets_retention_minutes": _positive,
+    "offsets_retention_check_interval_ms": _positive_long_ms,
+    "offset_metadata_max_bytes": _count,
+    "fsync": _parses(FsyncPolicy.parse),
+    # A segment holds at least one batch header (the same floor as the topic config segment.bytes).
+    "segment_bytes": between(HEADER_SIZE, INT32_MAX),
+    "segment_ms": _positive_long_ms,
+    "delete_retention_ms": _long_ms,
+    "log_retention_check_interval_ms": _long_ms,
+    "log_cleaner_backoff_ms": _long_ms,
+    "producer_id_expiration_ms": _positive_long_ms,
+    "listeners": _anything,  # parsed as a whole in validate() (it needs --host and --port)
+    "ssl_certfile": _anything,  # files are read at start-up
+    "ssl_keyfile": _anything,
+    "ssl_cafile": _anything,
+    "ssl_client_auth": one_of(*CLIENT_AUTH),
+    "sasl_mechanisms": _sasl_mechanisms,
+    "connection_failed_authentication_delay_ms": _ms,
+    "users": _parses(CredentialStore),
+    "acl": _parses(Authorizer),
+    "metrics_port": _port,
+    "metrics_host": _anything,
+}
+
+
+def validate(cfg: Config, origins: dict[str, str] | None = None) -> Config:
+    """Raise ConfigError for the first setting outside its domain."""
+    origins = origins or {}
+    for f in fields(Config):
+        problem = DOMAINS[f.name](getattr(cfg, f.name))
+        if problem is not None:
+            raise ConfigError(f.name, problem, origins.get(f.name, ""))
+    if cfg.group_min_session_timeout_ms > cfg.group_max_session_timeout_ms:
+        name = "group_min_session_timeout_ms"
+        raise ConfigError(
+            name,
+            f"{cfg.group_min_session_timeout_ms} is above --group-max-session-timeout-ms "
+            f"{cfg.group_max_session_timeout_ms}",
+            origins.get(name, ""),
+        )
+    try:
+        parse_listeners(cfg)
+    except ValueError as e:
+        raise ConfigError("listeners", str(e), origins.get("listeners", "")) from None
+    return cfg
+
+
+# --- conversion --------------------------------------------------------------------------------
 def _parse_bool(s: str) -> bool:
     v = s.strip().lower()
     if v in ("1", "true", "yes", "on"):
@@ -28,17 +175,42 @@ def _parse_bool(s: str) -> bool:
     raise ValueError(f"not a boolean: {s!r}")
 
 
-def _convert(f: dataclasses.Field[Any], raw: Any) -> Any:
+def _kind(f: dataclasses.Field[Any]) -> str:
+    return f.type if isinstance(f.type, str) else f.type.__name__
+
+
+def _convert(f: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
+    try:
+        return _convert_value(f, raw)
+    except ValueError as e:
+        raise ConfigError(f.name, str(e), origin) from None
+
+
+def _convert_value(f: dataclasses.Field[Any], raw: Any) -> Any:
     if f.metadata.get("table"):
         if not isinstance(raw, dict):
-            raise ValueError(f"{f.name} must be a TOML table")
+            raise ValueError("must be a TOML table")
         return raw
-    kind = f.type if isinstance(f.type, str) else f.type.__name__
+    kind = _kind(f)
     if kind == "bool":
-        return raw if isinstance(raw, bool) else _parse_bool(str(raw))
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str):
+            return _parse_bool(raw)
+        raise ValueError(f"not a boolean: {raw!r}")
     if kind == "int":
-        return int(raw)
-    return str(raw)
+        # TOML gives ints, bools and floats as such: true or 1.5 must not become 1.
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str):
+            try:
+                return int(raw.strip())
+            except ValueError:
+                pass
+        raise ValueError(f"not an integer: {raw!r}")
+    if not isinstance(raw, str):
+        raise ValueError(f"not a string: {raw!r}")
+    return raw
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,17 +218,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for f in fields(Config):
         if f.metadata.get("table"):
             continue
-        flag = "--" + f.name.replace("_", "-")
         help_ = f.metadata.get("help", "") + f" (default: {f.default})"
-        if (f.type if isinstance(f.type, str) else f.type.__name__) == "bool":
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_)
+        if _kind(f) == "bool":
+            parser.add_argument(
+                flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_
+            )
         else:
-            parser.add_argument(flag, dest=f.name, default=None, help=help_)
+            parser.add_argument(flag(f.name), dest=f.name, default=None, help=help_)
 
 
 def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = None) -> Config:
     env = dict(os.environ) if env is None else env
     values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     by_name = {f.name: f for f in fields(Config)}
     path = getattr(args, "config", None) or env.get("GROUPD_CONFIG")
     if path:
@@ -70,14 +244,18 @@ def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = No
             key = k.replace("-", "_").replace(".", "_")
             if key not in by_name:
                 raise ValueError(f"unknown setting {k!r} in {path}")
-            values[key] = _convert(by_name[key], v)
+            origins[key] = f"{k} in {path}"
+            values[key] = _convert(by_name[key], v, origins[key])
     for name, f in by_name.items():
-        raw = None if f.metadata.get("table") else env.get("GROUPD_" + name.upper())
+        var = "GROUPD_" + name.upper()
+        raw = None if f.metadata.get("table") else env.get(var)
         if raw is not None:
-            values[name] = _convert(f, raw)
+            origins[name] = var
+            values[name] = _convert(f, raw, var)
     if args is not None:
         for name, f in by_name.items():
             raw = getattr(args, name, None)
             if raw is not None:
-                values[name] = _convert(f, raw)
-    return Config(**values)
+                origins[name] = f"the command line: {flag(name)} {raw}"
+                values[name] = _convert(f, raw, origins[name])
+    return validate(Config(**values), origins)

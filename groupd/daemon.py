@@ -5,6 +5,9 @@ heap, and the metrics endpoint when asked for."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import os
 import signal
 import sys
 import time
@@ -13,6 +16,7 @@ import structlog
 
 from groupd.broker.node import Broker
 from groupd.broker.settings import Config
+from groupd.protocol import ratelimit
 
 from . import __version__
 
@@ -48,6 +52,7 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     if config.metrics_port:
         attach_metrics(broker)
     await broker.start()
+    watcher = asyncio.create_task(watch_fd_limit(broker))
     if ready is not None:
         ready.set()
     stop = asyncio.Event()
@@ -56,7 +61,55 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("groupd_shutting_down")
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
     await broker.stop()
+    ratelimit.flush_all()  # the counts of rate-limited events not reported yet
+
+
+async def watch_fd_limit(broker: Broker, every_s: float = 1.0) -> None:
+    """Log running out of file descriptors, which the accept loop does silently.
+
+    At EMFILE, libuv (uvloop's accept loop) closes its reserve descriptor, accepts every waiting
+    connection and closes it at once (``uv__emfile_trick``), then goes on; the server never hears
+    of them (asyncio's own loop only logs through the unconfigured ``asyncio`` logger and stops
+    accepting for a second at a time, ``ACCEPT_RETRY_DELAY``, while the connections wait). So
+    once a second the daemon opens and closes one descriptor: while that fails, a rate-limited
+    ``fd_limit_reached`` error says so (with the limit and the open connections), and
+    ``fd_limit_recovered`` when it works again."""
+    limited = ratelimit.LogLimiter(log)
+    exhausted = False
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            os.close(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        except OSError as e:
+            if e.errno not in (errno.EMFILE, errno.ENFILE):
+                return  # no /dev/null to probe with: nothing to watch by
+            exhausted = True
+            limited.error(
+                "fd_limit_reached",
+                error=os.strerror(e.errno),
+                limit=_fd_limit(),
+                connections=len(broker.server.connections),
+                hint="new connections are closed unserved and new partition files cannot be opened: "
+                "raise the limit (ulimit -n) or lower --max-connections",
+            )
+            continue
+        if exhausted:
+            exhausted = False
+            limited.flush()  # the count of the failed probes first
+            log.info("fd_limit_recovered", limit=_fd_limit(), connections=len(broker.server.connections))
+
+
+def _fd_limit() -> int | None:
+    try:
+        import resource
+
+        return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, ValueError, OSError):
+        return None
 
 
 def _raise_fd_limit() -> None:

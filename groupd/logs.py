@@ -58,10 +58,11 @@ class _IsoUtcStamper:
 
 
 def configure(fmt: str = "console", level: str = "info") -> None:
-    lvl = logging.getLevelName(level.upper())
+    lvl = logging.getLevelName(level.strip().upper())
     if not isinstance(lvl, int):
         raise ValueError(f"unknown log level {level!r}")
     renderer: structlog.typing.Processor
+    fmt = fmt.strip().lower()
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer()
     elif fmt == "console":

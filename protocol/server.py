@@ -28,7 +28,10 @@ from typing import Any
 
 import structlog
 
+from .ratelimit import LogLimiter
+
 log = structlog.get_logger("groupd.server")
+limited_log = LogLimiter(log)
 
 _conn_ids = itertools.count(1)
 _FRAME_SIZE = struct.Struct(">i")
@@ -328,20 +331,22 @@ class Connection(asyncio.Protocol):
             except Exception:
                 log.exception("close_callback_failed", conn=self.id)
 
-    def close_after_write(self, reason: str, *, delay_ms: int = 0, **fields: Any) -> None:
+    def close_after_write(self, reason: str, *, delay_ms: int = 0, quiet: bool = False, **fields: Any) -> None:
         """Close once the responses answered so far are written (Kafka sends a failed SASL exchange
         its error response, then closes). Nothing more is read from the connection.
 
         ``delay_ms`` keeps the socket open that long after the last response went out, as Kafka's
         ``connection.failed.authentication.delay.ms`` does: a client that reads the error response
         and sees the close in the same poll may report only the close (kafka-python 3 did, about
-        one time in five), and a client retrying bad credentials in a loop is slowed down."""
+        one time in five), and a client retrying bad credentials in a loop is slowed down.
+        ``quiet``: the caller logged why already (a failed SASL exchange, rate-limited there), so
+        the close is only a debug line."""
 
         def later() -> None:
             if self.closed:
                 return
             self._flush()
-            log.warning(
+            (log.debug if quiet else log.warning)(
                 "connection_closed", conn=self.id, peer=f"{self.peer_host}:{self.peer_port}", reason=reason, **fields
             )
             self.closed = True
@@ -406,7 +411,14 @@ class Server:
 
     def connection_opened(self, conn: Connection) -> None:
         if self.max_connections and len(self.connections) >= self.max_connections:
-            log.warning("connection_refused", peer=f"{conn.peer_host}:{conn.peer_port}", reason="max connections")
+            # A storm of them (3,518 lines in a second) is one line per interval with the count.
+            limited_log.warning(
+                "connection_refused",
+                key="max connections",
+                peer=f"{conn.peer_host}:{conn.peer_port}",
+                reason="max connections",
+                max_connections=self.max_connections,
+            )
             conn.closed = True
             if conn.transport is not None:
                 conn.transport.abort()

@@ -31,12 +31,16 @@ from typing import Any
 
 import structlog
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Connection, Request
 
 from .listeners import Listener, certificate_cn
 from .scram import ALL_MECHANISMS, SCRAM_MECHANISMS, CredentialStore, SaslError, parse_plain
 
 log = structlog.get_logger("groupd.security.auth")
+# One client retrying a wrong password logged 117 lines in 6 s: per peer host, mechanism and user,
+# one line per interval with the count of the failures held back.
+limited_log = LogLimiter(log)
 
 ANONYMOUS = "User:ANONYMOUS"
 _INVALID_CREDENTIALS = "Authentication failed: Invalid user credentials"
@@ -215,14 +219,15 @@ class Authenticator:
         if mechanism not in self.mechanisms:
             session.state = State.FAILED
             req.respond({"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": self.mechanisms})
-            log.warning(
+            limited_log.warning(
                 "sasl_authentication_failed",
+                key=(req.client_host, mechanism[:64]),
                 conn=req.conn.id,
                 peer=req.client_host,
                 mechanism=mechanism[:64],
                 reason="unsupported mechanism",
             )
-            req.conn.close_after_write("unsupported SASL mechanism")
+            req.conn.close_after_write("unsupported SASL mechanism", quiet=True)
             return
         session.state = State.AUTHENTICATE
         session.mechanism_name = mechanism
@@ -260,7 +265,7 @@ class Authenticator:
                     "session_lifetime_ms": 0,
                 }
             )
-            req.conn.close_after_write("SASL authentication failed", delay_ms=self.failed_delay_ms)
+            req.conn.close_after_write("SASL authentication failed", delay_ms=self.failed_delay_ms, quiet=True)
             return
         if session.authenticated:
             self.log_success(req.conn, session)
@@ -271,8 +276,9 @@ class Authenticator:
     # --- logging ----------------------------------------------------------------------------------
     def log_failure(self, conn: Connection, session: Session, e: SaslError) -> None:
         user = session.mechanism.user if session.mechanism else None
-        log.warning(
+        limited_log.warning(
             "sasl_authentication_failed",
+            key=(conn.peer_host, session.mechanism_name, user[:256] if user else None),
             conn=conn.id,
             peer=conn.peer_host,
             listener=session.listener.name if session.listener else None,

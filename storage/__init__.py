@@ -4,7 +4,7 @@ The engine stores and returns record batches; it knows nothing about what the re
 """
 
 from .appender import Appender, FsyncPolicy
-from .compaction import CompactionResult, compact, run_cleanup
+from .compaction import Cleaner, CompactionResult, compact, run_cleanup
 from .errors import (
     CorruptRecordError,
     LogClosedError,
@@ -22,6 +22,7 @@ from .records import BatchView, Record, build_batch, decode_window, iter_batches
 __all__ = [
     "Appender",
     "BatchView",
+    "Cleaner",
     "CompactionResult",
     "CorruptRecordError",
     "FileOps",

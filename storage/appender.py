@@ -38,12 +38,14 @@ from functools import partial
 from typing import Protocol
 
 import structlog
+from groupd.protocol.ratelimit import LogLimiter
 
 from . import records as rec
 from .errors import StorageError
 from .log import PartitionLog
 
 log = structlog.get_logger("groupd.storage")
+limited_log = LogLimiter(log)
 
 __all__ = ["AppendObserver", "Appender", "FsyncPolicy"]
 
@@ -190,8 +192,7 @@ class Appender:
                         [e[0] for e in entries], log_append_time_ms=lat, after_write=after
                     )
                 except StorageError as exc:
-                    log.error("storage.append.failed", path=str(plog.path), error=str(exc), callers=len(entries))
-                    res = exc
+                    res = exc  # logged on the loop's side (_run_job), rate-limited
                 except Exception as exc:  # a bug must fail these callers, not wedge the partition
                     log.exception("storage.append.crashed", path=str(plog.path))
                     res = StorageError(f"append failed: {exc!r}")
@@ -219,6 +220,14 @@ class Appender:
             for (_lat, entries), res in zip(groups, unit_results):
                 futures = [e[2] for e in entries]
                 if isinstance(res, BaseException):
+                    # A failing disk fails every write (3,037 lines in 6 s): one line per log per interval.
+                    limited_log.error(
+                        "storage.append.failed",
+                        key=plog.path,
+                        path=str(plog.path),
+                        error=str(res),
+                        callers=len(entries),
+                    )
                     _fail_all(futures, res)
                     continue
                 for fut, result in zip(futures, res):
@@ -274,7 +283,7 @@ class Appender:
             await loop.run_in_executor(self._executor, self._timed_fsync, plog)
         except (StorageError, OSError) as exc:
             # Callers were already answered; the data stays dirty and the next interval retries.
-            log.error("storage.fsync.failed", path=str(plog.path), error=str(exc))
+            limited_log.error("storage.fsync.failed", key=plog.path, path=str(plog.path), error=str(exc))
         finally:
             state.flushing = False
         if plog.needs_flush and not plog.closed:

@@ -16,7 +16,7 @@ rewritten, as in Kafka (its newest records may not even be on disk yet). A pass:
    lastOffsetDelta (they may become sparse), and the group's last batch is kept even when empty
    so the cleaned segment covers exactly the offsets of the segments it replaces. Batches that are
    kept whole are copied byte for byte; control batches and batches whose codec is not
-   installed are kept whole.
+   installed (or whose compressed payload does not decompress) are kept whole.
 
 The swap, per group with base offset X (each step ends with an fsync of the directory)::
 
@@ -192,6 +192,7 @@ def _clean_group(
                     try:
                         records = view.records()
                     except (UnsupportedCompressionError, CorruptRecordError):
+                        # Kept byte for byte: a batch the cleaner cannot read is not its to drop.
                         records = None
                     if records is not None:
                         kept = []
@@ -284,6 +285,49 @@ def _rename(src: Path, dst: Path, crash_hook: Callable[[str], None] | None) -> N
     os.rename(src, dst)
     # Between two renames is as likely a place to die as between two steps.
     _hook(crash_hook, f"renamed:{dst.name}")
+
+
+# Kafka's min.cleanable.dirty.ratio default.
+MIN_CLEANABLE_DIRTY_RATIO = 0.5
+
+
+class Cleaner:
+    """Which compacted logs are worth a pass, decided as Kafka's ``LogCleanerManager`` decides it.
+
+    The cleaner remembers per log the offset up to which it last cleaned (Kafka's
+    cleaner-offset-checkpoint; here in memory, so the first pass after a start cleans every log) and
+    cleans a log only when its inactive segments past that offset make up at least
+    ``min_dirty_ratio`` of its inactive bytes (``cleanableRatio``). A log with nothing new is not
+    re-read on every pass of the cleaner, which runs every ``log.cleaner.backoff.ms``.
+    """
+
+    def __init__(self, min_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO) -> None:
+        self.min_dirty_ratio = min_dirty_ratio
+        self._first_dirty: dict[Path, int] = {}
+
+    def dirty_ratio(self, plog: PartitionLog) -> float:
+        segments = plog.segments
+        inactive = segments[:-1]
+        total = sum(s.size for s in inactive)
+        if not total:
+            return 0.0
+        first_dirty = self._first_dirty.get(plog.path, 0)
+        if first_dirty > segments[-1].base_offset:
+            first_dirty = 0  # a new log at the same path (the topic was deleted and created again)
+        return sum(s.size for s in inactive if s.base_offset >= first_dirty) / total
+
+    def clean(self, plog: PartitionLog, *, now: int | None = None) -> CompactionResult | None:
+        """Compact ``plog`` if it is dirty enough (blocking: run it in an executor); None if not."""
+        if not plog.config.compact or self.dirty_ratio(plog) < self.min_dirty_ratio:
+            return None
+        # What is appended while the pass runs stays dirty for the next one.
+        upto = plog.active_segment.base_offset
+        result = compact(plog, now=now)
+        self._first_dirty[plog.path] = upto
+        return result
+
+    def forget(self, plog: PartitionLog) -> None:
+        self._first_dirty.pop(plog.path, None)
 
 
 def run_cleanup(plog: PartitionLog, *, now: int | None = None) -> CompactionResult | int:

@@ -8,10 +8,13 @@ gzip without extra packages; librdkafka and kcat have all four).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -44,24 +47,32 @@ def _expected(msgs: list[tuple[int, bytes, bytes]]) -> dict[int, list[tuple[byte
     return dict(out)
 
 
-def _confluent_read(groupd: GroupdProcess, topic: str, n: int, partitions: int = PARTITIONS) -> dict:
+def _confluent_consume(
+    groupd: GroupdProcess, topic: str, partitions: int, done: Callable[[list[tuple[int, int, bytes, bytes]]], bool]
+) -> list[tuple[int, int, bytes, bytes]]:
+    """(partition, offset, key, value) of every record read from offset 0 until ``done`` (or 15 s)."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": groupd.bootstrap, "group.id": "unused", "enable.auto.commit": False})
-    got: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
-    offsets: dict[int, list[int]] = defaultdict(list)
+    got: list[tuple[int, int, bytes, bytes]] = []
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + 15
-        count = 0
-        while count < n and time.monotonic() < deadline:
+        while not done(got) and time.monotonic() < deadline:
             for m in c.consume(500, 0.2):
                 assert m.error() is None, m.error()
-                got[m.partition()].append((m.key(), m.value()))
-                offsets[m.partition()].append(m.offset())
-                count += 1
+                got.append((m.partition(), m.offset(), m.key(), m.value()))
     finally:
         c.close()
+    return got
+
+
+def _confluent_read(groupd: GroupdProcess, topic: str, n: int, partitions: int = PARTITIONS) -> dict:
+    got: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
+    offsets: dict[int, list[int]] = defaultdict(list)
+    for p, offset, key, value in _confluent_consume(groupd, topic, partitions, lambda recs: len(recs) >= n):
+        got[p].append((key, value))
+        offsets[p].append(offset)
     for p, offs in offsets.items():
         assert offs == list(range(len(offs))), f"partition {p}: offsets not contiguous"
     return dict(got)
@@ -459,3 +470,59 @@ async def test_aiokafka_transactional_producer_fails_promptly(groupd: GroupdProc
     finally:
         await p.stop()
     assert time.monotonic() - started < 3
+
+
+# --------------------------------------------------------------------------------------------
+# compaction on the cleaner's cadence
+
+
+@pytest.fixture(scope="module")
+def cleaning_groupd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupdProcess]:
+    """A daemon whose cleaner looks every 200 ms (log.cleaner.backoff.ms; Kafka's default is 15 s)
+    while retention keeps its 300 s check: what gets compacted here is the cleaner's doing."""
+    d = GroupdProcess(Path(tmp_path_factory.mktemp("cleaner")) / "data", "--log-cleaner-backoff-ms", "200")
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compacted_topic_is_cleaned_on_the_cleaner_cadence(
+    cleaning_groupd: GroupdProcess, unique: str, codec: str
+) -> None:
+    """librdkafka batches of every codec on a compacted topic: accepted (groupd reads their keys)
+    and compacted by the daemon well before the retention check would run."""
+    from confluent_kafka import Producer
+
+    d = cleaning_groupd
+    topic = _create(d, f"cc-{codec}-{unique}", 1, **{"cleanup.policy": "compact", "segment.bytes": "4096"})
+    p = Producer({"bootstrap.servers": d.bootstrap, "compression.type": codec, "linger.ms": 0})
+    errors: list = []
+    latest: dict[bytes, bytes] = {}
+    n = 300
+    for i in range(n):
+        key, value = b"k%d" % (i % 5), b"%05d-" % i + os.urandom(40).hex().encode()
+        latest[key] = value
+        p.produce(topic, key=key, value=value, partition=0, on_delivery=lambda e, m: e and errors.append(e))
+        if i % 10 == 9:
+            assert p.flush(10) == 0  # batches of 10: several segments of 4 KiB
+    assert errors == []
+
+    def compactions() -> list[dict[str, object]]:
+        return [e for e in d.events("storage.compaction.done") if f"{os.sep}{topic}-0" in str(e["path"])]
+
+    deadline = time.monotonic() + 10
+    while not compactions() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [done, *_] = compactions()
+    assert int(done["records_dropped"]) > 0  # type: ignore[call-overload]
+
+    got = [
+        (o, k, v) for _, o, k, v in _confluent_consume(d, topic, 1, lambda recs: bool(recs) and recs[-1][1] >= n - 1)
+    ]
+    offsets = [o for o, _, _ in got]
+    assert offsets == sorted(set(offsets)) and offsets[-1] == n - 1
+    assert len(got) < n  # superseded records of the cleaned segments are gone
+    assert {k: v for _, k, v in got} == latest  # the latest value of every key is kept

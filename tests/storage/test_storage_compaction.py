@@ -6,7 +6,7 @@ import random
 
 import pytest
 from groupd.storage import records as R
-from groupd.storage.compaction import SWAP_STEPS, compact, run_cleanup
+from groupd.storage.compaction import SWAP_STEPS, Cleaner, compact, run_cleanup
 from groupd.storage.log import PartitionLog
 from storage_helpers import records_via_kafka_python, small_config
 
@@ -111,17 +111,19 @@ def test_keyless_control_and_uncleanable_batches_survive(tmp_path):
     plog.append_records([(None, b"no key", [], 1)])
     control = bytearray(R.build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [], 1)], control=True))
     plog.append_batch(bytes(control))
-    zstd = bytearray(R.build_batch([(b"k", b"old-but-unreadable", [], 1)]))
-    # Pretend this batch is zstd-compressed (no zstd library here): its keys cannot be read.
-    zstd[R.ATTRIBUTES_OFFSET + 1] |= R.COMPRESSION_ZSTD
-    zstd[17:21] = R.compute_crc(zstd, 0, len(zstd)).to_bytes(4, "big")
-    plog.append_batch(bytes(zstd))
+    # Batches whose keys cannot be read are kept whole: one claims zstd but its payload is not zstd
+    # (it does not decompress), one names a codec id no library has.
+    for codec in (R.COMPRESSION_ZSTD, 5):
+        unreadable = bytearray(R.build_batch([(b"k", b"old-but-unreadable", [], 1)]))
+        unreadable[R.ATTRIBUTES_OFFSET + 1] |= codec
+        unreadable[17:21] = R.compute_crc(unreadable, 0, len(unreadable)).to_bytes(4, "big")
+        plog.append_batch(bytes(unreadable))
     for i in range(30):
         plog.append_records([(b"k", b"v%d" % i + b"x" * 40, [], 2 + i)])
     compact(plog, now=0)
     batches = list(plog.iter_batches())
     assert any(b.is_control for b in batches)
-    assert any(b.compression == R.COMPRESSION_ZSTD for b in batches)
+    assert {R.COMPRESSION_ZSTD, 5} <= {b.compression for b in batches}
     assert batches[0].records_kv() == [(0, 1, None, b"no key")]
     plog.validate_all()
     plog.close()
@@ -240,3 +242,34 @@ def test_truncating_back_into_compacted_segments_survives_a_crash(tmp_path):
     assert list(reopened.iter_records()) == [*keep, (leo, 5, b"group-new", b"v")]
     reopened.validate_all()
     reopened.close()
+
+
+def test_the_cleaner_cleans_a_log_only_when_enough_of_it_is_dirty(tmp_path):
+    """Kafka's LogCleanerManager: the cleaner remembers how far it cleaned and picks a log again only
+    when its dirty part is at least min.cleanable.dirty.ratio (0.5) of its inactive bytes, so a log
+    with nothing new is not read again on every pass (every log.cleaner.backoff.ms)."""
+    plog = PartitionLog.open(tmp_path / "t-0", CFG)
+    cleaner = Cleaner()
+    assert cleaner.min_dirty_ratio == 0.5
+    assert cleaner.clean(plog, now=0) is None  # one (active) segment: nothing to clean
+    write_keyed(plog, 150, keys=10, seed=1, tombstone_rate=0)
+    assert cleaner.dirty_ratio(plog) == 1.0  # never cleaned since the start
+    first = cleaner.clean(plog, now=0)
+    assert first is not None and first.records_dropped > 0
+    assert cleaner.dirty_ratio(plog) == 0.0
+    assert cleaner.clean(plog, now=0) is None  # nothing new: not read again
+    clean = [(s.base_offset, s.size) for s in plog.segments[:-1]]
+    n = 0
+    while len(plog.segments) - 1 == len(clean):  # until one more segment is inactive
+        write_keyed(plog, 1, keys=10, seed=100 + n, tombstone_rate=0)
+        n += 1
+    dirty = sum(s.size for s in plog.segments[:-1]) - sum(size for _, size in clean)
+    ratio = dirty / (dirty + sum(size for _, size in clean))
+    assert cleaner.dirty_ratio(plog) == pytest.approx(ratio)
+    cleaner.min_dirty_ratio = ratio + 0.01
+    assert cleaner.clean(plog, now=0) is None  # some dirt, not enough
+    cleaner.min_dirty_ratio = ratio
+    assert cleaner.clean(plog, now=0) is not None
+    cleaner.forget(plog)
+    assert cleaner.dirty_ratio(plog) == 1.0
+    plog.close()

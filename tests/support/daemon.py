@@ -8,14 +8,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
 class GroupdProcess:
-    def __init__(self, data_dir: Path, *extra_args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *extra_args: str,
+        env: dict[str, str] | None = None,
+        preexec_fn: Callable[[], object] | None = None,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.extra_args = list(extra_args)
         self.env = env
+        self.preexec_fn = preexec_fn  # run in the child before exec (e.g. resource limits)
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
@@ -45,7 +53,7 @@ class GroupdProcess:
         ]
         env = dict(os.environ)
         env.update(self.env or {})
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env)
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, preexec_fn=self.preexec_fn)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
