@@ -130,6 +130,8 @@ DOMAINS: dict[str, Check] = {
     "log_cleaner_backoff_ms": _long_ms,
     "producer_id_expiration_ms": _positive_long_ms,
     "listeners": _anything,  # parsed as a whole in validate() (it needs --host and --port)
+    "listener_security_protocol_map": _anything,  # with --listeners
+    "advertised_listeners": _anything,  # with --listeners
     "ssl_certfile": _anything,  # files are read at start-up
     "ssl_keyfile": _anything,
     "ssl_cafile": _anything,
