@@ -11,7 +11,7 @@ function h(tag, attrs, ...children) {
     else if (k === "style") el.style.cssText = v;
     else el.setAttribute(k, String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
