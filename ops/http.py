@@ -24,6 +24,7 @@ log = structlog.get_logger("groupd.ops.http")
 
 HEAD_LIMIT = 16 * 1024  # request line and headers; nothing legitimate comes close
 HEAD_TIMEOUT_S = 10.0
+STREAM_STALL_S = 30.0
 
 
 @dataclass
@@ -127,7 +128,9 @@ class HttpServer:
             writer.write(_head("200 OK", answer.content_type, answer.headers, None))
             async for chunk in answer.chunks:
                 writer.write(chunk)
-                await writer.drain()
+                # A client that stops reading holds one stream slot and one chunk of buffer, and
+                # is dropped after a while (TimeoutError is an OSError: the connection is closed).
+                await asyncio.wait_for(writer.drain(), STREAM_STALL_S)
         finally:
             watcher.cancel()
             self._streams.discard(task)

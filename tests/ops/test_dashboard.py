@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -266,3 +267,39 @@ def test_the_page_loads_nothing_from_elsewhere() -> None:
         assert "http://" not in text and "https://" not in text and "//cdn" not in text
     assert 'src="dashboard.js"' in html and 'href="dashboard.css"' in html
     assert "innerHTML" not in js  # client-chosen names are set as text only
+
+
+async def test_streams_are_capped_and_closing_ends_them() -> None:
+    _shell, dash, _wire = _dashboard(tick_s=0.05, max_streams=1)
+    host, port = await dash.start("127.0.0.1", 0)
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Content-Length" not in head
+        assert (await asyncio.wait_for(reader.readuntil(b"\n\n"), 5)) == b"retry: 2000\n\n"
+        assert (await asyncio.wait_for(reader.readuntil(b"\n\n"), 5)).startswith(b"data: {")
+
+        def status(path: str, header: str = "") -> int:
+            req = urllib.request.Request(f"http://{host}:{port}{path}")
+            if header:
+                req.add_header("X-Big", header)
+            try:
+                with urllib.request.urlopen(req, timeout=5) as resp:
+                    return resp.status
+            except urllib.error.HTTPError as e:
+                return e.code
+            except (urllib.error.URLError, ConnectionError):
+                return -1  # closed without an answer
+
+        assert await asyncio.to_thread(status, "/events") == 503  # the one slot is taken
+        assert await asyncio.to_thread(status, "/api/view") == 200
+        assert await asyncio.to_thread(status, "/nowhere") == 404
+        assert await asyncio.to_thread(status, "/", "x" * 20_000) == -1  # a head over 16 KiB
+        await asyncio.wait_for(dash.close(), 5)  # ends the open stream instead of waiting on it
+        await asyncio.wait_for(reader.read(), 5)  # to EOF: the server closed the stream
+        assert reader.at_eof()
+        assert dash.streams == 0
+    finally:
+        writer.close()
+        await dash.close()
