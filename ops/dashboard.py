@@ -368,7 +368,7 @@ class Dashboard(CoordinatorListener):
         h = self.timeline.groups.get(gid)
         out = {
             "group_id": gid,
-            "state": str(group.state) if group is not None else group_view.EMPTY,
+            "state": str(group.state) if group is not None else self._state_without_group(gid),
             "generation": group.generation if group is not None else None,
             "protocol_type": group.protocol_type if group is not None else None,
             "protocol": group.protocol_name if group is not None else None,
@@ -380,6 +380,11 @@ class Dashboard(CoordinatorListener):
             "timeline": [e.to_json() for e in reversed(h.entries)] if h is not None else [],
         }
         return out, rows_left - len(partitions)
+
+    def _state_without_group(self, gid: str) -> str:
+        # Only committed offsets left: what DescribeGroups answers (Empty). Not even those: the
+        # group was deleted (or emptied and expired) and only the timeline remembers it.
+        return group_view.EMPTY if gid in self.core.offsets else "Dead"
 
     def _end_offset(self, topic: str, partition: int) -> int | None:
         plog = self.logs.get(topic, partition) if self.logs is not None else None

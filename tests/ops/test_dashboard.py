@@ -173,6 +173,10 @@ def test_memory_is_bounded_per_group_and_in_groups() -> None:
             c.leave()
             wire.advance(10)
     assert list(dash.timeline.groups) == ["g2", "g3"]  # the least recently active went first
+    # A deleted group is gone from the core; the timeline still shows it, as Dead.
+    assert shell.answer(shell.send("DeleteGroups", 2, {"groups_names": ["g3"]}))["results"][0]["error_code"] == 0
+    states = {g["group_id"]: (g["state"], len(g["timeline"])) for g in dash.view()["groups"]}
+    assert states == {"g1": ("Empty", 0), "g2": ("Empty", 3), "g3": ("Dead", 3)}
     assert all(len(h.entries) == 3 for h in dash.timeline.groups.values())
 
 
