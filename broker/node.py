@@ -86,6 +86,8 @@ class Broker:
         # around the node hangs on it (groupd.daemon), without the node knowing what it is.
         self.before_listen: list[Callable[[], Awaitable[None]]] = []
         self.before_stop: list[Callable[[], Awaitable[None]]] = []
+        # Added to the start-up line by those hooks (the dashboard's address, for one).
+        self.listening_fields: dict[str, object] = {}
 
     def _ownership(self) -> PartitionOwnership:
         # The core's node is the first listener's endpoint; FindCoordinator answers are rewritten
@@ -165,6 +167,7 @@ class Broker:
             cluster_id=self.topics.cluster_id,
             node_id=self.config.node_id,
             startup_ms=round((time.perf_counter() - t0) * 1000, 1),
+            **self.listening_fields,
         )
 
     async def stop(self) -> None:

@@ -122,6 +122,16 @@ class Config:
     metrics_host: str = dataclasses.field(
         default="", metadata={"help": "address the metrics endpoint listens on (default: --host)"}
     )
+    metrics_max_groups: int = dataclasses.field(
+        default=1000,
+        metadata={"help": "groups with per-group series (lag, state, size); the rest are counted (0 = no cap)"},
+    )
+    dashboard_port: int = dataclasses.field(
+        default=-1, metadata={"help": "serve the live dashboard over HTTP on this port (0 = any free port, -1 = off)"}
+    )
+    dashboard_host: str = dataclasses.field(
+        default="", metadata={"help": "address the dashboard listens on (default: --host)"}
+    )
 
     @property
     def advertised(self) -> str:
@@ -130,3 +140,7 @@ class Config:
     @property
     def metrics_listen_host(self) -> str:
         return self.metrics_host or self.host
+
+    @property
+    def dashboard_listen_host(self) -> str:
+        return self.dashboard_host or self.host

@@ -142,6 +142,9 @@ DOMAINS: dict[str, Check] = {
     "acl": _parses(Authorizer),
     "metrics_port": _port,
     "metrics_host": _anything,
+    "metrics_max_groups": _count,
+    "dashboard_port": between(-1, 65535),  # -1: off, 0: any free port
+    "dashboard_host": _anything,
 }
 
 

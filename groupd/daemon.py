@@ -1,6 +1,6 @@
 """The daemon process: one node (``groupd.broker.node.Broker``) with what a long-lived process needs
 around it -- signals, the file-descriptor limit, a GC that does not pause the loop for the whole
-heap, and the metrics endpoint when asked for."""
+heap, and the metrics endpoint and the dashboard when asked for."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def attach_metrics(broker: Broker) -> None:
     from groupd.ops.metrics import Metrics
 
     config = broker.config
-    metrics = Metrics(version=__version__)
+    metrics = Metrics(version=__version__, max_groups=config.metrics_max_groups)
     metrics.bind(
         dispatcher=broker.dispatcher,
         server=broker.server,
@@ -47,10 +47,29 @@ def attach_metrics(broker: Broker) -> None:
     broker.before_stop.append(metrics.close)
 
 
+def attach_dashboard(broker: Broker) -> None:
+    """The live dashboard (``--dashboard-port``). Attached after the metrics: it becomes the core's
+    listener and passes every event on to theirs."""
+    from groupd.ops.dashboard import Dashboard
+
+    config = broker.config
+    dashboard = Dashboard(broker.core, topics=broker.topics, logs=broker.logs)
+    dashboard.bind(dispatcher=broker.dispatcher)
+
+    async def start() -> None:
+        host, port = await dashboard.start(config.dashboard_listen_host, config.dashboard_port)
+        broker.listening_fields["dashboard"] = f"http://{host}:{port}/"
+
+    broker.before_listen.append(start)
+    broker.before_stop.append(dashboard.close)
+
+
 async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     broker = Broker(config)
     if config.metrics_port:
         attach_metrics(broker)
+    if config.dashboard_port >= 0:
+        attach_dashboard(broker)
     await broker.start()
     watcher = asyncio.create_task(watch_fd_limit(broker))
     if ready is not None:

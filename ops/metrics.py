@@ -10,19 +10,24 @@ Where each figure comes from, and why it is collected that way:
 - **Groups by state, members, pending appends, start-up replay, parked fetches** are read from the
   coordinator core, the shell and the data plane at scrape time (``_StateCollector``): nothing at
   all on the request path.
+- **Per-group lag, state and size** (``_GroupCollector``) are computed at scrape time too, from the
+  core's committed offsets and the logs' end offsets (``group_view``). One series per group (and
+  per group and topic for lag) would let a broker with many groups flood Prometheus, so at most
+  ``max_groups`` groups get series (``--metrics-max-groups``): the most lagging first, then by name;
+  the others are counted in ``groupd_group_metrics_omitted_groups`` and their lag summed in
+  ``groupd_group_metrics_omitted_lag``, so a sum over groups still adds up.
 - **Rebalances and expiries** come through the core's ``CoordinatorListener`` hooks, and **disk
   writes and fsyncs** through the appender's ``AppendObserver``; those are rare enough for ordinary
   prometheus-client counters and histograms (which are thread-safe: the appender reports from its
   executor threads).
 
-The endpoint is a tiny HTTP/1.1 server on the daemon's own event loop, not prometheus-client's
-``start_http_server`` thread: a scrape then reads the core's dicts on the thread that mutates them,
-so it never sees one half-changed, and it never competes with the loop for the GIL.
+The endpoint is the tiny HTTP/1.1 server of ``ops.http`` on the daemon's own event loop, not
+prometheus-client's ``start_http_server`` thread: a scrape then reads the core's dicts on the thread
+that mutates them, so it never sees one half-changed, and it never competes with the loop for the GIL.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -51,6 +56,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
+
+from . import group_view
+from .http import HttpRequest, HttpServer, Response, text
 
 log = structlog.get_logger("groupd.ops.metrics")
 
@@ -225,6 +233,51 @@ class _StateCollector(Collector):
             )
 
 
+class _GroupCollector(Collector):
+    """Per-group series, read at scrape time, for at most ``max_groups`` groups (0 = no cap)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        core = m.core
+        if core is None:
+            return
+        lags = {g.group_id: g for g in group_view.all_lags(core, m.logs)}
+        totals = {gid: lag.total for gid, lag in lags.items()}
+        gids = sorted(group_view.group_ids(core), key=lambda gid: (-totals.get(gid, 0), gid))
+        cap = m.max_groups
+        kept, omitted = (gids[:cap], gids[cap:]) if cap > 0 else (gids, [])
+        lag = GaugeMetricFamily(
+            "groupd_group_lag",
+            "Log end offset minus committed offset, summed over the group's committed partitions of a topic",
+            labels=["group", "topic"],
+        )
+        state = GaugeMetricFamily("groupd_group_state", "1 for the group's current state", labels=["group", "state"])
+        size = GaugeMetricFamily("groupd_group_size", "Members of the group", labels=["group"])
+        for gid in kept:
+            group = core.groups.get(gid)
+            state.add_metric([gid, group_view.state_of(core, gid)], 1)
+            size.add_metric([gid], len(group.members) if group is not None else 0)
+            if gid in lags:
+                for topic, n in sorted(lags[gid].by_topic().items()):
+                    lag.add_metric([gid, topic], n)
+        yield lag
+        yield state
+        yield size
+        yield GaugeMetricFamily(
+            "groupd_group_metrics_omitted_groups",
+            "Groups left out of the per-group series (beyond --metrics-max-groups)",
+            value=len(omitted),
+        )
+        yield GaugeMetricFamily(
+            "groupd_group_metrics_omitted_lag",
+            "Summed lag of the groups left out of the per-group series",
+            value=sum(totals.get(gid, 0) for gid in omitted),
+        )
+
+
 def _installed_version() -> str:
     # Asked of the installed distribution, not of the ``groupd`` package: ops sits below the entry
     # point and never imports it.
@@ -243,7 +296,12 @@ class Metrics(CoordinatorListener):
     observer itself."""
 
     def __init__(
-        self, registry: CollectorRegistry | None = None, *, process_metrics: bool = True, version: str | None = None
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        process_metrics: bool = True,
+        version: str | None = None,
+        max_groups: int = 1000,
     ) -> None:
         # No `_created` series next to every counter and histogram: they double the exposition for
         # a figure (process start time) that process_start_time_seconds already gives.
@@ -254,7 +312,9 @@ class Metrics(CoordinatorListener):
         self.core: GroupCoordinator | None = None
         self.shell: GroupShell | None = None
         self.data: DataPlane | None = None
-        self._http: asyncio.base_events.Server | None = None
+        self.logs: LogManager | None = None
+        self.max_groups = max_groups
+        self._http: HttpServer | None = None
 
         self.connections = Gauge("groupd_connections", "Open client connections", registry=r)
         self.rebalances_started = Counter("groupd_rebalances_started", "Groups entering PreparingRebalance", registry=r)
@@ -320,6 +380,7 @@ class Metrics(CoordinatorListener):
         self._fsync_seconds = {k: self.log_fsync_seconds.labels(k).observe for k in ("offsets", "data")}
 
         r.register(_StateCollector(self))
+        r.register(_GroupCollector(self))
         if process_metrics:
             # Own registry, so the default collectors are added by hand (they are stateless readers).
             for c in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
@@ -359,6 +420,7 @@ class Metrics(CoordinatorListener):
         if data is not None:
             self.data = data
         if logs is not None:
+            self.logs = logs
             logs.corruption_observer = self.corrupt_batch
 
     # --- CoordinatorListener ----------------------------------------------------------------------
@@ -398,56 +460,30 @@ class Metrics(CoordinatorListener):
         return encoder(self.registry), content_type
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
-        self._http = await asyncio.start_server(self._serve_http, host, port, reuse_address=True)
-        addr = self._http.sockets[0].getsockname()
-        log.info("metrics_listening", metrics=f"http://{addr[0]}:{addr[1]}/metrics")
-        return addr[0], addr[1]
+        self._http = HttpServer(
+            "metrics",
+            {"/metrics": self._serve_metrics, "/": _serve_root},
+            not_found="not found; metrics are at /metrics",
+        )
+        host, port = await self._http.start(host, port)
+        log.info("metrics_listening", metrics=f"http://{host}:{port}/metrics")
+        return host, port
 
     async def close(self) -> None:
         if self._http is not None:
-            self._http.close()
-            await self._http.wait_closed()
+            await self._http.close()
             self._http = None
 
-    async def _serve_http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        # One request per connection (Connection: close), which is what Prometheus needs.
+    async def _serve_metrics(self, req: HttpRequest) -> Response:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
-            lines = head.decode("latin-1").split("\r\n")
-            method, target, _ = lines[0].split(" ", 2)
-            headers = {}
-            for line in lines[1:]:
-                name, sep, value = line.partition(":")
-                if sep:
-                    headers[name.strip().lower()] = value.strip()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError, OSError):
-            writer.close()
-            return
-        path = target.split("?", 1)[0]
-        content_type = "text/plain; charset=utf-8"
-        if method not in ("GET", "HEAD"):
-            status, body = "405 Method Not Allowed", b"only GET and HEAD\n"
-        elif path == "/metrics":
-            try:
-                t0 = time.perf_counter()
-                body, content_type = self.render(headers.get("accept", ""))
-                status = "200 OK"
-                log.debug("metrics_scraped", bytes=len(body), ms=round((time.perf_counter() - t0) * 1000, 2))
-            except Exception:
-                log.exception("metrics_render_failed")
-                status, body = "500 Internal Server Error", b"metrics could not be rendered\n"
-        elif path == "/":
-            status, body = "200 OK", b"groupd: metrics are at /metrics\n"
-        else:
-            status, body = "404 Not Found", b"not found; metrics are at /metrics\n"
-        head_out = (
-            f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n"
-        ).encode("latin-1")
-        try:
-            writer.write(head_out if method == "HEAD" else head_out + body)
-            await writer.drain()
-        except OSError:
-            pass
-        finally:
-            writer.close()
+            t0 = time.perf_counter()
+            body, content_type = self.render(req.headers.get("accept", ""))
+            log.debug("metrics_scraped", bytes=len(body), ms=round((time.perf_counter() - t0) * 1000, 2))
+            return Response("200 OK", body, content_type)
+        except Exception:
+            log.exception("metrics_render_failed")
+            return text("500 Internal Server Error", "metrics could not be rendered")
+
+
+async def _serve_root(req: HttpRequest) -> Response:
+    return text("200 OK", "groupd: metrics are at /metrics")

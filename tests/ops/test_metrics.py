@@ -31,10 +31,11 @@ from groupd.ops.metrics import REQUEST_BUCKETS, Metrics, RequestStats
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.server import Server
-from groupd.storage import Appender, LogConfig, PartitionLog
+from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
 from prometheus_client.parser import text_string_to_metric_families
 
 from groupd.logs import add_request_context
+from tests.coordinator.harness import Shell, assignment
 from tests.support.daemon import GroupdProcess
 from tests.support.groups import Member, wait_balanced
 
@@ -423,3 +424,89 @@ async def test_coordinator_deadlines_fire_outside_the_request_that_armed_them() 
         current_request.reset(token)
     await asyncio.wait_for(fired, 5)
     assert seen == [None]
+
+
+# --- per-group series --------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_group_lag_of_a_real_consumer_goes_from_n_to_zero(tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    unique = uuid.uuid4().hex[:8]
+    topic, group = f"t-{unique}", f"g-{unique}"
+    port = free_port()
+    d = GroupdProcess(tmp_path / "data", "--metrics-port", str(port)).start()
+    c = Consumer(
+        {
+            "bootstrap.servers": d.bootstrap,
+            "group.id": group,
+            "client.id": "lagging",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        create_topic(d.bootstrap, topic, 2)
+        c.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(c.assignment()) < 2:
+            assert time.monotonic() < deadline, "the consumer never got its partitions"
+            c.poll(0.1)
+        c.commit(offsets=[TopicPartition(topic, p, 0) for p in (0, 1)], asynchronous=False)
+        p = Producer({"bootstrap.servers": d.bootstrap})
+        for i in range(30):
+            p.produce(topic, value=b"v%d" % i, partition=i % 2)
+        assert p.flush(15) == 0
+
+        s = wait_for(port, lambda s: value(s, "groupd_group_lag", group=group, topic=topic) == 30, "a lag of 30")
+        assert value(s, "groupd_group_state", group=group, state="Stable") == 1
+        assert value(s, "groupd_group_size", group=group) == 1
+        assert value(s, "groupd_group_metrics_omitted_groups") == 0
+
+        got = 0
+        while got < 30:
+            assert time.monotonic() < deadline + 30, f"consumed only {got} of 30"
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got += 1
+        c.commit(asynchronous=False)
+        wait_for(port, lambda s: value(s, "groupd_group_lag", group=group, topic=topic) == 0, "the lag back at 0")
+    finally:
+        c.close()
+        d.stop()
+
+
+def _lagging_groups(tmp_path: Path, lags: dict[str, int]) -> tuple[Metrics, LogManager]:
+    """A core whose groups committed offset 0 of ``orders-0`` (100 records), so each group's lag is
+    100 minus what it committed, and a log manager holding the partition."""
+    shell = Shell()
+    logs = LogManager(tmp_path)
+    logs.get_or_create("orders", 0).append_records([(b"k", b"v", [], 1000)] * 100)
+    for gid, lag in lags.items():
+        c = shell.client("m", group=gid, topics=("orders",))
+        c.join()
+        c.sync({c.member_id: assignment("orders", 0)})
+        c.commit({("orders", 0): 100 - lag})
+    m = Metrics(process_metrics=False, max_groups=2)
+    m.bind(core=shell.coord, logs=logs)
+    return m, logs
+
+
+def test_per_group_series_are_capped_most_lagging_first(tmp_path: Path) -> None:
+    m, logs = _lagging_groups(tmp_path, {"a": 5, "b": 40, "c": 2, "d": 20})
+    try:
+        s = parse(m.render()[0].decode())
+        lagged = {dict(ls)["group"]: v for (n, ls), v in s.items() if n == "groupd_group_lag"}
+        assert lagged == {"b": 40, "d": 20}
+        assert value(s, "groupd_group_state", group="b", state="Stable") == 1
+        assert value(s, "groupd_group_size", group="d") == 1
+        assert not [k for k in s if k[0] == "groupd_group_size" and ("group", "a") in k[1]]
+        assert value(s, "groupd_group_metrics_omitted_groups") == 2
+        assert value(s, "groupd_group_metrics_omitted_lag") == 7  # a + c: the sum over groups adds up
+        m.max_groups = 0  # no cap
+        s = parse(m.render()[0].decode())
+        assert len([k for k in s if k[0] == "groupd_group_lag"]) == 4
+        assert value(s, "groupd_group_metrics_omitted_groups") == 0
+    finally:
+        logs.close()
