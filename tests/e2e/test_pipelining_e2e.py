@@ -25,30 +25,6 @@ pytestmark = pytest.mark.e2e
 _SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"  # consumer protocol v0, no topics
 
 
-def create_topic(w: Wire, topic: str, partitions: int = 1) -> None:
-    w.pipeline(
-        (
-            "CreateTopics",
-            4,
-            {
-                "topics": [
-                    {
-                        "name": topic,
-                        "num_partitions": partitions,
-                        "replication_factor": 1,
-                        "assignments": [],
-                        "configs": [],
-                    }
-                ],
-                "timeout_ms": 10_000,
-                "validate_only": False,
-            },
-        )
-    )
-    _, created = w.read()
-    assert created["topics"][0]["error_code"] == 0
-
-
 def commit_body(group: str, topic: str, offset: int) -> dict[str, Any]:
     return {
         "group_id": group,
@@ -68,7 +44,7 @@ def test_offset_fetch_pipelined_behind_offset_commit_answers_the_commit(groupd: 
     # SocketServer.processCompletedReceives: the fetch is read only once the commit is answered.
     topic, group = f"pipe-{unique}", f"pipe-{unique}"
     with Wire(groupd.port) as w:
-        create_topic(w, topic)
+        w.create_topic(topic)
         for offset in range(1, 21):
             w.pipeline(
                 ("OffsetCommit", 8, commit_body(group, topic, offset)),
@@ -94,7 +70,7 @@ def test_confluent_kafka_committed_after_an_async_commit_sees_it(groupd: GroupdP
 
     topic, group = f"ck-pipe-{unique}", f"ck-pipe-{unique}"
     with Wire(groupd.port) as w:
-        create_topic(w, topic)
+        w.create_topic(topic)
     consumer = Consumer({"bootstrap.servers": groupd.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         # A first, synchronous commit: the coordinator is known and its connection up.

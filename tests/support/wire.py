@@ -94,6 +94,29 @@ class Wire:
         """Send every request in one write, before reading anything."""
         self.sock.sendall(b"".join(self.frame(*r) for r in requests))
 
+    def create_topic(self, topic: str, partitions: int = 1) -> None:
+        self.pipeline(
+            (
+                "CreateTopics",
+                4,
+                {
+                    "topics": [
+                        {
+                            "name": topic,
+                            "num_partitions": partitions,
+                            "replication_factor": 1,
+                            "assignments": [],
+                            "configs": [],
+                        }
+                    ],
+                    "timeout_ms": 10_000,
+                    "validate_only": False,
+                },
+            )
+        )
+        _, created = self.read()
+        assert created["topics"][0]["error_code"] == 0, created
+
     def read(self) -> tuple[str, dict[str, Any]]:
         """The next answer: the name of the API it answers and its decoded body."""
         (size,) = struct.unpack(">i", self._recv_exact(4))
