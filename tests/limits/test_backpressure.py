@@ -216,3 +216,22 @@ async def test_a_request_without_answer_lets_the_next_go_at_once() -> None:
     assert answering.dispatched == 5
     await _turn()
     assert t.written_bytes == 0 and t.reading
+
+
+class ClosingAfterFirst(Answering):
+    """Answers the first request and closes after writing it (a failed SASL authentication)."""
+
+    def __call__(self, conn: Connection, frame: bytes) -> None:
+        super().__call__(conn, frame)
+        if self.dispatched == 1:
+            conn.close_after_write("authentication failed")
+
+
+async def test_nothing_after_a_close_after_write_request_is_dispatched() -> None:
+    closing = ClosingAfterFirst()
+    server = Server(closing, idle_timeout_ms=0)
+    conn, t = _connect(server)
+    conn.data_received(b"".join(_frame(16, i) for i in range(3)))
+    await _turn()
+    assert closing.dispatched == 1
+    assert t.written_bytes == 8 and conn.closed
