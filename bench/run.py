@@ -487,7 +487,10 @@ class Bench:
                 continue
             t = self._start(kind, f"commits-{label}", *args)
             try:
-                sim = self._sim(t, conns=4, join_conns=8)
+                # One connection per committer, as each consumer has its own coordinator connection:
+                # a broker processes a connection's requests one at a time (Kafka, the mock, groupd),
+                # so 50 committers sharing 4 connections would have only 4 commits in flight.
+                sim = self._sim(t, conns=50, join_conns=8)
                 await sim.start()
                 await sim.ensure_topics(topics)
                 gs = [sim.add_group(f"commit-{i}-{uuid.uuid4().hex[:6]}", 1, tuple(topics)) for i in range(50)]

@@ -370,11 +370,10 @@ class Connection(asyncio.Protocol):
 class LongPollPool:
     """Connections for the long polls (JoinGroup, SyncGroup) to one coordinator.
 
-    groupd reads every pipelined request at once and only keeps the answers in order, so a few
-    connections carry any number of waiting joins. Kafka (and the librdkafka mock) read a
-    connection's next request only after answering the previous one: there, two members' joins on
-    one connection wait for each other. ``exclusive`` mode gives each long poll a connection of its
-    own, taken from a pool that grows on demand (``reserve`` opens them ahead of a measured run).
+    Kafka, the librdkafka mock and groupd read a connection's next request only after answering the
+    previous one: two members' joins on one connection wait for each other. ``exclusive`` mode
+    gives each long poll a connection of its own, taken from a pool that grows on demand
+    (``reserve`` opens them ahead of a measured run).
     """
 
     def __init__(self, sim: Simulator, addr: tuple[str, int], exclusive: bool, max_conns: int = 15000) -> None:
@@ -1079,7 +1078,7 @@ class SimConfig:
     bootstrap: str
     conns: int = 4  # per coordinator: heartbeats, commits, leaves
     join_conns: int = 0  # per coordinator: JoinGroup/SyncGroup (0: same count as conns)
-    exclusive_long_polls: bool = False  # one JoinGroup/SyncGroup per connection (Kafka, the mock)
+    exclusive_long_polls: bool = True  # one JoinGroup/SyncGroup per connection (Kafka, the mock, groupd)
     connect_batch: int = 200  # connections opened at once (the librdkafka mock has a short listen backlog)
     client_id: str = "groupd-sim"
     caps: dict[str, int] = field(default_factory=dict)
@@ -1612,7 +1611,7 @@ class Scenario:
     heartbeat_interval_ms: int = 3_000
     assignor: str = "range"
     leader_syncs_last: bool = False
-    exclusive_long_polls: bool = False
+    exclusive_long_polls: bool = True
     connect_batch: int = 200
     group_prefix: str = "sim"
     first_group: int = 0
@@ -1865,9 +1864,10 @@ def main(argv: list[str] | None = None) -> int:
         help="target is the librdkafka mock cluster: its version caps, one long poll per connection, leader syncs last",
     )
     ap.add_argument(
-        "--exclusive-long-polls",
+        "--shared-long-polls",
         action="store_true",
-        help="one JoinGroup/SyncGroup per connection (brokers that serialize a connection's requests, as Kafka)",
+        help="pipeline many members' JoinGroup/SyncGroup on a few connections (only for a broker that does not "
+        "serialize a connection's requests; Kafka and groupd do, and the default is one long poll per connection)",
     )
     ap.add_argument("--session-timeout-ms", type=int, default=10_000)
     ap.add_argument("--rebalance-timeout-ms", type=int, default=30_000)
@@ -1895,7 +1895,7 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         assignor=args.assignor,
         leader_syncs_last=args.mock,
-        exclusive_long_polls=args.mock or args.exclusive_long_polls,
+        exclusive_long_polls=not args.shared_long_polls,
         connect_batch=4 if args.mock else 200,
         group_prefix=args.group_prefix,
         concurrency=args.concurrency,

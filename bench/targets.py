@@ -136,7 +136,9 @@ class Target:
             "caps": dict(self.caps),
             "raw": self.raw,
             "leader_syncs_last": self.mock,
-            "exclusive_long_polls": self.mock,
+            # Every target reads a connection's next request only once the previous one is answered
+            # (Kafka's SocketServer, the librdkafka mock, groupd): one long poll per connection.
+            "exclusive_long_polls": True,
         }
         if self.mock:
             out["connect_batch"] = 4  # its listen backlog is short: bigger bursts of connects time out

@@ -32,11 +32,12 @@ class Config:
     )
     connections_max_idle_ms: int = dataclasses.field(default=600_000, metadata={"help": "close idle connections"})
     max_inflight_requests: int = dataclasses.field(
-        default=1024, metadata={"help": "unanswered requests per connection before reading from it pauses"}
+        default=1024,
+        metadata={"help": "requests received per connection and waiting for their turn before reading from it pauses"},
     )
     max_inflight_bytes: int = dataclasses.field(
         default=16 * 1024 * 1024,
-        metadata={"help": "bytes of unanswered requests per connection before reading from it pauses"},
+        metadata={"help": "bytes of requests waiting for their turn per connection before reading from it pauses"},
     )
     max_write_buffer_bytes: int = dataclasses.field(
         default=4 * 1024 * 1024,

@@ -3,7 +3,8 @@
 The application registers one handler per API (``register``); only registered APIs are advertised
 by ApiVersions, which this module answers itself because its rules are protocol rules: the response
 header is always v0, and an unsupported ApiVersions version is answered in the v0 body format with
-UNSUPPORTED_VERSION and the supported ranges, which is how clients negotiate down.
+UNSUPPORTED_VERSION and the supported ranges, which is how clients negotiate down. A request of
+any other API at a version not advertised closes the connection, as Kafka's ``SocketServer`` does.
 
 A handler receives the ``Request`` and either returns the response dict, returns an awaitable that
 resolves to it, or returns None and calls ``req.respond`` later itself (long-polls).
@@ -285,17 +286,12 @@ class Dispatcher:
             conn.enqueue(req)
             req.respond_raw(payload)
             return
-        # Other APIs: a client never sends a version it was not offered; answer in the nearest version
-        # whose response has a top-level error code, or close when the response cannot carry one.
-        nearest = min(max(version, route.min_version), route.max_version)
-        codec = route.api.response.codec(nearest)
-        if "error_code" not in {f.name for f in codec.struct.fields}:
-            conn.close("unsupported api version", api=route.api.name, api_version=version)
-            return
-        log.warning("unsupported_version", api=route.api.name, api_version=version, conn=conn.id)
-        req = Request(conn, route.api.key, nearest, correlation_id, None, {}, self._encode_response)
-        conn.enqueue(req)
-        req.respond({"error_code": ErrorCode.UNSUPPORTED_VERSION})
+        # Any other API: Kafka closes the connection without an answer (SocketServer's
+        # Processor.parseRequestHeader throws for a version ApiVersionManager.isApiEnabled refuses;
+        # ApiKeys.isVersionEnabled accepts every ApiVersions version, whence the fallback above).
+        # The answers to the requests before it are written first: Kafka had sent them before it
+        # read this one.
+        conn.close_after_write("unsupported api version", api=route.api.name, api_version=version)
 
     # --- ApiVersions ------------------------------------------------------------------------------
     def _api_versions(self, req: Request) -> dict[str, Any]:

@@ -1,17 +1,26 @@
-"""The asyncio TCP server: framing, per-connection ordering, batched writes, backpressure.
+"""The asyncio TCP server: framing, one request at a time per connection, batched writes, backpressure.
 
 Each connection is an ``asyncio.Protocol`` (not streams: pipelined requests are ~10x cheaper this
 way, design.md). Frames are 4-byte size prefixed; the size is checked against ``max_request_bytes``
-as soon as the prefix arrives, before anything is buffered. Every decoded request gets a slot in the
-connection's queue; handlers fill slots in any order (a JoinGroup may wait seconds for a rebalance),
-and the connection writes the contiguous run of filled slots at the head of the queue, in one
-``transport.write``, once per event-loop iteration (and every 64 frames of a big read). That is Kafka's guarantee: responses on one
-connection come back in request order, while other connections go on.
+as soon as the prefix arrives, before anything is buffered.
 
-Nothing a client sends or fails to read grows memory without bound: reading from a connection
-pauses (``pause_reading``) while it has ``max_inflight`` unanswered requests, or
-``max_inflight_bytes`` of them, or while the transport holds more than ``max_write_buffer_bytes`` of
-unsent responses (``pause_writing``); a frame larger than ``max_request_bytes`` closes it.
+A connection processes its requests as Kafka's ``SocketServer`` does: one at a time. Kafka mutes a
+channel once it has read a request and reads the next only after the answer is sent
+(``processCompletedReceives``, ``tryUnmuteChannel``), so an OffsetFetch pipelined behind an
+OffsetCommit sees the commit, and a LeaveGroup behind a parked JoinGroup waits for it. Here the
+bytes keep being read and framed (pipelining on the wire stays cheap), but a frame is dispatched
+only once the previous request's answer is ready; until then it is held. A request answered at
+once (a heartbeat) lets the next one go in the same pass; one answered later (a JoinGroup waiting
+for a rebalance, an OffsetCommit waiting for the disk, a long-polling Fetch) holds its connection's
+later requests, and only those. Produce with acks=0 has no answer and lets the next one go at once.
+Answers ready are written in order, in one ``transport.write``, once per event-loop iteration, or
+at once every 64 answers or ``max_write_buffer_bytes`` of them.
+
+Nothing a client sends or fails to read grows memory without bound: at most one request per
+connection is being processed; reading pauses (``pause_reading``) while the held frames reach
+``max_inflight`` or ``max_inflight_bytes``, or while the transport holds more than
+``max_write_buffer_bytes`` of unsent answers (``pause_writing``), and nothing is dispatched then
+either; a frame larger than ``max_request_bytes`` closes the connection.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ limited_log = LogLimiter(log)
 
 _conn_ids = itertools.count(1)
 _FRAME_SIZE = struct.Struct(">i")
-_FLUSH_EVERY = 64  # frames dispatched from one read between writes of the answers ready so far
+_FLUSH_EVERY = 64  # answers ready that are written at once rather than at the end of the loop iteration
 
 
 class Request:
@@ -51,7 +60,6 @@ class Request:
         "encode_response",
         "payload",
         "received_ns",
-        "size",
     )
 
     def __init__(
@@ -74,7 +82,6 @@ class Request:
         self.encode_response = encode_response
         self.payload: bytes | None = None
         self.received_ns = received_ns
-        self.size = 0  # request frame bytes, counted against the connection's in-flight bytes
 
     @property
     def client_host(self) -> str:
@@ -118,17 +125,27 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer_host = ""
         self.peer_port = 0
-        self._buf = bytearray()
-        self._pending: deque[Request] = deque()
+        self._buf = bytearray()  # the start of a frame not complete yet
+        # Complete frames waiting for their turn, in order, and their bytes (size prefixes excluded).
+        self._held: deque[bytes] = deque()
+        self._held_bytes = 0
+        self._pending: deque[Request] = deque()  # dispatched, answer not written yet
         self._flush_scheduled = False
-        # Reading pauses (backpressure) while any bound is reached: unanswered requests, their
-        # bytes, or unsent response bytes in the transport (pause_writing). Each bound resumes
-        # with hysteresis, at half (the transport's low-water mark for writes).
-        self._paused = False
+        # Answers ready and not written since the last flush: written once per loop iteration, or
+        # at once when there are _FLUSH_EVERY of them or flush_bytes of them.
+        self._unflushed = 0
+        self._unflushed_bytes = 0
+        self._flush_bytes = server.flush_bytes
+        # Why frames are held rather than dispatched: the last request is unanswered (_waiting),
+        # the transport holds more unsent output than its high-water mark (_write_paused), or the
+        # connection is closing after its last answers. _blocked is set with any of them and
+        # cleared only by _drain, which dispatches the held frames before any newer one.
+        self._waiting = False
         self._write_paused = False
-        self._inflight_bytes = 0
-        self._frame_size = 0
-        self._resume_scheduled = False
+        self._closing = False
+        self._blocked = False
+        self._drain_scheduled = False
+        self._paused = False  # reading paused (transport.pause_reading)
         self.closed = False
         self.last_active = 0.0
         # Set by the application: the listener this connection came in on (``start(listener=...)``)
@@ -157,7 +174,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._pending.clear()
+        self._drop_buffers()
         self._run_close_callbacks()
         self.server.connection_closed(self)
 
@@ -165,34 +182,30 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.last_active = self.server.loop.time()
-        if self._buf:
-            self._buf += data
-            self._process()
-            return
-        # The common case, nothing buffered: frames are sliced straight out of ``data`` (one copy
-        # each instead of two through the bytearray) and only an incomplete tail, or what a pause
-        # left undispatched, is kept.
-        pos = self._dispatch_frames(data)
-        if pos < len(data) and not self.closed:
-            self._buf += memoryview(data)[pos:]
-
-    def _process(self) -> None:
-        """Dispatch the complete frames in the buffer, stopping as soon as a bound pauses reading:
-        what stays in the buffer is one read's worth at most, dispatched when reading resumes."""
         buf = self._buf
-        pos = self._dispatch_frames(buf)
-        if pos and not self.closed:
-            del buf[:pos]
+        if buf:
+            buf += data
+            pos = self._take_frames(buf)
+            if pos and not self.closed:
+                del buf[:pos]
+        else:
+            # The common case, nothing buffered: frames are sliced straight out of ``data`` (one
+            # copy each instead of two through the bytearray) and only an incomplete tail is kept.
+            pos = self._take_frames(data)
+            if pos < len(data) and not self.closed:
+                buf += memoryview(data)[pos:]
+        if self._blocked and not self.closed:
+            self._check_reading()
 
-    def _dispatch_frames(self, buf: bytes | bytearray) -> int:
-        """Dispatch the complete frames at the start of ``buf``; returns how many bytes they took."""
+    def _take_frames(self, buf: bytes | bytearray) -> int:
+        """Frame the complete requests at the start of ``buf``, each checked against
+        ``max_request_bytes`` as soon as its size arrives, and dispatch each whose turn has come;
+        the others are held. Returns how many bytes they took."""
         pos = 0
         end = len(buf)
         max_bytes = self.server.max_request_bytes
-        dispatch = self.server.dispatch
         unpack = _FRAME_SIZE.unpack_from
-        n = 0
-        while end - pos >= 4 and not self._paused:
+        while end - pos >= 4:
             (size,) = unpack(buf, pos)
             if size < 8 or size > max_bytes:
                 self.close("frame size out of bounds", frame_size=size, max_request_bytes=max_bytes)
@@ -204,83 +217,97 @@ class Connection(asyncio.Protocol):
             frame = buf[start:pos]
             if type(frame) is not bytes:
                 frame = bytes(frame)
-            self._frame_size = size
-            dispatch(self, frame)
+            if self._blocked:
+                self._held.append(frame)
+                self._held_bytes += size
+                continue
+            self._dispatch(frame)
             if self.closed:
                 return pos
-            n += 1
-            if n >= _FLUSH_EVERY and self._flush_scheduled:
-                # A big read (up to max_inflight frames) would otherwise hold every answer until
-                # the whole batch is dispatched: write what is ready every _FLUSH_EVERY frames.
-                n = 0
-                self._flush()
-                if self.closed:
-                    return pos
-            self._check_bounds()
         return pos
 
-    def _over_bounds(self) -> bool:
-        srv = self.server
-        return (
-            len(self._pending) >= srv.max_inflight
-            or (srv.max_inflight_bytes > 0 and self._inflight_bytes >= srv.max_inflight_bytes)
-            or self._write_paused
-        )
+    def _dispatch(self, frame: bytes) -> None:
+        self.server.dispatch(self, frame)
+        pending = self._pending
+        if not pending:
+            return  # closed, or nothing to answer
+        payload = pending[-1].payload
+        if payload is None:
+            # One request at a time: Kafka mutes the channel once it has read a request and reads
+            # the next only after the answer is sent (SocketServer.processCompletedReceives,
+            # tryUnmuteChannel). The frames behind it are held until _flush writes its answer.
+            self._waiting = self._blocked = True
+            return
+        self._unflushed += 1
+        self._unflushed_bytes += len(payload)
+        if self._unflushed >= _FLUSH_EVERY or self._unflushed_bytes >= self._flush_bytes:
+            # A big read (of heartbeats, or of fetches with big answers) would otherwise hold every
+            # answer until the whole read is dispatched.
+            self._flush()
 
-    def _under_resume_marks(self) -> bool:
-        srv = self.server
-        return (
-            len(self._pending) < max(1, srv.max_inflight // 2)
-            and (srv.max_inflight_bytes <= 0 or self._inflight_bytes < srv.max_inflight_bytes // 2)
-            and not self._write_paused
-        )
+    def _drain(self) -> None:
+        """Dispatch the held frames in order, for as long as each is answered at once."""
+        self._drain_scheduled = False
+        if self.closed:
+            return
+        if not (self._waiting or self._write_paused or self._closing):
+            self._blocked = False
+            held = self._held
+            while held and not self._blocked:
+                frame = held.popleft()
+                self._held_bytes -= len(frame)
+                self._dispatch(frame)
+                if self.closed:
+                    return
+        self._check_reading()
 
-    def _check_bounds(self) -> None:
+    def _check_reading(self) -> None:
+        """Reading pauses while the transport holds too much unsent output (a client that does
+        not read its answers stops being read), or while the held frames reach ``max_inflight``
+        or ``max_inflight_bytes`` (an incomplete frame counted); it resumes at half (the
+        transport's low-water mark for writes). A frame is only ever incomplete and unheld while
+        nothing blocks dispatching, and then reading goes on, whatever its size."""
         srv = self.server
-        if (
-            not self._paused
-            and not self._write_paused
-            and len(self._pending) < srv.max_inflight
-            and (srv.max_inflight_bytes <= 0 or self._inflight_bytes < srv.max_inflight_bytes)
-        ):
-            return  # the per-frame common case: not paused, under every bound
+        if self._closing or self.transport is None:
+            return
+        held = len(self._held)
+        held_bytes = self._held_bytes + len(self._buf)
         if self._paused:
-            if self._under_resume_marks():
-                self._paused = False
-                if self.transport is not None and not self.closed:
-                    self.transport.resume_reading()
-                if self._buf and not self._resume_scheduled:
-                    # Frames that arrived before the pause; not from inside _flush/pause callbacks.
-                    self._resume_scheduled = True
-                    self.server.loop.call_soon(self._resume_buffered)
-        elif self._over_bounds():
+            if self._write_paused or (
+                self._blocked
+                and (
+                    held >= max(1, srv.max_inflight // 2)
+                    or (srv.max_inflight_bytes > 0 and held_bytes >= srv.max_inflight_bytes // 2)
+                )
+            ):
+                return
+            self._paused = False
+            self.transport.resume_reading()
+        elif self._write_paused or (
+            self._blocked
+            and (held >= srv.max_inflight or (srv.max_inflight_bytes > 0 and held_bytes >= srv.max_inflight_bytes))
+        ):
             self._paused = True
-            if self.transport is not None and not self.closed:
-                self.transport.pause_reading()
-
-    def _resume_buffered(self) -> None:
-        self._resume_scheduled = False
-        if not self.closed and not self._paused:
-            self._process()
+            self.transport.pause_reading()
 
     # Called by the transport when its buffer of unsent bytes passes the high-water mark and when
-    # it drains below the low-water mark: a client that does not read its responses stops being read.
+    # it drains below the low-water mark.
     def pause_writing(self) -> None:
-        self._write_paused = True
-        self._check_bounds()
+        self._write_paused = self._blocked = True
+        self._check_reading()
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        self._check_bounds()
+        if not self._drain_scheduled and not self.closed:
+            # Not from inside the transport's callback: held frames are dispatched on a clean stack.
+            self._drain_scheduled = True
+            self.server.loop.call_soon(self._drain)
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
 
     # --- slots ------------------------------------------------------------------------------------
     def enqueue(self, req: Request) -> None:
-        req.size = self._frame_size
-        self._frame_size = 0  # a request enqueued outside data_received holds no frame bytes
-        self._inflight_bytes += req.size
         self._pending.append(req)
 
     def ready(self) -> None:
@@ -290,18 +317,27 @@ class Connection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self._unflushed = self._unflushed_bytes = 0
         if self.closed or self.transport is None:
             return
         pending = self._pending
         out: list[bytes] = []
         while pending and pending[0].payload is not None:
-            req = pending.popleft()
-            self._inflight_bytes -= req.size
-            if req.payload:
-                out.append(req.payload)
+            payload = pending.popleft().payload
+            if payload:
+                out.append(payload)
         if out:
             self.transport.write(b"".join(out) if len(out) > 1 else out[0])
-        self._check_bounds()
+        if self._waiting and not pending:
+            # The awaited answer is written: the next request's turn.
+            self._waiting = False
+            self._drain()
+
+    def _drop_buffers(self) -> None:
+        self._pending.clear()
+        self._held.clear()
+        self._held_bytes = 0
+        self._buf = bytearray()
 
     def close(self, reason: str, **fields: Any) -> None:
         if self.closed:
@@ -310,7 +346,7 @@ class Connection(asyncio.Protocol):
             "connection_closed", conn=self.id, peer=f"{self.peer_host}:{self.peer_port}", reason=reason, **fields
         )
         self.closed = True
-        self._pending.clear()
+        self._drop_buffers()
         if self.transport is not None:
             self.transport.abort()
         self._run_close_callbacks()
@@ -341,11 +377,13 @@ class Connection(asyncio.Protocol):
         one time in five), and a client retrying bad credentials in a loop is slowed down.
         ``quiet``: the caller logged why already (a failed SASL exchange, rate-limited there), so
         the close is only a debug line."""
+        self._closing = self._blocked = True  # nothing after this request is dispatched
 
         def later() -> None:
             if self.closed:
                 return
             self._flush()
+            self._drop_buffers()
             (log.debug if quiet else log.warning)(
                 "connection_closed", conn=self.id, peer=f"{self.peer_host}:{self.peer_port}", reason=reason, **fields
             )
@@ -382,6 +420,8 @@ class Server:
         self.max_inflight = max_inflight
         self.max_inflight_bytes = max_inflight_bytes
         self.max_write_buffer_bytes = max_write_buffer_bytes
+        # Answers ready on one connection are written at once when they reach this many bytes.
+        self.flush_bytes = max_write_buffer_bytes if max_write_buffer_bytes > 0 else 4 * 1024 * 1024
         self.max_connections = max_connections
         self.idle_timeout_ms = idle_timeout_ms
         self.connections: set[Connection] = set()

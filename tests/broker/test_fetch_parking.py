@@ -27,7 +27,6 @@ from groupd.broker.topics import TopicRegistry
 from groupd.ops.kafka_client import BrokerConnection
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.messages import API_BY_NAME
-from groupd.protocol.messages.headers import REQUEST_HEADER
 from groupd.protocol.server import Connection, Request, Server
 from groupd.storage import Appender, LogConfig, LogManager
 from groupd.storage import records as rec
@@ -35,53 +34,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from groupd.config import Config
 from tests.support.daemon import GroupdProcess
+from tests.support.wire import fetch_body, request_frame
 
 FETCH = API_BY_NAME["Fetch"]
 FETCH_VERSION = 12
-INT32_MAX = 2**31 - 1
-
-
-def fetch_body(topic: str, partitions: int = 1, *, max_wait_ms: int = INT32_MAX) -> dict[str, Any]:
-    return {
-        "replica_id": -1,
-        "max_wait_ms": max_wait_ms,
-        "min_bytes": INT32_MAX,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": p,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": 0,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                    for p in range(partitions)
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
 
 
 def fetch_frame(body: dict[str, Any], correlation_id: int = 1) -> bytes:
-    header = REQUEST_HEADER.codec(2).encode(
-        {
-            "request_api_key": FETCH.key,
-            "request_api_version": FETCH_VERSION,
-            "correlation_id": correlation_id,
-            "client_id": "parker",
-        }
-    )
-    payload = header + FETCH.request.codec(FETCH_VERSION).encode(body)
-    return struct.pack(">i", len(payload)) + payload
+    return request_frame("Fetch", FETCH_VERSION, body, correlation_id, client_id="parker")
 
 
 def decoded(body: dict[str, Any]) -> dict[str, Any]:
@@ -153,19 +113,20 @@ async def test_client_disconnect_drops_its_parked_fetches(plane: Plane) -> None:
         clients = []
         for i in range(5):
             _reader, writer = await asyncio.open_connection(host, port)
-            # Each client parks two fetches (pipelined), on both partitions.
+            # Each client pipelines two fetches on both partitions: the first parks, the second
+            # waits for its turn behind it (one request at a time per connection, as Kafka).
             writer.write(fetch_frame(fetch_body("t", 2), 2 * i) + fetch_frame(fetch_body("t", 2), 2 * i + 1))
             await writer.drain()
             clients.append(writer)
-        await wait_until(lambda: plane.dp.parked_fetches == 10, "10 parked fetches")
+        await wait_until(lambda: plane.dp.parked_fetches == 5, "5 parked fetches")
         assert set(plane.dp._waiters) == {("t", 0), ("t", 1)}
-        assert len(live_timers_of(loop, plane.dp._complete)) == 10
+        assert len(live_timers_of(loop, plane.dp._complete)) == 5
 
-        # One client goes: exactly its two fetches go with it.
+        # One client goes: exactly its fetch goes with it, and the one held behind it never parks.
         clients[0].close()
         await wait_until(lambda: len(server.connections) == 4, "the server to see the close")
-        assert plane.dp.parked_fetches == 8
-        assert len(live_timers_of(loop, plane.dp._complete)) == 8
+        assert plane.dp.parked_fetches == 4
+        assert len(live_timers_of(loop, plane.dp._complete)) == 4
 
         for w in clients[1:]:
             w.close()
@@ -369,7 +330,8 @@ def test_reconnecting_long_pollers_do_not_pile_up_in_a_real_daemon(tmp_path: Pat
                 s = socket.create_connection(("127.0.0.1", d.port), timeout=10)
                 s.sendall(b"".join(fetch_frame(fetch_body("lp", 2), 100 * i + k) for k in range(per_conn)))
                 socks.append(s)
-            wait_gauge(metrics_port, per_round * per_conn)  # parked, not piling up across rounds
+            # One parked per connection (the other waits for its turn), not piling up across rounds.
+            wait_gauge(metrics_port, per_round)
             for s in socks:
                 s.close()
             wait_gauge(metrics_port, 0)  # and gone with their connections, not after 24 days

@@ -11,7 +11,9 @@ import pytest
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.messages.headers import REQUEST_HEADER
 
+from bench.netfuzz import request
 from tests.support.daemon import GroupdProcess
+from tests.support.wire import Wire
 
 pytestmark = pytest.mark.e2e
 
@@ -132,6 +134,25 @@ def test_unsupported_api_versions_version_answers_v0_with_ranges(groupd: GroupdP
     keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
     assert keys[18] == (0, 4)
     assert keys[3] == (0, 12)
+
+
+@pytest.mark.parametrize("api, past", [("Heartbeat", "above"), ("Fetch", "below"), ("OffsetCommit", "above")])
+def test_a_version_not_advertised_closes_the_connection_unanswered(groupd: GroupdProcess, api: str, past: str) -> None:
+    # Kafka: Processor.parseRequestHeader throws for a version ApiVersionManager.isApiEnabled refuses,
+    # and processChannelException closes the channel; only ApiVersions, which ApiKeys.isVersionEnabled
+    # accepts at any version, gets the v0 fallback answer (the test above). The answer to the request
+    # pipelined before it still arrives: Kafka had sent it before reading the next request.
+    with Wire(groupd.port) as w:
+        w.pipeline(("ApiVersions", 0, {}))
+        _, versions = w.read()
+        lo, hi = next(
+            (k["min_version"], k["max_version"]) for k in versions["api_keys"] if k["api_key"] == API_BY_NAME[api].key
+        )
+        version = hi + 1 if past == "above" else lo - 1
+        w.sock.sendall(w.frame("ApiVersions", 0, {}) + request(API_BY_NAME[api].key, version, b"\x00" * 16, 99))
+        name, answered = w.read()
+        assert (name, answered["error_code"]) == ("ApiVersions", 0)
+        assert w.sock.recv(1) == b""
 
 
 def test_unknown_api_key_closes_only_that_connection(groupd: GroupdProcess) -> None:

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 from groupd.protocol.messages import API_BY_NAME
+from groupd.storage.records import build_batch
 
 from bench.netfuzz import request, rss_kb
 from tests.support.daemon import GroupdProcess
+from tests.support.wire import Wire, fetch_body
 
 pytestmark = pytest.mark.e2e
 
@@ -158,3 +160,59 @@ def _never_reads(daemon: GroupdProcess) -> None:
         assert grown_mb < 150
     finally:
         s.close()
+
+
+def _status_kb(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def test_pipelined_fetches_of_a_client_that_never_reads_stay_near_the_limits(tmp_path: Path) -> None:
+    # 64 Fetches of a partition holding ~5 MB, pipelined by a client that reads nothing. When every
+    # pipelined request was dispatched at once, the daemon built all 64 answers (~320 MB, several
+    # copies of each on the way). Now the fetches run one at a time (Kafka's muted channel), answers
+    # go to the transport once max_write_buffer_bytes (4 MiB by default) of them are ready, and once
+    # the transport holds more than that unsent, nothing more is dispatched: one answer being built
+    # (~5 MB, a few copies) plus ~4 MiB unsent is what the daemon holds.
+    with GroupdProcess(tmp_path / "data") as daemon, Wire(daemon.port) as w:
+        assert daemon.proc is not None
+        pid = daemon.proc.pid
+        w.create_topic("big")
+        for n in range(5):
+            records = [(None, bytes([n, i]) * 60_000, (), 1_700_000_000_000) for i in range(8)]  # 960 KB
+            w.pipeline(
+                (
+                    "Produce",
+                    7,
+                    {
+                        "transactional_id": None,
+                        "acks": 1,
+                        "timeout_ms": 10_000,
+                        "topic_data": [
+                            {"name": "big", "partition_data": [{"index": 0, "records": build_batch(records)}]}
+                        ],
+                    },
+                )
+            )
+            _, produced = w.read()
+            assert produced["responses"][0]["partition_responses"][0]["error_code"] == 0
+        time.sleep(0.3)
+        before = _status_kb(pid, "VmRSS")
+        hwm_before = _status_kb(pid, "VmHWM")
+        fetch = fetch_body("big", max_wait_ms=0, min_bytes=1, max_bytes=50 * 1024 * 1024)
+        w.pipeline(*[("Fetch", 11, fetch)] * 64)
+        peak = before
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            peak = max(peak, _status_kb(pid, "VmRSS"))
+            time.sleep(0.02)
+        grown_mb = (max(peak, _status_kb(pid, "VmHWM")) - max(before, hwm_before)) / 1024
+        assert grown_mb < 64, f"the daemon grew {grown_mb:.0f} MB for 64 unread pipelined fetches"
+        # The client that reads gets every answer, in order, each the whole partition.
+        for _ in range(64):
+            name, fetched = w.read()
+            assert name == "Fetch"
+            assert len(fetched["responses"][0]["partitions"][0]["records"]) > 4_500_000
