@@ -77,11 +77,12 @@ from typing import Any
 import structlog
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request
-from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
+from groupd.storage import Appender, LogConfig, LogManager, PartitionLog, legacy
 from groupd.storage import records as rec
 from groupd.storage.compaction import run_cleanup
 from groupd.storage.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     LogClosedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -106,9 +107,13 @@ __all__ = [
 ]
 
 # What the data plane serves (and ApiVersions advertises): the whole range of each schema.
-PRODUCE_VERSIONS = (3, 11)
-FETCH_VERSIONS = (4, 12)
-LIST_OFFSETS_VERSIONS = (1, 8)
+PRODUCE_VERSIONS = (0, 11)
+FETCH_VERSIONS = (0, 12)
+LIST_OFFSETS_VERSIONS = (0, 8)
+# The newest versions of the old message formats: Produce v0-2 may carry message sets (magic 0/1);
+# Fetch v0-1 answers magic 0, v2-3 magic 1 (Kafka 3.x's KafkaApis.handleFetchRequest).
+LEGACY_PRODUCE_MAX = 2
+LEGACY_FETCH_MAX = 3
 INIT_PRODUCER_ID_VERSIONS = (0, 4)
 
 LATEST_TIMESTAMP = -1
@@ -625,6 +630,11 @@ class DataPlane:
         except (StorageError, ValueError) as exc:
             return _partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
         cfg = plog.config
+        if v <= LEGACY_PRODUCE_MAX and raw and legacy.is_legacy(raw):
+            converted = _up_convert(index, raw)
+            if isinstance(converted, dict):
+                return converted
+            raw = converted
         checked = self._check_batch(t, plog, cfg, index, raw, v, now)
         if isinstance(checked, dict):
             return checked
@@ -1067,8 +1077,15 @@ class DataPlane:
                         data = b""
                     else:
                         data = plog.read(offset, max(want, 0), min_one_batch=min_one)
+                    if v <= LEGACY_FETCH_MAX and data:
+                        data = legacy.down_convert(data, 0 if v <= 1 else 1, offset)
                 except OffsetOutOfRangeError:
                     out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    error = True
+                    continue
+                except UnsupportedCompressionError:
+                    # KafkaApis: zstd batches are not down-converted for Fetch below v10.
+                    out["error_code"] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
                     error = True
                     continue
                 except (StorageError, CorruptRecordError, ValueError) as exc:
@@ -1093,6 +1110,8 @@ class DataPlane:
     # --- ListOffsets ------------------------------------------------------------------------------
     def list_offsets(self, req: Request) -> dict[str, Any]:
         body = req.body
+        if req.api_version == 0:
+            return self._list_offsets_v0(body)
         seen: dict[tuple[str, int], int] = {}
         for tp in body["topics"] or []:
             for pp in tp["partitions"] or []:
@@ -1130,6 +1149,36 @@ class DataPlane:
                     out["leader_epoch"] = LEADER_EPOCH if offset >= 0 else -1
             topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
+
+    def _list_offsets_v0(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Kafka 3.x's KafkaApis.handleListOffsetRequestV0: up to ``max_num_offsets`` offsets per
+        partition (``UnifiedLog.legacyFetchOffsetsBefore``), no duplicate check, no leader epochs."""
+        from_consumer = body["replica_id"] == -1
+        topics = []
+        for tp in body["topics"] or []:
+            t = self.topics.get(tp["name"])
+            parts = []
+            for pp in tp["partitions"] or []:
+                index = pp["partition_index"]
+                out: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE, "old_style_offsets": []}
+                parts.append(out)
+                if t is None or not 0 <= index < t.partitions:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                try:
+                    plog = self._log(t, index)
+                    offsets = legacy_offsets_before(plog, pp["timestamp"], pp["max_num_offsets"], self.clock())
+                except (StorageError, OSError, ValueError) as exc:
+                    log.error("list_offsets_failed", topic=tp["name"], partition=index, error=str(exc))
+                    out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
+                hw = plog.log_end_offset
+                if from_consumer and any(o > hw for o in offsets):
+                    # Partition.legacyFetchOffsetsForTimestamp: a consumer never sees past the HW.
+                    offsets = [hw, *[o for o in offsets if o <= hw]]
+                out["old_style_offsets"] = offsets
+            topics.append({"name": tp["name"], "partitions": parts})
+        return {"topics": topics}
 
     @staticmethod
     def _offset_for(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
@@ -1208,6 +1257,28 @@ class DataPlane:
         return results
 
 
+def legacy_offsets_before(plog: PartitionLog, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+    """Kafka's ``UnifiedLog.legacyFetchOffsetsBefore`` (ListOffsets v0): the base offsets of the
+    segments last modified at or before ``timestamp`` (and the log end offset, stamped ``now``, when
+    the active segment holds data), newest first, at most ``max_num_offsets`` of them. LATEST starts
+    from the newest entry, EARLIEST from the oldest."""
+    segments = plog.segments
+    start = plog.log_start_offset
+    entries = [(max(s.base_offset, start), int(os.stat(s.log_path).st_mtime * 1000)) for s in segments]
+    if segments[-1].size > 0:
+        entries.append((plog.log_end_offset, now_ms))
+    if timestamp == LATEST_TIMESTAMP:
+        i = len(entries) - 1
+    elif timestamp == EARLIEST_TIMESTAMP:
+        i = 0
+    else:
+        i = len(entries) - 1
+        while i >= 0 and entries[i][1] > timestamp:
+            i -= 1
+    n = max(0, min(max_num_offsets, i + 1))
+    return sorted((entries[i - j][0] for j in range(n)), reverse=True)
+
+
 def _timestamp_limits(configs: dict[str, str]) -> tuple[int | None, int | None]:
     diff = _int_config(configs, "message.timestamp.difference.max.ms")
     before = _int_config(configs, "message.timestamp.before.max.ms")
@@ -1222,7 +1293,26 @@ def _timestamp_limits(configs: dict[str, str]) -> tuple[int | None, int | None]:
 
 
 def _is_transactional(raw: bytes | None) -> bool:
-    return bool(raw) and len(raw) >= rec.HEADER_SIZE and bool(raw[rec.ATTRIBUTES_OFFSET + 1] & rec.TRANSACTIONAL_FLAG)  # type: ignore[index]
+    return (
+        bool(raw)
+        and len(raw) >= rec.HEADER_SIZE  # type: ignore[arg-type]
+        and raw[rec.MAGIC_OFFSET] == rec.MAGIC  # type: ignore[index]
+        and bool(raw[rec.ATTRIBUTES_OFFSET + 1] & rec.TRANSACTIONAL_FLAG)  # type: ignore[index]
+    )
+
+
+def _up_convert(index: int, raw: bytes) -> bytes | dict[str, Any]:
+    """A Produce v0-2 message set as the one v2 batch Kafka 3.x's LogValidator would append
+    (``convertAndAssignOffsetsNonCompressed`` / ``buildRecordsAndAssignOffsets``): the producer's
+    timestamps (none in magic 0: NO_TIMESTAMP), the source codec, no producer id."""
+    try:
+        return legacy.to_v2(legacy.parse_message_set(raw))
+    except CorruptRecordError as exc:
+        return _partition_error(index, ErrorCode.CORRUPT_MESSAGE, str(exc))
+    except InvalidRecordError as exc:
+        return _partition_error(index, ErrorCode.INVALID_RECORD, str(exc))
+    except UnsupportedCompressionError as exc:
+        return _partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc))
 
 
 def _fetch_error(code: int) -> dict[str, Any]:
