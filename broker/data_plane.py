@@ -1031,7 +1031,7 @@ class DataPlane:
     def _read_fetch(self, body: dict[str, Any], v: int) -> tuple[dict[str, Any], int, bool, dict[tuple[str, int], int]]:
         """Read every requested partition now: (response, bytes read, any error, per-partition caps
         of the partitions that can still grow)."""
-        limit = min(body["max_bytes"], FETCH_MAX_BYTES)
+        limit = min(body.get("max_bytes", INT32_MAX), FETCH_MAX_BYTES)  # absent below v3: no limit
         min_one = True
         total = 0
         error = False
