@@ -43,7 +43,7 @@ class Daemon:
         self.metrics_port = metrics_port
         self.bootstrap = proc.bootstrap
 
-    def requests(self, api: str, version: int, client_id: str | None = None) -> float:
+    def requests(self, api: str, version: int) -> float:
         """Requests answered at (api, version) so far (the metric has no client label)."""
         return total(scrape(self.metrics_port), "groupd_requests_total", api=api, version=str(version))
 
@@ -142,15 +142,37 @@ def test_kafka_go_produces_with_v2_and_reads_back_with_fetch_v2(
     assert _grew(daemon, before) == []
 
 
-def test_kafka_python_pinned_to_0_10_1_produces_and_consumes_through_a_group(daemon: Daemon, unique: str) -> None:
-    topic, group = f"kp-old-{unique}", f"kp-old-g-{unique}"
+@pytest.mark.parametrize(
+    ("api_version", "used"),
+    [
+        # What the issue asks for: message format v1 (Produce v2, Fetch v3).
+        (OLD_KAFKA_PYTHON, [("Produce", 2), ("Fetch", 3), ("ListOffsets", 1), ("JoinGroup", 1), ("OffsetCommit", 2)]),
+        # The first group protocol: message format v0 and every group API at v0.
+        (
+            (0, 9),
+            [
+                ("Produce", 1),
+                ("Fetch", 1),
+                ("ListOffsets", 0),
+                ("JoinGroup", 0),
+                ("SyncGroup", 0),
+                ("LeaveGroup", 0),
+                ("OffsetFetch", 1),
+            ],
+        ),
+    ],
+    ids=["0.10.1", "0.9"],
+)
+def test_kafka_python_pinned_to_an_old_version_produces_and_consumes_through_a_group(
+    daemon: Daemon, unique: str, api_version: tuple[int, ...], used: list[tuple[str, int]]
+) -> None:
+    topic, group = f"kp-old-{unique}-{len(used)}", f"kp-old-g-{unique}-{len(used)}"
     create_topic(daemon.bootstrap, topic, 2)
-    used = [("Produce", 2), ("Fetch", 3), ("ListOffsets", 1), ("JoinGroup", 1), ("OffsetCommit", 2)]
     before = _counts(daemon, used)
-    producer = KafkaProducer(bootstrap_servers=daemon.bootstrap, api_version=OLD_KAFKA_PYTHON, linger_ms=20)
+    producer = KafkaProducer(bootstrap_servers=daemon.bootstrap, api_version=api_version, linger_ms=20)
     futures = [producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % 2) for i in range(10)]
     gz = KafkaProducer(
-        bootstrap_servers=daemon.bootstrap, api_version=OLD_KAFKA_PYTHON, compression_type="gzip", linger_ms=20
+        bootstrap_servers=daemon.bootstrap, api_version=api_version, compression_type="gzip", linger_ms=20
     )
     futures += [gz.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % 2) for i in range(10, 20)]
     producer.flush()
@@ -162,7 +184,7 @@ def test_kafka_python_pinned_to_0_10_1_produces_and_consumes_through_a_group(dae
 
     consumer = KafkaConsumer(
         bootstrap_servers=daemon.bootstrap,
-        api_version=OLD_KAFKA_PYTHON,
+        api_version=api_version,
         group_id=group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
@@ -226,4 +248,30 @@ def test_lag_monitor_on_sarama_as_kafka_2_0_reads_consumer_offsets_and_end_offse
         if e["event"] == "lag"
     )
     assert lag == [(0, 5, 5, 0, 2, 3), (1, 4, 4, 0, 4, 0)]
+    assert _grew(daemon, before) == []
+
+
+@pytest.mark.parametrize(("api_version", "commit_v", "fetch_v"), [((0, 8, 1), 0, 0), ((0, 8, 2), 1, 1)])
+def test_kafka_python_pinned_to_0_8_commits_and_lists_all_topics_with_metadata_v0(
+    daemon: Daemon, unique: str, api_version: tuple[int, ...], commit_v: int, fetch_v: int
+) -> None:
+    """Before groups (0.8.x): a standalone commit and fetch of offsets (OffsetCommit v0/v1,
+    OffsetFetch v0/v1), and Metadata v0, where an empty topic list means every topic."""
+    topic, group = f"kp08-{unique}-{commit_v}", f"kp08-g-{unique}-{commit_v}"
+    create_topic(daemon.bootstrap, topic, 1)
+    used = [("OffsetCommit", commit_v), ("OffsetFetch", fetch_v), ("Metadata", 0)]
+    before = _counts(daemon, used)
+    consumer = KafkaConsumer(
+        bootstrap_servers=daemon.bootstrap, group_id=group, api_version=api_version, enable_auto_commit=False
+    )
+    assert topic in consumer.topics()  # Metadata v0 with no topics: all of them
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.commit({tp: OffsetAndMetadata(42, "m", -1)})
+    assert consumer.committed(tp) == 42
+    consumer.close()
+    # Current clients see the same commit.
+    checker = KafkaConsumer(bootstrap_servers=daemon.bootstrap, group_id=group, enable_auto_commit=False)
+    assert checker.committed(tp) == 42
+    checker.close()
     assert _grew(daemon, before) == []
