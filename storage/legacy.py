@@ -33,6 +33,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from . import codecs
 from . import records as rec
 from .errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
 
@@ -120,8 +121,12 @@ def _entries(data: bytes) -> Iterable[tuple[int, int, int, int, bytes | None, by
 def _decompress(codec: int, magic: int, data: bytes, limit: int) -> bytes:
     if codec == CODEC_LZ4 and magic == 0:
         # Kafka's KafkaLZ4BlockOutputStream wrote magic 0 frames with a header checksum computed
-        # over the magic number too (KAFKA-3160); no frame library accepts those.
-        raise UnsupportedCompressionError("lz4 message sets of magic 0 are not supported")
+        # over the magic number too (KAFKA-3160); the lz4 library refuses those, our reader does not
+        # check it.
+        try:
+            return codecs.lz4_decompress(data, limit)
+        except (IndexError, struct.error) as exc:
+            raise CorruptRecordError(f"cannot decompress lz4 message: {exc}") from None
     return rec._decompress(codec, data, limit)
 
 
@@ -187,20 +192,12 @@ def _entry(offset: int, message: bytes) -> bytes:
     return _ENTRY.pack(offset, len(message)) + message
 
 
-def _compress(codec: int, payload: bytes) -> bytes:
-    if codec in (rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP):
+def _compress(codec: int, magic: int, payload: bytes) -> bytes:
+    if codec == CODEC_LZ4:
+        # Magic 0 readers (Kafka 0.8/0.9 clients) expect KAFKA-3160's checksum.
+        return codecs.lz4_compress(payload, broken_checksum=magic == 0)
+    if codec in (rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP, rec.COMPRESSION_SNAPPY):
         return rec._compress(codec, payload)
-    try:
-        if codec == rec.COMPRESSION_SNAPPY:
-            import snappy  # type: ignore[import-not-found]
-
-            return bytes(snappy.compress(payload))
-        if codec == CODEC_LZ4:
-            import lz4.frame as lz4_frame  # type: ignore[import-not-found]
-
-            return bytes(lz4_frame.compress(payload))
-    except ImportError:
-        raise UnsupportedCompressionError(f"writing codec {codec} needs its compression library") from None
     raise UnsupportedCompressionError(f"codec {codec} does not exist in message format v0/v1")
 
 
@@ -221,7 +218,7 @@ def build_message_set(
         _entry(o - first if magic == 1 else o, _message(magic, ts_flag, ts, k, v)) for o, ts, k, v in records
     )
     wrapper_ts = max(r[1] for r in records)
-    return _entry(records[-1][0], _message(magic, codec | ts_flag, wrapper_ts, None, _compress(codec, inner)))
+    return _entry(records[-1][0], _message(magic, codec | ts_flag, wrapper_ts, None, _compress(codec, magic, inner)))
 
 
 def down_convert(

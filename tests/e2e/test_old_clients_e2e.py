@@ -6,6 +6,8 @@
   OffsetCommit v1, OffsetFetch v1, LeaveGroup v0).
 - kafka-go 0.2 (Debian's) creates a topic (CreateTopics v0), produces (Produce v2, message format v1,
   plain and gzip), reads back (Fetch v2) and deletes the topic (DeleteTopics v1).
+- sarama sends snappy message sets at its default Version and lz4 ones at 0.10.0; both are stored with
+  their codec and read back down-converted (Fetch v0, v2) and by a current client.
 - kafka-python pinned to ``api_version=(0, 10, 1)`` produces (Produce v2) and consumes through a group
   (Fetch v3, ListOffsets v1).
 - a lag monitor in Burrow's manner, on sarama configured for Kafka 2.0.0, reads ``__consumer_offsets``
@@ -22,6 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from groupd.storage import records as rec
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
@@ -140,6 +145,47 @@ def test_kafka_go_produces_with_v2_and_reads_back_with_fetch_v2(
     ]
     assert {e["high_watermark"] for e in events} == {5}
     assert _grew(daemon, before) == []
+
+
+@needs_go
+def test_sarama_snappy_and_lz4_message_sets_are_stored_with_their_codec_and_read_back(
+    daemon: Daemon, go_builder: GoBuilder, unique: str
+) -> None:
+    binary = go_builder.build("sarama_codecs")
+    topic = f"codecs-{unique}"
+    create_topic(daemon.bootstrap, topic, 1)
+    before = _counts(daemon, [("Produce", 0), ("Produce", 2), ("Fetch", 0), ("Fetch", 2)])
+    events = run_json_lines(binary, daemon.bootstrap, topic)
+    assert [(e["codec"], e["offset"]) for e in events if e["event"] == "produced"] == [
+        ("snappy", 0),
+        ("snappy", 1),
+        ("snappy", 2),
+        ("lz4", 3),
+        ("lz4", 4),
+        ("lz4", 5),
+    ]
+    value = [f"{c}-{i}-" + "abcd" * 40 for c in ("snappy", "lz4") for i in range(3)]
+    got = {via: [(e["offset"], e["value"]) for e in events if e.get("via") == via] for via in ("fetch_v0", "fetch_v2")}
+    assert got == {"fetch_v0": list(enumerate(value[:3])), "fetch_v2": list(enumerate(value))}
+    assert _grew(daemon, before) == []
+    # Stored as one v2 batch per message set (sarama may split a SendMessages into several), each
+    # with the producer's codec (compression.type=producer).
+    log = (daemon.proc.data_dir / f"{topic}-0" / "00000000000000000000.log").read_bytes()
+    codecs = [c for b in rec.iter_batches(log) for c in [b.compression] * b.record_count]
+    assert codecs == [rec.COMPRESSION_SNAPPY] * 3 + [rec.COMPRESSION_LZ4] * 3
+    # A current client (librdkafka decompresses both) reads the same records.
+    consumer = Consumer(
+        {"bootstrap.servers": daemon.bootstrap, "group.id": f"cg-{unique}", "auto.offset.reset": "earliest"}
+    )
+    consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
+    seen: list[str] = []
+    deadline = time.monotonic() + 15
+    while len(seen) < 6 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            seen.append(m.value().decode())
+    consumer.close()
+    assert seen == value
 
 
 @pytest.mark.parametrize(

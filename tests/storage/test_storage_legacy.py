@@ -12,7 +12,7 @@ import zlib
 from typing import Any
 
 import pytest
-from groupd.storage import legacy
+from groupd.storage import codecs, legacy
 from groupd.storage import records as rec
 from groupd.storage.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -107,9 +107,23 @@ def test_bad_message_sets() -> None:
         legacy.parse_message_set(nested)
     with pytest.raises(CorruptRecordError, match="message size"):
         legacy.parse_message_set((0).to_bytes(8, "big") + (3).to_bytes(4, "big") + b"\0" * 10)
-    with pytest.raises(UnsupportedCompressionError, match="magic 0"):
-        # KAFKA-3160's broken frame checksum: not readable, and not guessed at.
+    with pytest.raises(CorruptRecordError, match="lz4"):
         legacy.parse_message_set(_entry(0, 0, legacy.CODEC_LZ4, -1, None, b"\x04\x22\x4d\x18"))
+
+
+def test_lz4_magic_0_with_kafkas_broken_frame_checksum_is_read() -> None:
+    # KAFKA-3160: magic 0 lz4 frames hash the magic number into the header checksum.
+    inner = message_set(0, 0, RECORDS)
+    frame = codecs.lz4_compress(inner, broken_checksum=True)
+    parsed = legacy.parse_message_set(_entry(2, 0, legacy.CODEC_LZ4, -1, None, frame))
+    assert (parsed.codec, [r.value for r in parsed.records]) == (legacy.CODEC_LZ4, [b"v0", b"v1", None])
+    # ... and down-converting to magic 0 writes that checksum back; magic 1 the standard one.
+    stored = legacy.to_v2(parsed)
+    for magic, broken in ((0, True), (1, False)):
+        out = legacy.down_convert(stored, magic, 0)
+        value = legacy.parse_message_set(out).records
+        assert [r.value for r in value] == [b"v0", b"v1", None]
+        assert codecs.lz4_compress(b"", broken_checksum=broken)[4:7] in out
 
 
 def _stored(*batches: bytes) -> bytes:
