@@ -56,6 +56,15 @@ go through the data plane (the coordinator's own writes to ``__consumer_offsets`
 fetches; a fetch of that topic waits out ``max_wait_ms``. Fetch sessions are not kept: every answer has session id 0,
 which clients take as "no session, send full fetches".
 
+Old versions. Produce v0-2, Fetch v0-3 and ListOffsets v0, which Kafka 4.0 removed, are served as
+Kafka 3.x served them, for clients written against Kafka 2.x (sarama's default Version, kafka-go 0.2,
+Burrow): a Produce v0-2 message set (magic 0/1) becomes one v2 batch before the usual checks
+(``storage/legacy.py``: LogValidator's up-conversion); a Fetch v0-3 answer is down-converted to the
+magic the client reads (RecordsUtil.downConvert; zstd batches answer UNSUPPORTED_COMPRESSION_TYPE, as
+KafkaApis does below Fetch v10); ListOffsets v0 answers offsets by segment
+(``legacy_offsets_before``). Fetch v0-2 keep Kafka 3.x's v3+ rule of returning at least one whole
+batch (Kafka sent a truncated one for v0-2, which old clients read as "grow the fetch size").
+
 Topics. Creating a topic or adding partitions creates the partition logs, deleting a topic deletes
 them (and wakes fetches parked on them); logs whose topic no longer exists are removed at start-up.
 Each topic's ``LogConfig`` comes from its configs (``topic_log_config``); a background task applies
