@@ -7,7 +7,7 @@
 - kafka-go 0.2 (Debian's) creates a topic (CreateTopics v0), produces (Produce v2, message format v1,
   plain and gzip), reads back (Fetch v2) and deletes the topic (DeleteTopics v1).
 - sarama sends snappy message sets at its default Version and lz4 ones at 0.10.0; both are stored with
-  their codec and read back down-converted (Fetch v0, v2) and by a current client.
+  their codec and read back down-converted (Fetch v0, v2) and by a current client; DeleteTopics v0.
 - kafka-python pinned to ``api_version=(0, 10, 1)`` produces (Produce v2) and consumes through a group
   (Fetch v3, ListOffsets v1).
 - a lag monitor in Burrow's manner, on sarama configured for Kafka 2.0.0, reads ``__consumer_offsets``
@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from groupd.storage import records as rec
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from tests.ops.test_metrics import create_topic, free_port, scrape, total
@@ -152,10 +152,11 @@ def test_sarama_snappy_and_lz4_message_sets_are_stored_with_their_codec_and_read
     daemon: Daemon, go_builder: GoBuilder, unique: str
 ) -> None:
     binary = go_builder.build("sarama_codecs")
-    topic = f"codecs-{unique}"
+    topic, doomed = f"codecs-{unique}", f"codecs-doomed-{unique}"
     create_topic(daemon.bootstrap, topic, 1)
-    before = _counts(daemon, [("Produce", 0), ("Produce", 2), ("Fetch", 0), ("Fetch", 2)])
-    events = run_json_lines(binary, daemon.bootstrap, topic)
+    create_topic(daemon.bootstrap, doomed, 1)
+    before = _counts(daemon, [("Produce", 0), ("Produce", 2), ("Fetch", 0), ("Fetch", 2), ("DeleteTopics", 0)])
+    events = run_json_lines(binary, daemon.bootstrap, topic, doomed)
     assert [(e["codec"], e["offset"]) for e in events if e["event"] == "produced"] == [
         ("snappy", 0),
         ("snappy", 1),
@@ -186,6 +187,10 @@ def test_sarama_snappy_and_lz4_message_sets_are_stored_with_their_codec_and_read
             seen.append(m.value().decode())
     consumer.close()
     assert seen == value
+    assert [e["error"] for e in events if e["event"] == "deleted"] == [0]
+    admin = KafkaAdminClient(bootstrap_servers=daemon.bootstrap)
+    assert doomed not in admin.list_topics() and topic in admin.list_topics()
+    admin.close()
 
 
 @pytest.mark.parametrize(

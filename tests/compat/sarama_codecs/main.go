@@ -1,8 +1,9 @@
 // sarama 1.22 producing snappy and lz4 message sets and reading them back down-converted:
 // snappy at sarama's default Version (0.8.2: Produce v0, message format v0) read back by a consumer
 // at that Version (Fetch v0: magic 0), then lz4 at 0.10.0 (the lowest Version sarama allows it at:
-// Produce v2, message format v1) and a consumer at 0.10.0 (Fetch v2: magic 1) reads everything.
-// One JSON line per event. Usage: sarama_codecs <host:port> <topic>
+// Produce v2, message format v1) and a consumer at 0.10.0 (Fetch v2: magic 1) reads everything;
+// then another topic is deleted with DeleteTopics v0.
+// One JSON line per event. Usage: sarama_codecs <host:port> <topic> <topic to delete>
 package main
 
 import (
@@ -77,11 +78,29 @@ func consume(addrs []string, topic string, version sarama.KafkaVersion, label st
 }
 
 func main() {
-	addrs, topic := []string{os.Args[1]}, os.Args[2]
+	addrs, topic, doomed := []string{os.Args[1]}, os.Args[2], os.Args[3]
 	produce(addrs, topic, sarama.MinVersion, sarama.CompressionSnappy, "snappy")
 	// Before the lz4 messages exist: a magic 0 lz4 message carries Kafka's broken frame checksum
 	// (KAFKA-3160), which sarama's lz4 reader refuses, from groupd as from Kafka 3.x.
 	consume(addrs, topic, sarama.MinVersion, "fetch_v0", 3)
 	produce(addrs, topic, sarama.V0_10_0_0, sarama.CompressionLZ4, "lz4")
 	consume(addrs, topic, sarama.V0_10_0_0, "fetch_v2", 6)
+
+	// DeleteTopics v0 of another topic (sarama's own request at Version 0, through the leader).
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V0_10_1_0 // sarama's own floor for DeleteTopics (it sends v0 there)
+	client, err := sarama.NewClient(addrs, cfg)
+	if err != nil {
+		fail("client", err)
+	}
+	broker, err := client.Leader(topic, 0)
+	if err != nil {
+		fail("leader", err)
+	}
+	resp, err := broker.DeleteTopics(&sarama.DeleteTopicsRequest{Version: 0, Topics: []string{doomed}, Timeout: 10 * time.Second})
+	if err != nil {
+		fail("delete topics", err)
+	}
+	out.Encode(map[string]interface{}{"event": "deleted", "error": int(resp.TopicErrorCodes[doomed])})
+	client.Close()
 }
