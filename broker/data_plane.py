@@ -639,12 +639,15 @@ class DataPlane:
         except (StorageError, ValueError) as exc:
             return _partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
         cfg = plog.config
+        check_timestamps = True
         if v <= LEGACY_PRODUCE_MAX and raw and legacy.is_legacy(raw):
+            # LogValidator.validateTimestamp skips magic 0: its messages have no timestamps.
+            check_timestamps = raw[rec.MAGIC_OFFSET] > 0
             converted = _up_convert(index, raw)
             if isinstance(converted, dict):
                 return converted
             raw = converted
-        checked = self._check_batch(t, plog, cfg, index, raw, v, now)
+        checked = self._check_batch(t, plog, cfg, index, raw, v, now, check_timestamps=check_timestamps)
         if isinstance(checked, dict):
             return checked
         view = checked
@@ -742,7 +745,16 @@ class DataPlane:
         return self._producers[key]
 
     def _check_batch(
-        self, t: Topic, plog: PartitionLog, cfg: LogConfig, index: int, raw: bytes | None, v: int, now: int
+        self,
+        t: Topic,
+        plog: PartitionLog,
+        cfg: LogConfig,
+        index: int,
+        raw: bytes | None,
+        v: int,
+        now: int,
+        *,
+        check_timestamps: bool = True,
     ) -> dict[str, Any] | rec.BatchView:
         """Kafka's validation of a client's batch (ProduceRequest.validateRecords, LogValidator)."""
         if not raw:
@@ -811,12 +823,12 @@ class DataPlane:
                 ErrorCode.INVALID_RECORD,
                 f"Invalid sequence number {view.base_sequence} in record batch with producerId {view.producer_id}",
             )
-        if cfg.compact or _timestamp_limits(t.configs) != (None, None):
-            return self._check_records(t, cfg, index, view, now)
+        if cfg.compact or (check_timestamps and _timestamp_limits(t.configs) != (None, None)):
+            return self._check_records(t, cfg, index, view, now, check_timestamps=check_timestamps)
         return view
 
     def _check_records(
-        self, t: Topic, cfg: LogConfig, index: int, view: rec.BatchView, now: int
+        self, t: Topic, cfg: LogConfig, index: int, view: rec.BatchView, now: int, *, check_timestamps: bool = True
     ) -> dict[str, Any] | rec.BatchView:
         """Record-level checks that need the records decoded: keys on compacted topics, timestamps
         when the topic limits them."""
@@ -846,7 +858,11 @@ class DataPlane:
                     ],
                 )
         before, after = _timestamp_limits(t.configs)
-        if cfg.message_timestamp_type == "CreateTime" and (before is not None or after is not None):
+        if (
+            check_timestamps
+            and cfg.message_timestamp_type == "CreateTime"
+            and (before is not None or after is not None)
+        ):
             errors = []
             for i, r in enumerate(records):
                 ts = r[1]

@@ -702,6 +702,15 @@ async def test_bad_message_sets_get_kafkas_errors(h: Harness) -> None:
     assert (await h.list_offsets("t", 0, -1))["offset"] == 0
 
 
+async def test_timestamp_limits_apply_to_magic_1_not_magic_0(h: Harness) -> None:
+    # LogValidator.validateTimestamp: only messages that have timestamps (magic > 0) are checked.
+    h.create("t", message_timestamp_difference_max_ms="1000")
+    r = await h.produce("t", message_set(1, 0, [(0, NOW - 5000, b"k", b"v")]), version=2)
+    assert r["error_code"] == E.INVALID_TIMESTAMP
+    assert (await h.produce("t", message_set(1, 0, [(0, NOW, b"k", b"v")]), version=2))["error_code"] == 0
+    assert (await h.produce("t", message_set(0, 0, [(0, None, b"k", b"v")]), version=0))["error_code"] == 0
+
+
 async def test_message_sets_never_look_transactional(h: Harness) -> None:
     # Byte 22 of a message set is a key or value length byte, not a batch's attributes.
     h.create("t")
