@@ -40,6 +40,8 @@ def missing_toolchain() -> str | None:
 def _go_env(gopath_extra: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(GO111MODULE="off", GOPATH=f"{GOPATH_DEBIAN}:{gopath_extra}", GOFLAGS="", CGO_ENABLED="1")
+    if "GOCACHE" not in env and "HOME" not in env and "XDG_CACHE_HOME" not in env:
+        env["GOCACHE"] = str(gopath_extra / "cache")  # go refuses to build without a cache directory
     return env
 
 
