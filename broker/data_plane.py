@@ -57,6 +57,15 @@ go through the data plane (the coordinator's own writes to ``__consumer_offsets`
 fetches; a fetch of that topic waits out ``max_wait_ms``. Fetch sessions are not kept: every answer has session id 0,
 which clients take as "no session, send full fetches".
 
+Old versions. Produce v0-2, Fetch v0-3 and ListOffsets v0, which Kafka 4.0 removed, are served as
+Kafka 3.x served them, for clients written against Kafka 2.x (sarama's default Version, kafka-go 0.2,
+Burrow): a Produce v0-2 message set (magic 0/1) becomes one v2 batch before the usual checks
+(``storage/legacy.py``: LogValidator's up-conversion); a Fetch v0-3 answer is down-converted to the
+magic the client reads (RecordsUtil.downConvert; zstd batches answer UNSUPPORTED_COMPRESSION_TYPE, as
+KafkaApis does below Fetch v10); ListOffsets v0 answers offsets by segment
+(``legacy_offsets_before``). Fetch v0-2 keep Kafka 3.x's v3+ rule of returning at least one whole
+batch (Kafka sent a truncated one for v0-2, which old clients read as "grow the fetch size").
+
 Topics. Creating a topic or adding partitions creates the partition logs, deleting a topic deletes
 them (and wakes fetches parked on them); logs whose topic no longer exists are removed at start-up.
 Each topic's ``LogConfig`` comes from its configs (``topic_log_config``). Two background tasks keep
@@ -81,11 +90,12 @@ import structlog
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
-from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
+from groupd.storage import Appender, LogConfig, LogManager, PartitionLog, legacy
 from groupd.storage import records as rec
 from groupd.storage.compaction import Cleaner
 from groupd.storage.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     LogClosedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -113,9 +123,13 @@ __all__ = [
 ]
 
 # What the data plane serves (and ApiVersions advertises): the whole range of each schema.
-PRODUCE_VERSIONS = (3, 11)
-FETCH_VERSIONS = (4, 12)
-LIST_OFFSETS_VERSIONS = (1, 8)
+PRODUCE_VERSIONS = (0, 11)
+FETCH_VERSIONS = (0, 12)
+LIST_OFFSETS_VERSIONS = (0, 8)
+# The newest versions of the old message formats: Produce v0-2 may carry message sets (magic 0/1);
+# Fetch v0-1 answers magic 0, v2-3 magic 1 (Kafka 3.x's KafkaApis.handleFetchRequest).
+LEGACY_PRODUCE_MAX = 2
+LEGACY_FETCH_MAX = 3
 INIT_PRODUCER_ID_VERSIONS = (0, 4)
 
 LATEST_TIMESTAMP = -1
@@ -639,7 +653,15 @@ class DataPlane:
         except (StorageError, ValueError) as exc:
             return _partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
         cfg = plog.config
-        checked = self._check_batch(t, plog, cfg, index, raw, v, now)
+        check_timestamps = True
+        if v <= LEGACY_PRODUCE_MAX and raw and legacy.is_legacy(raw):
+            # LogValidator.validateTimestamp skips magic 0: its messages have no timestamps.
+            check_timestamps = raw[rec.MAGIC_OFFSET] > 0
+            converted = _up_convert(index, raw)
+            if isinstance(converted, dict):
+                return converted
+            raw = converted
+        checked = self._check_batch(t, plog, cfg, index, raw, v, now, check_timestamps=check_timestamps)
         if isinstance(checked, dict):
             return checked
         view = checked
@@ -737,7 +759,16 @@ class DataPlane:
         return self._producers[key]
 
     def _check_batch(
-        self, t: Topic, plog: PartitionLog, cfg: LogConfig, index: int, raw: bytes | None, v: int, now: int
+        self,
+        t: Topic,
+        plog: PartitionLog,
+        cfg: LogConfig,
+        index: int,
+        raw: bytes | None,
+        v: int,
+        now: int,
+        *,
+        check_timestamps: bool = True,
     ) -> dict[str, Any] | rec.BatchView:
         """Kafka's validation of a client's batch (ProduceRequest.validateRecords, LogValidator)."""
         if not raw:
@@ -806,12 +837,12 @@ class DataPlane:
                 ErrorCode.INVALID_RECORD,
                 f"Invalid sequence number {view.base_sequence} in record batch with producerId {view.producer_id}",
             )
-        if cfg.compact or _timestamp_limits(t.configs) != (None, None):
-            return self._check_records(t, cfg, index, view, now)
+        if cfg.compact or (check_timestamps and _timestamp_limits(t.configs) != (None, None)):
+            return self._check_records(t, cfg, index, view, now, check_timestamps=check_timestamps)
         return view
 
     def _check_records(
-        self, t: Topic, cfg: LogConfig, index: int, view: rec.BatchView, now: int
+        self, t: Topic, cfg: LogConfig, index: int, view: rec.BatchView, now: int, *, check_timestamps: bool = True
     ) -> dict[str, Any] | rec.BatchView:
         """Record-level checks that need the records decoded: keys on compacted topics, timestamps
         when the topic limits them."""
@@ -841,7 +872,11 @@ class DataPlane:
                     ],
                 )
         before, after = _timestamp_limits(t.configs)
-        if cfg.message_timestamp_type == "CreateTime" and (before is not None or after is not None):
+        if (
+            check_timestamps
+            and cfg.message_timestamp_type == "CreateTime"
+            and (before is not None or after is not None)
+        ):
             errors = []
             for i, r in enumerate(records):
                 ts = r[1]
@@ -1035,7 +1070,7 @@ class DataPlane:
     def _read_fetch(self, body: dict[str, Any], v: int) -> tuple[dict[str, Any], int, bool, dict[tuple[str, int], int]]:
         """Read every requested partition now: (response, bytes read, any error, per-partition caps
         of the partitions that can still grow)."""
-        limit = min(body["max_bytes"], FETCH_MAX_BYTES)
+        limit = min(body.get("max_bytes", INT32_MAX), FETCH_MAX_BYTES)  # absent below v3: no limit
         min_one = True
         total = 0
         error = False
@@ -1081,8 +1116,15 @@ class DataPlane:
                         data = b""
                     else:
                         data = plog.read(offset, max(want, 0), min_one_batch=min_one)
+                    if v <= LEGACY_FETCH_MAX and data:
+                        data = legacy.down_convert(data, 0 if v <= 1 else 1, offset)
                 except OffsetOutOfRangeError:
                     out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    error = True
+                    continue
+                except UnsupportedCompressionError:
+                    # KafkaApis: zstd batches are not down-converted for Fetch below v10.
+                    out["error_code"] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
                     error = True
                     continue
                 except (StorageError, CorruptRecordError, ValueError) as exc:
@@ -1109,6 +1151,8 @@ class DataPlane:
     # --- ListOffsets ------------------------------------------------------------------------------
     def list_offsets(self, req: Request) -> dict[str, Any]:
         body = req.body
+        if req.api_version == 0:
+            return self._list_offsets_v0(body)
         seen: dict[tuple[str, int], int] = {}
         for tp in body["topics"] or []:
             for pp in tp["partitions"] or []:
@@ -1146,6 +1190,36 @@ class DataPlane:
                     out["leader_epoch"] = LEADER_EPOCH if offset >= 0 else -1
             topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
+
+    def _list_offsets_v0(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Kafka 3.x's KafkaApis.handleListOffsetRequestV0: up to ``max_num_offsets`` offsets per
+        partition (``UnifiedLog.legacyFetchOffsetsBefore``), no duplicate check, no leader epochs."""
+        from_consumer = body["replica_id"] == -1
+        topics = []
+        for tp in body["topics"] or []:
+            t = self.topics.get(tp["name"])
+            parts = []
+            for pp in tp["partitions"] or []:
+                index = pp["partition_index"]
+                out: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE, "old_style_offsets": []}
+                parts.append(out)
+                if t is None or not 0 <= index < t.partitions:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                try:
+                    plog = self._log(t, index)
+                    offsets = legacy_offsets_before(plog, pp["timestamp"], pp["max_num_offsets"], self.clock())
+                except (StorageError, OSError, ValueError) as exc:
+                    log.error("list_offsets_failed", topic=tp["name"], partition=index, error=str(exc))
+                    out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
+                hw = plog.log_end_offset
+                if from_consumer and any(o > hw for o in offsets):
+                    # Partition.legacyFetchOffsetsForTimestamp: a consumer never sees past the HW.
+                    offsets = [hw, *[o for o in offsets if o <= hw]]
+                out["old_style_offsets"] = offsets
+            topics.append({"name": tp["name"], "partitions": parts})
+        return {"topics": topics}
 
     @staticmethod
     def _offset_for(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
@@ -1243,6 +1317,28 @@ class DataPlane:
         return results
 
 
+def legacy_offsets_before(plog: PartitionLog, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+    """Kafka's ``UnifiedLog.legacyFetchOffsetsBefore`` (ListOffsets v0): the base offsets of the
+    segments last modified at or before ``timestamp`` (and the log end offset, stamped ``now``, when
+    the active segment holds data), newest first, at most ``max_num_offsets`` of them. LATEST starts
+    from the newest entry, EARLIEST from the oldest."""
+    segments = plog.segments
+    start = plog.log_start_offset
+    entries = [(max(s.base_offset, start), int(os.stat(s.log_path).st_mtime * 1000)) for s in segments]
+    if segments[-1].size > 0:
+        entries.append((plog.log_end_offset, now_ms))
+    if timestamp == LATEST_TIMESTAMP:
+        i = len(entries) - 1
+    elif timestamp == EARLIEST_TIMESTAMP:
+        i = 0
+    else:
+        i = len(entries) - 1
+        while i >= 0 and entries[i][1] > timestamp:
+            i -= 1
+    n = max(0, min(max_num_offsets, i + 1))
+    return sorted((entries[i - j][0] for j in range(n)), reverse=True)
+
+
 def _timestamp_limits(configs: dict[str, str]) -> tuple[int | None, int | None]:
     diff = _int_config(configs, "message.timestamp.difference.max.ms")
     before = _int_config(configs, "message.timestamp.before.max.ms")
@@ -1257,7 +1353,26 @@ def _timestamp_limits(configs: dict[str, str]) -> tuple[int | None, int | None]:
 
 
 def _is_transactional(raw: bytes | None) -> bool:
-    return bool(raw) and len(raw) >= rec.HEADER_SIZE and bool(raw[rec.ATTRIBUTES_OFFSET + 1] & rec.TRANSACTIONAL_FLAG)  # type: ignore[index]
+    return (
+        bool(raw)
+        and len(raw) >= rec.HEADER_SIZE  # type: ignore[arg-type]
+        and raw[rec.MAGIC_OFFSET] == rec.MAGIC  # type: ignore[index]
+        and bool(raw[rec.ATTRIBUTES_OFFSET + 1] & rec.TRANSACTIONAL_FLAG)  # type: ignore[index]
+    )
+
+
+def _up_convert(index: int, raw: bytes) -> bytes | dict[str, Any]:
+    """A Produce v0-2 message set as the one v2 batch Kafka 3.x's LogValidator would append
+    (``convertAndAssignOffsetsNonCompressed`` / ``buildRecordsAndAssignOffsets``): the producer's
+    timestamps (none in magic 0: NO_TIMESTAMP), the source codec, no producer id."""
+    try:
+        return legacy.to_v2(legacy.parse_message_set(raw))
+    except CorruptRecordError as exc:
+        return _partition_error(index, ErrorCode.CORRUPT_MESSAGE, str(exc))
+    except InvalidRecordError as exc:
+        return _partition_error(index, ErrorCode.INVALID_RECORD, str(exc))
+    except UnsupportedCompressionError as exc:
+        return _partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc))
 
 
 def _fetch_error(code: int) -> dict[str, Any]:

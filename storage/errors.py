@@ -1,7 +1,7 @@
 """Exceptions raised by the storage engine.
 
 Callers map them to Kafka error codes: `StorageError` -> KAFKA_STORAGE_ERROR,
-`CorruptRecordError` -> CORRUPT_MESSAGE, `OffsetOutOfRangeError` -> OFFSET_OUT_OF_RANGE,
+`CorruptRecordError` -> CORRUPT_MESSAGE, `InvalidRecordError` -> INVALID_RECORD, `OffsetOutOfRangeError` -> OFFSET_OUT_OF_RANGE,
 `UnsupportedCompressionError` -> UNSUPPORTED_COMPRESSION_TYPE, `RecordTooLargeError` ->
 MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE.
 """
@@ -23,6 +23,10 @@ class LogClosedError(StorageError):
 
 class CorruptRecordError(StorageEngineError):
     """Bytes that should be a record batch are not a valid one (bad length, magic, CRC, varints)."""
+
+
+class InvalidRecordError(StorageEngineError):
+    """Intact bytes that break a rule of the format (a compressed message inside a compressed one)."""
 
 
 class UnsupportedCompressionError(StorageEngineError):

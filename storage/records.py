@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 import crc32c as _crc32c_module
 
+from . import codecs
 from .errors import CorruptRecordError, UnsupportedCompressionError
 
 __all__ = [
@@ -454,6 +455,11 @@ def _compress(codec: int, payload: bytes) -> bytes:
     if codec == COMPRESSION_GZIP:
         c = zlib.compressobj(6, zlib.DEFLATED, 31)
         return c.compress(payload) + c.flush()
+    # Pure-Python writers (codecs.py): up-converted message sets keep their snappy or lz4 codec.
+    if codec == COMPRESSION_SNAPPY:
+        return codecs.snappy_compress(payload)
+    if codec == COMPRESSION_LZ4:
+        return codecs.lz4_compress(payload)
     raise UnsupportedCompressionError(f"building batches with codec {codec} is not supported")
 
 
@@ -554,7 +560,7 @@ def _decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
             try:
                 import lz4.frame as lz4_frame  # type: ignore[import-not-found]
             except ImportError:
-                raise UnsupportedCompressionError("lz4 batches need the 'lz4' package") from None
+                return codecs.lz4_decompress(bytes(data), limit)
             out = lz4_frame.decompress(bytes(data))
         elif codec == COMPRESSION_ZSTD:
             out = _zstd_decompress(bytes(data), limit)
@@ -576,7 +582,7 @@ def _snappy_decompress(data: bytes, limit: int) -> bytes:
     try:
         import snappy  # type: ignore[import-not-found]
     except ImportError:
-        raise UnsupportedCompressionError("snappy batches need the 'python-snappy' package") from None
+        return codecs.snappy_decompress(data, limit)
     if not data.startswith(_XERIAL_MAGIC):
         return snappy.decompress(data)
     # Java clients use snappy-java's xerial framing: a 16-byte header, then length-prefixed blocks.

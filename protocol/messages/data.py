@@ -1,9 +1,11 @@
 """Data-plane APIs: Produce, Fetch, ListOffsets, InitProducerId.
 
 Transcribed from Kafka's ``Produce*.json``, ``Fetch*.json``, ``ListOffsets*.json`` and
-``InitProducerId*.json``. groupd serves only the version ranges below (Produce 3-11, Fetch 4-12,
-ListOffsets 1-8), so fields that exist only above them (topic ids in Produce v13 / Fetch v13, Fetch's
-ReplicaState and replica directory ids, ListOffsets' TimeoutMs, ...) are left out. ``records`` fields
+``InitProducerId*.json``. groupd serves only the version ranges below (Produce 0-11, Fetch 0-12,
+ListOffsets 0-8), so fields that exist only above them (topic ids in Produce v13 / Fetch v13, Fetch's
+ReplicaState and replica directory ids, ListOffsets' TimeoutMs, ...) are left out. The versions Kafka 4.0
+removed (KIP-896: Produce v0-2, Fetch v0-3, ListOffsets v0) are served as Kafka 3.9 served them, for
+the clients that still send them. ``records`` fields
 are the raw bytes of a record batch set (nullable); record batches are parsed elsewhere.
 """
 
@@ -14,7 +16,7 @@ from ..schema import api, f
 PRODUCE = api(
     0,
     "Produce",
-    valid="3-11",
+    valid="0-11",
     flexible="9+",
     request=[
         f("transactional_id", "string", "3+", nullable="3+", default=None),
@@ -80,7 +82,7 @@ PRODUCE = api(
 FETCH = api(
     1,
     "Fetch",
-    valid="4-12",
+    valid="0-12",
     flexible="12+",
     request=[
         f("cluster_id", "string", "12+", nullable="12+", default=None, tag=0, tagged="12+"),
@@ -180,7 +182,7 @@ FETCH = api(
 LIST_OFFSETS = api(
     2,
     "ListOffsets",
-    valid="1-8",
+    valid="0-8",
     flexible="6+",
     request=[
         f("replica_id", "int32"),
@@ -197,6 +199,7 @@ LIST_OFFSETS = api(
                 f("partition_index", "int32"),
                 f("current_leader_epoch", "int32", "4+", default=-1),
                 f("timestamp", "int64"),
+                f("max_num_offsets", "int32", "0", default=1),
             ),
         ),
     ],
@@ -213,6 +216,7 @@ LIST_OFFSETS = api(
                 "0+",
                 f("partition_index", "int32"),
                 f("error_code", "int16"),
+                f("old_style_offsets", "[]int64", "0"),
                 f("timestamp", "int64", "1+", default=-1),
                 f("offset", "int64", "1+", default=-1),
                 f("leader_epoch", "int32", "4+", default=-1),

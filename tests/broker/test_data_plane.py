@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from groupd.storage import Appender, LogConfig, LogManager, StorageError
 from groupd.storage import records as rec
 
 from groupd.config import Config
+from tests.storage.test_storage_legacy import message_set, read_legacy
 
 E = ErrorCode
 NOW = 1_700_000_000_000
@@ -652,6 +654,71 @@ async def test_transactional_init_producer_id_is_refused(h: Harness) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# Produce v0-2 with message sets (magic 0/1): stored as Kafka 3.x's LogValidator stored them
+
+
+@pytest.mark.parametrize(("version", "magic"), [(0, 0), (1, 0), (2, 1), (2, 0)])
+@pytest.mark.parametrize("codec", [rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP])
+async def test_message_sets_are_up_converted_to_one_v2_batch(h: Harness, version: int, magic: int, codec: int) -> None:
+    h.create("t")
+    await h.produce("t", batch([b"first"]))
+    sent = [(0, NOW, b"k0", b"v0"), (1, NOW + 7, None, b"v1")]
+    r = await h.produce("t", message_set(magic, codec, sent), version=version)
+    assert (r["error_code"], r["base_offset"]) == (0, 1)
+    if version == 2:
+        assert r["log_append_time_ms"] == -1
+    data = (await h.fetch([("t", 0, 1)]))["responses"][0]["partitions"][0]["records"]
+    (view,) = rec.iter_batches(data)
+    view.validate()
+    # convertAndAssignOffsetsNonCompressed / buildRecordsAndAssignOffsets: the source codec, offsets
+    # assigned by the log, no producer id, the producer's timestamps (magic 0 has none: -1).
+    assert (view.compression, view.base_offset, view.producer_id, view.record_count) == (codec, 1, -1, 2)
+    ts = [NOW, NOW + 7] if magic == 1 else [-1, -1]
+    assert records_of(data) == [(1, ts[0], b"k0", b"v0"), (2, ts[1], None, b"v1")]
+
+
+async def test_message_sets_on_a_log_append_time_topic(h: Harness) -> None:
+    h.create("lat", message_timestamp_type="LogAppendTime")
+    r = await h.produce("lat", message_set(1, 0, [(0, 5, b"k", b"v")]), version=2)
+    assert (r["error_code"], r["log_append_time_ms"]) == (0, NOW)
+    f = await h.fetch([("lat", 0, 0)], version=2)
+    assert read_legacy(f["responses"][0]["partitions"][0]["records"]) == [(1, 0, 0, NOW, b"k", b"v")]
+
+
+async def test_bad_message_sets_get_kafkas_errors(h: Harness) -> None:
+    h.create("t")
+    h.create("c", cleanup_policy="compact")
+    good = message_set(0, 0, [(0, None, b"k", b"v")])
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 1
+    r = await h.produce("t", bytes(bad_crc), version=0)
+    assert r["error_code"] == E.CORRUPT_MESSAGE
+    r = await h.produce("c", message_set(0, 0, [(0, None, None, b"v")]), version=0)
+    assert r["error_code"] == E.INVALID_RECORD  # "Compacted topic cannot accept message without key"
+    assert (await h.produce("c", good, version=1))["error_code"] == 0
+    # Produce v3+ must carry a v2 batch (ProduceRequest.validateRecords).
+    r = await h.produce("t", good, version=3)
+    assert r["error_code"] == E.INVALID_RECORD
+    assert (await h.list_offsets("t", 0, -1))["offset"] == 0
+
+
+async def test_timestamp_limits_apply_to_magic_1_not_magic_0(h: Harness) -> None:
+    # LogValidator.validateTimestamp: only messages that have timestamps (magic > 0) are checked.
+    h.create("t", message_timestamp_difference_max_ms="1000")
+    r = await h.produce("t", message_set(1, 0, [(0, NOW - 5000, b"k", b"v")]), version=2)
+    assert r["error_code"] == E.INVALID_TIMESTAMP
+    assert (await h.produce("t", message_set(1, 0, [(0, NOW, b"k", b"v")]), version=2))["error_code"] == 0
+    assert (await h.produce("t", message_set(0, 0, [(0, None, b"k", b"v")]), version=0))["error_code"] == 0
+
+
+async def test_message_sets_never_look_transactional(h: Harness) -> None:
+    # Byte 22 of a message set is a key or value length byte, not a batch's attributes.
+    h.create("t")
+    r = await h.produce("t", message_set(0, 0, [(0, None, b"\x10" * 8, b"v")]), version=0)
+    assert r["error_code"] == 0
+
+
+# --------------------------------------------------------------------------------------------
 # Fetch
 
 
@@ -662,7 +729,31 @@ async def test_fetch_every_version(h: Harness, version: int) -> None:
     f = await h.fetch([("t", 0, 1)], version=version)
     p = f["responses"][0]["partitions"][0]
     assert (p["error_code"], p["high_watermark"]) == (0, 2)
-    assert [v for o, _t, _k, v in records_of(p["records"]) if o >= 1] == [b"b"]
+    if version <= 3:
+        # Down-converted (KafkaApis: magic 0 for Fetch v0-1, magic 1 for v2-3), from the fetch offset on.
+        assert read_legacy(p["records"]) == [
+            (0 if version <= 1 else 1, 0, 1, NOW + 1 if version >= 2 else None, None, b"b")
+        ]
+    else:
+        assert [v for o, _t, _k, v in records_of(p["records"]) if o >= 1] == [b"b"]
+
+
+async def test_fetch_v0_3_down_converts_with_the_batch_codec(h: Harness) -> None:
+    h.create("t")
+    await h.produce("t", batch([b"a", b"b"], keys=[b"x", None], compression=rec.COMPRESSION_GZIP))
+    for version, magic in ((0, 0), (1, 0), (2, 1), (3, 1)):
+        p = (await h.fetch([("t", 0, 1)], version=version))["responses"][0]["partitions"][0]
+        assert read_legacy(p["records"]) == [(magic, rec.COMPRESSION_GZIP, 1, NOW + 1 if magic else None, None, b"b")]
+
+
+async def test_fetch_below_v10_refuses_to_down_convert_zstd(h: Harness) -> None:
+    h.create("t")
+    await h.produce("t", with_codec(batch([b"a"]), rec.COMPRESSION_ZSTD), version=7)
+    for version in (0, 3):
+        p = (await h.fetch([("t", 0, 0)], version=version))["responses"][0]["partitions"][0]
+        assert p["error_code"] == E.UNSUPPORTED_COMPRESSION_TYPE
+    p = (await h.fetch([("t", 0, 0)], version=4))["responses"][0]["partitions"][0]
+    assert p["error_code"] == 0 and p["records"]
 
 
 async def test_long_poll_is_woken_by_an_append(h: Harness) -> None:
@@ -795,7 +886,7 @@ async def test_fetch_leader_epoch_check(h: Harness) -> None:
 # ListOffsets
 
 
-@pytest.mark.parametrize("version", range(LIST_OFFSETS_VERSIONS[0], LIST_OFFSETS_VERSIONS[1] + 1))
+@pytest.mark.parametrize("version", range(1, LIST_OFFSETS_VERSIONS[1] + 1))  # v0: old_style_offsets below
 async def test_list_offsets(h: Harness, version: int) -> None:
     h.create("t")
     await h.produce("t", batch([b"a", b"b"], timestamps=[1000, 3000]))
@@ -815,6 +906,43 @@ async def test_list_offsets(h: Harness, version: int) -> None:
     if version >= 7:
         mx = await h.list_offsets("t", 0, -3, version)
         assert (mx["offset"], mx["timestamp"]) == (1, 3000)
+
+
+async def test_list_offsets_v0_old_style_offsets(h: Harness) -> None:
+    """UnifiedLog.legacyFetchOffsetsBefore: segment base offsets by last-modified time, plus the
+    log end offset; newest first; at most max_num_offsets."""
+    h.create("t", segment_bytes="100")
+    for _ in range(3):
+        await h.produce("t", batch([b"x" * 50]))
+    plog = h.logs.get("t", 0)
+    assert [s.base_offset for s in plog.segments] == [0, 1, 2]
+    for i, seg in enumerate(plog.segments):
+        os.utime(seg.log_path, ns=(0, (1000 + i * 1000) * 1_000_000))  # modified at 1000, 2000, 3000
+
+    async def v0(timestamp: int, max_num: int, topic: str = "t", partition: int = 0) -> dict[str, Any]:
+        body = {
+            "replica_id": -1,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": partition, "timestamp": timestamp, "max_num_offsets": max_num}],
+                }
+            ],
+        }
+        resp = await call(h.dp.list_offsets, FakeRequest("ListOffsets", 0, body))
+        return resp["topics"][0]["partitions"][0]
+
+    assert (await v0(-1, 1)) == {"partition_index": 0, "error_code": 0, "old_style_offsets": [3]}
+    assert (await v0(-1, 10))["old_style_offsets"] == [3, 2, 1, 0]
+    assert (await v0(-2, 10))["old_style_offsets"] == [0]
+    assert (await v0(2500, 10))["old_style_offsets"] == [1, 0]
+    assert (await v0(2500, 1))["old_style_offsets"] == [1]
+    assert (await v0(500, 10))["old_style_offsets"] == []
+    assert (await v0(NOW, 2))["old_style_offsets"] == [3, 2]
+    assert (await v0(-1, 1, "nope"))["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert (await v0(-1, 1, "t", 1))["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    h.create("empty")
+    assert (await v0(-1, 5, "empty"))["old_style_offsets"] == [0]  # an empty active segment adds nothing
 
 
 async def test_list_offsets_edge_cases(h: Harness) -> None:

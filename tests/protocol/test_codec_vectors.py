@@ -1,7 +1,8 @@
 """Byte vectors written out by hand for what kio cannot check.
 
-kio follows Kafka 4.x, which removed CreateTopics v0-1, DeleteTopics v0, OffsetCommit v0-1 and
-OffsetFetch v0 (``test_codec_oracle.test_kio_missing_versions_are_the_known_ones``); kio has no
+kio follows Kafka 4.x, which removed CreateTopics v0-1, DeleteTopics v0, OffsetCommit v0-1,
+OffsetFetch v0, Produce v0-2, Fetch v0-3 and ListOffsets v0
+(``test_codec_oracle.test_kio_missing_versions_are_the_known_ones``); kio has no
 ``__consumer_offsets`` record schemas either. Each vector below follows the BNF of the Kafka protocol
 guide (https://kafka.apache.org/protocol) for that version, one field per line:
 
@@ -33,6 +34,9 @@ CREATE_TOPICS = API_BY_NAME["CreateTopics"]
 DELETE_TOPICS = API_BY_NAME["DeleteTopics"]
 OFFSET_COMMIT = API_BY_NAME["OffsetCommit"]
 OFFSET_FETCH = API_BY_NAME["OffsetFetch"]
+PRODUCE = API_BY_NAME["Produce"]
+FETCH = API_BY_NAME["Fetch"]
+LIST_OFFSETS = API_BY_NAME["ListOffsets"]
 
 VECTORS: list[tuple[str, MessageSchema, int, dict[str, Any], str]] = [
     # CreateTopics Request (Version: 0) => [topics] timeout_ms
@@ -550,6 +554,180 @@ VECTORS: list[tuple[str, MessageSchema, int, dict[str, Any], str]] = [
         "01"  # assignment (empty: 0 + 1)
         "00"  # member: no tagged fields
         "00",  # value: no tagged fields
+    ),
+    # --- data-plane versions Kafka 4.0 removed (KIP-896), as Kafka 3.9 served them --------------------
+    # Produce Request (Version: 0) => acks timeout_ms [topic_data]
+    #   topic_data => name [partition_data];  partition_data => index records(RECORDS = BYTES)
+    (
+        "ProduceRequest-v0",
+        PRODUCE.request,
+        0,
+        {
+            "acks": 1,
+            "timeout_ms": 1500,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"ms"}]}],
+        },
+        "0001"  # acks 1
+        "000005dc"  # timeout_ms 1500
+        "00000001"  # [topic_data] 1
+        "0001 74"  # name "t"
+        "00000001"  # [partition_data] 1
+        "00000000"  # index 0
+        "00000002 6d73",  # records (2 bytes)
+    ),
+    # Produce Response (Version: 0) => [responses];  partition_responses => index error_code base_offset
+    (
+        "ProduceResponse-v0",
+        PRODUCE.response,
+        0,
+        {"responses": [{"name": "t", "partition_responses": [{"index": 0, "error_code": 2, "base_offset": -1}]}]},
+        "00000001"  # [responses] 1
+        "0001 74"  # name "t"
+        "00000001"  # [partition_responses] 1
+        "00000000"  # index 0
+        "0002"  # error_code 2 CORRUPT_MESSAGE
+        "ffffffffffffffff",  # base_offset -1
+    ),
+    # Produce Response (Version: 2) => [responses] throttle_time_ms
+    #   partition_responses => index error_code base_offset log_append_time_ms
+    (
+        "ProduceResponse-v2",
+        PRODUCE.response,
+        2,
+        {
+            "responses": [
+                {
+                    "name": "t",
+                    "partition_responses": [{"index": 1, "error_code": 0, "base_offset": 7, "log_append_time_ms": T0}],
+                }
+            ],
+            "throttle_time_ms": 0,
+        },
+        "00000001"  # [responses] 1
+        "0001 74"  # name "t"
+        "00000001"  # [partition_responses] 1
+        "00000001"  # index 1
+        "0000"  # error_code 0
+        "0000000000000007"  # base_offset 7
+        "0000018bcfe56800"  # log_append_time_ms T0
+        "00000000",  # throttle_time_ms 0
+    ),
+    # Fetch Request (Version: 0) => replica_id max_wait_ms min_bytes [topics]
+    #   topics => topic [partitions];  partitions => partition fetch_offset partition_max_bytes
+    (
+        "FetchRequest-v0",
+        FETCH.request,
+        0,
+        {
+            "replica_id": -1,
+            "max_wait_ms": 500,
+            "min_bytes": 1,
+            "topics": [
+                {"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 5, "partition_max_bytes": 1048576}]}
+            ],
+        },
+        "ffffffff"  # replica_id -1
+        "000001f4"  # max_wait_ms 500
+        "00000001"  # min_bytes 1
+        "00000001"  # [topics] 1
+        "0001 74"  # topic "t"
+        "00000001"  # [partitions] 1
+        "00000000"  # partition 0
+        "0000000000000005"  # fetch_offset 5
+        "00100000",  # partition_max_bytes 1 MiB
+    ),
+    # Fetch Request (Version: 3) => replica_id max_wait_ms min_bytes max_bytes [topics]
+    (
+        "FetchRequest-v3",
+        FETCH.request,
+        3,
+        {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 52428800, "topics": []},
+        "ffffffff"  # replica_id -1
+        "00000000"  # max_wait_ms 0
+        "00000000"  # min_bytes 0
+        "03200000"  # max_bytes 50 MiB
+        "00000000",  # [topics] empty
+    ),
+    # Fetch Response (Version: 0) => [responses]
+    #   responses => topic [partitions];  partitions => partition_index error_code high_watermark records
+    (
+        "FetchResponse-v0",
+        FETCH.response,
+        0,
+        {
+            "responses": [
+                {
+                    "topic": "t",
+                    "partitions": [{"partition_index": 0, "error_code": 1, "high_watermark": 9, "records": None}],
+                }
+            ]
+        },
+        "00000001"  # [responses] 1
+        "0001 74"  # topic "t"
+        "00000001"  # [partitions] 1
+        "00000000"  # partition_index 0
+        "0001"  # error_code 1 OFFSET_OUT_OF_RANGE
+        "0000000000000009"  # high_watermark 9
+        "ffffffff",  # records null
+    ),
+    # Fetch Response (Version: 1-3) => throttle_time_ms [responses]
+    (
+        "FetchResponse-v2",
+        FETCH.response,
+        2,
+        {
+            "throttle_time_ms": 0,
+            "responses": [
+                {
+                    "topic": "t",
+                    "partitions": [{"partition_index": 0, "error_code": 0, "high_watermark": 1, "records": b"x"}],
+                }
+            ],
+        },
+        "00000000"  # throttle_time_ms 0
+        "00000001"  # [responses] 1
+        "0001 74"  # topic "t"
+        "00000001"  # [partitions] 1
+        "00000000"  # partition_index 0
+        "0000"  # error_code 0
+        "0000000000000001"  # high_watermark 1
+        "00000001 78",  # records (1 byte)
+    ),
+    # ListOffsets Request (Version: 0) => replica_id [topics]
+    #   topics => name [partitions];  partitions => partition_index timestamp max_num_offsets
+    (
+        "ListOffsetsRequest-v0",
+        LIST_OFFSETS.request,
+        0,
+        {
+            "replica_id": -1,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 2, "timestamp": -1, "max_num_offsets": 1}]}],
+        },
+        "ffffffff"  # replica_id -1
+        "00000001"  # [topics] 1
+        "0001 74"  # name "t"
+        "00000001"  # [partitions] 1
+        "00000002"  # partition_index 2
+        "ffffffffffffffff"  # timestamp -1 LATEST
+        "00000001",  # max_num_offsets 1
+    ),
+    # ListOffsets Response (Version: 0) => [topics]
+    #   topics => name [partitions];  partitions => partition_index error_code [old_style_offsets]
+    (
+        "ListOffsetsResponse-v0",
+        LIST_OFFSETS.response,
+        0,
+        {
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 2, "error_code": 0, "old_style_offsets": [12, 0]}]}
+            ]
+        },
+        "00000001"  # [topics] 1
+        "0001 74"  # name "t"
+        "00000001"  # [partitions] 1
+        "00000002"  # partition_index 2
+        "0000"  # error_code 0
+        "00000002 000000000000000c 0000000000000000",  # [old_style_offsets] 12, 0
     ),
 ]
 
