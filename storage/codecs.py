@@ -1,37 +1,38 @@
-"""Snappy and LZ4 in pure Python, for when python-snappy / lz4 are not installed.
+"""snappy and LZ4 as Kafka clients frame them, over python-snappy and lz4 (required dependencies).
 
 Old clients compress message sets (magic 0/1) with snappy or lz4, and a v2 batch stored compressed
-must be opened to down-convert it for a Fetch v0-3 client, so groupd must read both codecs and write
-them back. The libraries are optional dependencies; these are the fallbacks, written from the format
-descriptions (snappy's ``format_description.txt``, the LZ4 frame and block format documents):
+must be opened to down-convert it for a Fetch v0-3 client, so groupd reads both codecs and writes
+them back. The libraries do the compression; this module adds only Kafka's framing around them:
 
-- snappy: a varint of the uncompressed length, then literal and copy elements. Java clients wrap it
-  in snappy-java's xerial framing (a 16-byte header, then int32-length-prefixed raw blocks), which
-  Kafka's ``SnappyOutputStream`` writes and every client reads; ``snappy_compress`` writes it too.
-- LZ4 frame: magic ``04 22 4D 18``, a frame descriptor and its header checksum (byte 2 of xxHash32
-  of the descriptor), blocks (int32 little-endian size, high bit = stored uncompressed), an end mark.
-  Kafka's magic 0 messages computed that checksum over the magic number too (KAFKA-3160,
-  ``KafkaLZ4BlockOutputStream.useBrokenFlagDescriptorChecksum``); ``lz4_compress(broken_checksum=True)``
-  writes that for magic 0 readers. The reader does not verify checksums (the message CRC already
-  covers the bytes), so it reads both.
+- snappy: Java clients wrap it in snappy-java's xerial framing (a 16-byte header, then
+  int32-length-prefixed raw blocks), which Kafka's ``SnappyOutputStream`` writes and every client
+  reads; ``snappy_compress`` writes it too, ``snappy_decompress`` reads both that and raw snappy.
+- LZ4 frame: Kafka's magic 0 messages computed the frame header checksum over the magic number too
+  (KAFKA-3160, ``KafkaLZ4BlockOutputStream.useBrokenFlagDescriptorChecksum``), which the lz4 library
+  refuses. ``lz4_decompress`` puts the standard checksum in place before decoding (the message CRC
+  already covers the bytes), ``lz4_compress(broken_checksum=True)`` writes Kafka's for magic 0
+  readers. Only that one byte needs xxHash32, of the 2-byte frame descriptor: ``xxh32`` below.
 
-The writers do not search for matches: snappy output is literals only and LZ4 blocks are stored
-uncompressed, both valid streams that any decoder reads (a little larger than the input). Every reader
-stops at ``limit`` output bytes, so a small hostile input cannot make it allocate without bound.
+Every reader stops at ``limit`` output bytes, so a small hostile input cannot make it allocate
+without bound.
 """
 
 from __future__ import annotations
 
 import struct
 
+import lz4.frame as lz4_frame
+import snappy
+
 from .errors import CorruptRecordError
 
 __all__ = ["lz4_compress", "lz4_decompress", "snappy_compress", "snappy_decompress", "xxh32"]
 
-_XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
+_INT32 = struct.Struct(">i")
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
-_LZ4_BLOCK = 64 * 1024  # block maximum size code 4 (64 KB), what Kafka's KafkaLZ4BlockOutputStream uses
 _U32 = 0xFFFFFFFF
 
 
@@ -39,117 +40,51 @@ _U32 = 0xFFFFFFFF
 # snappy
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data) or shift > 28:
-            raise CorruptRecordError("bad snappy length varint")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-
-
-def snappy_raw_decompress(data: bytes, limit: int) -> bytes:
-    n, pos = _uvarint(data, 0)
-    if n > limit:
-        raise CorruptRecordError(f"snappy block declares {n} bytes, more than {limit}")
-    out = bytearray()
-    end = len(data)
-    while pos < end:
-        tag = data[pos]
-        pos += 1
-        kind = tag & 3
-        if kind == 0:  # literal
-            length = tag >> 2
-            if length >= 60:
-                extra = length - 59
-                length = int.from_bytes(data[pos : pos + extra], "little")
-                pos += extra
-            length += 1
-            if pos + length > end:
-                raise CorruptRecordError("snappy literal overruns its block")
-            out += data[pos : pos + length]
-            pos += length
-        else:
-            if kind == 1:
-                length = ((tag >> 2) & 7) + 4
-                offset = ((tag >> 5) << 8) | data[pos]
-                pos += 1
-            else:
-                size = 2 if kind == 2 else 4
-                length = (tag >> 2) + 1
-                offset = int.from_bytes(data[pos : pos + size], "little")
-                pos += size
-            if offset <= 0 or offset > len(out):
-                raise CorruptRecordError("snappy copy reaches before the start")
-            _copy(out, offset, length)
-        if len(out) > n:
-            raise CorruptRecordError("snappy block longer than it declares")
-    if len(out) != n:
-        raise CorruptRecordError("snappy block shorter than it declares")
-    return bytes(out)
-
-
-def _copy(out: bytearray, offset: int, length: int) -> None:
-    start = len(out) - offset
-    if offset >= length:
-        out += out[start : start + length]
-        return
-    while length > 0:  # overlapping copy: the pattern repeats
-        chunk = out[start : start + min(offset, length)]
-        out += chunk
-        length -= len(chunk)
-
-
-def _snappy_raw_compress(data: bytes) -> bytes:
-    out = bytearray()
-    n = len(data)
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            break
-    for pos in range(0, len(data), 65536):
-        chunk = data[pos : pos + 65536]
-        length = len(chunk) - 1
-        if length < 60:
-            out.append(length << 2)
-        elif length < 256:
-            out += bytes((60 << 2, length))
-        else:
-            out.append(61 << 2)
-            out += length.to_bytes(2, "little")
-        out += chunk
-    return bytes(out)
-
-
 def snappy_compress(data: bytes) -> bytes:
-    """Xerial-framed snappy, as Kafka's SnappyOutputStream writes it."""
+    """snappy in xerial framing, as Kafka's Java clients write it."""
     parts = [_XERIAL_HEADER]
-    for pos in range(0, max(len(data), 1), _XERIAL_BLOCK):
-        block = _snappy_raw_compress(data[pos : pos + _XERIAL_BLOCK])
-        parts.append(struct.pack(">i", len(block)))
+    for pos in range(0, len(data), _XERIAL_BLOCK):
+        block = snappy.compress(data[pos : pos + _XERIAL_BLOCK])
+        parts.append(_INT32.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
 
 
+def _snappy_length(data: bytes) -> int:
+    """The uncompressed length a raw snappy stream declares (its leading varint), checked before
+    the library allocates it."""
+    n = shift = 0
+    for pos in range(min(len(data), 5)):
+        n |= (data[pos] & 0x7F) << shift
+        if not data[pos] & 0x80:
+            return n
+        shift += 7
+    raise CorruptRecordError("bad snappy length")
+
+
+def _snappy_raw(data: bytes, limit: int) -> bytes:
+    if _snappy_length(data) > limit:
+        raise CorruptRecordError(f"snappy block declares more than {limit} bytes")
+    try:
+        return snappy.decompress(data)
+    except Exception as exc:  # python-snappy's (cramjam's) own error types
+        raise CorruptRecordError(f"cannot decompress snappy: {exc}") from None
+
+
 def snappy_decompress(data: bytes, limit: int) -> bytes:
-    """Raw or xerial-framed snappy."""
-    if not data.startswith(_XERIAL_HEADER[:8]):
-        return snappy_raw_decompress(data, limit)
+    """Raw snappy, or xerial-framed blocks (what Java clients send)."""
+    if not data.startswith(_XERIAL_MAGIC):
+        return _snappy_raw(data, limit)
     out = bytearray()
     pos = 16
     while pos < len(data):
         if pos + 4 > len(data):
             raise CorruptRecordError("truncated xerial snappy block length")
-        (n,) = struct.unpack_from(">i", data, pos)
+        (n,) = _INT32.unpack_from(data, pos)
         pos += 4
         if n < 0 or pos + n > len(data):
             raise CorruptRecordError("bad xerial snappy block length")
-        out += snappy_raw_decompress(data[pos : pos + n], limit - len(out))
+        out += _snappy_raw(data[pos : pos + n], limit - len(out))
         pos += n
     return bytes(out)
 
@@ -193,85 +128,42 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     return h
 
 
+def _header_checksum(descriptor: bytes, broken: bool) -> int:
+    return (xxh32((_LZ4_MAGIC if broken else b"") + descriptor) >> 8) & 0xFF
+
+
 def lz4_compress(data: bytes, *, broken_checksum: bool = False) -> bytes:
-    """An LZ4 frame of stored (uncompressed) blocks; ``broken_checksum`` for Kafka's magic 0 readers."""
-    descriptor = bytes((0x60, 0x40))  # version 01, blocks independent; block maximum size 64 KB
-    hc = (xxh32((_LZ4_MAGIC if broken_checksum else b"") + descriptor) >> 8) & 0xFF
-    parts = [_LZ4_MAGIC, descriptor, bytes((hc,))]
-    for pos in range(0, len(data), _LZ4_BLOCK):
-        block = data[pos : pos + _LZ4_BLOCK]
-        parts.append(struct.pack("<I", len(block) | 0x80000000))
-        parts.append(block)
-    parts.append(b"\0\0\0\0")
-    return b"".join(parts)
-
-
-def _lz4_block(data: bytes, pos: int, end: int, out: bytearray, limit: int) -> None:
-    while pos < end:
-        token = data[pos]
-        pos += 1
-        length = token >> 4
-        if length == 15:
-            while True:
-                b = data[pos]
-                pos += 1
-                length += b
-                if b != 255:
-                    break
-        if pos + length > end:
-            raise CorruptRecordError("lz4 literals overrun their block")
-        out += data[pos : pos + length]
-        pos += length
-        if pos >= end:
-            break  # the last sequence has literals only
-        offset = data[pos] | (data[pos + 1] << 8)
-        pos += 2
-        length = (token & 15) + 4
-        if length == 19:
-            while True:
-                b = data[pos]
-                pos += 1
-                length += b
-                if b != 255:
-                    break
-        if offset == 0 or offset > len(out):
-            raise CorruptRecordError("lz4 match reaches before the start")
-        if len(out) + length > limit:
-            raise CorruptRecordError(f"lz4 frame exceeds {limit} bytes")
-        _copy(out, offset, length)
-        if len(out) > limit:
-            raise CorruptRecordError(f"lz4 frame exceeds {limit} bytes")
+    """An LZ4 frame as Kafka's ``KafkaLZ4BlockOutputStream`` writes it (independent 64 KB blocks, no
+    content size or checksum); ``broken_checksum`` for Kafka's magic 0 readers (KAFKA-3160)."""
+    frame = lz4_frame.compress(
+        data,
+        block_size=lz4_frame.BLOCKSIZE_MAX64KB,
+        block_linked=False,
+        content_checksum=False,
+        store_size=False,
+    )
+    if not broken_checksum:
+        return frame
+    out = bytearray(frame)
+    out[6] = _header_checksum(bytes(out[4:6]), True)  # the descriptor is FLG, BD: no optional fields
+    return bytes(out)
 
 
 def lz4_decompress(data: bytes, limit: int) -> bytes:
-    """An LZ4 frame (checksums not verified, so Kafka's magic 0 frames read too)."""
+    """An LZ4 frame, Kafka's magic 0 header checksum accepted too."""
     if not data.startswith(_LZ4_MAGIC) or len(data) < 7:
         raise CorruptRecordError("not an lz4 frame")
     flg = data[4]
-    if flg >> 6 != 1:
-        raise CorruptRecordError("unsupported lz4 frame version")
-    block_checksum = bool(flg & 0x10)
-    content_checksum = bool(flg & 0x04)
-    pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1
-    out = bytearray()
-    while True:
-        if pos + 4 > len(data):
-            raise CorruptRecordError("truncated lz4 frame")
-        (size,) = struct.unpack_from("<I", data, pos)
-        pos += 4
-        if size == 0:
-            break
-        stored = bool(size & 0x80000000)
-        size &= 0x7FFFFFFF
-        if pos + size > len(data):
-            raise CorruptRecordError("lz4 block overruns its frame")
-        if stored:
-            out += data[pos : pos + size]
-        else:
-            _lz4_block(data, pos, pos + size, out, limit)
-        if len(out) > limit:
-            raise CorruptRecordError(f"lz4 frame exceeds {limit} bytes")
-        pos += size + (4 if block_checksum else 0)
-    if content_checksum and pos + 4 > len(data):
-        raise CorruptRecordError("truncated lz4 content checksum")
-    return bytes(out)
+    end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)  # FLG, BD, content size, dict id
+    if len(data) <= end:
+        raise CorruptRecordError("truncated lz4 frame header")
+    descriptor = data[4:end]
+    if data[end] == _header_checksum(descriptor, True) != _header_checksum(descriptor, False):
+        data = data[:end] + bytes((_header_checksum(descriptor, False),)) + data[end + 1 :]
+    try:
+        out = lz4_frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
+    except Exception as exc:  # the lz4 library raises RuntimeError for damaged frames
+        raise CorruptRecordError(f"cannot decompress lz4: {exc}") from None
+    if len(out) > limit:
+        raise CorruptRecordError(f"lz4 frame exceeds {limit} bytes")
+    return out

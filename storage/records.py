@@ -455,7 +455,7 @@ def _compress(codec: int, payload: bytes) -> bytes:
     if codec == COMPRESSION_GZIP:
         c = zlib.compressobj(6, zlib.DEFLATED, 31)
         return c.compress(payload) + c.flush()
-    # Pure-Python writers (codecs.py): up-converted message sets keep their snappy or lz4 codec.
+    # Up-converted message sets keep their snappy or lz4 codec, in Kafka's framing (codecs.py).
     if codec == COMPRESSION_SNAPPY:
         return codecs.snappy_compress(payload)
     if codec == COMPRESSION_LZ4:
@@ -555,14 +555,10 @@ def _decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
                 raise CorruptRecordError(f"decompressed batch exceeds {limit} bytes")
             return out
         if codec == COMPRESSION_SNAPPY:
-            return _snappy_decompress(bytes(data), limit)
+            return codecs.snappy_decompress(bytes(data), limit)
         if codec == COMPRESSION_LZ4:
-            try:
-                import lz4.frame as lz4_frame  # type: ignore[import-not-found]
-            except ImportError:
-                return codecs.lz4_decompress(bytes(data), limit)
-            out = lz4_frame.decompress(bytes(data))
-        elif codec == COMPRESSION_ZSTD:
+            return codecs.lz4_decompress(bytes(data), limit)
+        if codec == COMPRESSION_ZSTD:
             out = _zstd_decompress(bytes(data), limit)
         else:
             raise UnsupportedCompressionError(f"unknown compression codec id {codec}")
@@ -573,31 +569,6 @@ def _decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
     if len(out) > limit:
         raise CorruptRecordError(f"decompressed batch exceeds {limit} bytes")
     return out
-
-
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
-def _snappy_decompress(data: bytes, limit: int) -> bytes:
-    try:
-        import snappy  # type: ignore[import-not-found]
-    except ImportError:
-        return codecs.snappy_decompress(data, limit)
-    if not data.startswith(_XERIAL_MAGIC):
-        return snappy.decompress(data)
-    # Java clients use snappy-java's xerial framing: a 16-byte header, then length-prefixed blocks.
-    out = bytearray()
-    pos = 16
-    while pos < len(data):
-        (n,) = _INT32.unpack_from(data, pos)
-        pos += 4
-        if n < 0 or pos + n > len(data):
-            raise CorruptRecordError("bad xerial snappy block length")
-        out += snappy.decompress(data[pos : pos + n])
-        pos += n
-        if len(out) > limit:
-            raise CorruptRecordError(f"decompressed batch exceeds {limit} bytes")
-    return bytes(out)
 
 
 def _zstd_decompress(data: bytes, limit: int) -> bytes:

@@ -1,13 +1,12 @@
-"""The pure-Python snappy and LZ4 fallbacks (``storage/codecs.py``).
+"""Kafka's framing of snappy and LZ4 over the libraries (``storage/codecs.py``).
 
-Real compressed input (with matches, from sarama's Go encoders) is read in
-``tests/e2e/test_old_clients_e2e.py``; here: the formats' own vectors, round trips, and bounds.
+Real compressed input (from sarama's Go encoders) is read in ``tests/e2e/test_old_clients_e2e.py``;
+here: xxHash32's vectors, KAFKA-3160's header checksum, round trips, and bounds.
 """
 
 from __future__ import annotations
 
 import contextlib
-import struct
 
 import pytest
 from groupd.storage import codecs
@@ -17,13 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 LIMIT = 1 << 20
-
-
-def lz4_frame(*blocks: bytes, flg: int = 0x60) -> bytes:
-    out = codecs._LZ4_MAGIC + bytes((flg, 0x40, 0))  # header checksum not checked by the reader
-    for b in blocks:
-        out += struct.pack("<I", len(b)) + b
-    return out + b"\0\0\0\0"
 
 
 def test_xxh32_reference_vectors() -> None:
@@ -43,19 +35,18 @@ def test_lz4_frame_header_checksums() -> None:
     )
 
 
-def test_snappy_copies_from_the_format_description() -> None:
-    # len 12 | literal "abc" | copy-1 (length 9, offset 3, overlapping)
-    assert codecs.snappy_raw_decompress(bytes.fromhex("0c 08 616263 15 03"), LIMIT) == b"abc" * 4
-    # len 6 | literal "ab" | copy-2 (length 4, offset 2)
-    assert codecs.snappy_raw_decompress(bytes.fromhex("06 04 6162 0e 0200"), LIMIT) == b"ababab"
-    # literal with a one-byte length (tag 60): 61 bytes
-    assert codecs.snappy_raw_decompress(bytes((61, 60 << 2, 60)) + b"z" * 61, LIMIT) == b"z" * 61
+def test_a_standard_frame_with_matches_reads_and_kafkas_magic_0_checksum_too() -> None:
+    import lz4.frame as lz4_frame
 
-
-def test_lz4_block_with_a_match() -> None:
-    # token 0x35: 3 literals, match length 5 + 4 = 9 at offset 3; then token 0x10: 1 literal.
-    block = bytes.fromhex("35 616263 0300 10 78")
-    assert codecs.lz4_decompress(lz4_frame(block), LIMIT) == b"abc" * 4 + b"x"
+    data = b"abc" * 1000 + b"x"  # the library's own encoder: real matches
+    frame = lz4_frame.compress(data, store_size=False)
+    assert codecs.lz4_decompress(frame, LIMIT) == data
+    broken = bytearray(frame)
+    broken[6] = (codecs.xxh32(codecs._LZ4_MAGIC + bytes(frame[4:6])) >> 8) & 0xFF
+    assert codecs.lz4_decompress(bytes(broken), LIMIT) == data
+    broken[6] ^= 0x55  # neither checksum: damaged
+    with pytest.raises(CorruptRecordError):
+        codecs.lz4_decompress(bytes(broken), LIMIT)
 
 
 @settings(max_examples=60, deadline=None)
@@ -75,12 +66,14 @@ def test_blocks_and_chunks_larger_than_one() -> None:
 
 def test_output_is_bounded() -> None:
     with pytest.raises(CorruptRecordError, match="declares"):
-        codecs.snappy_raw_decompress(b"\xff\xff\xff\x7f", 1000)
-    # An LZ4 match length of 4 + 15 + 255 * 40: 10 KiB of output from 45 bytes of input.
-    block = bytes((0x1F,)) + b"a" + b"\x01\x00" + b"\xff" * 40 + b"\x00"
-    assert len(codecs.lz4_decompress(lz4_frame(block), LIMIT)) == 1 + 19 + 255 * 40
+        codecs.snappy_decompress(b"\xff\xff\xff\x7f", 1000)
+    # 10 KiB of output from a few dozen bytes of input: refused beyond the limit.
+    frame = codecs.lz4_compress(b"a" * 10_240)
+    assert len(codecs.lz4_decompress(frame, LIMIT)) == 10_240
     with pytest.raises(CorruptRecordError, match="exceeds"):
-        codecs.lz4_decompress(lz4_frame(block), 1000)
+        codecs.lz4_decompress(frame, 1000)
+    with pytest.raises(CorruptRecordError, match="declares"):
+        codecs.snappy_decompress(codecs.snappy_compress(b"b" * 10_240), 1000)
 
 
 @settings(max_examples=200, deadline=None)
