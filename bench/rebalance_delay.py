@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
+import itertools
 import json
 import os
 import queue
+import re
 import shutil
 import statistics
 import subprocess
@@ -41,11 +44,13 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .targets import Target, _spawn, _stop_proc, start_groupd, workdir
 
 LIBRARIES = ("kafka-python", "aiokafka", "confluent-kafka", "kafkajs")
 JS_MEMBER = Path(__file__).with_name("rebalance_member.js")
+_MEMBER_ID = re.compile(r"member \S+")
 
 
 @dataclass
@@ -58,6 +63,10 @@ class RunResult:
     assigned_members: int
     assignments: int  # assignment callbacks over all members
     load: float
+    join_spread_s: float  # first to last new member's JoinGroup (groupd's member_joined events)
+    join_max_gap_s: float  # the longest wait between two consecutive new members' JoinGroups
+    # Why each rebalance after the first started (groupd's rebalance_started reason, member ids cut)
+    later_rebalances: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -116,6 +125,10 @@ def _covered(members: list[Member], partitions: int) -> bool:
     return sorted(owned) == list(range(partitions))
 
 
+def _unix(event: dict[str, Any]) -> float:
+    return datetime.datetime.fromisoformat(str(event["timestamp"])).timestamp()
+
+
 def _load() -> float:
     return os.getloadavg()[0]
 
@@ -154,6 +167,10 @@ def run_once(
                 break
         # Counted before the members leave: their LeaveGroups start generations of their own.
         generations = sum(1 for ev in target.events("join_phase_completed") if ev.get("group") == group)
+        joined = sorted(_unix(ev) for ev in target.events("member_joined") if ev.get("group") == group)
+        gaps = [b - a for a, b in itertools.pairwise(joined)]
+        started = [ev for ev in target.events("rebalance_started") if ev.get("group") == group]
+        later = [f"{ev.get('from_state')}: {_MEMBER_ID.sub('member', str(ev.get('reason')))}" for ev in started[1:]]
         done = _covered(members, partitions)
         if not done:
             notes.append(f"stuck: {sum(1 for m in members if m.assignments)}/{n} members assigned")
@@ -167,6 +184,9 @@ def run_once(
             assigned_members=sum(1 for m in members if m.assignments),
             assignments=sum(len(m.assignments) for m in members),
             load=load,
+            join_spread_s=(joined[-1] - joined[0]) if joined else 0.0,
+            join_max_gap_s=max(gaps, default=0.0),
+            later_rebalances=later,
             notes=notes,
         )
     finally:
@@ -222,8 +242,8 @@ def _spread(values: list[float], fmt: str) -> str:
 
 
 def table(results: list[RunResult], libraries: list[str], delays: list[int], sizes: list[int]) -> str:
-    head = "| library | members | delay ms | runs | generations | last assignment s | stuck |"
-    rows = [head, "|---|---|---|---|---|---|---|"]
+    head = "| library | members | delay ms | runs | generations | last assignment s | joins spread s | stuck |"
+    rows = [head, "|---|---|---|---|---|---|---|---|"]
     for library in libraries:
         for n in sizes:
             for delay in delays:
@@ -232,8 +252,9 @@ def table(results: list[RunResult], libraries: list[str], delays: list[int], siz
                     continue
                 gens = _spread([float(r.generations) for r in rs], "{:g}")
                 secs = _spread([r.last_assignment_s for r in rs if r.last_assignment_s is not None], "{:.2f}")
+                spread = _spread([r.join_spread_s for r in rs], "{:.2f}")
                 stuck = sum(1 for r in rs if r.last_assignment_s is None)
-                rows.append(f"| {library} | {n} | {delay} | {len(rs)} | {gens} | {secs} | {stuck} |")
+                rows.append(f"| {library} | {n} | {delay} | {len(rs)} | {gens} | {secs} | {spread} | {stuck} |")
     return "\n".join(rows)
 
 
@@ -289,10 +310,11 @@ def main(argv: list[str] | None = None) -> int:
                             )
                             results.append(r)
                             took = "stuck" if r.last_assignment_s is None else f"{r.last_assignment_s:.2f}s"
-                            extra = f" {'; '.join(r.notes)}" if r.notes else ""
+                            extra = "".join(f"; rebalance from {why}" for why in r.later_rebalances)
+                            extra += "".join(f"; {note}" for note in r.notes)
                             print(
-                                f"# delay {delay} {library} x{n}: {r.generations} gen, {took}, "
-                                f"load {r.load:.2f}{extra}",
+                                f"# delay {delay} {library} x{n}: {r.generations} gen, {took}, joins spread "
+                                f"{r.join_spread_s:.2f}s (max gap {r.join_max_gap_s:.2f}s), load {r.load:.2f}{extra}",
                                 flush=True,
                             )
     finally:
