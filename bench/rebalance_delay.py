@@ -19,6 +19,11 @@ the assignments have covered the topic for ``--quiet`` seconds without a change.
 
     python -m bench.rebalance_delay [--delays 0,100,300,1000,3000] [--reps 3] [--members 10]
         [--libraries kafka-python,aiokafka,confluent-kafka,kafkajs] [--node-path DIR] [--json out.json]
+    python -m bench.rebalance_delay --report out.json[,more.json]   # the tables of saved runs again
+
+Each run's line also says how far apart the members' JoinGroups arrived (groupd's ``member_joined``
+events) and why any later rebalance started (a new member, or a member's own rejoin); a second table
+gives, per library, how often the longest wait between two arrivals reached each delay.
 
 kafkajs is used when node can load it: ``--node-path`` (or ``NODE_PATH``) names the
 ``node_modules`` directory holding it, e.g. after ``npm install --prefix /tmp/kjs kafkajs@2``,
@@ -242,8 +247,11 @@ def _spread(values: list[float], fmt: str) -> str:
 
 
 def table(results: list[RunResult], libraries: list[str], delays: list[int], sizes: list[int]) -> str:
-    head = "| library | members | delay ms | runs | generations | last assignment s | joins spread s | stuck |"
-    rows = [head, "|---|---|---|---|---|---|---|---|"]
+    head = (
+        "| library | members | delay ms | runs | generations | last assignment s | joins spread s "
+        "| later rebalances: new member / member rejoined | stuck |"
+    )
+    rows = [head, "|---|---|---|---|---|---|---|---|---|"]
     for library in libraries:
         for n in sizes:
             for delay in delays:
@@ -254,7 +262,29 @@ def table(results: list[RunResult], libraries: list[str], delays: list[int], siz
                 secs = _spread([r.last_assignment_s for r in rs if r.last_assignment_s is not None], "{:.2f}")
                 spread = _spread([r.join_spread_s for r in rs], "{:.2f}")
                 stuck = sum(1 for r in rs if r.last_assignment_s is None)
-                rows.append(f"| {library} | {n} | {delay} | {len(rs)} | {gens} | {secs} | {spread} | {stuck} |")
+                later = [why for r in rs for why in r.later_rebalances]
+                arrivals = sum(1 for why in later if "new member" in why)
+                cause = f"{arrivals} / {len(later) - arrivals}"
+                rows.append(
+                    f"| {library} | {n} | {delay} | {len(rs)} | {gens} | {secs} | {spread} | {cause} | {stuck} |"
+                )
+    return "\n".join(rows)
+
+
+def gap_table(results: list[RunResult], libraries: list[str], thresholds_ms: list[int]) -> str:
+    """How far apart the JoinGroups of members started together arrive, over every delay: the first
+    join phase waits ``delay`` after the first new member and again for as long as each step saw a
+    new one, so a group forms in one generation when no wait between arrivals reaches the delay."""
+    head = "| library | runs | longest wait between two arrivals, median [max] s | " + " | ".join(
+        f"runs with a wait >= {t} ms" for t in thresholds_ms
+    )
+    rows = [head + " |", "|---|---|---|" + "---|" * len(thresholds_ms)]
+    for library in libraries:
+        gaps = [r.join_max_gap_s for r in results if r.library == library and r.members > 1]
+        if not gaps:
+            continue
+        counts = " | ".join(str(sum(1 for g in gaps if g * 1000 >= t)) for t in thresholds_ms)
+        rows.append(f"| {library} | {len(gaps)} | {statistics.median(gaps):.2f} [{max(gaps):.2f}] | {counts} |")
     return "\n".join(rows)
 
 
@@ -269,10 +299,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", type=float, default=2.0, help="seconds without a change that end a run")
     ap.add_argument("--node-path", default=os.environ.get("NODE_PATH"), help="node_modules holding kafkajs")
     ap.add_argument("--json", help="write every run's figures here")
+    ap.add_argument("--report", help="print the tables of runs saved with --json (several: comma-separated)")
     args = ap.parse_args(argv)
     delays = [int(d) for d in args.delays.split(",")]
     libraries = [lib for lib in args.libraries.split(",") if lib]
     sizes = [args.members, 1]
+    if args.report:
+        saved = [RunResult(**r) for path in args.report.split(",") for r in json.loads(Path(path).read_text())]
+        print_tables(saved, libraries, sorted({r.delay_ms for r in saved}), sizes)
+        return 0
     envs: dict[str, dict[str, str]] = {}
     for library in libraries:
         if library == "kafkajs":
@@ -320,10 +355,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(f"# load at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(table(results, libraries, delays, sizes))
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=1))
+    print_tables(results, libraries, delays, sizes)
     return 0
+
+
+def print_tables(results: list[RunResult], libraries: list[str], delays: list[int], sizes: list[int]) -> None:
+    print(table(results, libraries, delays, sizes))
+    print()
+    print(gap_table(results, libraries, [d for d in delays if d > 0]))
 
 
 if __name__ == "__main__":
