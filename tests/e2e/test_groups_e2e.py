@@ -157,8 +157,8 @@ def test_members_started_together_form_one_generation_at_the_default_delay(
     """Consumers started in a burst join one generation, not one each: the default
     ``group.initial.rebalance.delay.ms`` holds a new group's first join phase open while members are
     still arriving (Kafka's ``GroupMetadataManager.prepareRebalance`` and
-    ``tryCompleteInitialRebalanceElseSchedule``). At 0 the first member's join completed alone and
-    every later arrival started another generation (2-3 for four members)."""
+    ``tryCompleteInitialRebalanceElseSchedule``). At 0 the first member's join completed alone and the
+    later arrivals started another generation (two generations in 3 runs of 3, both libraries)."""
     overridden = any(a.startswith("--group-initial-rebalance-delay") for a in groupd.extra_args)
     assert not overridden and "GROUPD_GROUP_INITIAL_REBALANCE_DELAY_MS" not in {**os.environ, **(groupd.env or {})}
     topic = _topic(groupd, f"t-{unique}", partitions=4)
