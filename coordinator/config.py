@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class CoordinatorConfig:
-    # Kafka ships 3000 but its dev server.properties sets 0; groupd is a dev tool, so 0.
+    # The sans-IO default is 0 so that scenarios opt in to the delay; the daemon's default
+    # (broker/settings.py, 300 ms, Kafka's is 3000) is always passed in by broker/node.py.
     group_initial_rebalance_delay_ms: int = 0
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
