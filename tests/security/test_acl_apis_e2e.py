@@ -133,6 +133,27 @@ def test_acls_made_through_the_api_refuse_and_admit_a_sasl_client(daemon: Groupd
     assert _consume(daemon, "bob", secret, group)[1] == KafkaError.TOPIC_AUTHORIZATION_FAILED  # DENY wins
     assert _consume(daemon, "bob", shared, f"other-{u}")[1] == KafkaError.GROUP_AUTHORIZATION_FAILED
 
+    # Metadata's authorized operations are bob's (KafkaApis.handleTopicMetadataRequest): READ and the
+    # DESCRIBE it implies; the cluster's are 0 without DESCRIBE on it
+    raw = RawClient(listener_ports(daemon)["SASL_PLAINTEXT"])
+    try:
+        assert raw.request("SaslHandshake", 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        auth = raw.request("SaslAuthenticate", 2, {"auth_bytes": b"\0bob\0" + PASSWORDS["bob"].encode()})
+        assert auth["error_code"] == 0
+        body = {
+            "topics": [{"name": shared}],
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": True,
+            "include_topic_authorized_operations": True,
+        }
+        md = raw.request("Metadata", 10, body)
+        assert md["topics"][0]["topic_authorized_operations"] == (1 << 3) | (1 << 8)
+        assert md["cluster_authorized_operations"] == 0
+        cluster = raw.request("DescribeCluster", 0, {"include_cluster_authorized_operations": True})
+        assert cluster["cluster_authorized_operations"] == 0
+    finally:
+        raw.close()
+
     # bob is no administrator: CLUSTER_AUTHORIZATION_FAILED
     bob_admin = AdminClient(_conf(daemon, "bob"))
     with pytest.raises(KafkaException) as exc:
