@@ -119,7 +119,8 @@ class AclApis:
                     {"error_code": code, "error_message": message, "matching_acls": []} for _ in filters
                 ],
             }
-        remaining = list(self.authz.store.bindings)
+        before = list(self.authz.store.bindings)
+        remaining = list(before)
         results: list[dict[str, Any]] = []
         for raw in filters:
             flt = _filter(raw)
@@ -128,10 +129,10 @@ class AclApis:
                 results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": why, "matching_acls": []})
                 continue
             # Kafka matches every filter against the ACLs as they were before the request.
-            matched = [b for b in self.authz.store.bindings if flt.matches(b)]
+            matched = [b for b in before if flt.matches(b)]
             remaining = [b for b in remaining if b not in matched]
             results.append({"error_code": 0, "error_message": None, "matching_acls": [_matching(b) for b in matched]})
-        if len(remaining) != len(self.authz.store.bindings):
+        if len(remaining) != len(before):
             try:
                 self.authz.replace_dynamic(remaining)
             except OSError as exc:
@@ -142,7 +143,7 @@ class AclApis:
                         for m in r["matching_acls"]
                     ]
                 return {"throttle_time_ms": 0, "filter_results": results}
-            log.info("acls_deleted", count=len(self.authz.store.bindings) - len(remaining))
+            log.info("acls_deleted", count=len(before) - len(remaining))
         return {"throttle_time_ms": 0, "filter_results": results}
 
 

@@ -246,8 +246,12 @@ class AclStore:
     def load(self) -> None:
         if self.path is None or not self.path.exists():
             return
-        data = json.loads(self.path.read_text())
-        self.bindings = sorted({AclBinding(**b) for b in data.get("acls", [])})
+        try:
+            data = json.loads(self.path.read_text())
+            self.bindings = sorted({AclBinding(**b) for b in data.get("acls", [])})
+        except (OSError, TypeError, AttributeError, ValueError) as exc:
+            # a daemon must not start with ACLs it cannot read: it would enforce the wrong ones
+            raise ValueError(f"cannot read the ACLs in {self.path}: {exc}") from exc
 
     def save(self, bindings: list[AclBinding]) -> None:
         """Persist ``bindings``, then make them current (so a failed write changes nothing)."""
