@@ -356,3 +356,42 @@ def test_describe_configs_synonyms_types_and_documentation(
                 assert entry["documentation"].startswith("The maximum time a log is retained")
     finally:
         raw.close()
+
+
+def test_delete_records_refusals_as_kafka(admin: AdminClient, daemon: GroupdProcess, unique: str) -> None:
+    compacted, plain = f"delrec-compact-{unique}", f"delrec-hw-{unique}"
+    _create(admin, compacted, **{"cleanup.policy": "compact"})
+    _create(admin, plain)
+    _produce(daemon.bootstrap, plain, 4, size=10)
+    raw = RawClient(daemon.port)
+    try:
+
+        def delete(topic: str, partition: int, offset: int, v: int = 2) -> tuple[int, int]:
+            body = {"topics": [{"name": topic, "partitions": [{"partition_index": partition, "offset": offset}]}]}
+            [p] = raw.request("DeleteRecords", v, {**body, "timeout_ms": 5000})["topics"][0]["partitions"]
+            return p["error_code"], p["low_watermark"]
+
+        assert delete(compacted, 0, 0) == (44, -1)  # POLICY_VIOLATION (Partition.deleteRecordsOnLeader)
+        assert delete("__consumer_offsets", 0, 0) == (17, -1)  # INVALID_TOPIC_EXCEPTION: internal topic
+        assert delete(f"missing-{unique}", 0, 0) == (3, -1)  # UNKNOWN_TOPIC_OR_PARTITION
+        assert delete(plain, 1, 0) == (3, -1)
+        assert delete(plain, 0, 2, v=0) == (0, 2)
+        assert delete(plain, 0, 1, v=1) == (0, 2)  # the start never moves back
+        assert delete(plain, 0, -1) == (0, 4)  # -1: up to the high watermark
+        assert delete(plain, 0, -7) == (1, -1)  # OFFSET_OUT_OF_RANGE
+    finally:
+        raw.close()
+    c = Consumer({"bootstrap.servers": daemon.bootstrap, "group.id": f"g-{unique}", "auto.offset.reset": "error"})
+    try:
+        # a fetch below the new start: OFFSET_OUT_OF_RANGE, which librdkafka reports as _AUTO_OFFSET_RESET
+        c.assign([TopicPartition(plain, 0, 1)])
+        err = None
+        deadline = time.monotonic() + 10
+        while err is None and time.monotonic() < deadline:
+            m = c.poll(0.3)
+            if m is not None and m.error() is not None:
+                err = m.error()
+        assert err is not None and err.code() == KafkaError._AUTO_OFFSET_RESET, err
+        assert "Offset out of range" in err.str() or "OFFSET_OUT_OF_RANGE" in err.str(), err.str()
+    finally:
+        c.close()
