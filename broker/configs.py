@@ -861,6 +861,7 @@ def _entry(
         "name": name,
         "value": value,
         "read_only": read_only,
+        "is_default": source == DEFAULT_CONFIG,  # v0 only, which has no config_source
         "config_source": source,
         "is_sensitive": d.type == PASSWORD,
         "synonyms": synonyms,

@@ -3,8 +3,9 @@
 Transcribed from Kafka's ``DescribeConfigs*.json``, ``AlterConfigs*.json``,
 ``IncrementalAlterConfigs*.json``, ``DescribeCluster*.json``, ``DeleteRecords*.json``,
 ``CreateAcls*.json``, ``DescribeAcls*.json``, ``DeleteAcls*.json``, ``OffsetForLeaderEpoch*.json``
-and ``DescribeLogDirs*.json``, at the version ranges Kafka 4.0 serves (KIP-896 removed
-DescribeConfigs v0, the ACL APIs' v0, OffsetForLeaderEpoch v0-1 and DescribeLogDirs v0).
+and ``DescribeLogDirs*.json``, at the union of the ranges Kafka 2.0-4.x served: Kafka 4.0 (KIP-896) removed DescribeConfigs v0,
+the ACL APIs' v0 (no pattern type: LITERAL), OffsetForLeaderEpoch v0-1 and DescribeLogDirs v0, which
+older clients (sarama with an old ``Version``) still send.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ..schema import api, f
 DESCRIBE_CONFIGS = api(
     32,
     "DescribeConfigs",
-    valid="1-4",
+    valid="0-4",
     flexible="4+",
     request=[
         f(
@@ -45,6 +46,7 @@ DESCRIBE_CONFIGS = api(
                 f("name", "string"),
                 f("value", "string", "0+", nullable="0+"),
                 f("read_only", "bool"),
+                f("is_default", "bool", "0"),
                 f("config_source", "int8", "1+", default=-1),
                 f("is_sensitive", "bool"),
                 f(
@@ -199,7 +201,7 @@ _ACL_FILTER = (
 CREATE_ACLS = api(
     30,
     "CreateAcls",
-    valid="1-3",
+    valid="0-3",
     flexible="2+",
     request=[
         f(
@@ -230,7 +232,7 @@ CREATE_ACLS = api(
 DESCRIBE_ACLS = api(
     29,
     "DescribeAcls",
-    valid="1-3",
+    valid="0-3",
     flexible="2+",
     request=list(_ACL_FILTER),
     response=[
@@ -260,7 +262,7 @@ DESCRIBE_ACLS = api(
 DELETE_ACLS = api(
     31,
     "DeleteAcls",
-    valid="1-3",
+    valid="0-3",
     flexible="2+",
     request=[f("filters", "[]", "0+", *_ACL_FILTER)],
     response=[
@@ -292,7 +294,7 @@ DELETE_ACLS = api(
 OFFSET_FOR_LEADER_EPOCH = api(
     23,
     "OffsetForLeaderEpoch",
-    valid="2-4",
+    valid="0-4",
     flexible="4+",
     request=[
         f("replica_id", "int32", "3+", default=-2),
@@ -334,7 +336,7 @@ OFFSET_FOR_LEADER_EPOCH = api(
 DESCRIBE_LOG_DIRS = api(
     35,
     "DescribeLogDirs",
-    valid="1-4",
+    valid="0-4",
     flexible="2+",
     request=[
         f("topics", "[]", "0+", f("topic", "string"), f("partitions", "[]int32"), nullable="0+"),

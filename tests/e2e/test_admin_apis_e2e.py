@@ -395,3 +395,30 @@ def test_delete_records_refusals_as_kafka(admin: AdminClient, daemon: GroupdProc
         assert "Offset out of range" in err.str() or "OFFSET_OUT_OF_RANGE" in err.str(), err.str()
     finally:
         c.close()
+
+
+def test_versions_kafka_4_removed(admin: AdminClient, daemon: GroupdProcess, unique: str) -> None:
+    """DescribeConfigs v0 (is_default instead of a source), OffsetForLeaderEpoch v0-1, DescribeLogDirs v0:
+    what clients of Kafka 2.x (sarama with an old Version) send."""
+    topic = f"old-{unique}"
+    _create(admin, topic, **{"retention.ms": "1000"})
+    _produce(daemon.bootstrap, topic, 2, size=10)
+    raw = RawClient(daemon.port)
+    try:
+        keys = ["retention.ms", "segment.ms"]
+        body = {"resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": keys}]}
+        [result] = raw.request("DescribeConfigs", 0, body)["results"]
+        got = {c["name"]: (c["value"], c["is_default"]) for c in result["configs"]}
+        assert got == {"retention.ms": ("1000", False), "segment.ms": ("604800000", True)}
+        for v in (0, 1):
+            parts = [{"partition": 0, "leader_epoch": 0}]
+            [p] = raw.request("OffsetForLeaderEpoch", v, {"topics": [{"topic": topic, "partitions": parts}]})["topics"][
+                0
+            ]["partitions"]
+            assert (p["error_code"], p["end_offset"]) == (0, 2)
+            assert p.get("leader_epoch", 0) == 0
+        logdirs = raw.request("DescribeLogDirs", 0, {"topics": [{"topic": topic, "partitions": [0]}]})
+        [entry] = logdirs["results"][0]["topics"]
+        assert entry["name"] == topic and entry["partitions"][0]["partition_size"] > 0
+    finally:
+        raw.close()

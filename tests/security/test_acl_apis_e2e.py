@@ -154,6 +154,30 @@ def test_acls_made_through_the_api_refuse_and_admit_a_sasl_client(daemon: Groupd
     finally:
         raw.close()
 
+    # the ACL APIs' v0 (Kafka 2.0's clients): no pattern type, so LITERAL
+    raw = RawClient(listener_ports(daemon)["SASL_PLAINTEXT"])
+    try:
+        assert raw.request("SaslHandshake", 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        auth = raw.request("SaslAuthenticate", 2, {"auth_bytes": b"\0alice\0" + PASSWORDS["alice"].encode()})
+        assert auth["error_code"] == 0
+        entry = {"principal": "User:bob", "host": "*", "operation": 8, "permission_type": 3}
+        creation = {"resource_type": 2, "resource_name": f"v0-{u}", **entry}
+        assert raw.request("CreateAcls", 0, {"creations": [creation]})["results"][0]["error_code"] == 0
+        flt = {"resource_type_filter": 2, "resource_name_filter": None, "principal_filter": "User:bob"}
+        flt |= {"host_filter": None, "operation": 1, "permission_type": 1}
+        got = raw.request("DescribeAcls", 0, flt)
+        assert (got["error_code"], got["resources"]) == (
+            0,
+            [
+                {"resource_type": 2, "resource_name": n, "acls": [a]}
+                for n, a in sorted([(secret, {**entry, "operation": 2, "permission_type": 2}), (f"v0-{u}", entry)])
+            ],
+        )  # the PREFIXED ACLs are not LITERAL: a v0 filter does not match them
+        deleted = raw.request("DeleteAcls", 0, {"filters": [{**flt, "resource_name_filter": f"v0-{u}"}]})
+        assert [m["resource_name"] for m in deleted["filter_results"][0]["matching_acls"]] == [f"v0-{u}"]
+    finally:
+        raw.close()
+
     # bob is no administrator: CLUSTER_AUTHORIZATION_FAILED
     bob_admin = AdminClient(_conf(daemon, "bob"))
     with pytest.raises(KafkaException) as exc:
