@@ -137,9 +137,7 @@ def test_acls_made_through_the_api_refuse_and_admit_a_sasl_client(daemon: Groupd
     # DESCRIBE it implies; the cluster's are 0 without DESCRIBE on it
     raw = RawClient(listener_ports(daemon)["SASL_PLAINTEXT"])
     try:
-        assert raw.request("SaslHandshake", 1, {"mechanism": "PLAIN"})["error_code"] == 0
-        auth = raw.request("SaslAuthenticate", 2, {"auth_bytes": b"\0bob\0" + PASSWORDS["bob"].encode()})
-        assert auth["error_code"] == 0
+        raw.login_plain("bob", PASSWORDS["bob"])
         body = {
             "topics": [{"name": shared}],
             "allow_auto_topic_creation": False,
@@ -157,9 +155,7 @@ def test_acls_made_through_the_api_refuse_and_admit_a_sasl_client(daemon: Groupd
     # the ACL APIs' v0 (Kafka 2.0's clients): no pattern type, so LITERAL
     raw = RawClient(listener_ports(daemon)["SASL_PLAINTEXT"])
     try:
-        assert raw.request("SaslHandshake", 1, {"mechanism": "PLAIN"})["error_code"] == 0
-        auth = raw.request("SaslAuthenticate", 2, {"auth_bytes": b"\0alice\0" + PASSWORDS["alice"].encode()})
-        assert auth["error_code"] == 0
+        raw.login_plain("alice", PASSWORDS["alice"])
         entry = {"principal": "User:bob", "host": "*", "operation": 8, "permission_type": 3}
         creation = {"resource_type": 2, "resource_name": f"v0-{u}", **entry}
         assert raw.request("CreateAcls", 0, {"creations": [creation]})["results"][0]["error_code"] == 0

@@ -29,6 +29,12 @@ class RawClient:
         self.sock.sendall(struct.pack(">i", len(payload)) + payload)
         return self.corr
 
+    def login_plain(self, user: str, password: str) -> None:
+        """SASL/PLAIN (SaslHandshake v1 + SaslAuthenticate v2) on a SASL listener."""
+        assert self.request("SaslHandshake", 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        auth = self.request("SaslAuthenticate", 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
+        assert auth["error_code"] == 0, auth
+
     def send_raw(self, token: bytes) -> None:
         self.sock.sendall(struct.pack(">i", len(token)) + token)
 
