@@ -610,8 +610,9 @@ def _metadata(handler: Handler, authz: Authorizer, req: Request) -> Any:
                 if all_topics:
                     continue  # listings leave out what the principal may not see
                 t = {**t, "error_code": _TOPIC, "name": None, "partitions": []}  # looked up by topic id
-            elif include_ops and name is not None and t.get("error_code") == 0:
-                # KafkaApis.handleTopicMetadataRequest: the operations this principal may do
+            elif include_ops and name is not None and t.get("error_code") != _TOPIC:
+                # KafkaApis.handleTopicMetadataRequest: the operations this principal may do, for every
+                # topic it may describe (LEADER_NOT_AVAILABLE and UNKNOWN_TOPIC_OR_PARTITION answers too)
                 t = {**t, "topic_authorized_operations": authz.authorized_operations(p, ResourceType.TOPIC, name)}
             out.append(t)
         fixed = {**b, "topics": [*out, *denied]}
