@@ -149,6 +149,26 @@ def test_acls_made_through_the_api_refuse_and_admit_a_sasl_client(daemon: Groupd
         assert md["cluster_authorized_operations"] == 0
         cluster = raw.request("DescribeCluster", 0, {"include_cluster_authorized_operations": True})
         assert cluster["cluster_authorized_operations"] == 0
+        # the other admin APIs check what Kafka checks: READ gives neither DESCRIBE_CONFIGS nor DELETE
+        configs = raw.request(
+            "DescribeConfigs",
+            4,
+            {"resources": [{"resource_type": 2, "resource_name": shared, "configuration_keys": None}]},
+        )
+        assert configs["results"][0]["error_code"] == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        body = {"topics": [{"name": shared, "partitions": [{"partition_index": 0, "offset": 1}]}], "timeout_ms": 1000}
+        deleted = raw.request("DeleteRecords", 2, body)
+        assert deleted["topics"][0]["partitions"][0]["error_code"] == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert (
+            raw.request("DescribeLogDirs", 4, {"topics": None})["error_code"] == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        )
+        ofle = {"topics": [{"topic": shared, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}
+        assert (
+            raw.request("OffsetForLeaderEpoch", 4, {"replica_id": -1, **ofle})["topics"][0]["partitions"][0][
+                "end_offset"
+            ]
+            == 1
+        )  # DESCRIBE, implied by READ
     finally:
         raw.close()
 
