@@ -155,13 +155,14 @@ class AclFilter:
 
     def unknown(self) -> str | None:
         """Why the filter is invalid (Kafka's ``AclBindingFilter.findIndefiniteField`` UNKNOWN checks), or None."""
-        for label, value in (
-            ("resource type", self.resource_type),
-            ("pattern type", self.pattern_type),
-            ("operation", self.operation),
-            ("permission type", self.permission),
+        for label, value, enum in (
+            ("resource type", self.resource_type, ResourceType),
+            ("pattern type", self.pattern_type, PatternType),
+            ("operation", self.operation, AclOperation),
+            ("permission type", self.permission, Permission),
         ):
-            if value == 0:
+            # a code Kafka does not know reads as UNKNOWN (ResourceType.fromCode and friends)
+            if value == 0 or value not in set(enum):
                 return f"Filter contains UNKNOWN {label}"
         return None
 

@@ -105,6 +105,8 @@ def test_filters_as_kafkas_acl_binding_filter() -> None:
     assert match(RT.ANY, None, PT.ANY, op=Op.READ, perm=P.ALLOW) == [lit, group]
     assert match(RT.ANY, None, PT.ANY, principal="User:alice") == []
     assert AclFilter(RT.TOPIC, None, PT.UNKNOWN, None, None, Op.ANY, P.ANY).unknown() is not None
+    assert AclFilter(99, None, PT.ANY, None, None, Op.ANY, P.ANY).unknown() == "Filter contains UNKNOWN resource type"
+    assert AclFilter(RT.ANY, None, PT.ANY, None, None, Op.ANY, P.ANY).unknown() is None
 
 
 @pytest.mark.parametrize(
