@@ -42,7 +42,7 @@ from groupd.security.acl import Authorizer, subject_of
 from groupd.security.acl_model import CLUSTER_NAME, AclOperation, ResourceType
 
 from .settings import Config
-from .topics import TopicError, TopicRegistry, _atomic_write
+from .topics import TopicError, TopicRegistry, _atomic_write, validate_name
 
 log = structlog.get_logger("groupd.configs")
 
@@ -627,6 +627,7 @@ class ConfigHandlers:
 
     def _describe(self, rtype: int, name: str, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
         if rtype == TOPIC:
+            validate_name(name)  # ConfigHelper.describeConfigs: Topic.validate (INVALID_TOPIC_EXCEPTION)
             t = self.topics.get(name)
             if t is None:
                 raise ConfigError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
@@ -745,6 +746,10 @@ class ConfigHandlers:
         if dups:
             raise ConfigError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : {', '.join(dups)}")
         if rtype == TOPIC:
+            try:
+                validate_name(name)
+            except TopicError as e:
+                raise ConfigError(e.code, e.message) from None
             t = self.topics.get(name)
             if t is None:
                 raise ConfigError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")

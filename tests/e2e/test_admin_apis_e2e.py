@@ -354,6 +354,8 @@ def test_describe_configs_synonyms_types_and_documentation(
             if v >= 3:
                 assert entry["config_type"] == 5  # LONG
                 assert entry["documentation"].startswith("The maximum time a log is retained")
+        bad = {"resources": [{"resource_type": 2, "resource_name": "no/slash", "configuration_keys": None}]}
+        assert raw.request("DescribeConfigs", 4, bad)["results"][0]["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
     finally:
         raw.close()
 
