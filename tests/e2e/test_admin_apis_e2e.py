@@ -193,7 +193,7 @@ def test_delete_records_moves_the_start_and_consumers_see_it(
     assert exc.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
 
 
-def test_delete_records_survives_a_restart(admin: AdminClient, tmp_path: Path, unique: str) -> None:
+def test_delete_records_and_altered_configs_survive_a_restart(admin: AdminClient, tmp_path: Path, unique: str) -> None:
     d = GroupdProcess(tmp_path / "data")
     d.start()
     try:
@@ -203,10 +203,14 @@ def test_delete_records_survives_a_restart(admin: AdminClient, tmp_path: Path, u
         _produce(d.bootstrap, topic, 5, size=10)
         tp = TopicPartition(topic, 0, 3)
         assert a.delete_records([tp])[tp].result(10).low_watermark == 3
+        entry = ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+        a.incremental_alter_configs([res])[res].result(10)
         d.stop()
         d.start()
         a = AdminClient({"bootstrap.servers": d.bootstrap})
         assert _earliest(a, topic) == 3
+        assert _describe(a, ConfigResource(ConfigResource.Type.TOPIC, topic))["retention.ms"].value == "123456"
     finally:
         d.stop()
 
