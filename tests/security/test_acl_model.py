@@ -158,6 +158,11 @@ def test_the_operation_depends_on_the_api() -> None:
     fetch, produce, metadata = (Subject("User:bob", "h", k) for k in (1, 0, 3))
     assert authz.topic(fetch, "t") and authz.topic(metadata, "t")  # READ, and DESCRIBE implied by it
     assert not authz.topic(produce, "t")  # WRITE
+    create = Subject("User:bob", "h", 19)
+    assert not authz.topic(create, "new")
+    authz.static.append(acl(RT.CLUSTER, CLUSTER_NAME, PT.LITERAL, Op.CREATE))
+    authz._cache.clear()
+    assert authz.topic(create, "new")  # CreateTopics: CREATE on the cluster, or on the topic
     find, join = Subject("User:bob", "h", 10), Subject("User:bob", "h", 11)
     assert authz.group(find, "g") and not authz.group(join, "g")  # FindCoordinator DESCRIBE, JoinGroup READ
 
