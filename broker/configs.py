@@ -619,7 +619,7 @@ class ConfigHandlers:
                 out.update(error_code=e.code, error_message=e.message)
                 continue
             keys = res.get("configuration_keys")
-            if keys is not None:
+            if keys:  # ConfigHelper.createResponseConfig: null or empty = every config
                 wanted = set(keys)
                 entries = [e for e in entries if e["name"] in wanted]
             out["configs"] = entries

@@ -358,6 +358,10 @@ def test_describe_configs_synonyms_types_and_documentation(
             if v >= 3:
                 assert entry["config_type"] == 5  # LONG
                 assert entry["documentation"].startswith("The maximum time a log is retained")
+        # null and empty key lists both mean every config (ConfigHelper.createResponseConfig)
+        for keys in (None, []):
+            body = {"resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": keys}]}
+            assert len(raw.request("DescribeConfigs", 4, body)["results"][0]["configs"]) >= 30
         bad = {"resources": [{"resource_type": 2, "resource_name": "no/slash", "configuration_keys": None}]}
         assert raw.request("DescribeConfigs", 4, bad)["results"][0]["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
     finally:
@@ -428,3 +432,25 @@ def test_versions_kafka_4_removed(admin: AdminClient, daemon: GroupdProcess, uni
         assert entry["name"] == topic and entry["partitions"][0]["partition_size"] > 0
     finally:
         raw.close()
+
+
+def test_kafka_python_admin_describes_and_alters_configs(daemon: GroupdProcess, unique: str) -> None:
+    """kafka-python's admin client (which filters the answer itself: config_filter)."""
+    from kafka.admin import ConfigResource as KpResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    topic = f"kp-{unique}"
+    client = KafkaAdminClient(bootstrap_servers=daemon.bootstrap)
+    try:
+        client.create_topics([KpNewTopic(topic, 1, 1)])
+        assert client.alter_configs(
+            [KpResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "5000"})]
+        ) == {"topic": {topic: "OK"}}
+        resource = KpResource(ConfigResourceType.TOPIC, topic)
+        described = client.describe_configs([resource], config_filter="all")["topic"][topic]
+    finally:
+        client.close()
+    assert described["retention.ms"]["value"] == "5000"
+    assert described["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert len(described) >= 30  # every LogConfig entry
