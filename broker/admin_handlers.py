@@ -14,6 +14,7 @@ from typing import Any
 import structlog
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request
+from groupd.security.acl_model import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 
 from .settings import Config
 from .topics import Topic, TopicError, TopicRegistry, validate_name
@@ -21,11 +22,6 @@ from .topics import Topic, TopicError, TopicRegistry, validate_name
 log = structlog.get_logger("groupd.admin")
 
 _NO_AUTH_OPS = -(2**31)
-# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (Kafka's AclOperation codes)
-_TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-# Kafka's AclEntry.supportedOperations(CLUSTER): CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-# DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE -- seven; WRITE is not a cluster operation.
-_CLUSTER_OPS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -61,7 +57,7 @@ class AdminHandlers:
                 }
                 for i in range(t.partitions)
             ],
-            "topic_authorized_operations": _TOPIC_OPS if include_ops else _NO_AUTH_OPS,
+            "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else _NO_AUTH_OPS,
         }
 
     def _create(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
@@ -132,7 +128,7 @@ class AdminHandlers:
             "cluster_id": self.topics.cluster_id,
             "controller_id": self.config.node_id,
             "topics": out,
-            "cluster_authorized_operations": _CLUSTER_OPS
+            "cluster_authorized_operations": CLUSTER_OPERATIONS
             if body.get("include_cluster_authorized_operations")
             else _NO_AUTH_OPS,
         }

@@ -19,9 +19,12 @@ from groupd.security.auth import Authenticator
 from groupd.security.listeners import Listener, advertise_per_listener, endpoint, parse_listeners, server_ssl_context
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
 
+from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
+from .configs import ConfigHandlers
 from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
+from .log_admin import LogAdmin
 from .settings import Config
 from .topics import OFFSETS_TOPIC, TopicRegistry
 
@@ -52,7 +55,7 @@ class Broker:
         self.authenticator = Authenticator.from_config(
             config.users, config.sasl_mechanisms, config.connection_failed_authentication_delay_ms
         )
-        self.authorizer = acl.Authorizer(config.acl)
+        self.authorizer = acl.Authorizer(config.acl, self.data_dir)
         if any(li.tls or li.sasl for li in self.listeners) or self.authorizer.enabled:
             self.dispatcher.open_session = self.authenticator.open_session
         self.port = self.listeners[0].port
@@ -80,6 +83,12 @@ class Broker:
         self.admin.on_topic_deleted.append(
             lambda t: self.groups.partitions_deleted([(t.name, p) for p in range(t.partitions)])
         )
+        self.configs = ConfigHandlers(config, self.topics, self.authorizer, self.data_dir)
+        self.configs.on_topic_configs_changed.append(self._apply_topic_configs)
+        self.log_admin = LogAdmin(
+            config, self.topics, self.logs, self.authorizer, lambda req: endpoint(req.conn.listener, self.listeners[0])
+        )
+        self.acl_apis = AclApis(self.authorizer)
         self._register()
         # Awaited after the logs are opened and before the listeners (so an observer such as the
         # metrics endpoint sees the whole replay), and first thing on stop: what the process
@@ -110,6 +119,13 @@ class Broker:
         t = self.topics.get(topic)
         return topic_log_config(self._log_config(), t.configs) if t is not None else None
 
+    def _apply_topic_configs(self, topic: str) -> None:
+        """Altered configs of a topic are in force at once in its open logs (retention at its next check)."""
+        cfg = self.logs.config_for(topic)
+        for (t, _p), plog in self.logs.logs.items():
+            if t == topic:
+                plog.config = cfg
+
     def _offsets_log(self, partition: int) -> PartitionLog:
         return self.logs.get_or_create(OFFSETS_TOPIC, partition)
 
@@ -119,6 +135,17 @@ class Broker:
         d.register(API_BY_NAME["CreateTopics"], a.create_topics)
         d.register(API_BY_NAME["DeleteTopics"], a.delete_topics)
         d.register(API_BY_NAME["CreatePartitions"], a.create_partitions)
+        c, la, acls = self.configs, self.log_admin, self.acl_apis
+        d.register(API_BY_NAME["DescribeConfigs"], c.describe_configs)
+        d.register(API_BY_NAME["AlterConfigs"], c.alter_configs)
+        d.register(API_BY_NAME["IncrementalAlterConfigs"], c.incremental_alter_configs)
+        d.register(API_BY_NAME["DeleteRecords"], la.delete_records)
+        d.register(API_BY_NAME["OffsetForLeaderEpoch"], la.offset_for_leader_epoch)
+        d.register(API_BY_NAME["DescribeLogDirs"], la.describe_log_dirs)
+        d.register(API_BY_NAME["DescribeCluster"], la.describe_cluster)
+        d.register(API_BY_NAME["CreateAcls"], acls.create_acls)
+        d.register(API_BY_NAME["DescribeAcls"], acls.describe_acls)
+        d.register(API_BY_NAME["DeleteAcls"], acls.delete_acls)
         for name in HANDLED_APIS:
             d.register(API_BY_NAME[name], self.groups.handler(name))
         for name, handler, (lo, hi) in self.data.handlers():
@@ -138,6 +165,7 @@ class Broker:
     async def start(self) -> None:
         t0 = time.perf_counter()
         self.topics.load()
+        self.configs.load()
         self.logs.open_all()
         partitions = list(range(50))
         for p in partitions:

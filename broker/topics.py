@@ -228,6 +228,18 @@ class TopicRegistry:
         self._save()
         return t
 
+    def set_configs(self, name: str, configs: dict[str, str]) -> Topic:
+        """Replace a topic's config overrides (AlterConfigs), persisted before they are in force."""
+        t = self.topics[name]
+        before = t.configs
+        t.configs = dict(configs)
+        try:
+            self._save()
+        except OSError:
+            t.configs = before
+            raise
+        return t
+
     def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
         t = self.topics.get(name)
         if t is None:

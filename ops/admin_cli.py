@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .kafka_client import (
+    DYNAMIC_TOPIC_CONFIG,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     SECURITY_PROTOCOLS,
@@ -318,11 +319,22 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "alter",
         common,
         "add partitions to a topic, or change its configs",
-        "  groupd topics alter orders --partitions 12\n  groupd topics alter orders --config retention.ms=3600000",
+        "  groupd topics alter orders --partitions 12\n  groupd topics alter orders --config retention.ms=3600000\n"
+        "  groupd topics alter orders --delete-config retention.ms",
     )
     p.add_argument("topic")
     p.add_argument("--partitions", type=_positive_int, help="the new total number of partitions")
-    p.add_argument("--config", type=_config_pair, action="append", default=[], metavar="KEY=VALUE", help="repeatable")
+    p.add_argument(
+        "--config",
+        type=_config_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config (repeatable)",
+    )
+    p.add_argument(
+        "--delete-config", action="append", default=[], metavar="KEY", help="back to the default (repeatable)"
+    )
 
     p = _cmd(
         sub,
@@ -900,7 +912,21 @@ def topics_describe(client: KafkaClient, args: argparse.Namespace) -> tuple[Any,
         )
     if not rows:
         return data, "no topics"
-    return data, table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "START-OFFSET", "END-OFFSET"], rows)
+    text = table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "START-OFFSET", "END-OFFSET"], rows)
+    if client.supports("DescribeConfigs"):
+        # As kafka-topics.sh --describe: the topic's own configs (the overrides of the broker's defaults).
+        config_rows = []
+        for d in data:
+            own = {
+                c["name"]: c["value"]
+                for c in client.describe_topic_configs(d["topic"])
+                if c.get("config_source") == DYNAMIC_TOPIC_CONFIG
+            }
+            d["configs"] = own
+            config_rows += [[d["topic"], k, v] for k, v in sorted(own.items())]
+        if config_rows:
+            text += "\n\n" + table(["TOPIC", "CONFIG", "VALUE"], config_rows)
+    return data, text
 
 
 def _ids(ids: list[int]) -> str:
@@ -946,24 +972,30 @@ def topics_delete(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, s
 
 
 def topics_alter(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
-    if args.partitions is None and not args.config:
-        raise ValueError("nothing to change: give --partitions N and/or --config KEY=VALUE")
+    if args.partitions is None and not args.config and not args.delete_config:
+        raise ValueError("nothing to change: give --partitions N, --config KEY=VALUE and/or --delete-config KEY")
     md = client.metadata([args.topic])
     if args.topic not in md.topics:
         raise CommandError(f"topic {args.topic!r} does not exist", "UNKNOWN_TOPIC_OR_PARTITION")
-    if args.config:
-        # Checked before any change, so that a refused config does not leave the partitions half done.
-        offered = [n for n in ("IncrementalAlterConfigs", "AlterConfigs") if client.supports(n)]
-        if not offered:
+    changes: dict[str, str | None] = {**dict(args.config), **dict.fromkeys(args.delete_config)}
+    api = None
+    if changes:
+        # Configs first: a refused config leaves the partition count as it was.
+        if not any(client.supports(n) for n in ("IncrementalAlterConfigs", "AlterConfigs")):
             raise CommandError(
                 "the broker does not support AlterConfigs/IncrementalAlterConfigs (not in its ApiVersions): "
                 "give topic configs at creation (groupd topics create --config KEY=VALUE)",
                 "UNSUPPORTED_VERSION",
             )
-        raise CommandError(
-            f"the broker supports {offered[0]}, but this client cannot send it yet", "UNSUPPORTED_VERSION"
-        )
+        api = client.alter_topic_configs(args.topic, changes)
+    lines = []
+    if changes:
+        shown = ", ".join(k if v is None else f"{k}={v}" for k, v in changes.items())
+        lines.append(f"topic {args.topic!r}: configs altered ({shown})")
     current = len(md.topics[args.topic])
+    data: dict[str, Any] = {"topic": args.topic, "configs": changes, "configs_api": api}
+    if args.partitions is None:
+        return data, "\n".join(lines)
     if args.partitions is not None:
         if args.partitions <= current:
             raise CommandError(
@@ -971,5 +1003,6 @@ def topics_alter(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, st
                 "INVALID_PARTITIONS",
             )
         client.create_partitions(args.topic, args.partitions)
-    data = {"topic": args.topic, "partitions": args.partitions, "previous_partitions": current}
-    return data, f"topic {args.topic!r}: {current} -> {args.partitions} partitions"
+    data.update(partitions=args.partitions, previous_partitions=current)
+    lines.append(f"topic {args.topic!r}: {current} -> {args.partitions} partitions")
+    return data, "\n".join(lines)

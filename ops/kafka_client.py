@@ -53,6 +53,12 @@ _KNOWN_API_KEYS = {"DescribeConfigs": 32, "AlterConfigs": 33, "IncrementalAlterC
 T = TypeVar("T")
 
 
+# ConfigResource.Type.TOPIC, AlterConfigOp.OpType SET/DELETE, ConfigSource.DYNAMIC_TOPIC_CONFIG
+_TOPIC_RESOURCE = 2
+_OP_SET, _OP_DELETE = 0, 1
+DYNAMIC_TOPIC_CONFIG = 1
+
+
 def error_name(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -720,6 +726,47 @@ class KafkaClient:
         (r,) = resp["results"]
         if r["error_code"]:
             raise KafkaError("CreatePartitions", r["error_code"], r.get("error_message"))
+
+    def describe_topic_configs(self, name: str) -> list[dict[str, Any]]:
+        """DescribeConfigs of one topic: every config with its value, source and read-only flag."""
+        body = {
+            "resources": [{"resource_type": _TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}],
+            "include_synonyms": False,
+            "include_documentation": False,
+        }
+        _, resp = self.any_connection().send("DescribeConfigs", body)
+        (r,) = resp["results"]
+        if r["error_code"]:
+            raise KafkaError("DescribeConfigs", r["error_code"], r.get("error_message"))
+        return list(r["configs"])
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str | None]) -> str:
+        """Set (or, for None, delete) topic configs; returns the API used. IncrementalAlterConfigs
+        where the broker has it; else AlterConfigs over the topic's current overrides (which it replaces)."""
+        if self.supports("IncrementalAlterConfigs"):
+            ops = [
+                {"name": k, "config_operation": _OP_DELETE if v is None else _OP_SET, "value": v}
+                for k, v in configs.items()
+            ]
+            api = "IncrementalAlterConfigs"
+        else:
+            current = {
+                c["name"]: c["value"]
+                for c in self.describe_topic_configs(name)
+                if c.get("config_source") == DYNAMIC_TOPIC_CONFIG
+            }
+            merged = {**current, **configs}
+            ops = [{"name": k, "value": v} for k, v in merged.items() if v is not None]
+            api = "AlterConfigs"
+        body = {
+            "resources": [{"resource_type": _TOPIC_RESOURCE, "resource_name": name, "configs": ops}],
+            "validate_only": False,
+        }
+        _, resp = self.any_connection().send(api, body)
+        (r,) = resp["responses"]
+        if r["error_code"]:
+            raise KafkaError(api, r["error_code"], r.get("error_message"))
+        return api
 
     def coordinator(self, group: str) -> BrokerConnection:
         conn = self.any_connection()

@@ -1,16 +1,22 @@
-"""Authorization: which principal may use which consumer groups and topics.
+"""Authorization: Kafka's ACL model (``acl_model.py``) over groups, topics, the cluster and transactional ids.
 
-The policy is a table in the configuration file, principal -> allowed name prefixes::
+ACLs come from two places. The configuration file's table, principal -> allowed name prefixes::
 
     [acl."User:alice"]
     groups = ["app-"]          # groups whose id starts with "app-"
     topics = ["orders", "*"]   # "*" allows every name
     transactional_ids = ["tx-"]  # transactional ids it may look up (Kafka's Describe)
+    cluster = ["ALTER", "DESCRIBE"]   # operations on the cluster (the ACL APIs need these); ["ALL"]
 
     [acl."User:*"]             # applies to every principal, in addition to its own entry
     topics = ["public-"]
 
-Without an ``acl`` table nothing is checked. With one, a principal without an entry may use nothing.
+maps onto Kafka bindings: each prefix is ``ALLOW ALL`` on a PREFIXED pattern of that type (``"*"``
+is the LITERAL wildcard), principal as written (``User:*`` is Kafka's wildcard principal), host
+``*``. And CreateAcls/DeleteAcls add and remove bindings of Kafka's full model (LITERAL and PREFIXED
+patterns, any operation, ALLOW and DENY: DENY wins), persisted in ``acls.json`` in the data
+directory. Without an ``acl`` table and without that file nothing is checked (and the ACL APIs answer
+SECURITY_DISABLED). With them, a principal no ACL allows may do nothing.
 
 Where the checks happen: ``install`` wraps the handlers registered with the dispatcher, one wrapper
 per API, all in this file. A wrapper splits the request into what the principal may touch and what it
@@ -26,6 +32,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -33,6 +41,19 @@ from groupd.protocol.dispatch import Dispatcher, Handler
 from groupd.protocol.errors import ErrorCode, default_message
 from groupd.protocol.server import Request
 
+from .acl_model import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    WILDCARD,
+    AclBinding,
+    AclOperation,
+    AclStore,
+    PatternType,
+    Permission,
+    ResourceType,
+    bit_field,
+    decide,
+)
 from .auth import principal_of
 
 log = structlog.get_logger("groupd.security.acl")
@@ -45,57 +66,139 @@ _NO_AUTH_OPS = -(2**31)
 Body = dict[str, Any]
 
 
-# The resource kinds of an acl entry, in the order _allowed indexes them.
-_KINDS = ("groups", "topics", "transactional_ids")
+@dataclass(frozen=True)
+class Subject:
+    """Who asks, from where, with which API: what an ACL check needs besides the resource."""
+
+    principal: str
+    host: str
+    api_key: int = -1
+
+
+# The operation each API needs on a group / a topic (KafkaApis' authorize calls per handler).
+_GROUP_OPS: dict[int, AclOperation] = {
+    10: AclOperation.DESCRIBE,  # FindCoordinator
+    9: AclOperation.DESCRIBE,  # OffsetFetch
+    15: AclOperation.DESCRIBE,  # DescribeGroups
+    16: AclOperation.DESCRIBE,  # ListGroups (listing filtered by DESCRIBE)
+    42: AclOperation.DELETE,  # DeleteGroups
+    47: AclOperation.DELETE,  # OffsetDelete
+}  # JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit: READ
+_TOPIC_OPS: dict[int, AclOperation] = {
+    0: AclOperation.WRITE,  # Produce
+    1: AclOperation.READ,  # Fetch
+    2: AclOperation.DESCRIBE,  # ListOffsets
+    3: AclOperation.DESCRIBE,  # Metadata
+    8: AclOperation.READ,  # OffsetCommit
+    9: AclOperation.DESCRIBE,  # OffsetFetch
+    19: AclOperation.CREATE,  # CreateTopics
+    20: AclOperation.DELETE,  # DeleteTopics
+    37: AclOperation.ALTER,  # CreatePartitions
+    47: AclOperation.READ,  # OffsetDelete
+}
+
+
+def toml_bindings(acl: dict[str, Any]) -> list[AclBinding]:
+    """The ``[acl]`` table as Kafka bindings: each prefix of ``groups``, ``topics`` and
+    ``transactional_ids`` is ALLOW ALL on a PREFIXED pattern (``"*"``: the LITERAL wildcard), from any
+    host; ``cluster`` lists operations allowed on the cluster (``["ALL"]``, ``["ALTER", "DESCRIBE"]``)."""
+    out: list[AclBinding] = []
+    kinds = {
+        "groups": ResourceType.GROUP,
+        "topics": ResourceType.TOPIC,
+        "transactional_ids": ResourceType.TRANSACTIONAL_ID,
+    }
+    for principal, entry in acl.items():
+        if ":" not in principal:
+            raise ValueError(f"acl: principal {principal!r} must look like 'User:name' (or 'User:*')")
+        if not isinstance(entry, dict) or set(entry) - {*kinds, "cluster"}:
+            raise ValueError(
+                f"acl.{principal!r}: expected a table with `groups`, `topics`, `transactional_ids` and/or `cluster` lists"
+            )
+        for key, rtype in kinds.items():
+            values = entry.get(key, [])
+            if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+                raise ValueError(f"acl.{principal!r}.{key}: expected a list of name prefixes")
+            for v in values:
+                pattern = PatternType.LITERAL if v == WILDCARD else PatternType.PREFIXED
+                out.append(AclBinding(rtype, v, pattern, principal, WILDCARD, AclOperation.ALL, Permission.ALLOW))
+        ops = entry.get("cluster", [])
+        if not isinstance(ops, list) or not all(
+            isinstance(o, str) and o.upper() in AclOperation.__members__ for o in ops
+        ):
+            raise ValueError(f"acl.{principal!r}.cluster: expected a list of operations (ALL, ALTER, DESCRIBE, ...)")
+        for o in ops:
+            op = AclOperation[o.upper()]
+            out.append(
+                AclBinding(
+                    ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL, principal, WILDCARD, op, Permission.ALLOW
+                )
+            )
+    return out
 
 
 class Authorizer:
-    def __init__(self, acl: dict[str, Any]) -> None:
-        self._rules: dict[str, tuple[tuple[str, ...], ...]] = {}
-        for principal, entry in acl.items():
-            if ":" not in principal:
-                raise ValueError(f"acl: principal {principal!r} must look like 'User:name' (or 'User:*')")
-            if not isinstance(entry, dict) or set(entry) - set(_KINDS):
-                raise ValueError(
-                    f"acl.{principal!r}: expected a table with `groups`, `topics` and/or `transactional_ids` lists"
-                )
-            lists = []
-            for key in _KINDS:
-                values = entry.get(key, [])
-                if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-                    raise ValueError(f"acl.{principal!r}.{key}: expected a list of name prefixes")
-                lists.append(tuple(values))
-            self._rules[principal] = tuple(lists)
-        self._cache: dict[tuple[str, int, str], bool] = {}
+    """Kafka's authorizer over two sets of bindings: the ``[acl]`` table (configuration, read-only)
+    and the ACLs created through CreateAcls (``AclStore``, persisted in the data directory).
 
-    @property
-    def enabled(self) -> bool:
-        return bool(self._rules)
+    It is configured (``enabled``) when the table has an entry or the data directory has an ACL
+    file, i.e. ACLs were created while it was configured: enforcement never silently turns off
+    across a restart. Unconfigured, nothing is checked and the ACL APIs answer SECURITY_DISABLED,
+    as a Kafka broker without ``authorizer.class.name`` does."""
 
-    def _allowed(self, principal: str, kind: int, name: str) -> bool:
-        key = (principal, kind, name)
+    def __init__(self, acl: dict[str, Any], data_dir: Path | None = None) -> None:
+        self.static = toml_bindings(acl)
+        self.store = AclStore(data_dir)
+        self.store.load()
+        self.enabled = bool(self.static) or (self.store.path is not None and self.store.path.exists())
+        self._cache: dict[tuple[str, str, int, int, str], bool] = {}
+
+    def bindings(self) -> list[AclBinding]:
+        return [*self.static, *self.store.bindings]
+
+    def replace_dynamic(self, bindings: list[AclBinding]) -> None:
+        """Persist and apply a new set of CreateAcls-made bindings."""
+        self.store.save(bindings)
+        self._cache.clear()
+
+    def authorize(self, subject: Subject | str, op: AclOperation, rtype: int, name: str) -> bool:
+        if not self.enabled:
+            return True
+        if isinstance(subject, str):
+            subject = Subject(subject, "")
+        key = (subject.principal, subject.host, int(op), int(rtype), name)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        ok = False
-        for p in (principal, "User:*"):
-            rule = self._rules.get(p)
-            if rule is not None and any(pre == "*" or name.startswith(pre) for pre in rule[kind]):
-                ok = True
-                break
+        ok = decide(self.bindings(), subject.principal, subject.host, op, rtype, name)
         if len(self._cache) > 100_000:  # names come from clients: keep the memo bounded
             self._cache.clear()
         self._cache[key] = ok
         return ok
 
-    def group(self, principal: str, group_id: str) -> bool:
-        return self._allowed(principal, 0, group_id)
+    def authorized_operations(self, subject: Subject | str, rtype: ResourceType, name: str) -> int:
+        """Kafka's ``AuthHelper.authorizedOperations``: the supported operations the subject may do
+        (all of them without an authorizer), as a bit field."""
+        ops = SUPPORTED_OPERATIONS[rtype]
+        return bit_field(op for op in ops if self.authorize(subject, op, rtype, name))
 
-    def topic(self, principal: str, topic: str) -> bool:
-        return self._allowed(principal, 1, topic)
+    def group(self, subject: Subject | str, group_id: str) -> bool:
+        api = subject.api_key if isinstance(subject, Subject) else -1
+        return self.authorize(subject, _GROUP_OPS.get(api, AclOperation.READ), ResourceType.GROUP, group_id)
 
-    def transactional_id(self, principal: str, transactional_id: str) -> bool:
-        return self._allowed(principal, 2, transactional_id)
+    def topic(self, subject: Subject | str, topic: str) -> bool:
+        api = subject.api_key if isinstance(subject, Subject) else -1
+        if api == 19 and self.authorize(subject, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return True  # KafkaApis.handleCreateTopicsRequest: CREATE on the cluster covers every topic
+        return self.authorize(subject, _TOPIC_OPS.get(api, AclOperation.DESCRIBE), ResourceType.TOPIC, topic)
+
+    def transactional_id(self, subject: Subject | str, transactional_id: str) -> bool:
+        # KafkaApis.getCoordinator: DESCRIBE on the transactional id (FindCoordinator key type 1).
+        return self.authorize(subject, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def subject_of(req: Request) -> Subject:
+    return Subject(principal_of(req), req.conn.peer_host, req.api_key)
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -127,7 +230,7 @@ Wrapper = Callable[[Handler, Authorizer, Request], Any]
 def _single_group(error_body: Callable[[Request], Body]) -> Wrapper:
     def wrap(handler: Handler, authz: Authorizer, req: Request) -> Any:
         group_id = req.body.get("group_id") or ""
-        if authz.group(principal_of(req), group_id):
+        if authz.group(subject_of(req), group_id):
             return handler(req)
         _denied(req, "group", group=group_id)
         return {"throttle_time_ms": 0, "error_code": _GROUP, **error_body(req)}
@@ -173,7 +276,7 @@ def _find_coordinator(handler: Handler, authz: Authorizer, req: Request) -> Any:
         allowed, code, what = authz.transactional_id, _TXN, "transactional_id"
     else:
         return handler(req)  # share groups: the handler refuses them itself
-    p = principal_of(req)
+    p = subject_of(req)
     if v < 4:
         key = body.get("key") or ""
         if allowed(p, key):
@@ -204,7 +307,7 @@ def _find_coordinator(handler: Handler, authz: Authorizer, req: Request) -> Any:
 
 
 def _describe_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
-    p = principal_of(req)
+    p = subject_of(req)
     groups = list(req.body.get("groups") or [])
     kept, refused = _split(groups, lambda g: authz.group(p, g))
     if not refused:
@@ -236,7 +339,7 @@ def _describe_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
 
 
 def _delete_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
-    p = principal_of(req)
+    p = subject_of(req)
     names = list(dict.fromkeys(req.body.get("groups_names") or []))  # KafkaApis: groupsNames.distinct
     kept, refused = _split(names, lambda g: authz.group(p, g))
     if not refused:
@@ -251,14 +354,14 @@ def _delete_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
 
 
 def _list_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
-    p = principal_of(req)
+    p = subject_of(req)
     _after(req, lambda b: {**b, "groups": [g for g in b.get("groups", []) if authz.group(p, g["group_id"])]})
     return handler(req)
 
 
 # --- offsets -------------------------------------------------------------------------------------
 def _offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any:
-    p, body = principal_of(req), req.body
+    p, body = subject_of(req), req.body
     topics = list(body.get("topics") or [])
 
     def errors(items: list[Body], code: int) -> list[Body]:
@@ -304,7 +407,7 @@ def _fetch_errors(items: list[Body], code: int) -> list[Body]:
 
 
 def _offset_fetch(handler: Handler, authz: Authorizer, req: Request) -> Any:
-    p, body, v = principal_of(req), req.body, req.api_version
+    p, body, v = subject_of(req), req.body, req.api_version
     if v >= 8:
         return _offset_fetch_groups(handler, authz, req, p)
     topics = body.get("topics")
@@ -327,7 +430,7 @@ def _offset_fetch(handler: Handler, authz: Authorizer, req: Request) -> Any:
     return handler(req)
 
 
-def _offset_fetch_groups(handler: Handler, authz: Authorizer, req: Request, p: str) -> Any:
+def _offset_fetch_groups(handler: Handler, authz: Authorizer, req: Request, p: Subject) -> Any:
     groups = list(req.body.get("groups") or [])
     order = [g["group_id"] for g in groups]
     answers: dict[str, Body] = {}  # refused groups, and refused topics of allowed groups
@@ -375,7 +478,7 @@ def _offset_fetch_groups(handler: Handler, authz: Authorizer, req: Request, p: s
 
 
 def _offset_delete(handler: Handler, authz: Authorizer, req: Request) -> Any:
-    p, body = principal_of(req), req.body
+    p, body = subject_of(req), req.body
     if not authz.group(p, body.get("group_id") or ""):
         _denied(req, "group", group=body.get("group_id"))
         return {"error_code": _GROUP, "throttle_time_ms": 0, "topics": []}
@@ -408,7 +511,7 @@ def _topic_list_api(
     """An API whose request is a list of topics, each answered per partition (Produce, Fetch, ListOffsets)."""
 
     def wrap(handler: Handler, authz: Authorizer, req: Request) -> Any:
-        p = principal_of(req)
+        p = subject_of(req)
         kept, refused = _split(list(req.body.get(field) or []), lambda t: authz.topic(p, t[name_key] or ""))
         if not refused:
             return handler(req)
@@ -493,7 +596,7 @@ _list_offsets = _topic_list_api(
 
 # --- topic administration and metadata -----------------------------------------------------------
 def _metadata(handler: Handler, authz: Authorizer, req: Request) -> Any:
-    p, v = principal_of(req), req.api_version
+    p, v = subject_of(req), req.api_version
     wanted = req.body.get("topics")
     all_topics = wanted is None or (v == 0 and not wanted)
     denied: list[Body] = []
@@ -521,6 +624,9 @@ def _metadata(handler: Handler, authz: Authorizer, req: Request) -> Any:
             if has_ids:
                 requested = None
 
+    include_ops = bool(req.body.get("include_topic_authorized_operations"))
+    include_cluster_ops = bool(req.body.get("include_cluster_authorized_operations"))
+
     def fix(b: Body) -> Body:
         out = []
         for t in b.get("topics", []):
@@ -531,15 +637,22 @@ def _metadata(handler: Handler, authz: Authorizer, req: Request) -> Any:
                 if all_topics:
                     continue  # listings leave out what the principal may not see
                 t = {**t, "error_code": _TOPIC, "name": None, "partitions": []}  # looked up by topic id
+            elif include_ops and name is not None and t.get("error_code") != _TOPIC:
+                # KafkaApis.handleTopicMetadataRequest: the operations this principal may do, for every
+                # topic it may describe (LEADER_NOT_AVAILABLE and UNKNOWN_TOPIC_OR_PARTITION answers too)
+                t = {**t, "topic_authorized_operations": authz.authorized_operations(p, ResourceType.TOPIC, name)}
             out.append(t)
-        return {**b, "topics": [*out, *denied]}
+        fixed = {**b, "topics": [*out, *denied]}
+        if include_cluster_ops:
+            fixed["cluster_authorized_operations"] = authz.authorized_operations(p, ResourceType.CLUSTER, CLUSTER_NAME)
+        return fixed
 
     _after(req, fix)
     return handler(req)
 
 
 def _create_topics(handler: Handler, authz: Authorizer, req: Request) -> Any:
-    p = principal_of(req)
+    p = subject_of(req)
     kept, refused = _split(list(req.body.get("topics") or []), lambda t: authz.topic(p, t["name"]))
     if not refused:
         return handler(req)
@@ -564,7 +677,7 @@ def _create_topics(handler: Handler, authz: Authorizer, req: Request) -> Any:
 
 
 def _create_partitions(handler: Handler, authz: Authorizer, req: Request) -> Any:
-    p = principal_of(req)
+    p = subject_of(req)
     kept, refused = _split(list(req.body.get("topics") or []), lambda t: authz.topic(p, t["name"]))
     if not refused:
         return handler(req)
@@ -579,7 +692,7 @@ def _create_partitions(handler: Handler, authz: Authorizer, req: Request) -> Any
 
 def _delete_topics(topic_name_for_id: Callable[[uuid.UUID], str | None]) -> Wrapper:
     def wrap(handler: Handler, authz: Authorizer, req: Request) -> Any:
-        p, v = principal_of(req), req.api_version
+        p, v = subject_of(req), req.api_version
         if v >= 6:
             items = list(req.body.get("topics") or [])
 

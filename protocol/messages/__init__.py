@@ -6,11 +6,11 @@
 from __future__ import annotations
 
 from ..schema import ApiSchema
-from . import core, data, groups, offsets, sasl
+from . import admin, core, data, groups, offsets, sasl
 
 ALL_APIS: tuple[ApiSchema, ...] = tuple(
     sorted(
-        (v for m in (core, groups, offsets, data, sasl) for v in vars(m).values() if isinstance(v, ApiSchema)),
+        (v for m in (core, groups, offsets, data, sasl, admin) for v in vars(m).values() if isinstance(v, ApiSchema)),
         key=lambda a: a.key,
     )
 )

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource
 from groupd.ops.admin_cli import parse_duration_ms, parse_offsets_csv
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import MessageSizeTooLargeError
@@ -19,6 +20,12 @@ from tests.ops.test_admin_cli import commit, json_out, make_topic, restarted_vie
 from tests.support.groups import Member, wait_balanced
 
 pytestmark = pytest.mark.e2e
+
+
+def described_configs(bootstrap: str, topic: str) -> dict[str, Any]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    return admin.describe_configs([res])[res].result(10)  # type: ignore[no-any-return]
 
 
 def partitions_seen(bootstrap: str, topic: str) -> set[int] | None:
@@ -66,11 +73,15 @@ def test_create_describe_alter_delete_a_topic(broker: str, cli: Callable[..., An
         (0, [1], [1], 0, 0),
         (1, [1], [1], 0, 3),
     ]
+    assert d["configs"] == {"cleanup.policy": "compact"}  # the topic's own configs (DescribeConfigs)
     rows = [line.split() for line in cli("topics", "describe", topic, "--bootstrap-server", broker).out.splitlines()]
     assert rows == [
         ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "START-OFFSET", "END-OFFSET"],
         [topic, "0", "1", "1", "1", "0", "0"],
         [topic, "1", "1", "1", "1", "0", "3"],
+        [],
+        ["TOPIC", "CONFIG", "VALUE"],
+        [topic, "cleanup.policy", "compact"],
     ]
 
     r = cli("topics", "alter", topic, "--partitions", "5", "--bootstrap-server", broker)
@@ -79,15 +90,20 @@ def test_create_describe_alter_delete_a_topic(broker: str, cli: Callable[..., An
     r = cli("topics", "alter", topic, "--partitions", "3", "--bootstrap-server", broker)
     assert r.code == 1 and "can only grow" in r.err
 
-    # groupd does not serve AlterConfigs/IncrementalAlterConfigs: a clear refusal, before any change.
+    # configs through IncrementalAlterConfigs, checked with confluent-kafka's DescribeConfigs
     r = cli(
-        "topics", "alter", topic, "--partitions", "6", "--config", "retention.ms=1000", "--bootstrap-server", broker
+        "topics", "alter", topic, "--config", "retention.ms=1000", "--delete-config", "cleanup.policy",
+        "--bootstrap-server", broker,
+    )  # fmt: skip
+    assert (r.code, r.out.strip()) == (0, f"topic '{topic}': configs altered (retention.ms=1000, cleanup.policy)")
+    configs = described_configs(broker, topic)
+    assert (configs["retention.ms"].value, configs["cleanup.policy"].value) == ("1000", "delete")
+    # a refused config changes nothing, not even the partition count asked for with it
+    r = cli(
+        "topics", "alter", topic, "--partitions", "6", "--config", "retention.ms=soon", "--bootstrap-server", broker
     )
     assert r.code == 1
-    assert r.err == (
-        "groupd: the broker does not support AlterConfigs/IncrementalAlterConfigs (not in its ApiVersions): "
-        "give topic configs at creation (groupd topics create --config KEY=VALUE)\n"
-    )
+    assert "Invalid value soon for configuration retention.ms: Not a number of type LONG" in r.err, r.err
     assert partitions_seen(broker, topic) == {0, 1, 2, 3, 4}
 
     assert cli("topics", "delete", topic, "--bootstrap-server", broker).code == 0

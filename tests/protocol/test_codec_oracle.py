@@ -60,6 +60,13 @@ def test_kio_missing_versions_are_the_known_ones() -> None:
             ("OffsetCommit", 0),
             ("OffsetCommit", 1),
             ("OffsetFetch", 0),
+            ("DescribeConfigs", 0),
+            ("CreateAcls", 0),
+            ("DescribeAcls", 0),
+            ("DeleteAcls", 0),
+            ("OffsetForLeaderEpoch", 0),
+            ("OffsetForLeaderEpoch", 1),
+            ("DescribeLogDirs", 0),
         ]
     )
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import socket
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +19,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from groupd.protocol.messages import API_BY_NAME
-from groupd.protocol.messages.headers import REQUEST_HEADER
 from groupd.security.scram import make_credential, toml_entry
 
 from tests.support.daemon import GroupdProcess
+from tests.support.raw_client import RawClient  # noqa: F401  (the security tests import it from here)
 
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
 
@@ -198,61 +195,6 @@ def secure_daemon(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterato
         yield SecureDaemon(proc, pki, listener_ports(proc))
     finally:
         proc.stop()
-
-
-# --- a minimal raw client over groupd's own codec, for what real clients never send -------------------
-class RawClient:
-    def __init__(self, port: int, timeout: float = 5.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.corr = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, api_name: str, version: int, body: dict[str, Any]) -> int:
-        api = API_BY_NAME[api_name]
-        self.corr += 1
-        flexible = api.is_flexible(version)
-        header = {"request_api_key": api.key, "request_api_version": version, "correlation_id": self.corr}
-        header["client_id"] = "raw"
-        payload = REQUEST_HEADER.codec(2 if flexible else 1).encode(header) + api.request.codec(version).encode(body)
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        return self.corr
-
-    def send_raw(self, token: bytes) -> None:
-        self.sock.sendall(struct.pack(">i", len(token)) + token)
-
-    def recv_frame(self) -> bytes:
-        size = struct.unpack(">i", self._exact(4))[0]
-        return self._exact(size)
-
-    def request(self, api_name: str, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        api = API_BY_NAME[api_name]
-        corr = self.send(api_name, version, body)
-        frame = self.recv_frame()
-        assert struct.unpack(">i", frame[:4])[0] == corr
-        pos = 4
-        if api.is_flexible(version) and api.key != 18:
-            pos += 1  # response header v1: empty tagged fields
-        return api.response.codec(version).decode(frame, pos)  # type: ignore[no-any-return]
-
-    def closed_by_peer(self, wait: float = 3.0) -> bool:
-        self.sock.settimeout(wait)
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-        except TimeoutError:
-            return False
-
-    def _exact(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by peer")
-            buf += chunk
-        return buf
 
 
 def log_events(proc: GroupdProcess, name: str) -> list[dict[str, Any]]:
