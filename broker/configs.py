@@ -40,9 +40,10 @@ from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request
 from groupd.security.acl import Authorizer, subject_of
 from groupd.security.acl_model import CLUSTER_NAME, AclOperation, ResourceType
+from groupd.storage.files import write_atomically
 
 from .settings import Config
-from .topics import TopicError, TopicRegistry, _atomic_write, validate_name
+from .topics import TopicError, TopicRegistry, validate_name
 
 log = structlog.get_logger("groupd.configs")
 
@@ -790,7 +791,7 @@ class ConfigHandlers:
             if not new:
                 del groups[name]
             try:
-                _atomic_write(self.group_path, json.dumps(groups, indent=1, sort_keys=True))
+                write_atomically(self.group_path, json.dumps(groups, indent=1, sort_keys=True))
             except OSError as exc:
                 raise ConfigError(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot save group configs: {exc}") from exc
             self.group_configs = groups

@@ -103,6 +103,7 @@ from groupd.storage.errors import (
     StorageError,
     UnsupportedCompressionError,
 )
+from groupd.storage.files import write_atomically
 
 from .settings import Config
 from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
@@ -242,25 +243,11 @@ class ProducerIdManager:
     def allocate(self) -> int:
         if self._next >= self._block_end:
             end = self._next + self.block
-            _atomic_write(self.path, f"{end}\n")
+            write_atomically(self.path, f"{end}\n")
             self._block_end = end
         pid = self._next
         self._next += 1
         return pid
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 # ------------------------------------------------------------------------------------------------

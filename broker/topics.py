@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from groupd.protocol.errors import ErrorCode
+from groupd.storage.files import write_atomically
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_TOPIC_NAME = 249
@@ -146,12 +146,12 @@ class TopicRegistry:
                 if line.startswith("cluster.id="):
                     return line.split("=", 1)[1].strip()
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        _atomic_write(meta, f"version=1\ncluster.id={cid}\n")
+        write_atomically(meta, f"version=1\ncluster.id={cid}\n")
         return cid
 
     def _save(self) -> None:
         body = json.dumps({"topics": [t.to_json() for t in self.topics.values()]}, indent=1, sort_keys=True)
-        _atomic_write(self.path, body)
+        write_atomically(self.path, body)
 
     def get(self, name: str) -> Topic | None:
         return self.topics.get(name)
@@ -258,17 +258,3 @@ class TopicRegistry:
             t.partitions = count
             self._save()
         return t
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)

@@ -21,11 +21,12 @@ apply to that literal name (the name itself, ``*``, and its prefixes).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import IntEnum
 from pathlib import Path
+
+from groupd.storage.files import write_atomically
 
 
 class ResourceType(IntEnum):
@@ -259,15 +260,5 @@ class AclStore:
         bindings = sorted(set(bindings))
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".json.tmp")
-            with tmp.open("w") as fh:
-                json.dump({"version": 1, "acls": [asdict(b) for b in bindings]}, fh, indent=1)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-            dfd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            write_atomically(self.path, json.dumps({"version": 1, "acls": [asdict(b) for b in bindings]}, indent=1))
         self.bindings = bindings

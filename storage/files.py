@@ -83,6 +83,18 @@ def fsync_dir(path: Path, ops: FileOps = DEFAULT_FILE_OPS) -> None:
         os.close(fd)
 
 
+def write_atomically(path: Path, data: bytes | str, ops: FileOps = DEFAULT_FILE_OPS) -> None:
+    """Replace a small file so that a crash leaves the old content or the new, never a torn one:
+    write a sibling ``.tmp``, fsync it, rename it over ``path``, fsync the directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data.encode() if isinstance(data, str) else data)
+        fh.flush()
+        ops.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent, ops)
+
+
 def _pwrite_all(ops: FileOps, fd: int, data: bytes | memoryview, offset: int) -> None:
     view = memoryview(data)
     while view:

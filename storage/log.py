@@ -88,6 +88,7 @@ from .files import (
     fsync_dir,
     recover_interrupted_swaps,
     segment_name,
+    write_atomically,
 )
 
 log = structlog.get_logger("groupd.storage")
@@ -558,13 +559,7 @@ class PartitionLog:
             return None
 
     def _write_log_start(self, offset: int) -> None:
-        tmp = self.path / (LOG_START_FILE + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"{offset}\n")
-            f.flush()
-            self._ops.fsync(f.fileno())
-        os.replace(tmp, self.path / LOG_START_FILE)
-        fsync_dir(self.path, self._ops)
+        write_atomically(self.path / LOG_START_FILE, f"{offset}\n", self._ops)
 
     def _read_recovery_point(self) -> tuple[int, int, int] | None:
         try:

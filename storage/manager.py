@@ -16,6 +16,7 @@ import structlog
 
 from .compaction import CompactionResult, run_cleanup
 from .errors import StorageError
+from .files import write_atomically
 from .log import LogConfig, PartitionLog, fsync_dir, now_ms
 
 log = structlog.get_logger("groupd.storage")
@@ -88,12 +89,7 @@ class LogManager:
         try:
             directory.mkdir(parents=True, exist_ok=True)
             if configs:
-                tmp = path.with_suffix(".json.tmp")
-                with open(tmp, "w") as f:
-                    json.dump(configs, f, sort_keys=True)
-                    f.flush()
-                    self.config.file_ops.fsync(f.fileno())
-                os.replace(tmp, path)
+                write_atomically(path, json.dumps(configs, sort_keys=True), self.config.file_ops)
             else:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
