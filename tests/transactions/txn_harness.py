@@ -108,10 +108,12 @@ class TxnShell:
         return [serde.decode_record(k, v) for k, v in self.log]
 
     def restart(self) -> dict[str, TransactionLogValue]:
-        """A fresh coordinator loaded from the log (as after a crash); returns its state."""
+        """A fresh coordinator loaded from the log (as after a crash); returns its state as loaded."""
         self.coord = self._new_coordinator()
-        self.absorb(self.coord.load(self.now, self.records()))
-        return self.coord.snapshot()
+        result = self.coord.load(self.now, self.records())
+        loaded = self.coord.snapshot()  # before the re-sent markers are written
+        self.absorb(result)
+        return loaded
 
     # --- requests -------------------------------------------------------------------------------
     def init(
