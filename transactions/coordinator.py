@@ -507,11 +507,8 @@ class TransactionCoordinator:
         change, per partition NONE when it is in the ongoing transaction."""
         meta = self.transactions.get(txn_id)
         code = self._producer_check(meta, txn.get("producer_id", -1), txn.get("producer_epoch", -1))
-        if (
-            code == E.NONE
-            and meta is not None
-            and (meta.pending_state is not None or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT))
-        ):
+        # "Pending state is not checked since there is a final validation on the append to the log"
+        if code == E.NONE and meta is not None and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             code = E.CONCURRENT_TRANSACTIONS
         if code != E.NONE or meta is None:
             return reply(dict.fromkeys(wanted, code))
@@ -605,7 +602,9 @@ class TransactionCoordinator:
         # strict equality for clients; a fence may only raise the epoch
         if (from_client and epoch != meta.producer_epoch) or epoch < meta.producer_epoch:
             return then(E.PRODUCER_FENCED)
-        if meta.pending_state is not None:
+        # Kafka sets the Complete* pending state as soon as Prepare* is durable (and at load), so
+        # an EndTxn while the markers are written always meets a pending transition
+        if meta.pending_state is not None or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return then(E.CONCURRENT_TRANSACTIONS)
         state = meta.state
         if state == S.ONGOING:
@@ -633,10 +632,6 @@ class TransactionCoordinator:
             return then(E.NONE if commit else E.INVALID_TXN_STATE)
         if state == S.COMPLETE_ABORT:
             return then(E.NONE if not commit else E.INVALID_TXN_STATE)
-        if state == S.PREPARE_COMMIT:
-            return then(E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE)
-        if state == S.PREPARE_ABORT:
-            return then(E.CONCURRENT_TRANSACTIONS if not commit else E.INVALID_TXN_STATE)
         if state == S.EMPTY:
             return then(E.INVALID_TXN_STATE)
         raise IllegalTransactionTransition(f"{meta.transactional_id} found in {state.kafka_name}")

@@ -372,3 +372,15 @@ def test_the_transition_table_is_enforced(frm: TransactionState, to: Transaction
     else:
         with pytest.raises(IllegalTransactionTransition):
             meta.transition_to(value)
+
+
+def test_end_txn_while_markers_are_written_is_concurrent_whatever_the_outcome() -> None:
+    # Kafka: prepareComplete is pending from the moment Prepare* is durable, so both outcomes meet
+    # "pendingTransitionInProgress" -> CONCURRENT_TRANSACTIONS (not INVALID_TXN_STATE)
+    shell = TxnShell(auto_markers=False)
+    p = Producer(shell, "tx")
+    p.init()
+    p.add({"t": [0]})
+    assert p.end(commit=True) == 0
+    assert p.end(commit=True) == E.CONCURRENT_TRANSACTIONS
+    assert p.end(commit=False) == E.CONCURRENT_TRANSACTIONS
