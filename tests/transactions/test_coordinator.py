@@ -384,3 +384,71 @@ def test_end_txn_while_markers_are_written_is_concurrent_whatever_the_outcome() 
     assert p.end(commit=True) == 0
     assert p.end(commit=True) == E.CONCURRENT_TRANSACTIONS
     assert p.end(commit=False) == E.CONCURRENT_TRANSACTIONS
+
+
+def test_every_answer_encodes_with_the_apis_schema_at_its_version(shell: TxnShell) -> None:
+    """The handlers' answers are shaped as the codec (and so Kafka's JSON specs) expects, and a request
+    decoded by the codec is what the handlers read."""
+    from groupd.protocol.messages import API_BY_NAME
+
+    def send(api: str, version: int, request: dict) -> None:
+        schema = API_BY_NAME[api].request.codec(version)
+        shell.send(api, version, schema.decode(schema.encode(request)))
+
+    for v in range(4):
+        send("InitProducerId", 3, {"transactional_id": f"v{v}", "transaction_timeout_ms": 1000})
+        pid = shell.coord.transactions[f"v{v}"].producer_id
+        send(
+            "AddPartitionsToTxn",
+            v,
+            {
+                "v3_and_below_transactional_id": f"v{v}",
+                "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": 0,
+                "v3_and_below_topics": [{"name": "t", "partitions": [0, 9]}],
+            },
+        )
+        send(
+            "AddPartitionsToTxn",
+            v,
+            {
+                "v3_and_below_transactional_id": f"v{v}",
+                "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": 0,
+                "v3_and_below_topics": [{"name": "t", "partitions": [1]}],
+            },
+        )
+    for v in (4, 5):
+        send(
+            "AddPartitionsToTxn",
+            v,
+            {
+                "transactions": [
+                    {
+                        "transactional_id": "v0",
+                        "producer_id": 1000,
+                        "producer_epoch": 0,
+                        "verify_only": True,
+                        "topics": [{"name": "t", "partitions": [1, 2]}],
+                    }
+                ]
+            },
+        )
+    for v in range(5):
+        send(
+            "AddOffsetsToTxn",
+            v,
+            {"transactional_id": "v1", "producer_id": 1001, "producer_epoch": v % 2, "group_id": "g"},
+        )
+        send("EndTxn", v, {"transactional_id": "v2", "producer_id": 1002, "producer_epoch": 0, "committed": True})
+    send("DescribeTransactions", 0, {"transactional_ids": ["v0", "v2", "nope"]})
+    for v in range(3):
+        send(
+            "ListTransactions", v, {"state_filters": ["Ongoing", "x"], "producer_id_filters": [], "duration_filter": 0}
+        )
+    assert len(shell.responses) == 28
+    codes = set()
+    for ctx, response in shell.responses.items():
+        API_BY_NAME[ctx.api].response.codec(ctx.version).encode(response)
+        codes.add(response.get("error_code"))
+    assert {0, E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH} <= codes

@@ -29,6 +29,7 @@ TOPICS = {"t": 4, "u": 2}
 class Ctx:
     n: int
     api: str
+    version: int = 0
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class TxnShell:
             self.absorb(self.coord.markers_written(self.now, m.transactional_id))
 
     def send(self, api: str, version: int, request: dict[str, Any]) -> Ctx:
-        ctx = Ctx(next(self._ctx), api)
+        ctx = Ctx(next(self._ctx), api, version)
         self.absorb(self.coord.handle(self.now, api, version, request, ctx))
         return ctx
 
