@@ -59,16 +59,7 @@ def test_end_txn_is_answered_once_prepare_commit_is_durable_and_markers_follow()
     assert shell.init("tx")["error_code"] == E.CONCURRENT_TRANSACTIONS
     shell.flush()
     p.pid, p.epoch = shell.responses[ctx]["producer_id"], shell.responses[ctx]["producer_epoch"]
-    shell.send(
-        "AddPartitionsToTxn",
-        3,
-        {
-            "v3_and_below_transactional_id": "tx",
-            "v3_and_below_producer_id": p.pid,
-            "v3_and_below_producer_epoch": p.epoch,
-            "v3_and_below_topics": [{"name": "t", "partitions": [2]}],
-        },
-    )
+    shell.add_send("tx", p.pid, p.epoch, {"t": [2]})
     shell.flush()
     end = shell.end_send("tx", p.pid, p.epoch, commit=True)
     assert end not in shell.responses and shell.coord.transactions["tx"].pending_state == S.PREPARE_COMMIT
@@ -247,6 +238,14 @@ def test_describe_and_list_transactions(shell: TxnShell) -> None:
     shell.advance(10)
     b.add({"t": [0]})
     b.end(commit=False)
+    unknown = {
+        "transaction_state": "",
+        "transaction_timeout_ms": 0,
+        "transaction_start_time_ms": -1,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "topics": [],
+    }
     assert shell.describe("app-a", "nope", "") == [
         {
             "error_code": 0,
@@ -258,26 +257,8 @@ def test_describe_and_list_transactions(shell: TxnShell) -> None:
             "producer_epoch": 0,
             "topics": [{"topic": "t", "partitions": [0, 1]}, {"topic": "u", "partitions": [0]}],
         },
-        {
-            "error_code": E.TRANSACTIONAL_ID_NOT_FOUND,
-            "transactional_id": "nope",
-            "transaction_state": "",
-            "transaction_timeout_ms": 0,
-            "transaction_start_time_ms": -1,
-            "producer_id": -1,
-            "producer_epoch": -1,
-            "topics": [],
-        },
-        {
-            "error_code": E.INVALID_REQUEST,
-            "transactional_id": "",
-            "transaction_state": "",
-            "transaction_timeout_ms": 0,
-            "transaction_start_time_ms": -1,
-            "producer_id": -1,
-            "producer_epoch": -1,
-            "topics": [],
-        },
+        {**unknown, "error_code": E.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": "nope"},
+        {**unknown, "error_code": E.INVALID_REQUEST, "transactional_id": ""},
     ]
 
     def ids(**filters: object) -> list[str]:

@@ -85,16 +85,7 @@ class TransactionMachine(RuleBasedStateMachine):
             self._add(p, topics)
 
     def _add(self, p: Producer, topics: dict[str, list[int]]) -> None:
-        self.shell.send(
-            "AddPartitionsToTxn",
-            3,
-            {
-                "v3_and_below_transactional_id": p.txn_id,
-                "v3_and_below_producer_id": p.pid,
-                "v3_and_below_producer_epoch": p.epoch,
-                "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-            },
-        )
+        self.shell.add_send(p.txn_id, p.pid, p.epoch, topics)
 
     @rule(data=st.data(), group=st.sampled_from(["g1", "g2"]))
     def add_offsets(self, data: st.DataObject, group: str) -> None:

@@ -128,17 +128,20 @@ class TxnShell:
         }
         return self.call("InitProducerId", version, req)
 
-    def add(
-        self, txn_id: str, pid: int, epoch: int, partitions: dict[str, list[int]], version: int = 3
-    ) -> dict[tuple[str, int], int]:
-        topics = [{"name": t, "partitions": ps} for t, ps in partitions.items()]
+    def add_send(self, txn_id: str, pid: int, epoch: int, partitions: dict[str, list[int]], version: int = 3) -> Ctx:
+        """AddPartitionsToTxn in the producer's form (v0-3)."""
         req = {
             "v3_and_below_transactional_id": txn_id,
             "v3_and_below_producer_id": pid,
             "v3_and_below_producer_epoch": epoch,
-            "v3_and_below_topics": topics,
+            "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in partitions.items()],
         }
-        resp = self.call("AddPartitionsToTxn", version, req)
+        return self.send("AddPartitionsToTxn", version, req)
+
+    def add(
+        self, txn_id: str, pid: int, epoch: int, partitions: dict[str, list[int]], version: int = 3
+    ) -> dict[tuple[str, int], int]:
+        resp = self.responses[self.add_send(txn_id, pid, epoch, partitions, version)]
         return {
             (t["name"], p["partition_index"]): p["partition_error_code"]
             for t in resp["results_by_topic_v3_and_below"]
