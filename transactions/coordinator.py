@@ -148,16 +148,15 @@ class _Gather:
 class TransactionCoordinator:
     def __init__(
         self,
-        config: TransactionConfig | None = None,
-        producer_ids: ProducerIdAllocator | None = None,
+        config: TransactionConfig,
+        producer_ids: ProducerIdAllocator,
         *,
         topic_partitions: Callable[[str], int | None] | None = None,
         owns: Callable[[int], bool] | None = None,
     ) -> None:
-        from .producer_ids import CountingProducerIds
-
-        self.config = config or TransactionConfig()
-        self.producer_ids: ProducerIdAllocator = producer_ids or CountingProducerIds()
+        self.config = config
+        # the data plane's allocator in a node: idempotent and transactional producers share one sequence
+        self.producer_ids = producer_ids
         # partitions of a topic, None when it does not exist (KafkaApis checks the metadata cache)
         self.topic_partitions = topic_partitions or (lambda _name: None)
         self.owns = owns or (lambda _partition: True)
