@@ -1,8 +1,7 @@
 """Where a group lives: its ``__consumer_offsets`` partition and the node owning that partition.
 
-Python's ``hash()`` is salted per process, so it must never decide placement (design principle 6);
-this is Java's ``String.hashCode`` over UTF-16 code units with int32 overflow, then Kafka's
-``Utils.abs`` (which maps Integer.MIN_VALUE to 0, unlike ``Math.abs``).
+The hash itself (Java's ``String.hashCode`` and Kafka's ``Utils.abs``) lives in
+``protocol/partitioning.py``, shared with the transaction coordinator; it is re-exported here.
 """
 
 from __future__ import annotations
@@ -11,13 +10,18 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..protocol.partitioning import coordinator_partition, java_string_hashcode, kafka_abs
 
-def java_string_hashcode(s: str) -> int:
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
+__all__ = [
+    "JAVA_HASHMAP_INITIAL_CAPACITY",
+    "Node",
+    "PartitionOwnership",
+    "java_hashmap_capacity",
+    "java_hashmap_order",
+    "java_string_hashcode",
+    "kafka_abs",
+    "partition_for",
+]
 
 
 # java.util.HashMap: the table starts at 16 buckets (allocated by the first put) and doubles
@@ -53,16 +57,12 @@ def _spread_hash(key: str) -> int:
     return h ^ (h >> 16)
 
 
-def kafka_abs(n: int) -> int:
-    return 0 if n == -(2**31) else abs(n)
-
-
 # Every group request routes through here (NOT_COORDINATOR / load-in-progress checks), and the
 # UTF-16 loop costs ~4 us for a 14-character id, ~10% of a heartbeat's server CPU. Bounded, so a
 # client inventing group ids cannot grow it without limit.
 @functools.lru_cache(maxsize=1 << 16)
 def partition_for(group_id: str, num_partitions: int = 50) -> int:
-    return kafka_abs(java_string_hashcode(group_id)) % num_partitions
+    return coordinator_partition(group_id, num_partitions)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ FLOORS = {
     "protocol": 1,
     "storage": 1,
     "coordinator": 2,
+    "transactions": 2,
     "security": 3,
     "broker": 3,
     "ops": 4,

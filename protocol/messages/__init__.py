@@ -6,11 +6,16 @@
 from __future__ import annotations
 
 from ..schema import ApiSchema
-from . import admin, core, data, groups, offsets, sasl
+from . import admin, core, data, groups, offsets, sasl, transactions
 
 ALL_APIS: tuple[ApiSchema, ...] = tuple(
     sorted(
-        (v for m in (core, groups, offsets, data, sasl, admin) for v in vars(m).values() if isinstance(v, ApiSchema)),
+        (
+            v
+            for m in (core, groups, offsets, data, sasl, admin, transactions)
+            for v in vars(m).values()
+            if isinstance(v, ApiSchema)
+        ),
         key=lambda a: a.key,
     )
 )

@@ -1,0 +1,807 @@
+"""The sans-IO transaction coordinator: Kafka's ``TransactionCoordinator`` + ``TransactionStateManager``.
+
+How the shell drives it (one thread, or under one lock; every call is quick and never blocks):
+
+    coord = TransactionCoordinator(config, producer_ids, topic_partitions=lambda name: count_or_None)
+    result = coord.load(now_ms, records)                 # start-up: replay the __transaction_state log
+    result = coord.handle(now_ms, "InitProducerId", version, request_dict, ctx)
+    result = coord.append_done(now_ms, token, error)     # an Append is durable (error 0) or failed
+    result = coord.markers_written(now_ms, transactional_id)  # every marker of a WriteMarkers is durable
+    result = coord.tick(now_ms)                          # at next_deadline(): timeouts, expiry, retries
+
+A :class:`TxnResult` carries ``responses`` (``(ctx, response)`` to send now), ``appends`` (records
+for one ``__transaction_state`` partition each; the shell reports each back with ``append_done``)
+and ``markers`` (COMMIT/ABORT control batches to write to every partition of a transaction; the
+shell reports them back with ``markers_written``). A request whose answer waits for a record to be
+durable is answered in a later result, as Kafka answers only once ``appendTransactionToLog``'s
+callback runs. State changes only when a durable record is replayed (``replay``), on the live path
+and at start-up alike; ``pending_state`` marks an id whose record is being written (Kafka's
+pendingState), and requests for it meanwhile answer CONCURRENT_TRANSACTIONS.
+
+Transaction version 1 only (EndTxn v0-4; Kafka's ``TransactionVersion.TV_0``/``TV_1``): the epoch
+is bumped by InitProducerId and by fencing, not per transaction. Transaction version 2 (KIP-890
+part 2, EndTxn v5+) would need: an epoch bump in every Prepare* record (``prepareAbortOrCommit``
+with ``supportsEpochBump``), a producer-id rotation through ``next_producer_id`` when that bump
+exhausts the epoch (``prepareComplete`` moving to it), EndTxn v5 answering the new producer id and
+epoch, PrepareAbort from Empty/Complete* ("abort when unsure"), AddPartitionsToTxn implicitly from
+Produce (the partition leader adds it), and the ``transaction.version`` feature in ApiVersions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from ..protocol.partitioning import coordinator_partition
+from .errors import TxnError, append_error
+from .producer_ids import ProducerIdAllocator
+from .records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    Record,
+    TopicPartition,
+    TransactionLogKey,
+    TransactionLogValue,
+    TransactionState,
+)
+from .state import SHORT_MAX, IllegalTransactionTransition, TransactionMetadata, is_epoch_exhausted
+
+S = TransactionState
+E = TxnError
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+
+HANDLED_APIS = (
+    "InitProducerId",
+    "AddPartitionsToTxn",
+    "AddOffsetsToTxn",
+    "EndTxn",
+    "DescribeTransactions",
+    "ListTransactions",
+)
+
+# KIP-588: versions before these cannot read PRODUCER_FENCED and get INVALID_PRODUCER_EPOCH instead
+# (KafkaApis.handleInitProducerIdRequest / handleAddPartitionsToTxnRequest / ... / handleEndTxnRequest).
+_FIRST_VERSION_WITH_PRODUCER_FENCED = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2}
+
+
+@dataclass(frozen=True)
+class TransactionConfig:
+    """Kafka's ``TransactionStateManagerConfig``/``TransactionLogConfig`` defaults."""
+
+    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    transaction_state_partitions: int = 50  # transaction.state.log.num.partitions
+    offsets_topic_partitions: int = 50  # offsets.topic.num.partitions (AddOffsetsToTxn's partition)
+
+
+def partition_for(transactional_id: str, num_partitions: int = 50) -> int:
+    """``TransactionStateManager.partitionFor``: ``Utils.abs(transactionalId.hashCode) % partitions``."""
+    return coordinator_partition(transactional_id, num_partitions)
+
+
+@dataclass
+class Append:
+    """Records to append, in order, to ``__transaction_state`` partition ``partition``; report the
+    outcome with ``append_done(now_ms, token, error)``."""
+
+    token: int
+    partition: int
+    records: list[Record]
+
+
+@dataclass(frozen=True)
+class WriteMarkers:
+    """Write a COMMIT (``committed``) or ABORT control batch with this producer id and epoch to every
+    partition (Kafka's ``TransactionMarkerChannelManager.addTxnMarkersToSend``); then call
+    ``markers_written(now_ms, transactional_id)``."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass
+class TxnResult:
+    responses: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    appends: list[Append] = field(default_factory=list)
+    markers: list[WriteMarkers] = field(default_factory=list)
+
+    def extend(self, other: TxnResult) -> None:
+        self.responses.extend(other.responses)
+        self.appends.extend(other.appends)
+        self.markers.extend(other.markers)
+
+
+@dataclass
+class _Pending:
+    transactional_id: str
+    record: Record
+    on_done: Callable[[int], None]  # the error code, 0 when durable
+
+
+class _Gather:
+    """Answers once ``n`` parts are in (AddPartitionsToTxn v4+: one append per transaction)."""
+
+    def __init__(self, n: int, finish: Callable[[list[Any]], None]) -> None:
+        self.parts: list[Any] = [None] * n
+        self.missing = n
+        self.finish = finish
+        if n == 0:
+            finish(self.parts)
+
+    def put(self, i: int, part: Any) -> None:
+        self.parts[i] = part
+        self.missing -= 1
+        if self.missing == 0:
+            self.finish(self.parts)
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        config: TransactionConfig,
+        producer_ids: ProducerIdAllocator,
+        *,
+        topic_partitions: Callable[[str], int | None] | None = None,
+        owns: Callable[[int], bool] | None = None,
+    ) -> None:
+        self.config = config
+        # the data plane's allocator in a node: idempotent and transactional producers share one sequence
+        self.producer_ids = producer_ids
+        # partitions of a topic, None when it does not exist (KafkaApis checks the metadata cache)
+        self.topic_partitions = topic_partitions or (lambda _name: None)
+        self.owns = owns or (lambda _partition: True)
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self.loading: set[int] = set()
+        self.log = structlog.get_logger("groupd.transactions")
+        self._pending: dict[int, _Pending] = {}
+        self._tokens = itertools.count(1)
+        # markers written, Complete* not yet durable: retried by tick (TransactionMarkerChannelManager
+        # retries tryAppendToLog the same way)
+        self._completing: set[str] = set()
+        self._out = TxnResult()
+        self._now = 0
+
+    # --- the shell's entry points ---------------------------------------------------------------
+    def load(self, now_ms: int, records: Iterable[Record]) -> TxnResult:
+        """Start-up: replay the log, then resend the markers of every transaction caught between
+        Prepare* and Complete* (``loadTransactionsForTxnTopicPartition``)."""
+        self._begin(now_ms)
+        for key, value in records:
+            self.replay(key, value)
+        for meta in self.transactions.values():
+            if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                self._send_markers(meta)
+        return self._finish()
+
+    def replay(self, key: TransactionLogKey, value: TransactionLogValue | None) -> None:
+        """Apply one durable record: the only way persisted state changes."""
+        txn_id = key.transactional_id
+        if value is None:
+            self.transactions.pop(txn_id, None)
+            self._completing.discard(txn_id)
+            return
+        meta = self.transactions.get(txn_id)
+        if meta is None or meta.producer_epoch == NO_PRODUCER_EPOCH:
+            # unknown, or the placeholder of its first InitProducerId
+            self.transactions[txn_id] = TransactionMetadata.from_record(txn_id, value)
+        else:
+            meta.transition_to(value)
+
+    def handle(self, now_ms: int, api: str, version: int, request: dict[str, Any], ctx: Any) -> TxnResult:
+        self._begin(now_ms)
+        handler = {
+            "InitProducerId": self._init_producer_id,
+            "AddPartitionsToTxn": self._add_partitions,
+            "AddOffsetsToTxn": self._add_offsets,
+            "EndTxn": self._end_txn,
+            "DescribeTransactions": self._describe,
+            "ListTransactions": self._list,
+        }[api]
+        handler(version, request, ctx)
+        return self._finish()
+
+    def append_done(self, now_ms: int, token: int, error: int = 0) -> TxnResult:
+        self._begin(now_ms)
+        pending = self._pending.pop(token)
+        meta = self.transactions.get(pending.transactional_id)
+        if error == 0:
+            self.replay(*pending.record)
+        else:
+            self.log.warning("transaction_log_append_failed", transactional_id=pending.transactional_id, error=error)
+            if meta is not None:
+                meta.pending_state = None
+                if meta.producer_epoch == NO_PRODUCER_EPOCH:  # a first InitProducerId that never landed
+                    del self.transactions[pending.transactional_id]
+        pending.on_done(error)
+        return self._finish()
+
+    def markers_written(self, now_ms: int, transactional_id: str) -> TxnResult:
+        """Every marker of the transaction is durable: write CompleteCommit/CompleteAbort."""
+        self._begin(now_ms)
+        self._completing.add(transactional_id)
+        self._try_complete(transactional_id)
+        return self._finish()
+
+    def tick(self, now_ms: int) -> TxnResult:
+        self._begin(now_ms)
+        for txn_id in list(self._completing):
+            self._try_complete(txn_id)
+        self._abort_timed_out_transactions()
+        self._remove_expired_transactional_ids()
+        return self._finish()
+
+    def next_deadline(self) -> int | None:
+        """The earliest time ``tick`` has something to do (None: nothing scheduled)."""
+        if self._completing:
+            return self._now
+        deadlines = []
+        for meta in self.transactions.values():
+            if meta.pending_state is not None:
+                continue
+            if meta.state == S.ONGOING:
+                deadlines.append(meta.start_timestamp_ms + meta.timeout_ms + 1)
+            elif meta.state.expiration_allowed:
+                deadlines.append(meta.last_update_timestamp_ms + self.config.transactional_id_expiration_ms)
+        return min(deadlines, default=None)
+
+    def snapshot(self) -> dict[str, TransactionLogValue]:
+        """The persisted state: what a replay of the log rebuilds."""
+        return {t: m.to_record() for t, m in self.transactions.items() if m.producer_epoch != NO_PRODUCER_EPOCH}
+
+    # --- plumbing ---------------------------------------------------------------------------------
+    def _begin(self, now_ms: int) -> None:
+        self._now = now_ms
+        self._out = TxnResult()
+
+    def _finish(self) -> TxnResult:
+        out, self._out = self._out, TxnResult()
+        return out
+
+    def _respond(self, ctx: Any, response: dict[str, Any]) -> None:
+        self._out.responses.append((ctx, response))
+
+    def _append(
+        self, meta: TransactionMetadata, value: TransactionLogValue | None, on_done: Callable[[int], None]
+    ) -> None:
+        """Write ``value`` for ``meta`` (None: a tombstone) and mark the transition pending."""
+        token = next(self._tokens)
+        record: Record = (TransactionLogKey(meta.transactional_id), value)
+        meta.pending_state = value.state if value is not None else S.DEAD
+        self._pending[token] = _Pending(meta.transactional_id, record, on_done)
+        partition = partition_for(meta.transactional_id, self.config.transaction_state_partitions)
+        self._out.appends.append(Append(token, partition, [record]))
+
+    def _coordinator_error(self, transactional_id: str) -> int:
+        partition = partition_for(transactional_id, self.config.transaction_state_partitions)
+        if not self.owns(partition):
+            return E.NOT_COORDINATOR
+        if partition in self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        return E.NONE
+
+    def _transit(self, meta: TransactionMetadata, state: TransactionState, **changes: Any) -> TransactionLogValue:
+        """The record of ``meta`` moved to ``state`` (Kafka's ``TransitionData``: fields default to
+        the current ones; the previous producer id is always the current one)."""
+        fields = {
+            "producer_id": meta.producer_id,
+            "producer_epoch": meta.producer_epoch,
+            "transaction_timeout_ms": meta.timeout_ms,
+            "state": state,
+            "partitions": meta.partitions,
+            "last_update_timestamp_ms": self._now,
+            "start_timestamp_ms": meta.start_timestamp_ms,
+            "previous_producer_id": meta.producer_id,
+            "next_producer_id": meta.next_producer_id,
+            "client_transaction_version": meta.client_transaction_version,
+            "last_producer_epoch": meta.last_producer_epoch,
+        }
+        fields.update(changes)
+        return TransactionLogValue(**fields)
+
+    @staticmethod
+    def _versioned(api: str, version: int, code: int) -> int:
+        if code == E.PRODUCER_FENCED and version < _FIRST_VERSION_WITH_PRODUCER_FENCED[api]:
+            return E.INVALID_PRODUCER_EPOCH
+        return code
+
+    # --- InitProducerId ---------------------------------------------------------------------------
+    def _init_producer_id(self, version: int, req: dict[str, Any], ctx: Any) -> None:
+        def answer(code: int, pid: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER_EPOCH) -> None:
+            code = self._versioned("InitProducerId", version, code)
+            self._respond(ctx, {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch})
+
+        txn_id = req.get("transactional_id")
+        timeout = req.get("transaction_timeout_ms", 0)
+        pid, epoch = req.get("producer_id", NO_PRODUCER_ID), req.get("producer_epoch", NO_PRODUCER_EPOCH)
+        if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):  # KafkaApis.handleInitProducerIdRequest
+            return answer(E.INVALID_REQUEST)
+        if txn_id is None:
+            # "if the transactional id is null, then always blindly accept the request and return a
+            # new producerId"
+            new_pid = self._allocate()
+            return answer(E.KAFKA_STORAGE_ERROR) if new_pid is None else answer(E.NONE, new_pid, 0)
+        if txn_id == "":
+            return answer(E.INVALID_REQUEST)
+        if not 0 < timeout <= self.config.transaction_max_timeout_ms:  # validateTransactionTimeoutMs
+            return answer(E.INVALID_TRANSACTION_TIMEOUT)
+        if code := self._coordinator_error(txn_id):
+            return answer(code)
+        expected = (pid, epoch) if pid != NO_PRODUCER_ID else None
+
+        meta = self.transactions.get(txn_id)
+        if meta is None:
+            new_pid = self._allocate()
+            if new_pid is None:
+                return answer(E.KAFKA_STORAGE_ERROR)
+            # Kafka's putTransactionStateIfNotExists: a placeholder at epoch -1, replaced by replay
+            meta = TransactionMetadata(txn_id, new_pid, timeout_ms=timeout, last_update_timestamp_ms=self._now)
+            self.transactions[txn_id] = meta
+
+        def valid_producer_id(exp: tuple[int, int]) -> bool:
+            # isValidProducerId: a just-created id; the current producer id (its epoch is checked
+            # when bumped); or the previous one with an exhausted epoch (a retry after a rotation)
+            return (
+                meta.producer_epoch == NO_PRODUCER_EPOCH
+                or exp[0] == meta.producer_id
+                or (exp[0] == meta.previous_producer_id and is_epoch_exhausted(exp[1]))
+            )
+
+        if meta.pending_state is not None:
+            return answer(E.CONCURRENT_TRANSACTIONS)
+        if expected is not None and not valid_producer_id(expected):
+            return answer(E.PRODUCER_FENCED)
+        if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return answer(E.CONCURRENT_TRANSACTIONS)
+        if meta.state == S.ONGOING:
+            # prepareFenceProducerEpoch, then endTransaction(ABORT, isFromClient = false): the bumped
+            # epoch fences the old producer; the client is told to retry once PrepareAbort is durable.
+            fenced_epoch = min(meta.producer_epoch + 1, SHORT_MAX)
+
+            def after_fence(code: int) -> None:
+                answer(code if code else E.CONCURRENT_TRANSACTIONS)
+
+            self._end_transaction(meta, meta.producer_id, fenced_epoch, False, from_client=False, then=after_fence)
+            return None
+        if meta.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            raise IllegalTransactionTransition(f"{txn_id} found in {meta.state.kafka_name}")
+
+        empty = {"transaction_timeout_ms": timeout, "partitions": frozenset(), "start_timestamp_ms": -1}
+        if meta.epoch_exhausted and (expected is None or expected[1] == meta.producer_epoch):
+            # prepareProducerIdRotation
+            new_pid = self._allocate()
+            if new_pid is None:
+                return answer(E.KAFKA_STORAGE_ERROR)
+            last = meta.producer_epoch if expected is not None else NO_PRODUCER_EPOCH
+            value = self._transit(
+                meta, S.EMPTY, producer_id=new_pid, producer_epoch=0, last_producer_epoch=last, **empty
+            )
+        elif expected is None:
+            # prepareIncrementProducerEpoch: a new producer; a new id goes from -1 to 0
+            value = self._transit(
+                meta, S.EMPTY, producer_epoch=meta.producer_epoch + 1, last_producer_epoch=NO_PRODUCER_EPOCH, **empty
+            )
+        elif meta.producer_epoch == NO_PRODUCER_EPOCH or expected[1] == meta.producer_epoch:
+            # KIP-360: the producer recovers from an error and nobody took over: bump, remember the last
+            value = self._transit(
+                meta, S.EMPTY, producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch, **empty
+            )
+        elif expected[1] == meta.last_producer_epoch:
+            # a retry of a bump whose answer was lost: the same epoch again
+            value = self._transit(meta, S.EMPTY, **empty)
+        else:
+            return answer(E.PRODUCER_FENCED)
+
+        def done(code: int) -> None:
+            if code:
+                answer(append_error(code))
+            else:
+                self.log.info(
+                    "transactional_id_initialized",
+                    transactional_id=txn_id,
+                    producer_id=value.producer_id,
+                    producer_epoch=value.producer_epoch,
+                )
+                answer(E.NONE, value.producer_id, value.producer_epoch)
+
+        self._append(meta, value, done)
+        return None
+
+    def _allocate(self) -> int | None:
+        try:
+            return self.producer_ids.allocate()
+        except OSError as exc:
+            self.log.error("producer_id_allocation_failed", error=str(exc))
+            return None
+
+    # --- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------------
+    def _add_partitions(self, version: int, req: dict[str, Any], ctx: Any) -> None:
+        if version <= 3:
+            # Kafka's V3AndBelow* fields (the producer's form)
+            txn = {
+                "transactional_id": req.get("v3_and_below_transactional_id"),
+                "producer_id": req.get("v3_and_below_producer_id", -1),
+                "producer_epoch": req.get("v3_and_below_producer_epoch", -1),
+            }
+            topics = req.get("v3_and_below_topics") or []
+
+            def reply_v3(results: dict[TopicPartition, int]) -> None:
+                self._respond(
+                    ctx,
+                    {
+                        "throttle_time_ms": 0,
+                        "results_by_topic_v3_and_below": _by_topic(results, "results_by_partition"),
+                    },
+                )
+
+            self._add_partitions_one(version, txn, topics, False, reply_v3)
+            return
+        transactions = req.get("transactions") or []
+        out: list[dict[str, Any]] = [{} for _ in transactions]
+
+        def reply_v4(_parts: list[Any]) -> None:
+            self._respond(ctx, {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": out})
+
+        gather = _Gather(len(transactions), reply_v4)
+        for i, t in enumerate(transactions):
+
+            def one(results: dict[TopicPartition, int], i: int = i, t: dict[str, Any] = t) -> None:
+                out[i] = {
+                    "transactional_id": t.get("transactional_id"),
+                    "topic_results": _by_topic(results, "results_by_partition"),
+                }
+                gather.put(i, None)
+
+            self._add_partitions_one(version, t, t.get("topics") or [], bool(t.get("verify_only")), one)
+
+    def _add_partitions_one(
+        self,
+        version: int,
+        txn: dict[str, Any],
+        topics: list[dict[str, Any]],
+        verify_only: bool,
+        reply: Callable[[dict[TopicPartition, int]], None],
+    ) -> None:
+        wanted = [(t["name"], p) for t in topics for p in t.get("partitions") or []]
+
+        def all_(code: int) -> None:
+            reply(dict.fromkeys(wanted, self._versioned("AddPartitionsToTxn", version, code)))
+
+        txn_id = txn.get("transactional_id")
+        if not txn_id:
+            return all_(E.INVALID_REQUEST)
+        # KafkaApis: a partition the broker does not know fails the whole request, the rest are
+        # "not attempted"
+        unknown = {tp for tp in wanted if not _exists(self.topic_partitions(tp[0]), tp[1])}
+        if unknown:
+            return reply(
+                {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED for tp in wanted}
+            )
+        if code := self._coordinator_error(txn_id):
+            return all_(code)
+        if verify_only:
+            return self._verify_partitions(txn_id, txn, wanted, reply)
+        self._add_to_transaction(
+            txn_id, txn.get("producer_id", -1), txn.get("producer_epoch", -1), frozenset(wanted), all_
+        )
+        return None
+
+    def _verify_partitions(
+        self,
+        txn_id: str,
+        txn: dict[str, Any],
+        wanted: list[TopicPartition],
+        reply: Callable[[dict[TopicPartition, int]], None],
+    ) -> None:
+        """``handleVerifyPartitionsInTransaction`` (KIP-890 part 1, sent by partition leaders): no
+        change, per partition NONE when it is in the ongoing transaction."""
+        meta = self.transactions.get(txn_id)
+        code = self._producer_check(meta, txn.get("producer_id", -1), txn.get("producer_epoch", -1))
+        # "Pending state is not checked since there is a final validation on the append to the log"
+        if code == E.NONE and meta is not None and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            code = E.CONCURRENT_TRANSACTIONS
+        if code != E.NONE or meta is None:
+            return reply(dict.fromkeys(wanted, code))
+        return reply({tp: E.NONE if tp in meta.partitions else E.TRANSACTION_ABORTABLE for tp in wanted})
+
+    @staticmethod
+    def _producer_check(meta: TransactionMetadata | None, pid: int, epoch: int) -> int:
+        if meta is None or meta.producer_epoch == NO_PRODUCER_EPOCH or meta.producer_id != pid:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if meta.producer_epoch != epoch:
+            return E.PRODUCER_FENCED
+        return E.NONE
+
+    def _add_to_transaction(
+        self, txn_id: str, pid: int, epoch: int, partitions: frozenset[TopicPartition], answer: Callable[[int], None]
+    ) -> None:
+        """``handleAddPartitionsToTransaction``."""
+        meta = self.transactions.get(txn_id)
+        code = self._producer_check(meta, pid, epoch)
+        if code != E.NONE or meta is None:
+            return answer(code)
+        if meta.pending_state is not None or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return answer(E.CONCURRENT_TRANSACTIONS)
+        if meta.state == S.ONGOING and partitions <= meta.partitions:
+            return answer(E.NONE)  # Kafka's shortcut: nothing to write
+        # prepareAddPartitions: the first partition starts the transaction (and its timeout)
+        starting = meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        value = self._transit(
+            meta,
+            S.ONGOING,
+            partitions=meta.partitions | partitions,
+            start_timestamp_ms=self._now if starting else meta.start_timestamp_ms,
+        )
+        self._append(meta, value, lambda c: answer(append_error(c)))
+        return None
+
+    def _add_offsets(self, version: int, req: dict[str, Any], ctx: Any) -> None:
+        """``handleAddOffsetsToTxnRequest``: the group's ``__consumer_offsets`` partition joins the
+        transaction, so the markers reach the transactional offsets (TxnOffsetCommit) too."""
+
+        def answer(code: int) -> None:
+            self._respond(ctx, {"throttle_time_ms": 0, "error_code": self._versioned("AddOffsetsToTxn", version, code)})
+
+        txn_id = req.get("transactional_id")
+        if not txn_id:
+            return answer(E.INVALID_REQUEST)
+        if code := self._coordinator_error(txn_id):
+            return answer(code)
+        offsets_partition = coordinator_partition(req.get("group_id") or "", self.config.offsets_topic_partitions)
+        self._add_to_transaction(
+            txn_id,
+            req.get("producer_id", -1),
+            req.get("producer_epoch", -1),
+            frozenset({(OFFSETS_TOPIC, offsets_partition)}),
+            answer,
+        )
+        return None
+
+    # --- EndTxn -----------------------------------------------------------------------------------
+    def _end_txn(self, version: int, req: dict[str, Any], ctx: Any) -> None:
+        def answer(code: int) -> None:
+            self._respond(ctx, {"throttle_time_ms": 0, "error_code": self._versioned("EndTxn", version, code)})
+
+        txn_id = req.get("transactional_id")
+        if not txn_id:
+            return answer(E.INVALID_REQUEST)
+        if code := self._coordinator_error(txn_id):
+            return answer(code)
+        meta = self.transactions.get(txn_id)
+        if meta is None or meta.producer_epoch == NO_PRODUCER_EPOCH:
+            return answer(E.INVALID_PRODUCER_ID_MAPPING)
+        self._end_transaction(
+            meta, req.get("producer_id", -1), req.get("producer_epoch", -1), bool(req.get("committed")), True, answer
+        )
+        return None
+
+    def _end_transaction(
+        self,
+        meta: TransactionMetadata,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        from_client: bool,
+        then: Callable[[int], None],
+    ) -> None:
+        """``TransactionCoordinator.endTransaction`` (transaction version 1). ``from_client=False``
+        is an epoch fence (InitProducerId over an Ongoing transaction, or a timeout): ``epoch`` is
+        the bumped one, and the PrepareAbort record carries it."""
+        if meta.producer_id != pid:
+            return then(E.INVALID_PRODUCER_ID_MAPPING)
+        # strict equality for clients; a fence may only raise the epoch
+        if (from_client and epoch != meta.producer_epoch) or epoch < meta.producer_epoch:
+            return then(E.PRODUCER_FENCED)
+        # Kafka sets the Complete* pending state as soon as Prepare* is durable (and at load), so
+        # an EndTxn while the markers are written always meets a pending transition
+        if meta.pending_state is not None or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return then(E.CONCURRENT_TRANSACTIONS)
+        state = meta.state
+        if state == S.ONGOING:
+            fence = not from_client
+            value = self._transit(
+                meta,
+                S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
+                producer_epoch=epoch if fence else meta.producer_epoch,
+                last_producer_epoch=NO_PRODUCER_EPOCH if fence else meta.last_producer_epoch,
+                next_producer_id=NO_PRODUCER_ID,
+            )
+
+            def prepared(code: int) -> None:
+                if code:
+                    return then(append_error(code))
+                then(E.NONE)
+                fresh = self.transactions.get(meta.transactional_id)
+                if fresh is not None:
+                    self._send_markers(fresh)
+                return None
+
+            self._append(meta, value, prepared)
+            return None
+        if state == S.COMPLETE_COMMIT:
+            return then(E.NONE if commit else E.INVALID_TXN_STATE)
+        if state == S.COMPLETE_ABORT:
+            return then(E.NONE if not commit else E.INVALID_TXN_STATE)
+        if state == S.EMPTY:
+            return then(E.INVALID_TXN_STATE)
+        raise IllegalTransactionTransition(f"{meta.transactional_id} found in {state.kafka_name}")
+
+    def _send_markers(self, meta: TransactionMetadata) -> None:
+        self._out.markers.append(
+            WriteMarkers(
+                meta.transactional_id,
+                meta.producer_id,
+                meta.producer_epoch,
+                meta.state == S.PREPARE_COMMIT,
+                meta.partitions,
+            )
+        )
+
+    def _try_complete(self, txn_id: str) -> None:
+        """``prepareComplete`` once the markers are written; a failed append is retried by tick."""
+        meta = self.transactions.get(txn_id)
+        if meta is None or meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            self._completing.discard(txn_id)
+            return
+        if meta.pending_state is not None:
+            return
+        self._completing.discard(txn_id)
+        complete = S.COMPLETE_COMMIT if meta.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
+        value = self._transit(meta, complete, partitions=frozenset(), next_producer_id=NO_PRODUCER_ID)
+
+        def done(code: int) -> None:
+            if code:
+                self._completing.add(txn_id)
+            else:
+                self.log.info("transaction_completed", transactional_id=txn_id, state=complete.kafka_name)
+
+        self._append(meta, value, done)
+
+    # --- timeouts and expiry ----------------------------------------------------------------------
+    def _abort_timed_out_transactions(self) -> None:
+        """``abortTimedOutTransactions``: an Ongoing transaction past its timeout is aborted with a
+        bumped epoch, so its producer is fenced."""
+        for meta in list(self.transactions.values()):
+            if (
+                meta.state == S.ONGOING
+                and meta.pending_state is None
+                and meta.start_timestamp_ms + meta.timeout_ms < self._now
+            ):
+                txn_id = meta.transactional_id
+                self.log.info("transaction_timed_out", transactional_id=txn_id, producer_id=meta.producer_id)
+
+                def done(code: int, txn_id: str = txn_id) -> None:
+                    if code:
+                        self.log.warning("transaction_timeout_abort_failed", transactional_id=txn_id, error=code)
+
+                fenced_epoch = min(meta.producer_epoch + 1, SHORT_MAX)
+                self._end_transaction(meta, meta.producer_id, fenced_epoch, False, from_client=False, then=done)
+
+    def _remove_expired_transactional_ids(self) -> None:
+        """``removeExpiredTransactionalIds``: an id idle past transactional.id.expiration.ms in
+        Empty/Complete* is tombstoned (Dead is only its pending state)."""
+        cutoff = self._now - self.config.transactional_id_expiration_ms
+        for meta in list(self.transactions.values()):
+            if (
+                meta.state.expiration_allowed
+                and meta.pending_state is None
+                and meta.producer_epoch != NO_PRODUCER_EPOCH
+                and meta.last_update_timestamp_ms <= cutoff
+            ):
+                self._append(meta, None, lambda _code: None)
+
+    # --- DescribeTransactions / ListTransactions --------------------------------------------------
+    def _describe(self, version: int, req: dict[str, Any], ctx: Any) -> None:
+        states = []
+        for txn_id in req.get("transactional_ids") or []:
+            entry: dict[str, Any] = {
+                "error_code": E.NONE,
+                "transactional_id": txn_id,
+                "transaction_state": "",
+                "transaction_timeout_ms": 0,
+                "transaction_start_time_ms": -1,
+                "producer_id": -1,
+                "producer_epoch": -1,
+                "topics": [],
+            }
+            meta = self.transactions.get(txn_id)
+            if not txn_id:
+                entry["error_code"] = E.INVALID_REQUEST
+            elif code := self._coordinator_error(txn_id):
+                entry["error_code"] = code
+            elif meta is None or meta.producer_epoch == NO_PRODUCER_EPOCH or meta.state == S.DEAD:
+                entry["error_code"] = E.TRANSACTIONAL_ID_NOT_FOUND
+            else:
+                entry.update(
+                    transaction_state=meta.state.kafka_name,
+                    transaction_timeout_ms=meta.timeout_ms,
+                    transaction_start_time_ms=meta.start_timestamp_ms,
+                    producer_id=meta.producer_id,
+                    producer_epoch=meta.producer_epoch,
+                    topics=[
+                        {"topic": topic, "partitions": parts}
+                        for topic, parts in _group_by_topic(meta.partitions).items()
+                    ],
+                )
+            states.append(entry)
+        self._respond(ctx, {"throttle_time_ms": 0, "transaction_states": states})
+
+    def _list(self, version: int, req: dict[str, Any], ctx: Any) -> None:
+        """``listTransactionStates``: filters by state name, producer id, (v1) running longer than a
+        duration, (v2) a transactional id pattern; unknown state names are echoed back."""
+        unknown = []
+        wanted_states: set[TransactionState] = set()
+        for name in req.get("state_filters") or []:
+            state = TransactionState.from_kafka_name(name)
+            if state is None:
+                unknown.append(name)
+            else:
+                wanted_states.add(state)
+        wanted_pids = set(req.get("producer_id_filters") or [])
+        duration = req.get("duration_filter", -1) if version >= 1 else -1
+        pattern = req.get("transactional_id_pattern") if version >= 2 else None
+        try:
+            matcher = re.compile(pattern) if pattern else None
+        except re.error:
+            self._respond(
+                ctx,
+                {
+                    "throttle_time_ms": 0,
+                    "error_code": E.INVALID_REQUEST,
+                    "unknown_state_filters": [],
+                    "transaction_states": [],
+                },
+            )
+            return
+        if self.loading:
+            code, listed = int(E.COORDINATOR_LOAD_IN_PROGRESS), []
+        else:
+            code, listed = int(E.NONE), []
+            for txn_id, meta in sorted(self.transactions.items()):
+                if (
+                    meta.producer_epoch == NO_PRODUCER_EPOCH
+                    or meta.state == S.DEAD
+                    or (wanted_pids and meta.producer_id not in wanted_pids)
+                    or (wanted_states and meta.state not in wanted_states)
+                    or (duration >= 0 and self._now - meta.start_timestamp_ms <= duration)
+                    or (matcher is not None and matcher.fullmatch(txn_id) is None)
+                ):
+                    continue
+                listed.append(
+                    {
+                        "transactional_id": txn_id,
+                        "producer_id": meta.producer_id,
+                        "transaction_state": meta.state.kafka_name,
+                    }
+                )
+        self._respond(
+            ctx,
+            {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": unknown, "transaction_states": listed},
+        )
+
+
+def _exists(count: int | None, partition: int) -> bool:
+    return count is not None and 0 <= partition < count
+
+
+def _group_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        out.setdefault(topic, []).append(partition)
+    return out
+
+
+def _by_topic(results: dict[TopicPartition, int], inner: str) -> list[dict[str, Any]]:
+    grouped: dict[str, list[dict[str, int]]] = {}
+    for (topic, partition), code in results.items():
+        grouped.setdefault(topic, []).append({"partition_index": partition, "partition_error_code": int(code)})
+    return [{"name": topic, inner: parts} for topic, parts in grouped.items()]
