@@ -21,7 +21,7 @@ from groupd.protocol.messages import API_BY_NAME
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.ops.conftest import CliResult
+from tests.ops.conftest import CliResult, free_port
 from tests.support.wire import Wire
 
 REPO = Path(__file__).resolve().parents[2]
@@ -194,9 +194,7 @@ def test_openapi_document_is_served_and_matches_the_endpoint(groupd_broker_sessi
 def test_injected_errors_are_answers_of_the_api_and_counted_in_metrics(
     groupd_broker_factory: Callable[..., GroupdBroker],
 ) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        metrics_port = s.getsockname()[1]
+    metrics_port = free_port()
     broker = groupd_broker_factory(metrics_port=metrics_port)
     broker.faults.add("Heartbeat", error="NOT_COORDINATOR", count=2, group="billing")
     hb = {"group_id": "billing", "generation_id": 1, "member_id": "m", "group_instance_id": None}
@@ -239,9 +237,7 @@ def test_fault_cli_add_list_clear(groupd_broker_session: GroupdBroker, cli: Call
     assert r.code == 1 and "no group 'no-such'" in r.err
     assert cli("fault", "clear", "--control", url).out.strip() == "cleared 2 fault(s)"
     assert cli("fault", "list", "--control", url).out.strip() == "no faults"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        nobody = s.getsockname()[1]
+    nobody = free_port()
     r = cli("fault", "list", "--control", f"http://127.0.0.1:{nobody}")
     assert r.code == 1 and "cannot reach the control endpoint" in r.err
 
