@@ -250,3 +250,12 @@ def test_fault_cli_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None
             main(["fault", command, "--help"])
         out = capsys.readouterr().out
         assert "examples:\n  groupd fault " + command.split("-")[0] in out.replace("expire-member", "expire")
+
+
+def test_the_endpoint_is_off_unless_asked_for(groupd_broker_factory: Callable[..., GroupdBroker]) -> None:
+    broker = groupd_broker_factory(control_port=-1)
+    assert broker.control_url is None
+    (listening,) = [json.loads(x) for x in broker.log_path.read_text().splitlines() if "groupd_listening" in x]
+    assert "control" not in listening
+    with pytest.raises(RuntimeError, match="no control endpoint"):
+        broker.faults.list()
