@@ -137,12 +137,13 @@ def test_not_coordinator_on_commit_makes_confluent_rediscover(observed: tuple[Gr
         c.close()
 
 
+@pytest.mark.parametrize("kind", ["kafka-python", "aiokafka", "confluent-kafka"])
 def test_rebalance_in_progress_on_heartbeat_makes_the_member_rejoin(
-    groupd_broker_session: GroupdBroker, faults: FaultsClient, members: Callable[..., Member], unique: str
+    groupd_broker_session: GroupdBroker, faults: FaultsClient, members: Callable[..., Member], unique: str, kind: str
 ) -> None:
     bootstrap, topic, group = groupd_broker_session.bootstrap, f"t-{unique}", f"g-{unique}"
     produce(bootstrap, topic, 1)
-    m = members("kafka-python", bootstrap, group, topic)
+    m = members(kind, bootstrap, group, topic)
     wait_for(lambda: m.assignment, message="an assignment")
     before = max(generations(groupd_broker_session, group))
     faults.add("Heartbeat", error="REBALANCE_IN_PROGRESS", count=1, group=group)
@@ -232,3 +233,36 @@ def test_expire_member_and_trigger_rebalance_make_new_generations(
     assert max(generations(groupd_broker_session, group)) >= gen + 2
     assert m.error is None
     assert broker_events(groupd_broker_session, "member_expired", group=group, reason="injected")
+
+
+def test_not_coordinator_on_commit_makes_aiokafka_rediscover_and_commit(
+    observed: tuple[GroupdBroker, int], unique: str
+) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    broker, metrics_port = observed
+    bootstrap, topic, group = broker.bootstrap, f"t-{unique}", f"g-{unique}"
+    produce(bootstrap, topic)
+
+    async def run() -> int | None:
+        c = AIOKafkaConsumer(
+            topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
+        await c.start()
+        try:
+            while not await c.getmany(timeout_ms=200):
+                pass
+            finds = requests_answered(metrics_port, "FindCoordinator")
+            broker.faults.add("OffsetCommit", error="NOT_COORDINATOR", count=2, group=group)
+            tp = TopicPartition(topic, 0)
+            # aiokafka's commit_offsets: a retriable error marks the coordinator dead, looks it up again, retries.
+            await c.commit({tp: 2})
+            assert requests_answered(metrics_port, "FindCoordinator") >= finds + 2
+            return await c.committed(tp)
+        finally:
+            await c.stop()
+
+    assert asyncio.run(run()) == 2
+    assert broker.faults.list() == []
