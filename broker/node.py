@@ -12,6 +12,7 @@ from pathlib import Path
 import structlog
 from groupd.coordinator import HANDLED_APIS, CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
 from groupd.protocol.dispatch import Dispatcher
+from groupd.protocol.faults import FaultInjector
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.server import Server
 from groupd.security import acl
@@ -39,6 +40,10 @@ class Broker:
         self.data_dir = Path(config.data_dir)
         self.topics = TopicRegistry(self.data_dir)
         self.dispatcher = Dispatcher()
+        # Fault injection: idle (and free on the request path) until a rule is added through the
+        # control endpoint (--control-port); one injector per process, shared by its brokers.
+        self.faults = FaultInjector()
+        self.faults.attach(self.dispatcher, config.node_id)
         self.server = Server(
             self.dispatcher,
             max_request_bytes=config.max_request_bytes,

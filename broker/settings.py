@@ -141,6 +141,15 @@ class Config:
     dashboard_host: str = dataclasses.field(
         default="", metadata={"help": "address the dashboard listens on (default: --host)"}
     )
+    control_port: int = dataclasses.field(
+        default=-1,
+        metadata={
+            "help": "serve the fault-injection control endpoint (HTTP JSON) on this port (0 = any free port, -1 = off)"
+        },
+    )
+    control_host: str = dataclasses.field(
+        default="", metadata={"help": "address the control endpoint listens on (default: --host)"}
+    )
 
     @property
     def advertised(self) -> str:
@@ -153,3 +162,7 @@ class Config:
     @property
     def dashboard_listen_host(self) -> str:
         return self.dashboard_host or self.host
+
+    @property
+    def control_listen_host(self) -> str:
+        return self.control_host or self.host

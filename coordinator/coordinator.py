@@ -185,6 +185,36 @@ class GroupCoordinator:
         self.offset_manager.on_partitions_deleted(topic_partitions)
         return self._finish()
 
+    def expire_member(self, now_ms: int, group_id: str, member_id: str) -> tuple[int, Result]:
+        """Expire a classic member's session now (fault injection): what its session deadline would
+        do when it fires (Kafka's ``onExpireHeartbeat``), whether or not the member is parked.
+        Answers NONE, GROUP_ID_NOT_FOUND or UNKNOWN_MEMBER_ID with the Result to apply."""
+        self._begin(now_ms)
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(D):
+            return err.GROUP_ID_NOT_FOUND, self._finish()
+        member = group.members.get(member_id)
+        if member is None:
+            return err.UNKNOWN_MEMBER_ID, self._finish()
+        self._glog(group, member=member_id).info("member_expired", state=str(group.state), reason="injected")
+        self.listener.member_expired(group_id, member_id, group.generation, events.SESSION_TIMEOUT)
+        self._remove_member_and_update_group(group, member, f"member {member_id} session expired (injected)")
+        return err.NONE, self._finish()
+
+    def trigger_rebalance(self, now_ms: int, group_id: str, reason: str = "triggered") -> tuple[int, Result]:
+        """Start a rebalance of a classic group with members (fault injection), as a member joining
+        with new metadata would (Kafka's ``prepareRebalance``): members learn it from their next
+        heartbeat (REBALANCE_IN_PROGRESS) and rejoin. Answers NONE, GROUP_ID_NOT_FOUND, or
+        REBALANCE_IN_PROGRESS for a group already rebalancing or with no member to rebalance."""
+        self._begin(now_ms)
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(D):
+            return err.GROUP_ID_NOT_FOUND, self._finish()
+        if not group.is_in(S, CR) or not group.members:
+            return err.REBALANCE_IN_PROGRESS, self._finish()
+        self._prepare_rebalance(group, reason)
+        return err.NONE, self._finish()
+
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one durable record to the persisted state: the live path and start-up alike."""
         if type(key) is OffsetCommitKey:

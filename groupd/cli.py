@@ -1,13 +1,14 @@
 """Command line: ``groupd serve`` (the daemon), ``groupd analyze`` (the PySpark pipeline),
 ``groupd groups|offsets|topics|healthcheck|completion`` (admin commands for any Kafka broker, see
-admin_cli) and ``groupd --version``."""
+admin_cli), ``groupd fault ...`` (fault injection through a broker's control endpoint) and
+``groupd --version``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from groupd.ops import admin_cli
+from groupd.ops import admin_cli, fault_cli
 from groupd.security import scram
 from groupd.security.listeners import parse_listeners
 
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     # `analyze` is parsed by groupd.pipeline itself (see main); listed here for --help only.
     sub.add_parser("analyze", help="rebalance and offset analytics over a data directory (PySpark)", add_help=False)
     admin_cli.add_parsers(sub)
+    fault_cli.add_parser(sub)
     scram.add_parser(sub)
     return parser
 
@@ -43,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         from .daemon import run
 
         return run(cfg)
+    if args.command == "fault":
+        return fault_cli.run(args, parser)
     if args.command == "scram-credential":
         return scram.run_cli(args)
     if args.command == "healthcheck" and args.local:

@@ -145,6 +145,8 @@ DOMAINS: dict[str, Check] = {
     "metrics_max_groups": _count,
     "dashboard_port": between(-1, 65535),  # -1: off, 0: any free port
     "dashboard_host": _anything,
+    "control_port": between(-1, 65535),  # -1: off, 0: any free port
+    "control_host": _anything,
 }
 
 

@@ -38,6 +38,7 @@ def attach_metrics(broker: Broker) -> None:
         appender=broker.appender,
         data=broker.data,
         logs=broker.logs,
+        faults=broker.faults,
     )
 
     async def start() -> None:
@@ -64,12 +65,29 @@ def attach_dashboard(broker: Broker) -> None:
     broker.before_stop.append(dashboard.close)
 
 
+def attach_control(broker: Broker) -> None:
+    """The fault-injection control endpoint (``--control-port``)."""
+    from groupd.ops.control import Control
+
+    config = broker.config
+    control = Control(broker)
+
+    async def start() -> None:
+        host, port = await control.start(config.control_listen_host, config.control_port)
+        broker.listening_fields["control"] = f"http://{host}:{port}/"
+
+    broker.before_listen.append(start)
+    broker.before_stop.append(control.close)
+
+
 async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     broker = Broker(config)
     if config.metrics_port:
         attach_metrics(broker)
     if config.dashboard_port >= 0:
         attach_dashboard(broker)
+    if config.control_port >= 0:
+        attach_control(broker)
     await broker.start()
     watcher = asyncio.create_task(watch_fd_limit(broker))
     if ready is not None:

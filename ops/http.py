@@ -1,8 +1,9 @@
 """The small HTTP/1.1 server behind ``/metrics`` and the dashboard, on the daemon's own event loop.
 
-Why not a library: both endpoints only answer GET/HEAD without request bodies, one request per
-connection (``Connection: close``), which is what Prometheus and an ``EventSource`` need; parsing
-that is a request line and headers. aiohttp would bring multidict, yarl, frozenlist, aiosignal and
+Why not a library: the endpoints answer one request per connection (``Connection: close``), which
+is what Prometheus and an ``EventSource`` need, and the fault-injection control endpoint reads small
+JSON bodies (``Content-Length``, at most ``BODY_LIMIT``); parsing that is a request line, headers
+and a bounded body. aiohttp would bring multidict, yarl, frozenlist, aiosignal and
 propcache (C extensions) into every install for that, and prometheus-client's own server runs in a
 thread, where reading the coordinator's dicts would race the loop that mutates them. Serving on the
 loop means a handler reads the core between two requests, never in the middle of one.
@@ -24,6 +25,7 @@ log = structlog.get_logger("groupd.ops.http")
 
 HEAD_LIMIT = 16 * 1024  # request line and headers; nothing legitimate comes close
 HEAD_TIMEOUT_S = 10.0
+BODY_LIMIT = 64 * 1024  # a JSON document of the control endpoint
 STREAM_STALL_S = 30.0
 
 
@@ -33,6 +35,7 @@ class HttpRequest:
     path: str
     query: str
     headers: dict[str, str]
+    body: bytes = b""
 
 
 @dataclass
@@ -60,12 +63,22 @@ def text(status: str, message: str) -> Response:
 
 
 class HttpServer:
-    """Routes by exact path; ``name`` is the prefix of its log events (``metrics_listening``, ...)."""
+    """Routes by exact path, then by the longest route ``/prefix/*`` whose prefix starts the path;
+    ``name`` is the prefix of its log events (``metrics_listening``, ...). ``methods``: what the
+    handlers answer (beyond GET and HEAD they check ``req.method`` themselves)."""
 
-    def __init__(self, name: str, routes: dict[str, Handler], *, not_found: str = "not found") -> None:
+    def __init__(
+        self,
+        name: str,
+        routes: dict[str, Handler],
+        *,
+        not_found: str = "not found",
+        methods: tuple[str, ...] = ("GET", "HEAD"),
+    ) -> None:
         self.name = name
         self.routes = routes
         self.not_found = not_found
+        self.methods = methods
         self._server: asyncio.base_events.Server | None = None
         self._streams: set[asyncio.Task[None]] = set()
 
@@ -91,10 +104,17 @@ class HttpServer:
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError, OSError):
             writer.close()
             return
-        if req.method not in ("GET", "HEAD"):
-            answer: Response | Stream = text("405 Method Not Allowed", "only GET and HEAD")
+        if isinstance(req, Response):  # a body it could not read
+            writer.write(_head(req.status, req.content_type, req.headers, len(req.body)) + req.body)
+            with contextlib.suppress(OSError):
+                await writer.drain()
+            writer.close()
+            return
+        if req.method not in self.methods:
+            allowed = ", ".join(self.methods[:-1]) + " and " + self.methods[-1]
+            answer: Response | Stream = text("405 Method Not Allowed", "only " + allowed)
         else:
-            handler = self.routes.get(req.path)
+            handler = self._route(req.path)
             if handler is None:
                 answer = text("404 Not Found", self.not_found)
             else:
@@ -117,6 +137,14 @@ class HttpServer:
         finally:
             writer.close()
 
+    def _route(self, path: str) -> Handler | None:
+        handler = self.routes.get(path)
+        if handler is None:
+            prefixes = [r for r in self.routes if r.endswith("/*") and path.startswith(r[:-1])]
+            if prefixes:
+                handler = self.routes[max(prefixes, key=len)]
+        return handler
+
     async def _stream(self, answer: Stream, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -138,7 +166,8 @@ class HttpServer:
                 await answer.chunks.aclose()  # type: ignore[attr-defined]
 
 
-async def _read_head(reader: asyncio.StreamReader) -> HttpRequest:
+async def _read_head(reader: asyncio.StreamReader) -> HttpRequest | Response:
+    """The request (with its body), or the error answer to a body that cannot be read."""
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     method, target, _version = lines[0].split(" ", 2)
@@ -148,7 +177,20 @@ async def _read_head(reader: asyncio.StreamReader) -> HttpRequest:
         if sep:
             headers[name.strip().lower()] = value.strip()
     path, _, query = target.partition("?")
-    return HttpRequest(method, path, query, headers)
+    body = b""
+    if "content-length" in headers:
+        try:
+            length = int(headers["content-length"])
+        except ValueError:
+            return text("400 Bad Request", "bad Content-Length")
+        if length < 0:
+            return text("400 Bad Request", "bad Content-Length")
+        if length > BODY_LIMIT:
+            return text("413 Content Too Large", f"bodies are limited to {BODY_LIMIT} bytes")
+        body = await reader.readexactly(length)
+    elif "transfer-encoding" in headers:
+        return text("411 Length Required", "send the body with a Content-Length")
+    return HttpRequest(method, path, query, headers, body)
 
 
 async def _cancel_on_eof(reader: asyncio.StreamReader, task: asyncio.Task[None]) -> None:

@@ -39,6 +39,7 @@ from groupd.broker.group_shell import GroupShell
 from groupd.coordinator import CoordinatorListener, GroupCoordinator, GroupState
 from groupd.coordinator import listener as events
 from groupd.protocol.dispatch import Dispatcher
+from groupd.protocol.faults import FaultInjector
 from groupd.protocol.messages import API_BY_KEY
 from groupd.protocol.server import Request, Server
 from groupd.storage import Appender, LogManager, PartitionLog
@@ -186,6 +187,13 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         m = self.metrics
         yield from m.requests.families()
+        if m.faults is not None:
+            injected = CounterMetricFamily(
+                "groupd_faults_injected", "Faults injected (control endpoint), by API and kind", labels=["api", "kind"]
+            )
+            for (api, kind), n in sorted(m.faults.counts.items()):
+                injected.add_metric([api, kind], n)
+            yield injected
         core, shell = m.core, m.shell
         if core is not None:
             states = dict.fromkeys(GroupState, 0)
@@ -313,6 +321,7 @@ class Metrics(CoordinatorListener):
         self.shell: GroupShell | None = None
         self.data: DataPlane | None = None
         self.logs: LogManager | None = None
+        self.faults: FaultInjector | None = None
         self.max_groups = max_groups
         self._http: HttpServer | None = None
 
@@ -397,7 +406,10 @@ class Metrics(CoordinatorListener):
         appender: Appender | None = None,
         data: DataPlane | None = None,
         logs: LogManager | None = None,
+        faults: FaultInjector | None = None,
     ) -> None:
+        if faults is not None:
+            self.faults = faults
         if dispatcher is not None:
             dispatcher.observers.append(self.requests.observe)
         if server is not None:

@@ -6,7 +6,10 @@ Fixtures
     ``groupd_broker``          a fresh broker for one test (settings from ``@pytest.mark.groupd(...)``)
     ``groupd_broker_factory``  ``factory(**settings)`` starts more brokers; all stop after the test
 
-Each yields a :class:`GroupdBroker`: ``.bootstrap`` (and ``str()``) is ``"127.0.0.1:PORT"``. A broker
+Each yields a :class:`GroupdBroker`: ``.bootstrap`` (and ``str()``) is ``"127.0.0.1:PORT"``, and
+``.faults`` injects faults through the broker's control endpoint (``--control-port``, on a free port
+of 127.0.0.1 for every fixture broker unless ``control_port=-1``):
+``broker.faults.add(api="Heartbeat", error="NOT_COORDINATOR", count=3, group="billing")``. A broker
 is a ``python -m groupd serve --port 0`` subprocess with its own temporary data directory; the port
 comes from its ``groupd_listening`` start-up line. Settings are ``groupd serve`` flags in snake case
 (``num_partitions=3`` is ``--num-partitions 3``). Defaults for every broker come from
@@ -34,6 +37,8 @@ from typing import Any, BinaryIO
 
 import pytest
 from groupd.broker.settings import Config
+
+from .control_client import FaultsClient
 
 _SETTINGS = {f.name: f for f in dataclasses.fields(Config)}
 # The plugin owns where a broker listens and keeps its files; tests choose everything else.
@@ -66,7 +71,10 @@ class GroupdBroker:
         if bad:
             raise ValueError(f"unknown or reserved groupd setting(s): {', '.join(bad)}")
         self.data_dir = Path(data_dir)
+        # The fault-injection endpoint, on a free port (a loopback HTTP listener: nothing else to pay).
+        settings.setdefault("control_port", 0)
         self.settings = settings
+        self.control_url: str | None = None
         self.startup_timeout = startup_timeout
         self.log_path = self.data_dir.with_name(self.data_dir.name + ".log")
         self.port = 0
@@ -77,6 +85,13 @@ class GroupdBroker:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def faults(self) -> FaultsClient:
+        """Fault injection on this broker (``add``, ``list``, ``clear``, ``expire_member``, ``trigger_rebalance``)."""
+        if self.control_url is None:
+            raise RuntimeError("this broker has no control endpoint (started with control_port=-1?)")
+        return FaultsClient(self.control_url)
 
     @property
     def pid(self) -> int | None:
@@ -131,7 +146,9 @@ class GroupdBroker:
                 log.flush()
                 if not self.port and b"groupd_listening" in line:
                     with contextlib.suppress(ValueError, KeyError, TypeError):
-                        self.port = int(json.loads(line)["listen"].rsplit(":", 1)[1])
+                        event = json.loads(line)
+                        self.control_url = event.get("control")
+                        self.port = int(event["listen"].rsplit(":", 1)[1])
                         self._listening.set()
         self._listening.set()
 

@@ -131,6 +131,9 @@ class Dispatcher:
         self.observers: list[Callable[[Request, dict[str, Any], float], None]] = []
         # Set by the application to give each connection a ``Session`` (authentication gate).
         self.open_session: Callable[[Connection], Session] | None = None
+        # Fault injection (``faults.FaultInjector``): set only while rules exist, so the request
+        # path pays one attribute check; returns True when it took the request over.
+        self.faults: Callable[[Route, Request], bool] | None = None
 
     def register(
         self, api: ApiSchema, handler: Handler, *, min_version: int | None = None, max_version: int | None = None
@@ -199,6 +202,16 @@ class Dispatcher:
             time.perf_counter_ns() if self.observers else 0,
         )
         conn.enqueue(req)
+        token = current_request.set(req)
+        try:
+            faults = self.faults
+            if faults is None or not faults(route, req):
+                self._handle(route, req)
+        finally:
+            current_request.reset(token)
+
+    def run_handler(self, route: Route, req: Request) -> None:
+        """Handle a request dispatched earlier and held back (a delay injected by ``faults``)."""
         token = current_request.set(req)
         try:
             self._handle(route, req)

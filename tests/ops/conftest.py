@@ -6,6 +6,7 @@ registered by the ``pytest11`` entry point), which is what the plugin's users ge
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -64,3 +65,10 @@ def members() -> Iterator[Callable[..., Member]]:
     yield start
     for m in started:
         m.stop()
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (for a setting that needs a number, such as metrics_port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

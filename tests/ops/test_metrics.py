@@ -29,6 +29,7 @@ from groupd.coordinator import GroupCoordinator
 from groupd.coordinator import listener as events
 from groupd.ops.metrics import REQUEST_BUCKETS, Metrics, RequestStats
 from groupd.protocol.dispatch import Dispatcher
+from groupd.protocol.faults import FaultInjector
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.server import Server
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
@@ -384,7 +385,7 @@ async def test_metrics_endpoint_serves_prometheus_text_and_refuses_the_rest() ->
 def test_readme_documents_every_groupd_metric() -> None:
     core = GroupCoordinator()
     m = Metrics(process_metrics=False)
-    m.bind(core=core, shell=GroupShell(core, lambda p: None, None))  # type: ignore[arg-type,return-value]
+    m.bind(core=core, shell=GroupShell(core, lambda p: None, None), faults=FaultInjector())  # type: ignore[arg-type,return-value]
     exported = set()
     for family in m.registry.collect():
         if family.name.startswith("groupd_"):

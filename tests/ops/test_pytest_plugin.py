@@ -181,9 +181,10 @@ def test_unknown_settings_are_refused(tmp_path: Path) -> None:
         GroupdBroker(tmp_path / "data", port=9092)
 
 
-def test_the_readme_example_runs(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("heading", ["### The pytest plugin", "## Fault injection"])
+def test_the_readme_example_runs(pytester: pytest.Pytester, heading: str) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### The pytest plugin", 1)[1].split("\n## ", 1)[0]
+    section = readme.split(heading, 1)[1].split("\n## ", 1)[0]
     example = section.split("```python\n", 1)[1].split("```", 1)[0]
     pytester.makeini(INNER_INI)
     pytester.makepyfile(test_readme=example)

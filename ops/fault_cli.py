@@ -1,0 +1,143 @@
+"""``groupd fault add|list|clear|expire-member|rebalance``: the control endpoint from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from .admin_cli import _cmd
+from .control_client import ControlError, FaultsClient
+
+CONTROL_ENV = "GROUPD_CONTROL"
+DEFAULT_CONTROL = "http://127.0.0.1:9644"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--control",
+        metavar="URL",
+        default=os.environ.get(CONTROL_ENV, DEFAULT_CONTROL),
+        help=f"the broker's control endpoint (groupd serve --control-port; default ${CONTROL_ENV} or {DEFAULT_CONTROL})",
+    )
+    common.add_argument("--json", action="store_true", help="print JSON")
+    fault = _cmd(
+        sub,
+        "fault",
+        [],
+        "inject faults into a groupd broker (errors, delays, closed connections, expiries, rebalances)",
+        "  groupd fault add --api Heartbeat --error NOT_COORDINATOR --count 3 --group billing\n"
+        "  groupd fault list\n  groupd fault clear",
+    )
+    fsub = fault.add_subparsers(dest="fault_command", metavar="{add,list,clear,expire-member,rebalance}")
+    add = _cmd(
+        fsub,
+        "add",
+        [common],
+        "add a fault rule",
+        """
+  groupd fault add --api Heartbeat --error NOT_COORDINATOR --count 3 --group billing
+  groupd fault add --api OffsetCommit --error COORDINATOR_LOAD_IN_PROGRESS --probability 0.2
+  groupd fault add --api Fetch --delay-ms 500 --topic orders
+  groupd fault add --api OffsetCommit --close              # close the connection of the next one
+  groupd fault add --api JoinGroup --error 15 --client-id worker-3 --control http://127.0.0.1:9644
+""",
+    )
+    add.add_argument("--api", required=True, help="the Kafka API (Heartbeat, OffsetCommit, Fetch, ...)")
+    what = add.add_mutually_exclusive_group(required=True)
+    what.add_argument("--error", metavar="NAME|CODE", help="answer with this Kafka error")
+    what.add_argument("--delay-ms", type=int, metavar="MS", help="handle the request this much later")
+    what.add_argument("--close", action="store_true", help="close the connection instead of answering")
+    add.add_argument("--count", type=int, help="only the next COUNT matching requests (close: default 1)")
+    add.add_argument("--probability", type=float, metavar="P", help="only this fraction of them (0 < P <= 1)")
+    add.add_argument("--group", help="only requests naming this group id")
+    add.add_argument("--topic", help="only requests naming this topic")
+    add.add_argument("--client-id", help="only requests from this client id")
+    add.add_argument("--broker", type=int, help="only on this broker (node id)")
+    _cmd(fsub, "list", [common], "list the active fault rules", "  groupd fault list\n  groupd fault list --json")
+    clear = _cmd(
+        fsub, "clear", [common], "clear one fault rule, or all", "  groupd fault clear\n  groupd fault clear 3"
+    )
+    clear.add_argument("id", nargs="?", type=int, help="the rule's id (default: every rule)")
+    expire = _cmd(
+        fsub,
+        "expire-member",
+        [common],
+        "expire a member's session now (the group rebalances without it)",
+        "  groupd fault expire-member --group billing --member consumer-1-4f1c...\n"
+        "  (member ids: groupd groups describe billing)",
+    )
+    expire.add_argument("--group", required=True)
+    expire.add_argument("--member", required=True, help="the member id")
+    rebalance = _cmd(
+        fsub,
+        "rebalance",
+        [common],
+        "trigger a rebalance of a group (members rejoin into a new generation)",
+        "  groupd fault rebalance --group billing",
+    )
+    rebalance.add_argument("--group", required=True)
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    command = getattr(args, "fault_command", None)
+    if command is None:
+        parser.parse_args(["fault", "--help"])
+        return 2
+    client = FaultsClient(args.control)
+    try:
+        out: Any
+        if command == "add":
+            kind = "close" if args.close else None
+            error: Any = args.error
+            if error is not None and error.lstrip("-").isdigit():
+                error = int(error)
+            out = client.add(
+                args.api,
+                kind=kind,
+                error=error,
+                delay_ms=args.delay_ms,
+                count=args.count,
+                probability=args.probability,
+                group=args.group,
+                topic=args.topic,
+                client_id=args.client_id,
+                broker=args.broker,
+            )
+            text = f"added fault {out['id']}: {_describe(out)}"
+        elif command == "list":
+            out = client.list()
+            text = "\n".join(f"{r['id']:>4}  {_describe(r)}  (injected {r['injected']})" for r in out) or "no faults"
+        elif command == "clear":
+            n = client.clear(args.id)
+            out = {"cleared": n}
+            text = f"cleared {n} fault(s)"
+        elif command == "expire-member":
+            out = client.expire_member(args.group, args.member)
+            text = f"expired member {args.member} of group {args.group}"
+        else:
+            out = client.trigger_rebalance(args.group)
+            text = f"group {args.group} is rebalancing"
+    except ControlError as e:
+        if args.json:
+            print(json.dumps({"error": e.status, "message": e.message}))
+        print(f"groupd fault {command}: {e.message}", file=sys.stderr)
+        return 2 if e.status == 400 else 1
+    print(json.dumps(out) if args.json else text)
+    return 0
+
+
+def _describe(rule: dict[str, Any]) -> str:
+    what = {"error": f"answer {rule.get('error')}", "delay": f"delay {rule.get('delay_ms')} ms", "close": "close"}
+    parts = [f"{rule['api']}: {what.get(rule['kind'], rule['kind'])}"]
+    if rule.get("count") is not None:
+        parts.append(f"next {rule['count'] - rule['injected']}")
+    if rule.get("probability") is not None:
+        parts.append(f"p={rule['probability']:g}")
+    for key in ("group", "topic", "client_id", "broker"):
+        if rule.get(key) is not None:
+            parts.append(f"{key}={rule[key]}")
+    return ", ".join(parts)
