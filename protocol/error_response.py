@@ -38,6 +38,16 @@ _MIRRORS: dict[tuple[str, str], str] = {
     ("DeleteTopics", "responses"): "topic_names",  # v0-5; v6 mirrors "topics" (below)
     ("CreatePartitions", "results"): "topics",
     ("OffsetFetch", "groups"): "groups",
+    ("AddPartitionsToTxn", "results_by_transaction"): "transactions",
+    ("AddPartitionsToTxn", "topic_results"): "topics",
+    ("AddPartitionsToTxn", "results_by_topic_v3_and_below"): "v3_and_below_topics",
+    ("AddPartitionsToTxn", "results_by_partition"): "partitions",
+    ("AlterConfigs", "responses"): "resources",
+    ("IncrementalAlterConfigs", "responses"): "resources",
+    ("DescribeConfigs", "results"): "resources",
+    ("CreateAcls", "results"): "creations",
+    ("DeleteAcls", "filter_results"): "filters",
+    ("DescribeTransactions", "transaction_states"): "transactional_ids",
 }
 # Fallbacks tried after the table when the first request array is absent at this version.
 _MIRROR_FALLBACKS: dict[tuple[str, str], str] = {("DeleteTopics", "responses"): "topics"}
@@ -50,9 +60,12 @@ _IDENTITY_RENAMES: dict[str, tuple[str, ...]] = {
     "group_id": ("group_id",),
     "key": ("key",),
     "topic_id": ("topic_id",),
+    "resource_type": ("resource_type",),
+    "resource_name": ("resource_name",),
+    "transactional_id": ("transactional_id",),
 }
 # When the mirrored request entry is a bare value (a string or int array), the field it becomes.
-_SCALAR_KEYS = ("group_id", "key", "name", "partition_index")
+_SCALAR_KEYS = ("group_id", "key", "name", "partition_index", "transactional_id")
 
 _UNKNOWN_MINUS_ONE = frozenset(
     {
@@ -103,7 +116,9 @@ def carries_error(obj: Any, code: int) -> bool:
 
 def _has_code(obj: Any, code: int) -> bool:
     if isinstance(obj, dict):
-        return obj.get("error_code") == code or any(_has_code(v, code) for v in obj.values())
+        return any(_is_error_field(k) and v == code for k, v in obj.items()) or any(
+            _has_code(v, code) for v in obj.values()
+        )
     if isinstance(obj, list):
         return any(_has_code(v, code) for v in obj)
     return False
@@ -124,7 +139,7 @@ def _fill(
     src = source if isinstance(source, dict) else {}
     for fld in fields:
         name = fld.name
-        if name == "error_code":
+        if _is_error_field(name):
             out[name] = code
         elif name == "error_message" and fld.type == "string":
             out[name] = message
@@ -157,8 +172,13 @@ def _array(
     return [_fill(api, sub, version, entry, code, message, mirror=True) for entry in entries]
 
 
+def _is_error_field(name: str) -> bool:
+    # "error_code", and the per-entry names some APIs use (AddPartitionsToTxn's partition_error_code)
+    return name == "error_code" or name.endswith("_error_code")
+
+
 def _carries_error(fld: Field, version: int) -> bool:
-    if fld.name == "error_code":
+    if _is_error_field(fld.name):
         return True
     return bool(fld.fields) and any(_carries_error(s, version) for s in fld.fields if s.exists_in(version))
 

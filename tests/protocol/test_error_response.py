@@ -15,6 +15,11 @@ from groupd.protocol.schema import ApiSchema, Field
 
 CASES = [(api.name, v) for api in API_BY_KEY.values() for v in range(api.min_version, api.max_version + 1)]
 CODE = ErrorCode.NOT_COORDINATOR
+# Answers with no place for an error at these versions: Kafka's getErrorResponse sets a top-level
+# error_code that the version does not carry, so the client sees an empty answer
+# (DescribeLogDirsRequest.getErrorResponse before v3: its results are the broker's log dirs, which
+# mirror nothing in the request).
+NO_PLACE = {("DescribeLogDirs", 0), ("DescribeLogDirs", 1), ("DescribeLogDirs", 2)}
 
 _SAMPLE_SCALARS: dict[str, Any] = {
     "int8": 0,
@@ -64,7 +69,7 @@ def test_error_answer_encodes_and_carries_the_error(name: str, version: int) -> 
     if name == "FindCoordinator":
         request["key_type"] = 0
     got = roundtrip(api, version, request)
-    assert carries_error(got, CODE), got
+    assert carries_error(got, CODE) == ((name, version) not in NO_PLACE), got
     top = any(f.name == "error_code" and f.exists_in(version) for f in api.response.fields)
     if top:
         assert got["error_code"] == CODE
