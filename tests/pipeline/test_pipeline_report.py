@@ -198,6 +198,7 @@ def test_at_scale_the_report_says_what_it_shows_and_what_it_leaves_out() -> None
 
 def test_timeline_labels_spell_members_out() -> None:
     import matplotlib
+    import matplotlib.axes
 
     matplotlib.use("Agg")
     texts: list[str] = []
