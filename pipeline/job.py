@@ -76,6 +76,12 @@ def build_parser(prog: str | None = None, default_master: str | None = None) -> 
     return p
 
 
+def _local_cores(master: str) -> int:
+    """The threads of ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``."""
+    inner = master[len("local[") : -1].split(",")[0] if master.startswith("local[") else "1"
+    return (os.cpu_count() or 1) if inner == "*" else max(1, int(inner) if inner.isdigit() else 1)
+
+
 def session(master: str | None, conf: Sequence[str] = ()) -> SparkSession:
     builder = SparkSession.builder.appName(APP_NAME).config("spark.sql.session.timeZone", "UTC")
     if master:
@@ -85,10 +91,15 @@ def session(master: str | None, conf: Sequence[str] = ()) -> SparkSession:
         # started below inherits the environment (the spark.pyspark.python setting is read only
         # by spark-submit).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # Fixed cost: one machine, so a shuffle partition per core and a few to spare (the
+        # default 200 are 200 tasks per shuffle, each a round of scheduling); no adaptive
+        # re-planning at every stage boundary (at these partition counts it has nothing to
+        # coalesce); no web UI.
         builder = (
             builder.config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "8")
+            .config("spark.sql.shuffle.partitions", str(2 * _local_cores(master)))
+            .config("spark.sql.adaptive.enabled", "false")
         )
     for item in conf:
         key, sep, value = item.partition("=")
@@ -202,7 +213,8 @@ def run(
     report_path = None
     if write_report:
         say("rendering the report")
-        written = tables.Tables(*[spark.read.parquet(_join(out, name)) for name in TABLES])
+        # The report runs a dozen small queries over the tables: read each from Parquet once.
+        written = tables.Tables(*[spark.read.parquet(_join(out, name)).cache() for name in TABLES])
         html = report.render(
             report.collect(written, counts),
             title=f"groupd analysis of {data_dir}",
@@ -210,6 +222,8 @@ def run(
         )
         report_path = _join(out, "report.html")
         write_text(spark, report_path, html)
+        for _, df in written.items():
+            df.unpersist()
     return Result(out, records, counts, report_path, time.monotonic() - started)
 
 
