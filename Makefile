@@ -30,10 +30,12 @@ test: $(VENV)/.dev
 bench: $(VENV)/.dev
 	$(PY) -m bench.codec
 	$(PY) -m bench.run
+	$(PY) -m bench.analyze
 
 bench-quick: $(VENV)/.dev
 	$(PY) -m bench.codec --quick
 	$(PY) -m bench.run --quick
+	$(PY) -m bench.analyze --quick
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

@@ -3,6 +3,9 @@
 Runs in-process on Spark's local mode by default (``--master local[*]``), and unchanged under
 ``spark-submit`` against a cluster: ``spark-submit [...] path/to/groupd/pipeline/job.py --data-dir
 hdfs://... --out hdfs://...`` (no ``--master`` there: spark-submit's own applies).
+
+spark-submit runs this file as a script (``__main__``, no parent package), so every import here is
+absolute: ``groupd`` must be installed in the driver's and the executors' Python.
 """
 
 from __future__ import annotations
@@ -17,11 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from groupd.pipeline import TABLES, progress, report, source, tables
 from pyspark import StorageLevel
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
-
-from . import TABLES, report, source, tables
 
 APP_NAME = "groupd-analyze"
 
@@ -64,7 +66,20 @@ def build_parser(prog: str | None = None, default_master: str | None = None) -> 
     p.add_argument("--no-verify-crc", action="store_true", help="skip the CRC-32C check of each batch")
     p.add_argument("--no-report", action="store_true", help="write the tables only")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    p.add_argument(
+        "--progress-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="print the running Spark stages to stderr this often (0: phases only; default %(default)s)",
+    )
     return p
+
+
+def _local_cores(master: str) -> int:
+    """The threads of ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``."""
+    inner = master[len("local[") : -1].split(",")[0] if master.startswith("local[") else "1"
+    return (os.cpu_count() or 1) if inner == "*" else max(1, int(inner) if inner.isdigit() else 1)
 
 
 def session(master: str | None, conf: Sequence[str] = ()) -> SparkSession:
@@ -76,10 +91,15 @@ def session(master: str | None, conf: Sequence[str] = ()) -> SparkSession:
         # started below inherits the environment (the spark.pyspark.python setting is read only
         # by spark-submit).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # Fixed cost: one machine, so a shuffle partition per core and a few to spare (the
+        # default 200 are 200 tasks per shuffle, each a round of scheduling); no adaptive
+        # re-planning at every stage boundary (at these partition counts it has nothing to
+        # coalesce); no web UI.
         builder = (
             builder.config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "8")
+            .config("spark.sql.shuffle.partitions", str(2 * _local_cores(master)))
+            .config("spark.sql.adaptive.enabled", "false")
         )
     for item in conf:
         key, sep, value = item.partition("=")
@@ -148,8 +168,10 @@ def run(
     reader: str = "auto",
     verify_crc: bool = True,
     write_report: bool = True,
+    reporter: progress.Progress | None = None,
 ) -> Result:
     started = time.monotonic()
+    say = reporter.phase if reporter is not None else (lambda _text: None)
     if source.is_local(data_dir) and not os.path.exists(source._local_path(data_dir)):
         raise FileNotFoundError(f"no such data directory: {data_dir}")
     counts_by_topic, offsets_partitions = read_registry(spark, data_dir)
@@ -159,19 +181,29 @@ def run(
         else None
     )
     raw = source.read_log(
-        spark, data_dir, group=group, offsets_partitions=offsets_partitions, verify_crc=verify_crc, via=reader
+        spark,
+        data_dir,
+        group=group,
+        offsets_partitions=offsets_partitions,
+        verify_crc=verify_crc,
+        via=reader,
+        # one task per few small segments: each task costs a Python worker round trip
+        min_partitions=2 * spark.sparkContext.defaultParallelism,
     )
     # Decoding is the expensive part and every table reads the records: decode once. The
     # generations feed both rebalances and anomalies: compute them once too.
     raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     gens = None
     try:
+        say(f"reading and decoding {data_dir}")
         records = raw.count()
+        say(f"decoded {records} records; deriving the tables")
         gens = tables.generations(raw).persist(StorageLevel.MEMORY_AND_DISK)
         built = tables.within(tables.build(raw, registry, gens=gens), since, until)
         counts = {}
         for name, df in built.items():
             path = _join(out, name)
+            say(f"writing {name}")
             _write(name, df, path)
             counts[name] = spark.read.parquet(path).count()
     finally:
@@ -180,7 +212,9 @@ def run(
         raw.unpersist()
     report_path = None
     if write_report:
-        written = tables.Tables(*[spark.read.parquet(_join(out, name)) for name in TABLES])
+        say("rendering the report")
+        # The report runs a dozen small queries over the tables: read each from Parquet once.
+        written = tables.Tables(*[spark.read.parquet(_join(out, name)).cache() for name in TABLES])
         html = report.render(
             report.collect(written, counts),
             title=f"groupd analysis of {data_dir}",
@@ -188,6 +222,8 @@ def run(
         )
         report_path = _join(out, "report.html")
         write_text(spark, report_path, html)
+        for _, df in written.items():
+            df.unpersist()
     return Result(out, records, counts, report_path, time.monotonic() - started)
 
 
@@ -229,20 +265,31 @@ def main(argv: Sequence[str] | None = None, *, prog: str | None = None, default_
         print(f"{prog or 'analyze'}: no such data directory: {args.data_dir}", file=sys.stderr)
         return 1
     ours = SparkSession.getActiveSession() is None  # an embedding caller's session is left running
-    spark = session(args.master, args.conf)
+    # Under spark-submit the JVM is already up (it started this script): only a JVM we launch
+    # ourselves needs a Java found first.
+    if ours and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        problem = progress.java_problem()
+        if problem:
+            print(f"{prog or 'analyze'}: cannot start Spark: {problem}", file=sys.stderr)
+            return 3
+    reporter = progress.Progress(interval=args.progress_interval)
+    reporter.phase(f"starting Spark ({args.master or 'master from spark-submit'})")
+    spark = reporter.spark = session(args.master, args.conf)
     try:
         spark.sparkContext.setLogLevel("WARN")
-        result = run(
-            spark,
-            args.data_dir,
-            args.out,
-            group=args.group,
-            since=args.since,
-            until=args.until,
-            reader=args.reader,
-            verify_crc=not args.no_verify_crc,
-            write_report=not args.no_report,
-        )
+        with reporter:
+            result = run(
+                spark,
+                args.data_dir,
+                args.out,
+                group=args.group,
+                since=args.since,
+                until=args.until,
+                reader=args.reader,
+                verify_crc=not args.no_verify_crc,
+                write_report=not args.no_report,
+                reporter=reporter,
+            )
     except FileNotFoundError as e:
         print(f"groupd analyze: {e}", file=sys.stderr)
         return 1

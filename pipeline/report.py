@@ -1,15 +1,31 @@
 """``report.html``: one self-contained page (plots inline as base64 PNG, no external resources).
 
 ``collect`` brings the few thousand numbers the page needs to the driver (bounded however large
-the log: top groups, downsampled series, capped lists); ``render`` draws them with matplotlib
-and writes the HTML. Plots:
+the log: ranked groups, bucketed series, capped lists -- every cap is stated on the page, with
+what was left out); ``render`` draws them with matplotlib and writes the HTML. The page reads
+the same at 1 group and at 1,000: aggregates first, then the worst groups.
 
-* generations timeline per group -- one bar per generation, from when its assignment became
-  durable to when the next one did (or the group was deleted, or the data ends);
-* partitions moved per rebalance -- moved / newly assigned / unassigned per rebalance;
-* commit progress per group over time -- the sum over a group's partitions of its latest
-  committed offsets, after every commit (a rewind shows as a drop);
-* then the anomaly list, and the latest rebalances and generations as tables.
+* summary -- counts, anomalies by kind, the pause distribution;
+* anomalies -- ranked (``tables.ANOMALY_RANK``: commits going backwards first), then by time;
+* worst groups -- ranked by rewinds, double assignments, unassigned partitions, then rebalances;
+* pause per rebalance -- see below; a histogram of every generation's pause and the longest ones;
+* partitions moved per rebalance -- one bar per rebalance when there are few, otherwise summed
+  per time bucket over all groups;
+* generations timeline of the groups with most generations; commit progress of the groups with
+  most commits (a rewind shows as a drop);
+* the latest rebalances and generations as tables.
+
+*Pause per rebalance.* What the log holds per generation is its group-metadata record: written
+when the leader's SyncGroup made the assignment durable (the record's log time, which is when the
+coordinator answers every SyncGroup of the generation, i.e. the last SyncGroup response), and its
+``currentStateTimestamp``: when the group entered CompletingRebalance, i.e. when the join phase
+ended and the JoinGroup responses went out. The *start* of a rebalance -- the first JoinGroup, when
+the group entered PreparingRebalance -- is not in the log: Kafka's coordinator writes no record
+then (``GroupMetadataManager`` persists a classic group only on SyncGroup completion, a static
+member's replacement and the move to Empty). So the pause shown is measured from the end of the
+join phase to the assignment being durable: the part of the stop-the-world window after every
+member rejoined. The join phase before it (members finishing their poll, revoking and rejoining,
+bounded by the rebalance timeout) comes on top and cannot be read from the log.
 """
 
 from __future__ import annotations
@@ -24,13 +40,16 @@ from typing import Any
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from .tables import Tables
+from .tables import ANOMALY_RANK, Tables
 
 MAX_TIMELINE_GROUPS = 25
 MAX_PROGRESS_GROUPS = 10
-MAX_REBALANCE_BARS = 60
+MAX_REBALANCE_BARS = 40  # more: summed per time bucket
+REBALANCE_BUCKETS = 60
 PROGRESS_POINTS = 400
 MAX_LIST_ROWS = 500
+MAX_WORST_GROUPS = 20
+MAX_PAUSE_ROWS = 25
 
 
 @dataclass
@@ -44,6 +63,11 @@ class ReportData:
     anomaly_count: int
     generations: list[dict[str, Any]] = field(default_factory=list)
     groups_shown: dict[str, int] = field(default_factory=dict)
+    rebalance_buckets: list[dict[str, Any]] = field(default_factory=list)  # when too many for one bar each
+    worst_groups: list[dict[str, Any]] = field(default_factory=list)
+    pauses: list[dict[str, Any]] = field(default_factory=list)  # the longest
+    pause_histogram: list[tuple[int, int]] = field(default_factory=list)  # (upper bound ms, count)
+    pause_count: int = 0
 
 
 def _ms(d: datetime | None) -> int | None:
@@ -121,7 +145,7 @@ def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
             F.unix_millis("timestamp").alias("at"),
             "detail",
         )
-        .orderBy("at", "kind", "group", "topic", "partition")
+        .orderBy(_anomaly_rank(), "at", "group", "topic", "partition")
         .limit(MAX_LIST_ROWS)
         .collect()
     ]
@@ -157,11 +181,16 @@ def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
         "generations": counts["generations"],
         "rebalances": counts["rebalances"],
         "offset commits": counts["offset_commits"],
+        "committing groups": t.offset_commits.select("group").distinct().count(),
         "anomalies": anomaly_count,
     }
     by_kind = {r.kind: r["count"] for r in t.anomalies.groupBy("kind").count().collect()}
-    for kind in ("backwards_commit", "double_assigned", "unassigned"):
+    for kind in ANOMALY_RANK:
         summary[f"  {kind}"] = by_kind.get(kind, 0)
+    pauses, histogram, pause_count, quantiles = _pauses(t)
+    if pause_count:
+        summary["pause ms p50 / p95 / max"] = " / ".join(str(q) for q in quantiles)
+    buckets = _rebalance_buckets(t) if counts["rebalances"] > MAX_REBALANCE_BARS else []
     return ReportData(
         summary=summary,
         timeline=timeline,
@@ -171,8 +200,100 @@ def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
         anomalies=anomalies,
         anomaly_count=anomaly_count,
         generations=generations,
-        groups_shown={"timeline": len(top), "all": len(per_group)},
+        groups_shown={"timeline": len(top), "all": len(per_group), "progress": len(progress)},
+        rebalance_buckets=buckets,
+        worst_groups=_worst_groups(t),
+        pauses=pauses,
+        pause_histogram=histogram,
+        pause_count=pause_count,
     )
+
+
+def _anomaly_rank() -> Any:
+    rank = F.lit(len(ANOMALY_RANK))
+    for kind, r in sorted(ANOMALY_RANK.items(), key=lambda kv: -kv[1]):
+        rank = F.when(F.col("kind") == kind, r).otherwise(rank)
+    return rank
+
+
+def _pause_ms() -> Any:
+    """Join phase end to assignment durable (see the module docstring); null for Empty groups."""
+    return F.when(
+        (F.col("member_count") > 0) & F.col("join_completed_at").isNotNull(),
+        F.greatest(F.unix_millis("started_at") - F.unix_millis("join_completed_at"), F.lit(0)),
+    )
+
+
+def _pauses(t: Tables) -> tuple[list[dict[str, Any]], list[tuple[int, int]], int, list[int]]:
+    """(longest pauses, histogram by powers of two, how many, [p50, p95, max])."""
+    p = t.generations.select("group", "generation", "member_count", _pause_ms().alias("pause_ms"), "started_at")
+    p = p.where(F.col("pause_ms").isNotNull())
+    stats = p.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.percentile_approx("pause_ms", [0.5, 0.95]).alias("q"),
+        F.max("pause_ms").alias("max"),
+    ).first()
+    if not stats or not stats["n"]:
+        return [], [], 0, []
+    bound = F.pow(F.lit(2), F.ceil(F.log2(F.greatest(F.col("pause_ms"), F.lit(1))))).cast("long")
+    histogram = [(r.bound, r["count"]) for r in p.groupBy(bound.alias("bound")).count().orderBy("bound").collect()]
+    longest = [
+        r.asDict()
+        for r in p.select("group", "generation", "member_count", "pause_ms", F.unix_millis("started_at").alias("at"))
+        .orderBy(F.desc("pause_ms"), "group", "generation")
+        .limit(MAX_PAUSE_ROWS)
+        .collect()
+    ]
+    return longest, histogram, stats["n"], [*stats["q"], stats["max"]]
+
+
+def _rebalance_buckets(t: Tables) -> list[dict[str, Any]]:
+    """Rebalances of all groups summed per time bucket: (start ms, width ms, count, partitions)."""
+    r = t.rebalances.select(
+        F.unix_millis("completed_at").alias("at"),
+        *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in _MOVES],
+    )
+    span = r.agg(F.min("at").alias("lo"), F.max("at").alias("hi")).first()
+    if span is None or span.lo is None:
+        return []
+    width = max(1, -(-(span.hi - span.lo + 1) // REBALANCE_BUCKETS))
+    rows = (
+        r.groupBy(F.floor((F.col("at") - span.lo) / width).alias("b"))
+        .agg(F.count(F.lit(1)).alias("rebalances"), *[F.sum(c).alias(c) for c in _MOVES])
+        .orderBy("b")
+        .collect()
+    )
+    # every bucket, the empty ones as zeros: a gap must read as "no rebalance", not be bridged
+    found = {row.b: row.asDict() for row in rows}
+    empty = {"rebalances": 0, **dict.fromkeys(_MOVES, 0)}
+    last = max(found, default=-1)
+    return [{**empty, **found.get(b, {}), "start": span.lo + b * width, "width": width} for b in range(last + 1)]
+
+
+_MOVES = ("partitions_moved", "partitions_newly_assigned", "partitions_unassigned")
+
+
+def _worst_groups(t: Tables) -> list[dict[str, Any]]:
+    """Per group: anomalies by kind, generations, rebalances, partitions moved, longest pause;
+    the worst first (rewinds, then double assignments, unassigned, then rebalances)."""
+    kinds = list(ANOMALY_RANK)
+    a = t.anomalies.groupBy("group").agg(*[F.sum(F.when(F.col("kind") == k, 1).otherwise(0)).alias(k) for k in kinds])
+    g = t.generations.groupBy("group").agg(
+        F.count(F.lit(1)).alias("generations"), F.max(_pause_ms()).alias("max_pause_ms")
+    )
+    r = t.rebalances.groupBy("group").agg(
+        F.count(F.lit(1)).alias("rebalances"), F.sum(F.coalesce("partitions_moved", F.lit(0))).alias("moved")
+    )
+    zero = [F.coalesce(F.col(c), F.lit(0)).alias(c) for c in [*kinds, "generations", "rebalances", "moved"]]
+    rows = (
+        g.join(r, "group", "full_outer")
+        .join(a, "group", "full_outer")
+        .select("group", *zero, "max_pause_ms")
+        .orderBy(*[F.desc(k) for k in kinds], F.desc("rebalances"), F.desc("moved"), "group")
+        .limit(MAX_WORST_GROUPS)
+        .collect()
+    )
+    return [row.asDict() for row in rows]
 
 
 def _progress(t: Tables) -> dict[str, list[tuple[int, int]]]:
@@ -246,6 +367,13 @@ def _empty(plt: Any, text: str) -> Any:
     return fig
 
 
+_LABEL_FRACTION = 0.0075  # of the 11-inch axis per character of 8-pt text
+
+
+def _members(n: int) -> str:
+    return "1 member" if n == 1 else f"{n} members"
+
+
 def plot_timeline(data: ReportData) -> str:
     plt = _plt()
     import matplotlib.dates as mdates
@@ -265,22 +393,22 @@ def plot_timeline(data: ReportData) -> str:
             width = max(mdates.date2num(_dt(stop)) - left, 1e-9)
             color = "#dddddd" if members == 0 else palette[i % len(palette)]
             ax.broken_barh([(left, width)], (y - 0.35, 0.7), facecolors=color, edgecolor="#333", linewidth=0.4)
-            if width >= span * 0.03:  # label only bars wide enough to hold it
-                ax.text(
-                    left + width / 2,
-                    y,
-                    f"g{generation}\n{members}m",
-                    ha="center",
-                    va="center",
-                    fontsize=6.5,
-                    clip_on=True,
-                )
+            # Spelled out ("3 members", never "3m", which reads as minutes), in the widest form
+            # the bar holds; a bar too narrow for "g3" stays unlabelled (the table lists all).
+            for text in (
+                f"g{generation} · {_members(members)}",
+                f"g{generation}\n{_members(members)}",
+                f"g{generation}",
+            ):
+                if width >= span * _LABEL_FRACTION * max(len(line) for line in text.split("\n")):
+                    ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=8, clip_on=True)
+                    break
     ax.set_yticks(range(len(groups)))
     ax.set_yticklabels(groups)
     ax.invert_yaxis()
     ax.xaxis_date(tz=UTC)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=UTC))
-    ax.set_xlabel("time (UTC); label: generation, members; grey: Empty")
+    ax.set_xlabel("time (UTC); bar label: generation and member count; grey: Empty (no members)")
     ax.set_title("Generations per group")
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)
@@ -288,6 +416,8 @@ def plot_timeline(data: ReportData) -> str:
 
 def plot_rebalances(data: ReportData) -> str:
     plt = _plt()
+    if data.rebalance_buckets:
+        return _plot_rebalance_buckets(plt, data.rebalance_buckets)
     rows = data.rebalances[-MAX_REBALANCE_BARS:]
     if not rows:
         return _png(_empty(plt, "no rebalances in the log"))
@@ -304,14 +434,67 @@ def plot_rebalances(data: ReportData) -> str:
     ax.set_xticks(xs)
     ax.set_xticklabels(
         [f"{r['group']} g{r['from_generation']}→g{r['to_generation']}" for r in rows],
-        rotation=60,
+        rotation=45,
         ha="right",
-        fontsize=7,
+        fontsize=8,
     )
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("partitions")
     ax.set_title("Partitions moved per rebalance")
     ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def _plot_rebalance_buckets(plt: Any, buckets: list[dict[str, Any]]) -> str:
+    """Every rebalance of every group, summed per time bucket: partitions (bars) and rebalances (line)."""
+    import matplotlib.dates as mdates
+
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    width = buckets[0]["width"] / 86_400_000  # matplotlib dates are in days
+    xs = [mdates.date2num(_dt(b["start"])) for b in buckets]
+    bottom = [0] * len(buckets)
+    for key, label, color in zip(_MOVES, ("moved", "newly assigned", "unassigned"), ("#d62728", "#2ca02c", "#7f7f7f")):
+        ys = [b[key] or 0 for b in buckets]
+        ax.bar(xs, ys, width=width * 0.9, align="edge", bottom=bottom, label=label, color=color)
+        bottom = [a + b for a, b in zip(bottom, ys)]
+    ax.set_ylabel("partitions (all groups)")
+    ax.xaxis_date(tz=UTC)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=UTC))
+    count = ax.twinx()
+    (line,) = count.plot(
+        [x + width / 2 for x in xs], [b["rebalances"] for b in buckets], color="#1f77b4", marker=".", label="rebalances"
+    )
+    count.set_ylabel("rebalances", color="#1f77b4")
+    count.set_ylim(bottom=0, top=max(b["rebalances"] for b in buckets) * 1.25 + 1)
+    ax.set_ylim(top=max(bottom) * 1.25 + 1)  # headroom for the legend
+    ax.set_xlabel(f"time (UTC), {len(buckets)} buckets of {_duration(buckets[0]['width'])}")
+    ax.set_title("Partitions moved and rebalances, all groups, per time bucket")
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend([*handles, line], [*labels, "rebalances (right axis)"], fontsize=8, loc="upper center", ncol=4)
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def _duration(ms: int) -> str:
+    for unit, size in (("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size:
+            return f"{ms / size:.3g} {unit}"
+    return f"{ms} ms"
+
+
+def plot_pauses(data: ReportData) -> str:
+    plt = _plt()
+    if not data.pause_histogram:
+        return _png(_empty(plt, "no generation with members in the log"))
+    fig, ax = plt.subplots(figsize=(11, 3.6))
+    labels = [f"≤{_duration(bound)}" for bound, _ in data.pause_histogram]
+    ax.bar(range(len(labels)), [n for _, n in data.pause_histogram], color="#9467bd")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel("generations")
+    ax.set_xlabel("pause: join phase end → assignment durable (the join phase before it is not in the log)")
+    ax.set_title(f"Pause per rebalance, all {data.pause_count} generations with members")
     ax.grid(axis="y", alpha=0.3)
     return _png(fig)
 
@@ -380,16 +563,34 @@ def _table(headers: list[str], rows: list[list[Any]], row_class: list[str] | Non
 
 def _member_label(m: dict[str, Any]) -> str:
     n = m["partitions"]
-    owned = f", {n}p" if n is not None and n >= 0 else ""  # non-consumer protocols: no partitions
+    # non-consumer protocols: no partitions
+    owned = f", {n} partition{'' if n == 1 else 's'}" if n is not None and n >= 0 else ""
     return f"{m['key']} ({m['client_id']}, {m['client_host']}{owned})"
 
 
+_WORST_HEADERS = [
+    "group",
+    "backwards commits",
+    "double assigned",
+    "unassigned",
+    "generations",
+    "rebalances",
+    "partitions moved",
+    "longest pause ms",
+]
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{html.escape(text)}</p>'
+
+
+def _plot(pid: str, heading: str, png: str) -> str:
+    return f'<img class="plot" id="plot-{pid}" alt="{html.escape(heading)}" src="data:image/png;base64,{png}">'
+
+
 def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = "") -> str:
-    plots = [
-        ("generations", "Generations timeline", plot_timeline(data)),
-        ("rebalances", "Partitions moved per rebalance", plot_rebalances(data)),
-        ("progress", "Commit progress", plot_progress(data)),
-    ]
+    shown = data.groups_shown
+    n_groups = data.summary.get("groups", 0)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -399,19 +600,20 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
         "<h2>Summary</h2>",
         _table(["", "count"], [[k, v] for k, v in data.summary.items()]),
     ]
-    shown = data.groups_shown
-    for pid, heading, png in plots:
-        parts.append(f'<h2 id="{pid}">{html.escape(heading)}</h2>')
-        if pid == "generations" and shown and shown.get("all", 0) > shown.get("timeline", 0):
-            parts.append(f'<p class="note">the {shown["timeline"]} groups with most generations of {shown["all"]}</p>')
-        parts.append(
-            f'<img class="plot" id="plot-{pid}" alt="{html.escape(heading)}" src="data:image/png;base64,{png}">'
-        )
 
     parts.append(f'<h2 id="anomalies">Anomalies ({data.anomaly_count})</h2>')
     if data.anomalies:
-        if data.anomaly_count > len(data.anomalies):
-            parts.append(f'<p class="note">first {len(data.anomalies)} of {data.anomaly_count}</p>')
+        parts.append(
+            _note(
+                "most serious first: commits going backwards, then partitions assigned twice, then "
+                "partitions left unassigned; by time within each kind"
+                + (
+                    f"; the first {len(data.anomalies)} of {data.anomaly_count} shown, the rest are in the anomalies table"
+                    if data.anomaly_count > len(data.anomalies)
+                    else ""
+                )
+            )
+        )
         parts.append(
             _table(
                 [
@@ -447,7 +649,95 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
     else:
         parts.append("<p>none</p>")
 
+    parts.append('<h2 id="worst-groups">Groups, worst first</h2>')
+    if data.worst_groups:
+        more = n_groups - len(data.worst_groups)
+        parts.append(
+            _note(
+                "ranked by commits going backwards, double assignments, unassigned partitions, then rebalances"
+                + (f"; {len(data.worst_groups)} of {n_groups} groups shown, {more} left out" if more > 0 else "")
+            )
+        )
+        parts.append(
+            _table(
+                _WORST_HEADERS,
+                [
+                    [
+                        g["group"],
+                        g["backwards_commit"],
+                        g["double_assigned"],
+                        g["unassigned"],
+                        g["generations"],
+                        g["rebalances"],
+                        g["moved"],
+                        g["max_pause_ms"],
+                    ]
+                    for g in data.worst_groups
+                ],
+            )
+        )
+    else:
+        parts.append("<p>none</p>")
+
+    parts.append('<h2 id="pauses">Pause per rebalance</h2>')
+    parts.append(
+        _note(
+            "Measured per generation from the end of its join phase (the group-metadata record's "
+            "currentStateTimestamp: every member had rejoined and got its JoinGroup response) to the "
+            "assignment being durable (the record's log time: the SyncGroup responses go out). The first "
+            "JoinGroup is not in the log -- Kafka's coordinator writes nothing when a rebalance starts -- "
+            "so the join phase before (bounded by the rebalance timeout) comes on top of these figures."
+        )
+    )
+    parts.append(_plot("pauses", "Pause per rebalance", plot_pauses(data)))
+    if data.pauses:
+        if data.pause_count > len(data.pauses):
+            parts.append(_note(f"the {len(data.pauses)} longest of {data.pause_count}"))
+        parts.append(
+            _table(
+                ["assignment durable", "group", "generation", "members", "pause ms"],
+                [
+                    [_fmt_time(p["at"]), p["group"], p["generation"], p["member_count"], p["pause_ms"]]
+                    for p in data.pauses
+                ],
+            )
+        )
+
+    parts.append('<h2 id="rebalances">Partitions moved per rebalance</h2>')
+    total = data.summary.get("rebalances", 0)
+    if data.rebalance_buckets:
+        parts.append(
+            _note(
+                f"all {total} rebalances of all groups, summed per time bucket (one bar each above {MAX_REBALANCE_BARS})"
+            )
+        )
+    elif total:
+        parts.append(_note(f"all {total} rebalances, one bar each"))
+    parts.append(_plot("rebalances", "Partitions moved per rebalance", plot_rebalances(data)))
+
+    parts.append('<h2 id="generations">Generations timeline</h2>')
+    if shown.get("all", 0) > shown.get("timeline", 0):
+        parts.append(
+            _note(
+                f"the {shown['timeline']} groups with most generations of {shown['all']}; "
+                f"{shown['all'] - shown['timeline']} left out (all are in the generations table)"
+            )
+        )
+    parts.append(_plot("generations", "Generations timeline", plot_timeline(data)))
+
+    parts.append('<h2 id="progress">Commit progress</h2>')
+    committing = data.summary.get("committing groups", 0)
+    if committing > shown.get("progress", 0):
+        parts.append(
+            _note(
+                f"the {shown['progress']} groups with most commits of {committing} committing groups; the rest left out"
+            )
+        )
+    parts.append(_plot("progress", "Commit progress", plot_progress(data)))
+
     parts.append('<h2 id="rebalance-list">Rebalances</h2>')
+    if total > len(data.rebalances):
+        parts.append(_note(f"the latest {len(data.rebalances)} of {total}; all are in the rebalances table"))
     parts.append(
         _table(
             [
@@ -486,6 +776,12 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
         else "<p>none</p>"
     )
     parts.append('<h2 id="generation-list">Generations</h2>')
+    if data.summary.get("generations", 0) > len(data.generations):
+        parts.append(
+            _note(
+                f"the latest {len(data.generations)} of {data.summary['generations']}; all are in the generations table"
+            )
+        )
     parts.append(
         _table(
             ["started", "group", "generation", "type", "protocol", "leader", "members", "duration ms"],

@@ -19,6 +19,11 @@ Options of ``groupd-log`` (all optional):
 ``offsetsPartitions``  the number of ``__consumer_offsets`` partitions; with a literal ``group``
                        only the one log partition that group hashes to is read
 ``verifyCrc``          ``true`` (default) checks every batch's CRC-32C
+``minPartitions``      pack consecutive small segments into shared input partitions: about this
+                       many (at most ``maxPartitionBytes``, default 128 MiB, each; a segment is
+                       never split). Unset: one input partition per segment. Each Spark task
+                       costs a Python worker round trip, which dominates for many small segments
+                       (a data directory of 50 log partitions with a few KiB each).
 """
 
 from __future__ import annotations
@@ -41,11 +46,41 @@ FORMAT = "groupd-log"
 class SegmentPartition(InputPartition):
     """One segment file: the unit of work of one Spark task."""
 
-    def __init__(self, path: str, log_partition: int, segment: int) -> None:
+    def __init__(self, path: str, log_partition: int, segment: int, size: int = 0) -> None:
         super().__init__((path, log_partition, segment))
         self.path = path
         self.log_partition = log_partition
         self.segment = segment
+        self.size = size
+
+
+class PackedPartition(InputPartition):
+    """Consecutive segments read by one Spark task, in log order."""
+
+    def __init__(self, segments: list[SegmentPartition]) -> None:
+        super().__init__(tuple(s.path for s in segments))
+        self.segments = segments
+
+
+MAX_PARTITION_BYTES = 128 << 20
+
+
+def pack(segments: list[SegmentPartition], min_partitions: int, max_bytes: int = MAX_PARTITION_BYTES) -> list:
+    """Consecutive segments grouped so that each group holds about total/`min_partitions` bytes
+    (never more than `max_bytes` unless one segment alone is larger)."""
+    if not segments:
+        return []
+    total = sum(s.size for s in segments)
+    target = max(1, min(max_bytes, -(-total // max(1, min_partitions))))
+    packs: list[list[SegmentPartition]] = [[]]
+    held = 0
+    for s in segments:
+        if packs[-1] and held + s.size > target:
+            packs.append([])
+            held = 0
+        packs[-1].append(s)
+        held += s.size
+    return [PackedPartition(p) for p in packs]
 
 
 def is_local(path: str) -> bool:
@@ -71,15 +106,15 @@ def list_segments(path: str, partitions: set[int] | None = None) -> list[Segment
     directory or one segment file), ordered by (log partition, base offset)."""
     found: list[SegmentPartition] = []
 
-    def consider(file_path: str, shown: str) -> None:
+    def consider(file_path: str, shown: str, size: int) -> None:
         parsed = decode.parse_segment_path(file_path)
         if parsed is not None and (partitions is None or parsed[0] in partitions):
-            found.append(SegmentPartition(shown, *parsed))
+            found.append(SegmentPartition(shown, *parsed, size))
 
     if is_local(path):
         root = _local_path(path)
         if os.path.isfile(root):
-            consider(os.path.abspath(root), os.path.abspath(root))
+            consider(os.path.abspath(root), os.path.abspath(root), os.path.getsize(root))
         elif not os.path.isdir(root):
             raise FileNotFoundError(f"no such data directory: {path}")
         else:
@@ -88,7 +123,7 @@ def list_segments(path: str, partitions: set[int] | None = None) -> list[Segment
                 for name in sorted(filenames):
                     if name.endswith(".log"):
                         full = os.path.abspath(os.path.join(dirpath, name))
-                        consider(full, full)
+                        consider(full, full, os.path.getsize(full))
     else:
         from pyarrow import fs
 
@@ -102,7 +137,7 @@ def list_segments(path: str, partitions: set[int] | None = None) -> list[Segment
             raise FileNotFoundError(f"no such data directory: {path}")
         for i in infos:
             if i.type == fs.FileType.File and i.path.endswith(".log"):
-                consider(i.path, _uri_for(path, i.path))
+                consider(i.path, _uri_for(path, i.path), i.size or 0)
     found.sort(key=lambda s: (s.log_partition, s.segment))
     return found
 
@@ -142,22 +177,34 @@ class GroupdLogReader(DataSourceReader):
         n = options.get("offsetspartitions")
         self.offsets_partitions = int(n) if n else None
         self.verify_crc = _bool(options.get("verifycrc"), True)
+        n = options.get("minpartitions")
+        self.min_partitions = int(n) if n else None
+        n = options.get("maxpartitionbytes")
+        self.max_partition_bytes = int(n) if n else MAX_PARTITION_BYTES
 
     def partitions(self) -> Sequence[InputPartition]:
         wanted = decode.partitions_for_pattern(self.pattern, self.offsets_partitions)
-        return list_segments(self.path, wanted)
+        segments = list_segments(self.path, wanted)
+        if self.min_partitions is None:
+            return segments
+        return pack(segments, self.min_partitions, self.max_partition_bytes)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, SegmentPartition):
+        if isinstance(partition, SegmentPartition):
+            segments = [partition]
+        elif isinstance(partition, PackedPartition):
+            segments = partition.segments
+        else:
             return  # no segments at all: Spark still runs one task, with no partition of ours
-        data = read_bytes(partition.path)
-        yield from decode.decode_segment_arrow(
-            data,
-            partition.log_partition,
-            partition.segment,
-            group_filter=decode.group_matcher(self.pattern),
-            verify_crc=self.verify_crc,
-        )
+        matcher = decode.group_matcher(self.pattern)
+        for segment in segments:
+            yield from decode.decode_segment_arrow(
+                read_bytes(segment.path),
+                segment.log_partition,
+                segment.segment,
+                group_filter=matcher,
+                verify_crc=self.verify_crc,
+            )
 
 
 class GroupdLogDataSource(DataSource):
@@ -220,11 +267,14 @@ def read_log(
     offsets_partitions: int | None = None,
     verify_crc: bool = True,
     via: str = "auto",
+    min_partitions: int | None = None,
 ) -> DataFrame:
     """The records of the groupd data directory at `path` as a DataFrame of ``decode.SCHEMA_DDL``.
 
     `via` is ``"datasource"`` (the ``groupd-log`` source), ``"binaryfile"`` (Spark's Hadoop file
     source + mapInArrow) or ``"auto"``: the data source for local paths, binaryFile for URIs.
+    `min_partitions` packs small segments (the data source's ``minPartitions``; binaryFile packs
+    small files itself, by ``spark.sql.files.maxPartitionBytes``).
     """
     if via == "auto":
         via = "datasource" if is_local(path) else "binaryfile"
@@ -235,6 +285,8 @@ def read_log(
             reader = reader.option("group", group)
         if offsets_partitions:
             reader = reader.option("offsetsPartitions", str(offsets_partitions))
+        if min_partitions:
+            reader = reader.option("minPartitions", str(min_partitions))
         return reader.load(path)
     if via != "binaryfile":
         raise ValueError(f"unknown reader {via!r}")

@@ -1,10 +1,11 @@
 """A synthetic ``__consumer_offsets`` log of any size, for measuring the pipeline.
 
-    python -m groupd.pipeline.synthetic DATA_DIR --records 10000000 [--groups 200] [--seed 1]
+    python -m groupd.pipeline.synthetic DATA_DIR --records 10000000 [--groups 200] [--seed 1] [--rebalance-every 50]
 
 Groups of 3-6 consumer members own a 12-partition topic each; every round, each group commits
 all its partitions in one batch (as groupd's appender merges a group's commits), and every 50th
-round a group rebalances (a member joins or leaves; range assignment). Records go through
+round (``--rebalance-every``) a group rebalances (a member joins or leaves; range assignment; its
+sync phase -- join end to assignment durable -- lasts 5 ms to 5 s, log-uniform). Records go through
 groupd's own serde and storage engine, into 100 MiB segments as groupd writes them.
 """
 
@@ -50,7 +51,14 @@ def _range_assign(members: list[str], topic: str) -> dict[str, list[int]]:
     return out
 
 
-def generate(data_dir: Path, records: int, groups: int = 200, seed: int = 1, start_ms: int = 1_700_000_000_000) -> int:
+def generate(
+    data_dir: Path,
+    records: int,
+    groups: int = 200,
+    seed: int = 1,
+    start_ms: int = 1_700_000_000_000,
+    rebalance_every: int = 50,
+) -> int:
     rng = random.Random(seed)
     manager = LogManager(data_dir, LogConfig(segment_ms=None, retention_ms=None))
     manager.open_all()
@@ -79,7 +87,7 @@ def generate(data_dir: Path, records: int, groups: int = 200, seed: int = 1, sta
             if written >= records:
                 break
             log = manager.get_or_create(OFFSETS, s["log"])
-            if round_no % 50 == 0:
+            if round_no % rebalance_every == 0:
                 if round_no and len(s["members"]) > 2 and rng.random() < 0.5:
                     s["members"].pop(rng.randrange(len(s["members"])))
                 elif round_no:
@@ -93,7 +101,7 @@ def generate(data_dir: Path, records: int, groups: int = 200, seed: int = 1, sta
                     generation=s["generation"],
                     protocol="range",
                     leader=s["members"][0],
-                    current_state_timestamp=now - 50,
+                    current_state_timestamp=now - int(5 * 1000 ** rng.random()),
                     members=tuple(
                         MemberMetadata(
                             m,
@@ -129,9 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--groups", type=int, default=200)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rebalance-every", type=int, default=50, metavar="ROUNDS")
     args = p.parse_args(argv)
     started = time.monotonic()
-    n = generate(args.data_dir, args.records, args.groups, args.seed)
+    n = generate(args.data_dir, args.records, args.groups, args.seed, rebalance_every=args.rebalance_every)
     print(f"wrote {n} records to {args.data_dir} in {time.monotonic() - started:.1f}s")
     return 0
 

@@ -35,7 +35,15 @@ assignments are not topic-partitions).
 ``unassigned``        a partition of a topic some member subscribes to that no member owns, in a
                       generation with members. A topic's partitions are ``0 .. n-1`` with n from
                       the data directory's ``topics.json`` when it lists the topic, otherwise one
-                      more than the highest partition the log mentions anywhere.
+                      more than the highest partition the log mentions anywhere. Not reported for
+                      a generation in which no member got any partition and that a later
+                      generation replaced: a client's first generation often looks like that (the
+                      leader assigns nothing for a topic whose metadata it has not fetched yet, then
+                      rejoins when it has), which is the normal start of a consumer, not a fault.
+                      A group that *stays* with an empty assignment is still reported.
+
+Anomalies are ranked by ``ANOMALY_RANK`` (a commit going backwards -- data re-read or skipped --
+first, then double assignment, then unassigned partitions), which is how the report lists them.
 """
 
 from __future__ import annotations
@@ -72,6 +80,10 @@ ANOMALY_SCHEMA = StructType(
         StructField("detail", StringType(), True),
     ]
 )
+
+
+ANOMALY_RANK = {"backwards_commit": 0, "double_assigned": 1, "unassigned": 2}
+"""Most serious first: the order the report lists anomalies in."""
 
 
 @dataclass
@@ -350,6 +362,14 @@ def anomalies(raw: DataFrame, gens: DataFrame, counts: DataFrame) -> DataFrame:
     consumer_gens = gens.where((F.col("protocol_type") == "consumer") & (F.col("member_count") > 0))
     where = consumer_gens.select("group", "seq", "generation", "started_at", "log_partition", "log_offset")
     owned = _assignments(consumer_gens)
+    # A replaced generation in which nobody got anything: a client's first join before it knew the
+    # topic's partitions (see the module docstring), not a partition left behind.
+    assigned = F.aggregate(
+        "members",
+        F.lit(0),
+        lambda acc, m: acc + F.greatest(F.coalesce(F.size(m["assigned_partitions"]), F.lit(0)), F.lit(0)),
+    )
+    startup = consumer_gens.where((assigned <= 0) & F.col("ended_at").isNotNull()).select("group", "seq")
     double = _anomaly(
         owned.where(F.size("owners") > 1).join(where, ["group", "seq"]),
         kind=F.lit("double_assigned"),
@@ -374,7 +394,11 @@ def anomalies(raw: DataFrame, gens: DataFrame, counts: DataFrame) -> DataFrame:
         .select("group", "seq", "topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition"))
         .where(F.col("partition") >= 0)
     )
-    missing = expected.join(owned, ["group", "seq", "topic", "partition"], "left_anti").join(where, ["group", "seq"])
+    missing = (
+        expected.join(owned, ["group", "seq", "topic", "partition"], "left_anti")
+        .join(startup, ["group", "seq"], "left_anti")
+        .join(where, ["group", "seq"])
+    )
     unassigned = _anomaly(
         missing,
         kind=F.lit("unassigned"),

@@ -52,6 +52,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
 class Analysis:
     out: Path
     stdout: str
+    stderr: str
 
     @property
     def report(self) -> Path:
@@ -62,11 +63,12 @@ class Analysis:
 def analyzed(spark: SparkSession, history: History, tmp_path_factory: pytest.TempPathFactory) -> Analysis:
     """The fixture history through ``groupd analyze`` (in-process: it reuses the test session)."""
     out = tmp_path_factory.mktemp("analysis") / "out"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = cli.main(["analyze", "--data-dir", str(history.data_dir), "--out", str(out), "--master", "local[2]"])
-    assert code == 0, printed.getvalue()
-    return Analysis(out, printed.getvalue())
+    printed, progress = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(progress):
+        args = ["--data-dir", str(history.data_dir), "--out", str(out), "--master", "local[2]"]
+        code = cli.main(["analyze", *args, "--progress-interval", "0.1"])
+    assert code == 0, printed.getvalue() + progress.getvalue()
+    return Analysis(out, printed.getvalue(), progress.getvalue())
 
 
 def collect(df: DataFrame, *order: str) -> list[dict]:

@@ -211,3 +211,22 @@ def write_history(data_dir: Path) -> History:
     w.group_tombstone("billing.dead", T + 25000, "billing")
     write_registry(data_dir, {OFFSETS: 50, o: 4})
     return w.close()
+
+
+def write_startup_history(data_dir: Path) -> History:
+    """Two consumer groups on ``orders`` (4 partitions in topics.json):
+
+    fresh   g1  T+1000  f1[] f2[]            the leader assigned nothing (no metadata yet)
+            g2  T+2000  f1[o0,o1] f2[o2,o3]  it rejoined: everything assigned
+                commits o0=10 (T+3000), o0=20 (T+4000), o0=5 (T+9000: a rewind)
+    stuck   g1  T+5000  s1[] s2[]            never replaced: its 4 partitions stay unassigned
+    """
+    w = LogWriter(data_dir)
+    o = "orders"
+    w.generation("fresh.g1", T + 1000, "fresh", 1, [M("f1", {}), M("f2", {})])
+    w.generation("fresh.g2", T + 2000, "fresh", 2, [M("f1", {o: [0, 1]}), M("f2", {o: [2, 3]})], state_ts=T + 1200)
+    for label, ts, offset in [("c1", 3000, 10), ("c2", 4000, 20), ("rewind", 9000, 5)]:
+        w.commit(f"fresh.{label}", T + ts, "fresh", o, 0, offset)
+    w.generation("stuck.g1", T + 5000, "stuck", 1, [M("s1", {}), M("s2", {})])
+    write_registry(data_dir, {OFFSETS: 50, o: 4})
+    return w.close()

@@ -3,6 +3,8 @@ on the fixture history is the ``analyzed`` fixture, checked by the table and rep
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -82,4 +84,54 @@ def test_a_fresh_data_directory_gives_empty_tables_and_a_report(spark, tmp_path,
     for name in TABLES:
         assert spark.read.parquet(str(out / name)).count() == 0
     page = (out / "report.html").read_text(encoding="utf-8")
-    assert page.count('<img class="plot"') == 3 and "Anomalies (0)" in page
+    assert page.count('<img class="plot"') == 4 and "Anomalies (0)" in page
+
+
+def test_progress_goes_to_stderr_phase_by_phase_with_running_stages(analyzed) -> None:
+    # every phase says so as it starts, in order; the status tracker adds the running stages
+    phases = ["starting Spark", "reading and decoding", "decoded 21 records"]
+    phases += [f"writing {name}" for name in TABLES] + ["rendering the report"]
+    positions = [analyzed.stderr.find(p) for p in phases]
+    assert -1 not in positions and positions == sorted(positions), analyzed.stderr
+    assert re.search(r"stage \d+ \(\w+\): \d+/\d+ tasks done, \d+ running", analyzed.stderr), analyzed.stderr
+    assert "stage" not in analyzed.stdout  # stdout keeps the summary only
+
+
+def _without_java(tmp_path, **env: str) -> subprocess.CompletedProcess:
+    # the interpreter by absolute path, nothing else reachable: no java on PATH
+    clean = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "PATH")}
+    clean.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "groupd", "analyze", "--data-dir", str(tmp_path), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean,
+    )
+
+
+def test_analyze_without_java_says_what_is_missing(tmp_path) -> None:
+    no_path = _without_java(tmp_path, PATH=str(tmp_path / "nowhere"))
+    assert no_path.returncode == 3
+    assert "no java on PATH" in no_path.stderr and "Java 17 or later" in no_path.stderr
+    assert "Traceback" not in no_path.stderr and "JAVA_GATEWAY_EXITED" not in no_path.stderr
+
+    bad_home = _without_java(tmp_path, PATH=str(tmp_path / "nowhere"), JAVA_HOME=str(tmp_path / "jdk"))
+    assert bad_home.returncode == 3 and f"JAVA_HOME={tmp_path / 'jdk'} has no bin/java" in bad_home.stderr
+
+    # a Java 11 (what `java -version` prints on stderr) is refused before Spark tries it
+    old = tmp_path / "jdk11" / "bin"
+    old.mkdir(parents=True)
+    (old / "java").write_text("#!/bin/sh\necho 'openjdk version \"11.0.22\" 2024-01-16' >&2\n")
+    (old / "java").chmod(0o755)
+    too_old = _without_java(tmp_path, PATH=str(tmp_path / "nowhere"), JAVA_HOME=str(tmp_path / "jdk11"))
+    assert too_old.returncode == 3 and "is Java 11" in too_old.stderr, too_old.stderr
+    assert "Traceback" not in too_old.stderr
+
+
+def test_java_version_parsing() -> None:
+    from groupd.pipeline import progress
+
+    assert progress.java_problem() is None  # this machine runs the Spark tests: its Java is fine
+    exe = progress.java_executable()
+    assert exe is not None and progress.java_version(exe) >= progress.JAVA_MIN

@@ -53,3 +53,23 @@ def test_missing_directory_is_an_error(tmp_path) -> None:
     with pytest.raises(FileNotFoundError):
         source.list_segments(str(tmp_path / "nope"))
     assert source.list_segments(str(tmp_path)) == []
+
+
+def test_min_partitions_packs_consecutive_segments_and_reads_the_same_rows(spark, history: History) -> None:
+    segs = [source.SegmentPartition(f"s{i}", i // 2, i, size) for i, size in enumerate([10, 10, 10, 50, 5, 5])]
+    # 90 bytes over about 3 partitions: 30 each, in log order, a large segment alone
+    assert [[s.path for s in p.segments] for p in source.pack(segs, 3)] == [
+        ["s0", "s1", "s2"],
+        ["s3"],
+        ["s4", "s5"],
+    ]
+    assert [len(p.segments) for p in source.pack(segs, 1, max_bytes=20)] == [2, 1, 1, 2]
+    assert source.pack([], 4) == []
+
+    packed = source.read_log(spark, str(history.data_dir), min_partitions=2)
+    assert packed.rdd.getNumPartitions() < _segment_count(history)
+    plain = source.read_log(spark, str(history.data_dir))
+    cols = [F.col(c) for c in plain.columns if c != "members"] + [F.to_json("members").alias("members")]
+    assert collect(packed.select(cols), "log_partition", "offset") == collect(
+        plain.select(cols), "log_partition", "offset"
+    )
