@@ -266,34 +266,48 @@ class ConsumerGroupManager:
             )
 
     def _validate(self, req: Mapping[str, Any], version: int) -> None:
-        """``throwIfConsumerGroupHeartbeatRequestIsInvalid``."""
+        """``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (a blank string counts as empty, as its
+        ``throwIfEmptyString`` trims). groupd also compiles a regex here; Kafka does it in
+        ``maybeUpdateRegularExpressions`` when the regex is new to the group: same error, same
+        absence of records."""
         invalid = errors.INVALID_REQUEST
-        if version >= 1 and not req.get("member_id"):
-            raise _Error(invalid, "MemberId can't be empty.")
-        if not req.get("group_id"):
-            raise _Error(invalid, "GroupId can't be empty.")
-        if req.get("instance_id") == "":
-            raise _Error(invalid, "InstanceId can't be empty.")
-        if req.get("rack_id") == "":
-            raise _Error(invalid, "RackId can't be empty.")
         epoch = req["member_epoch"]
-        if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            if not req.get("member_id"):
-                raise _Error(invalid, "MemberId can't be empty.")
-        elif epoch == JOIN_GROUP_MEMBER_EPOCH:
+
+        def blank(name: str) -> bool:
+            v = req.get(name)
+            return v is not None and not v.strip()
+
+        if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and (
+            blank("member_id") or req.get("member_id") is None
+        ):
+            raise _Error(invalid, "MemberId can't be empty.")
+        if blank("group_id") or not req.get("group_id"):
+            raise _Error(invalid, "GroupId can't be empty.")
+        if blank("instance_id"):
+            raise _Error(invalid, "InstanceId can't be empty.")
+        if blank("rack_id"):
+            raise _Error(invalid, "RackId can't be empty.")
+        if epoch == JOIN_GROUP_MEMBER_EPOCH:
             if req.get("rebalance_timeout_ms", -1) == -1:
                 raise _Error(invalid, "RebalanceTimeoutMs must be provided in first request.")
             if req.get("topic_partitions") is None or req["topic_partitions"]:
                 raise _Error(invalid, "TopicPartitions must be empty when (re-)joining.")
+            # an empty list or an empty regex is accepted: a member subscribed to nothing
             if req.get("subscribed_topic_names") is None and req.get("subscribed_topic_regex") is None:
-                raise _Error(invalid, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+                raise _Error(
+                    invalid, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+                )
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if not req.get("member_id"):
-                raise _Error(invalid, "MemberId can't be empty.")
             if req.get("instance_id") is None:
                 raise _Error(invalid, "InstanceId can't be null.")
-        else:
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             raise _Error(invalid, "MemberEpoch is invalid.")
+        assignor = req.get("server_assignor")
+        if assignor is not None and assignor not in self.config.assignors:
+            raise _Error(
+                errors.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {assignor} is not supported. Supported assignors: {', '.join(self.config.assignors)}.",
+            )
         regex = req.get("subscribed_topic_regex")
         if regex:
             try:
@@ -303,12 +317,6 @@ class ConsumerGroupManager:
                     errors.INVALID_REGULAR_EXPRESSION,
                     f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.",
                 ) from None
-        assignor = req.get("server_assignor")
-        if assignor is not None and assignor not in self.config.assignors:
-            raise _Error(
-                errors.UNSUPPORTED_ASSIGNOR,
-                f"ServerAssignor {assignor} is not supported. Supported assignors: {', '.join(self.config.assignors)}.",
-            )
 
     def _leave(self, now_ms: int, req: Mapping[str, Any]) -> HeartbeatResult:
         """``consumerGroupLeave``: epoch -1 removes the member; -2 (static only) keeps its partitions,
@@ -388,6 +396,11 @@ class ConsumerGroupManager:
             if epoch != JOIN_GROUP_MEMBER_EPOCH:
                 raise _Error(errors.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
             g = ConsumerGroup(gid)  # created by this heartbeat's records (getOrMaybeCreateConsumerGroup)
+        if len(g.members) >= self.config.max_size and mid not in g.members:
+            raise _Error(
+                errors.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
+            )
         members = dict(g.members)
         new_member = False
         replaced_from: str | None = None
@@ -415,7 +428,7 @@ class ConsumerGroupManager:
                     )
                 else:
                     # replaceStaticMember: the new member id takes the old one's place, partitions and target
-                    member = replace(existing, member_id=mid, client_id=client_id, client_host=client_host)
+                    member = replace(existing, member_id=mid, member_epoch=0, previous_member_epoch=0)
                     records += _tombstones(gid, existing.member_id)
                     records.append(member_metadata_record(gid, member))
                     records.append(target_record(gid, mid, g.target.get(existing.member_id, {})))
@@ -433,14 +446,9 @@ class ConsumerGroupManager:
                     )
                 member = existing
                 self._check_epoch(member, epoch, owned)
-        if new_member and len(g.members) >= self.config.max_size:
-            raise _Error(
-                errors.GROUP_MAX_SIZE_REACHED,
-                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
-            )
 
         # 3. the subscription
-        updated = member
+        updated = replace(member, client_id=client_id, client_host=client_host)
         if req.get("instance_id") is not None:
             updated = replace(updated, instance_id=req["instance_id"])
         if req.get("rack_id") is not None:
@@ -453,11 +461,13 @@ class ConsumerGroupManager:
             updated = replace(updated, subscribed_topic_names=tuple(sorted(set(req["subscribed_topic_names"]))))
         if req.get("subscribed_topic_regex") is not None:
             updated = replace(updated, subscribed_topic_regex=req["subscribed_topic_regex"] or None)
-        bump = False
+        bump = g.group_epoch == 0  # a new group moves away from epoch 0 at once
         if updated != member or new_member:
             records.append(member_metadata_record(gid, updated))
+            # hasMemberSubscriptionChanged: only a change of names bumps (a new member subscribed to
+            # nothing joins at the current target epoch); a regex change is maybeUpdateRegularExpressions'
             bump = (
-                new_member
+                bump
                 or updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
@@ -522,7 +532,7 @@ class ConsumerGroupManager:
         # 6. the answer
         full = epoch == JOIN_GROUP_MEMBER_EPOCH or (
             req.get("rebalance_timeout_ms", -1) != -1
-            and (req.get("subscribed_topic_names") is not None or req.get("subscribed_topic_regex") is not None)
+            and req.get("subscribed_topic_names") is not None
             and req.get("topic_partitions") is not None
         )
         send = full or reconciled.assigned != member.assigned

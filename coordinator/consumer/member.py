@@ -76,8 +76,8 @@ def is_subset(owned: Iterable[tuple[uuid.UUID, Iterable[int]]] | None, assigned:
     if owned is None:
         return False
     for topic_id, partitions in owned:
-        have = assigned.get(topic_id, frozenset())
-        if any(p not in have for p in partitions):
+        have = assigned.get(topic_id)
+        if have is None or any(p not in have for p in partitions):
             return False
     return True
 

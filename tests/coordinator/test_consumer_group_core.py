@@ -162,3 +162,40 @@ def test_recovered_state_equals_state_before() -> None:
     a.leave()
     settle([b, c])
     assert shell.recovered().get(GROUP).persisted() == shell.group().persisted()
+
+
+def test_v0_join_without_member_id_gets_one_v1_must_bring_its_own() -> None:
+    shell = Shell()
+    a = shell.client("")
+    req = {
+        "group_id": GROUP,
+        "member_id": "",
+        "member_epoch": 0,
+        "rebalance_timeout_ms": 1000,
+        "subscribed_topic_names": ["t"],
+        "topic_partitions": [],
+    }
+    assert shell.mgr.heartbeat(0, req, version=1).response["error_code"] == 42
+    r = shell.mgr.heartbeat(0, req, version=0).response
+    assert r["error_code"] == 0 and r["member_id"] and r["member_epoch"] == 1
+    assert a.heartbeat(member_id="  ")["error_code"] == 42  # blank counts as empty (throwIfEmptyString)
+
+
+def test_full_group_refuses_new_members_only_throwIfConsumerGroupIsFull() -> None:
+    from groupd.coordinator.consumer import ConsumerGroupConfig, ConsumerGroupManager
+
+    shell = Shell()
+    shell.mgr = ConsumerGroupManager(ConsumerGroupConfig(max_size=1), topics=shell.topics)
+    a, b = shell.client("a"), shell.client("b")
+    a.heartbeat()
+    assert b.heartbeat()["error_code"] == 81  # GROUP_MAX_SIZE_REACHED
+    assert a.heartbeat()["error_code"] == 0
+
+
+def test_member_joining_with_no_topics_does_not_bump_the_epoch_hasMemberSubscriptionChanged() -> None:
+    shell = Shell()
+    a = shell.client("a")
+    a.heartbeat()
+    idle = shell.client("idle", topics=[])
+    assert idle.heartbeat()["member_epoch"] == 1 and shell.group().group_epoch == 1
+    assert idle.owned == {}
