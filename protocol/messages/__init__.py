@@ -6,11 +6,16 @@
 from __future__ import annotations
 
 from ..schema import ApiSchema
-from . import core, data, groups, offsets, sasl
+from . import consumer_groups, core, data, groups, offsets, sasl
 
 ALL_APIS: tuple[ApiSchema, ...] = tuple(
     sorted(
-        (v for m in (core, groups, offsets, data, sasl) for v in vars(m).values() if isinstance(v, ApiSchema)),
+        (
+            v
+            for m in (core, groups, consumer_groups, offsets, data, sasl)
+            for v in vars(m).values()
+            if isinstance(v, ApiSchema)
+        ),
         key=lambda a: a.key,
     )
 )
