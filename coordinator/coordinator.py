@@ -26,6 +26,8 @@ from ..protocol.errors import default_message
 from . import errors as err
 from . import listener as events
 from .config import CoordinatorConfig
+from .consumer import ConsumerGroupConfig, ConsumerGroupManager, TopicsImage
+from .consumer.records import CONSUMER_KEY_TYPES, ConsumerRecord
 from .group import CR, PR, ClassicGroup, D, E, Member, S, Waiter
 from .listener import CoordinatorListener
 from .offsets import OffsetManager, Offsets
@@ -63,6 +65,8 @@ HANDLED_APIS = (
     "OffsetCommit",
     "OffsetFetch",
     "OffsetDelete",
+    "ConsumerGroupHeartbeat",
+    "ConsumerGroupDescribe",
 )
 
 _log = structlog.get_logger("groupd.coordinator")
@@ -73,6 +77,9 @@ class _PendingAppend:
     partition: int
     records: list[Record]
     on_done: Callable[[int | None], None]  # called with None on success, the Kafka error code on failure
+    # consumer-group (KIP-848) records are applied when produced, as Kafka's runtime does (see
+    # _consumer_heartbeat); the others when durable
+    applied: bool = False
 
 
 def _hb_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -89,6 +96,8 @@ class GroupCoordinator:
         topic_partitions: Callable[[str], int | None] | None = None,
         logger: Any = None,
         listener: CoordinatorListener | None = None,
+        consumer_config: ConsumerGroupConfig | None = None,
+        topics_image: Callable[[], TopicsImage] | None = None,
     ) -> None:
         self.config = config or CoordinatorConfig()
         self.ownership = ownership or PartitionOwnership(Node(0, "localhost", 9092), self.config.num_offsets_partitions)
@@ -106,6 +115,10 @@ class GroupCoordinator:
         # back through this object (OffsetManager's GroupHost).
         self.offset_manager = OffsetManager(self)
         self._replay_offset = self.offset_manager.replay
+
+        # KIP-848 consumer groups live beside the classic ones; a group id is one or the other.
+        self.consumer = ConsumerGroupManager(consumer_config, uuid_factory=uuid_factory)
+        self._topics_image = topics_image
 
         self._deadlines = Deadlines()
         self._join_timer: dict[str, tuple[Any, ...]] = {}
@@ -150,16 +163,20 @@ class GroupCoordinator:
         horizon = self._deadlines.seq
         while (key := self._deadlines.pop_due(now_ms, horizon)) is not None:
             self._fire(key)
+        self._append_consumer_records(self.consumer.tick(now_ms))
         return self._finish()
 
     def next_deadline(self) -> int | None:
-        return self._deadlines.next_deadline()
+        mine, theirs = self._deadlines.next_deadline(), self.consumer.next_deadline()
+        if mine is None or theirs is None:
+            return theirs if mine is None else mine
+        return min(mine, theirs)
 
     def deadline_version(self) -> int:
         """Changes whenever a deadline may have moved earlier. While it stays the same, the next
         deadline can only have moved later (a heartbeat, a cancellation), so a wake-up armed for
         the old one is at worst early -- harmless: ``tick`` fires nothing and the shell re-arms."""
-        return self._deadlines.seq
+        return self._deadlines.seq + self.consumer.deadlines.seq
 
     def append_done(self, now_ms: int, token: int, error: BaseException | int | None = None) -> Result:
         """The shell reports that the append with ``token`` is durable (error None) or failed."""
@@ -168,8 +185,9 @@ class GroupCoordinator:
         if pending is None:
             raise KeyError(f"unknown append token {token}")
         if error is None:
-            for key, value in pending.records:
-                self.replay(key, value)
+            if not pending.applied:
+                for key, value in pending.records:
+                    self.replay(key, value)
             pending.on_done(None)
         else:
             code = error if isinstance(error, int) else err.error_code_of(error)
@@ -200,6 +218,8 @@ class GroupCoordinator:
         elif isinstance(key, OffsetCommitKey):
             assert value is None or isinstance(value, OffsetCommitValue)
             self._replay_offset(key, value)
+        elif isinstance(key, CONSUMER_KEY_TYPES):
+            self.consumer.replay((key, value))  # type: ignore[arg-type]
         else:
             raise TypeError(f"not a __consumer_offsets record key: {key!r}")
 
@@ -214,7 +234,7 @@ class GroupCoordinator:
         n = self.config.num_offsets_partitions
         for gid in [g for g in self.groups if partition_for(g, n) == partition]:
             self._forget_group(self.groups.pop(gid))
-        for store in (self.group_records, self.offsets):
+        for store in (self.group_records, self.offsets, self.consumer.groups.groups):
             for gid in [g for g in store if partition_for(g, n) == partition]:
                 del store[gid]
 
@@ -229,6 +249,7 @@ class GroupCoordinator:
             if gid not in self.groups:
                 self._materialize(gid)
         self.offset_manager.on_partition_loaded(partition)
+        self.consumer.end_load(self._now, [g for g in self.consumer.groups.groups if partition_for(g, n) == partition])
         return self._finish()
 
     def load(self, now_ms: int, records: Iterable[Record]) -> Result:
@@ -271,15 +292,17 @@ class GroupCoordinator:
     def _respond(self, ctx: Any, response: dict[str, Any]) -> None:
         self._out.responses.append((ctx, response))
 
-    def _append(self, group_id: str, records: list[Record], on_done: Callable[[int | None], None]) -> None:
-        self._append_to_partition(self.partition_for(group_id), records, on_done)
+    def _append(
+        self, group_id: str, records: list[Record], on_done: Callable[[int | None], None], *, applied: bool = False
+    ) -> None:
+        self._append_to_partition(self.partition_for(group_id), records, on_done, applied=applied)
 
     def _append_to_partition(
-        self, partition: int, records: list[Record], on_done: Callable[[int | None], None]
+        self, partition: int, records: list[Record], on_done: Callable[[int | None], None], *, applied: bool = False
     ) -> None:
         token = self._next_token
         self._next_token += 1
-        self._pending[token] = _PendingAppend(partition, records, on_done)
+        self._pending[token] = _PendingAppend(partition, records, on_done, applied)
         self._out.appends.append(Append(token, partition, records))
 
     def _route_error(self, group_id: str) -> int:
@@ -1414,7 +1437,149 @@ class GroupCoordinator:
         self._glog(group).info("group_deleted", reason=reason, offsets=len(keys))
         return records
 
+    # ==========================================================================================
+    # KIP-848 consumer groups (the sans-IO core is groupd.coordinator.consumer)
+    # ==========================================================================================
+
+    def _consumer_error(self, code: int, message: str | None = None) -> dict[str, Any]:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": code,
+            "error_message": message if message is not None else default_message(code),
+            "member_id": None,
+            "member_epoch": 0,
+            "heartbeat_interval_ms": 0,
+            "assignment": None,
+        }
+
+    def _refresh_topics(self) -> None:
+        if self._topics_image is not None:
+            image = self._topics_image()
+            if image is not self.consumer.topics:
+                self.consumer.set_topics(image)
+
+    def _consumer_heartbeat(
+        self, version: int, req: dict[str, Any], ctx: Any, client_id: str, client_host: str
+    ) -> None:
+        """ConsumerGroupHeartbeat (``GroupCoordinatorService.consumerGroupHeartbeat``). The records are
+        applied at once, so that the next heartbeat builds on them, and the answer waits until they are
+        durable, as Kafka's runtime does. A failed write answers with the write's error but does not
+        roll the state back (Kafka reverts to its last committed snapshot): see notes/kip848.md."""
+        gid = req["group_id"]
+        code = self._route_error(gid) if gid else err.NONE
+        if code != err.NONE:
+            self._respond(ctx, self._consumer_error(code))
+            return
+        pre: list[Record] = []
+        classic = self.groups.get(gid)
+        if classic is not None or gid in self.group_records:
+            if classic is not None and (classic.members or classic.pending_join_members):
+                # Kafka upgrades a live classic group only with group.consumer.migration.policy; groupd
+                # does not yet (getOrMaybeCreateConsumerGroup)
+                self._respond(
+                    ctx, self._consumer_error(err.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+                )
+                return
+            if req.get("member_epoch") == 0:
+                # an empty classic group makes way for the consumer group (maybeDeleteEmptyClassicGroup)
+                if classic is not None:
+                    self._forget_group(self.groups.pop(gid))
+                if gid in self.group_records:
+                    pre.append((GroupMetadataKey(gid), None))
+                    self.group_records.pop(gid)
+        self._refresh_topics()
+        result = self.consumer.heartbeat(self._now, req, version, client_id=client_id, client_host=client_host)
+        records: list[Record] = [*pre, *result.records]
+        if not records:
+            self._respond(ctx, result.response)
+            return
+        response = result.response
+
+        def on_done(code: int | None) -> None:
+            if code is None:
+                self._respond(ctx, response)
+            else:
+                self._respond(ctx, self._consumer_error(err.append_error_to_response_error(code)))
+
+        self._append(gid, records, on_done, applied=True)
+
+    def _append_consumer_records(self, records: list[ConsumerRecord]) -> None:
+        """Records a deadline produced (a fenced member), one append per group."""
+        by_group: dict[str, list[Record]] = {}
+        for r in records:
+            by_group.setdefault(r[0].group_id, []).append(r)
+        for gid, recs in by_group.items():
+            self._append(gid, recs, lambda code, gid=gid: self._log_consumer_write(gid, code), applied=True)
+
+    def _log_consumer_write(self, gid: str, code: int | None) -> None:
+        if code is not None:
+            self.log.warning("consumer_group_write_failed", group=gid, error=code)
+
+    def _consumer_describe(self, version: int, req: dict[str, Any], ctx: Any, client_id: str, client_host: str) -> None:
+        """ConsumerGroupDescribe (``GroupMetadataManager.consumerGroupDescribe``)."""
+        self._refresh_topics()
+        names = {tid: name for name, (tid, _n) in self.consumer.topics.topics.items()}
+
+        def assignment(parts: Any) -> dict[str, Any]:
+            return {
+                "topic_partitions": [
+                    {"topic_id": t, "topic_name": names.get(t, ""), "partitions": sorted(ps)}
+                    for t, ps in sorted(parts.items())
+                ]
+            }
+
+        out = []
+        for gid in req["group_ids"]:
+            entry: dict[str, Any] = {
+                "group_id": gid,
+                "error_code": 0,
+                "error_message": None,
+                "group_state": "",
+                "group_epoch": 0,
+                "assignment_epoch": 0,
+                "assignor_name": "",
+                "members": [],
+            }
+            code = self._route_error(gid)
+            g = self.consumer.group(gid) if code == err.NONE else None
+            if code != err.NONE:
+                entry["error_code"] = code
+            elif g is None:
+                entry["error_code"] = err.GROUP_ID_NOT_FOUND
+                entry["error_message"] = (
+                    f"Group {gid} is not a consumer group." if gid in self.groups else f"Group {gid} not found."
+                )
+            else:
+                entry.update(
+                    group_state=g.state.value,
+                    group_epoch=g.group_epoch,
+                    assignment_epoch=g.target_epoch,
+                    assignor_name=self.consumer.preferred_assignor(g.members),
+                    members=[
+                        {
+                            "member_id": m.member_id,
+                            "instance_id": m.instance_id,
+                            "rack_id": m.rack_id,
+                            "member_epoch": m.member_epoch,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "subscribed_topic_names": list(m.subscribed_topic_names),
+                            "subscribed_topic_regex": m.subscribed_topic_regex,
+                            "assignment": assignment(m.assigned),
+                            "target_assignment": assignment(g.target.get(m.member_id, {})),
+                            "member_type": 1,  # CONSUMER (v1+): groupd has no classic members in consumer groups yet
+                        }
+                        for m in sorted(g.members.values(), key=lambda m: m.member_id)
+                    ],
+                )
+                if req.get("include_authorized_operations"):
+                    entry["authorized_operations"] = GROUP_AUTHORIZED_OPERATIONS
+            out.append(entry)
+        self._respond(ctx, {"throttle_time_ms": 0, "groups": out})
+
     _handlers: dict[str, Callable[..., None]] = {
+        "ConsumerGroupHeartbeat": _consumer_heartbeat,
+        "ConsumerGroupDescribe": _consumer_describe,
         "FindCoordinator": _find_coordinator,
         "JoinGroup": _join_group,
         "SyncGroup": _sync_group,

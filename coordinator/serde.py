@@ -347,19 +347,8 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
 
 
 # --- KIP-848 consumer-group records: dataclass <-> the schema's dict ---------------------------------
-_CONSUMER_KEYS: dict[int, type] = {
-    k.version: k
-    for k in (
-        cr.ConsumerGroupMetadataKey,
-        cr.ConsumerGroupPartitionMetadataKey,
-        cr.ConsumerGroupMemberMetadataKey,
-        cr.ConsumerGroupTargetAssignmentMetadataKey,
-        cr.ConsumerGroupTargetAssignmentMemberKey,
-        cr.ConsumerGroupCurrentMemberAssignmentKey,
-        cr.ConsumerGroupRegularExpressionKey,
-    )
-}
-_CONSUMER_KEY_TYPES = tuple(_CONSUMER_KEYS.values())
+_CONSUMER_KEYS: dict[int, type] = {k.version: k for k in cr.CONSUMER_KEY_TYPES}
+_CONSUMER_KEY_TYPES = cr.CONSUMER_KEY_TYPES
 
 
 def _tps_out(tps: cr.TopicPartitionsTuple) -> list[dict]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -183,9 +183,10 @@ class ConsumerGroupManager:
     def next_deadline(self) -> int | None:
         return self.deadlines.next_deadline()
 
-    def end_load(self, now_ms: int) -> None:
+    def end_load(self, now_ms: int, group_ids: Iterable[str] | None = None) -> None:
         """``GroupMetadataManager.onLoaded``: every loaded member gets a fresh session deadline."""
-        for g in self.groups.groups.values():
+        for gid in self.groups.groups if group_ids is None else group_ids:
+            g = self.groups.groups[gid]
             for mid in g.members:
                 self.deadlines.set((g.group_id, mid, "session"), now_ms + self.config.session_timeout_ms)
 
@@ -604,6 +605,14 @@ class ConsumerGroupManager:
             )
         ]
 
+    def preferred_assignor(self, members: Mapping[str, ConsumerGroupMember]) -> str:
+        """``ConsumerGroup.computePreferredServerAssignor``: the assignor most members name, else the default."""
+        counts: dict[str, int] = {}
+        for m in members.values():
+            if m.server_assignor is not None:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        return max(sorted(counts), key=lambda a: counts[a]) if counts else self.config.assignors[0]
+
     def _assign(
         self,
         members: Mapping[str, ConsumerGroupMember],
@@ -612,11 +621,7 @@ class ConsumerGroupManager:
     ) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
         """``updateTargetAssignment`` with the group's preferred assignor (``computePreferredServerAssignor``:
         the one most members name, the default when none does)."""
-        counts: dict[str, int] = {}
-        for m in members.values():
-            if m.server_assignor is not None:
-                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
-        name = max(sorted(counts), key=lambda a: counts[a]) if counts else self.config.assignors[0]
+        name = self.preferred_assignor(members)
         specs = {
             mid: MemberSpec(frozenset(subscribed_topic_ids(m, resolved, self.topics.topic_id)), targets.get(mid, {}))
             for mid, m in members.items()

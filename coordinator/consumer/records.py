@@ -166,3 +166,13 @@ ConsumerRecordValue = (
     | ConsumerGroupRegularExpressionValue
 )
 ConsumerRecord = tuple[ConsumerRecordKey, ConsumerRecordValue | None]
+
+CONSUMER_KEY_TYPES: tuple[type, ...] = (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupRegularExpressionKey,
+)

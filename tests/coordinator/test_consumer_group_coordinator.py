@@ -1,0 +1,103 @@
+"""KIP-848 consumer groups through the GroupCoordinator: answers wait for durability, classic and consumer
+groups share the group-id space, the log replays into the same consumer-group state, and a session
+deadline armed at load time fences a member that never comes back (GroupMetadataManager.onLoaded)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from consumer_harness import image, topic_id
+from groupd.coordinator.serde import decode_record, encode_record
+from harness import Shell
+
+IMAGE = image(1, t=4)
+T = topic_id("t")
+
+
+def hb(shell: Shell, member: str, epoch: int = 0, owned: list[int] | None = None, group: str = "cg") -> dict[str, Any]:
+    req = {
+        "group_id": group,
+        "member_id": member,
+        "member_epoch": epoch,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": 30000 if epoch == 0 else -1,
+        "subscribed_topic_names": ["t"] if epoch == 0 else None,
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": [] if epoch == 0 else [{"topic_id": T, "partitions": owned or []}],
+    }
+    ctx = shell.send("ConsumerGroupHeartbeat", 1, req)
+    return shell.answer(ctx)
+
+
+def test_heartbeat_answers_only_once_its_records_are_durable() -> None:
+    shell = Shell(auto_append=False, topics_image=lambda: IMAGE)
+    req_ctx = shell.send(
+        "ConsumerGroupHeartbeat",
+        1,
+        {
+            "group_id": "cg",
+            "member_id": "m1",
+            "member_epoch": 0,
+            "rebalance_timeout_ms": 1000,
+            "subscribed_topic_names": ["t"],
+            "topic_partitions": [],
+        },
+    )
+    assert shell.answer(req_ctx) is None and len(shell.queued) == 1
+    shell.flush()
+    answer = shell.answer(req_ctx)
+    assert answer["error_code"] == 0 and answer["member_epoch"] == 1
+    assert answer["assignment"]["topic_partitions"] == [{"topic_id": T, "partitions": [0, 1, 2, 3]}]
+
+
+def test_failed_write_answers_with_the_mapped_error() -> None:
+    shell = Shell(auto_append=False, topics_image=lambda: IMAGE)
+    ctx = shell.send(
+        "ConsumerGroupHeartbeat",
+        1,
+        {
+            "group_id": "cg",
+            "member_id": "m1",
+            "member_epoch": 0,
+            "rebalance_timeout_ms": 1000,
+            "subscribed_topic_names": ["t"],
+            "topic_partitions": [],
+        },
+    )
+    shell.flush(error=56)  # KAFKA_STORAGE_ERROR -> NOT_COORDINATOR (appendGroupMetadataErrorToResponseError)
+    assert shell.answer(ctx)["error_code"] == 16
+
+
+def test_a_live_classic_group_is_not_a_consumer_group() -> None:
+    shell = Shell(topics_image=lambda: IMAGE)
+    c = shell.client("a")
+    c.join()
+    shell.deliver()
+    r = hb(shell, "m1", group="g")
+    assert r["error_code"] == 69 and r["error_message"] == "Group g is not a consumer group."
+
+
+def test_describe_and_replay_of_the_log_then_session_expiry_after_load() -> None:
+    shell = Shell(topics_image=lambda: IMAGE)
+    a = hb(shell, "m1")
+    b = hb(shell, "m2")
+    hb(shell, "m1", a["member_epoch"], [0, 1, 2, 3])
+    hb(shell, "m1", a["member_epoch"], [0, 1])
+    hb(shell, "m2", b["member_epoch"], [])
+    ctx = shell.send("ConsumerGroupDescribe", 1, {"group_ids": ["cg", "nope"], "include_authorized_operations": False})
+    groups = shell.answer(ctx)["groups"]
+    assert groups[0]["group_state"] == "Stable" and groups[0]["assignor_name"] == "uniform"
+    assert [m["assignment"]["topic_partitions"][0]["partitions"] for m in groups[0]["members"]] == [[0, 1], [2, 3]]
+    assert groups[1]["error_code"] == 69
+    before = shell.coord.consumer.group("cg").persisted()
+
+    fresh = Shell(topics_image=lambda: IMAGE)
+    fresh.log = [(p, decode_record(*encode_record(r))) for p, r in shell.log]
+    partition = fresh.coord.partition_for("cg")
+    fresh.coord.begin_load(partition)
+    fresh.end_load(partition)
+    assert fresh.coord.consumer.group("cg").persisted() == before
+    fresh.advance(45000)  # nobody heartbeats after the restart: both sessions expire
+    assert fresh.coord.consumer.group("cg").members == {}
