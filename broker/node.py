@@ -11,6 +11,7 @@ from pathlib import Path
 
 import structlog
 from groupd.coordinator import HANDLED_APIS, CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
+from groupd.coordinator.consumer import ConsumerGroupConfig
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.server import Server
@@ -23,7 +24,7 @@ from .admin_handlers import AdminHandlers
 from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
 from .settings import Config
-from .topics import OFFSETS_TOPIC, TopicRegistry
+from .topics import OFFSETS_TOPIC, TopicRegistry, TopicsImageCache
 
 log = structlog.get_logger("groupd")
 
@@ -59,6 +60,10 @@ class Broker:
         self.admin = AdminHandlers(config, self.topics, lambda req: endpoint(req.conn.listener, self.listeners[0]))
         self.logs = LogManager(self.data_dir, self._log_config(), topic_config=self._topic_log_config)
         self.appender = Appender(config.fsync)
+        self.topics_image = TopicsImageCache(self.topics)
+        self.admin.on_topic_created.append(self.topics_image.invalidate)
+        self.admin.on_topic_deleted.append(self.topics_image.invalidate)
+        self.admin.on_partitions_added.append(self.topics_image.invalidate)
         self.core = GroupCoordinator(
             CoordinatorConfig(
                 group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
@@ -71,6 +76,12 @@ class Broker:
             ),
             ownership=self._ownership(),
             topic_partitions=self.topics.partition_count,
+            consumer_config=ConsumerGroupConfig(
+                session_timeout_ms=config.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                max_size=config.group_consumer_max_size,
+            ),
+            topics_image=self.topics_image,
         )
         self.groups = GroupShell(self.core, self._offsets_log, self.appender)
         self.data = DataPlane(config, self.topics, self.logs, self.appender)

@@ -1,0 +1,66 @@
+"""Issue 18 (KIP-848): confluent-kafka with ``group.protocol=consumer`` against a real groupd. The
+coordinator computes the assignment (server-side ``uniform``) and members move to it incrementally;
+the assignment callbacks show every partition owned once and never by two members at a time."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.support.daemon import GroupdProcess
+
+pytestmark = pytest.mark.e2e
+
+PARTITIONS = 6
+
+
+def test_three_consumer_protocol_members_cover_every_partition_once(groupd: GroupdProcess, unique: str) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, group = f"kip848-{unique}", f"kip848-g-{unique}"
+    admin = AdminClient({"bootstrap.servers": groupd.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])[topic].result(15)
+    owned: dict[int, set[int]] = {}
+    overlaps: list[str] = []
+
+    def callbacks(i: int) -> dict[str, Any]:
+        def on_assign(_c: Any, parts: list[Any]) -> None:
+            mine = owned.setdefault(i, set())
+            for p in parts:
+                holders = [j for j, s in owned.items() if j != i and p.partition in s]
+                if holders:
+                    overlaps.append(f"partition {p.partition} given to {i} while {holders} own it")
+                mine.add(p.partition)
+
+        def on_revoke(_c: Any, parts: list[Any]) -> None:
+            owned.setdefault(i, set()).difference_update(p.partition for p in parts)
+
+        return {"on_assign": on_assign, "on_revoke": on_revoke}
+
+    consumers = []
+    for i in range(3):
+        c = Consumer({"bootstrap.servers": groupd.bootstrap, "group.id": group, "group.protocol": "consumer"})
+        c.subscribe([topic], **callbacks(i))
+        consumers.append(c)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for c in consumers:
+                c.poll(0.05)
+            if len(owned) == 3 and all(len(s) == PARTITIONS // 3 for s in owned.values()):
+                break
+        assert not overlaps
+        assert sorted(p for s in owned.values() for p in s) == list(range(PARTITIONS)), owned
+        assert all(len(s) == 2 for s in owned.values()), owned
+        # ConsumerGroupDescribe as librdkafka's admin client decodes it
+        described = admin.describe_consumer_groups([group])[group].result(15)
+        assert str(described.state).endswith("STABLE"), described.state
+        assert sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions) == list(
+            range(PARTITIONS)
+        )
+    finally:
+        for c in consumers:
+            c.close()
