@@ -245,6 +245,7 @@ class GroupCoordinator:
         n = self.config.num_offsets_partitions
         gids = {g for g in self.group_records if partition_for(g, n) == partition}
         gids |= {g for g in self.offsets if partition_for(g, n) == partition}
+        gids -= set(self.consumer.groups.groups)  # a consumer group's offsets make no classic group
         for gid in sorted(gids):
             if gid not in self.groups:
                 self._materialize(gid)
@@ -495,6 +496,17 @@ class GroupCoordinator:
         code = self._route_error(gid)
         if code:
             return fail(code)
+        consumer_group = self.consumer.group(gid)
+        if consumer_group is not None:
+            if consumer_group.members:
+                # Kafka lets classic members into a consumer group (classicGroupJoinToConsumerGroup);
+                # groupd does not yet, so the group's protocol is the one its members speak.
+                return fail(err.INCONSISTENT_GROUP_PROTOCOL)
+            # maybeDeleteEmptyConsumerGroup: the empty consumer group makes way for a classic one
+            records: list[Record] = list(self.consumer.groups.tombstones(gid))
+            for r in records:
+                self.consumer.replay(r)  # type: ignore[arg-type]
+            self._append(gid, records, lambda code, gid=gid: self._log_consumer_write(gid, code), applied=True)
 
         group = self.groups.get(gid)
         new_group = group is None

@@ -150,6 +150,25 @@ class ConsumerGroups:
             g = self.groups[group_id] = ConsumerGroup(group_id)
         return g
 
+    def tombstones(self, group_id: str) -> list[ConsumerRecord]:
+        """``ConsumerGroup.createGroupTombstoneRecords``: the records that delete the group, in an order
+        replay accepts (members first, the group epoch last)."""
+        g = self.groups[group_id]
+        out: list[ConsumerRecord] = []
+        for mid in sorted(g.members):
+            out += [
+                (ConsumerGroupCurrentMemberAssignmentKey(group_id, mid), None),
+                (ConsumerGroupTargetAssignmentMemberKey(group_id, mid), None),
+                (ConsumerGroupMemberMetadataKey(group_id, mid), None),
+            ]
+        out += [(ConsumerGroupRegularExpressionKey(group_id, rx), None) for rx in sorted(g.resolved_regexes)]
+        out += [
+            (ConsumerGroupTargetAssignmentMetadataKey(group_id), None),
+            (ConsumerGroupPartitionMetadataKey(group_id), None),
+            (ConsumerGroupMetadataKey(group_id), None),
+        ]
+        return out
+
     def replay(self, record: ConsumerRecord) -> None:
         """``GroupMetadataManager.replay`` for the consumer-group record types."""
         key, value = record
@@ -165,7 +184,9 @@ class ConsumerGroups:
             self._group(gid).group_epoch = value.epoch
             return
         if isinstance(key, ConsumerGroupPartitionMetadataKey):
-            g = self._group(gid)
+            g = self._group(gid) if value is not None else self.groups.get(gid)
+            if g is None:
+                return
             if value is None:
                 g.subscription_metadata = {}
             else:
@@ -201,7 +222,9 @@ class ConsumerGroups:
             )
             return
         if isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
-            g = self._group(gid)
+            g = self._group(gid) if value is not None else self.groups.get(gid)
+            if g is None:
+                return
             if value is None:
                 g.target_epoch = 0
             else:

@@ -101,3 +101,63 @@ def test_describe_and_replay_of_the_log_then_session_expiry_after_load() -> None
     assert fresh.coord.consumer.group("cg").persisted() == before
     fresh.advance(45000)  # nobody heartbeats after the restart: both sessions expire
     assert fresh.coord.consumer.group("cg").members == {}
+
+
+def commit(shell: Shell, member: str, epoch: int, version: int = 9, group: str = "cg") -> int:
+    ctx = shell.send(
+        "OffsetCommit",
+        version,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": epoch,
+            "member_id": member,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5}]}],
+        },
+    )
+    return shell.answer(ctx)["topics"][0]["partitions"][0]["error_code"]
+
+
+def fetch_error(shell: Shell, member: str | None, epoch: int) -> int:
+    req = {"groups": [{"group_id": "cg", "member_id": member, "member_epoch": epoch, "topics": None}]}
+    return shell.answer(shell.send("OffsetFetch", 9, req))["groups"][0]["error_code"]
+
+
+def test_offset_commit_and_fetch_check_member_epochs_validateOffsetCommit() -> None:
+    shell = Shell(topics_image=lambda: IMAGE, topic_partitions=lambda t: 4 if t == "t" else None)
+    epoch = hb(shell, "m1")["member_epoch"]
+    assert commit(shell, "m1", epoch) == 0
+    assert commit(shell, "m1", epoch - 1) == 113  # STALE_MEMBER_EPOCH
+    assert commit(shell, "nobody", epoch) == 25  # UNKNOWN_MEMBER_ID
+    assert commit(shell, "m1", epoch, version=8) == 35  # KIP-848 members commit with v9+
+    assert commit(shell, "", -1) == 25  # no epoch while the group has members: refused
+    assert fetch_error(shell, "m1", epoch) == 0
+    assert fetch_error(shell, "m1", epoch + 1) == 113
+    assert fetch_error(shell, None, -1) == 0  # admin tools and classic clients are not checked
+    hb(shell, "m1", -1)  # leaves: the group is empty
+    assert commit(shell, "", -1) == 0
+    assert shell.coord.offsets["cg"][("t", 0)].offset == 5
+    assert shell.coord.group("cg") is None  # no classic group was made for it
+
+
+def test_classic_join_replaces_an_empty_consumer_group_and_keeps_its_offsets_maybeDeleteEmptyConsumerGroup() -> None:
+    shell = Shell(topics_image=lambda: IMAGE, topic_partitions=lambda t: 4 if t == "t" else None)
+    epoch = hb(shell, "m1")["member_epoch"]
+    assert commit(shell, "m1", epoch) == 0
+    c = shell.client("classic", group="cg")
+    c.join()
+    shell.deliver()
+    assert c.last_join["error_code"] == 23  # INCONSISTENT_GROUP_PROTOCOL: a live consumer group
+    hb(shell, "m1", -1)
+    c2 = shell.client("classic2", group="cg")
+    c2.join()
+    shell.deliver()
+    assert c2.last_join["error_code"] == 0
+    assert shell.coord.consumer.group("cg") is None and shell.coord.group("cg") is not None
+    fetched = shell.answer(shell.send("OffsetFetch", 7, {"group_id": "cg", "topics": None}))
+    assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 5
+    # and after a restart the log says the same
+    fresh = Shell(topics_image=lambda: IMAGE)
+    fresh.log = list(shell.log)
+    fresh.coord.begin_load(fresh.coord.partition_for("cg"))
+    fresh.end_load(fresh.coord.partition_for("cg"))
+    assert fresh.coord.consumer.group("cg") is None

@@ -64,3 +64,40 @@ def test_three_consumer_protocol_members_cover_every_partition_once(groupd: Grou
     finally:
         for c in consumers:
             c.close()
+
+
+def _first_message(consumer: Any, timeout: float = 20.0) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        m = consumer.poll(0.2)
+        if m is not None and m.error() is None:
+            return m
+    raise AssertionError("no message")
+
+
+def test_offsets_committed_under_the_consumer_protocol_are_where_a_classic_consumer_resumes(
+    groupd: GroupdProcess, unique: str
+) -> None:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, group = f"kip848-o-{unique}", f"kip848-o-g-{unique}"
+    admin = AdminClient({"bootstrap.servers": groupd.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": groupd.bootstrap})
+    for v in (b"first", b"second"):
+        producer.produce(topic, v)
+    producer.flush(10)
+    common = {"bootstrap.servers": groupd.bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
+    new = Consumer({**common, "group.protocol": "consumer", "enable.auto.commit": False})
+    new.subscribe([topic])
+    m = _first_message(new)
+    assert m.value() == b"first"
+    new.commit(message=m, asynchronous=False)  # OffsetCommit v9 at the member's epoch
+    new.close()  # leaves (epoch -1): the consumer group is empty
+    classic = Consumer({**common, "group.protocol": "classic"})
+    classic.subscribe([topic])
+    try:
+        assert _first_message(classic).value() == b"second"
+    finally:
+        classic.close()
