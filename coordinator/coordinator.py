@@ -1395,6 +1395,15 @@ class GroupCoordinator:
                         "group_type": "classic",
                     }
                 )
+        if not types or "consumer" in types:
+            # ConsumerGroup: protocol type "consumer", states Empty/Assigning/Reconciling/Stable
+            for gid, cgroup in self.consumer.groups.groups.items():
+                state = cgroup.state.value
+                if states and state.lower() not in states:
+                    continue
+                listed.append(
+                    {"group_id": gid, "protocol_type": "consumer", "group_state": state, "group_type": "consumer"}
+                )
         self._respond(ctx, {"throttle_time_ms": 0, "error_code": err.NONE, "groups": listed})
 
     def _delete_groups(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
@@ -1557,10 +1566,7 @@ class GroupCoordinator:
             if code != err.NONE:
                 entry["error_code"] = code
             elif g is None:
-                entry["error_code"] = err.GROUP_ID_NOT_FOUND
-                entry["error_message"] = (
-                    f"Group {gid} is not a consumer group." if gid in self.groups else f"Group {gid} not found."
-                )
+                entry["error_code"] = err.GROUP_ID_NOT_FOUND  # and no message, as Kafka's consumerGroupDescribe
             else:
                 entry.update(
                     group_state=g.state.value,

@@ -161,3 +161,19 @@ def test_classic_join_replaces_an_empty_consumer_group_and_keeps_its_offsets_may
     fresh.coord.begin_load(fresh.coord.partition_for("cg"))
     fresh.end_load(fresh.coord.partition_for("cg"))
     assert fresh.coord.consumer.group("cg") is None
+
+
+def test_list_groups_shows_both_kinds_and_filters_by_type_and_state() -> None:
+    shell = Shell(topics_image=lambda: IMAGE)
+    hb(shell, "m1")
+    c = shell.client("classic", group="g")
+    c.join()
+    shell.deliver()
+
+    def listed(**filters: Any) -> set[tuple[str, str, str]]:
+        resp = shell.answer(shell.send("ListGroups", 5, filters))
+        return {(g["group_id"], g["group_type"], g["group_state"]) for g in resp["groups"]}
+
+    assert ("cg", "consumer", "Stable") in listed() and any(t == "classic" for _, t, _ in listed())
+    assert listed(types_filter=["Consumer"]) == {("cg", "consumer", "Stable")}
+    assert listed(types_filter=["consumer"], states_filter=["empty"]) == set()
