@@ -22,6 +22,7 @@ properties, possibly a different member for a given partition.
 from __future__ import annotations
 
 import uuid
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -105,10 +106,10 @@ class UniformAssignor:
             if remaining >= 0:
                 unfilled[m] = remaining
         # unassignedPartitionsRoundRobinAssignment
-        queue = list(unfilled)
+        queue = deque(unfilled)
         for tp in sorted(unassigned):
             for _ in range(len(queue)):
-                m = queue.pop(0)
+                m = queue.popleft()
                 assigned = False
                 remaining = unfilled.get(m)
                 if remaining is not None:

@@ -66,6 +66,8 @@ class ConsumerGroup:
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     # Kafka's ConsumerGroup tracks whether the group's metadata must be refreshed; not persisted
     metadata_refresh_needed: bool = False
+    # how many members subscribe with each regex (ConsumerGroup.subscribedRegularExpressions), derived
+    regex_counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -111,6 +113,15 @@ class ConsumerGroup:
                     raise IllegalRecord(f"cannot set the epoch of {t}-{p} to {epoch}: still owned at epoch {prev}")
                 self.partition_epochs[(t, p)] = epoch
 
+    def _count_regex(self, m: ConsumerGroupMember | None, delta: int) -> None:
+        rx = m.subscribed_topic_regex if m is not None else None
+        if rx:
+            n = self.regex_counts.get(rx, 0) + delta
+            if n:
+                self.regex_counts[rx] = n
+            else:
+                self.regex_counts.pop(rx, None)
+
     def update_member(self, new: ConsumerGroupMember) -> None:
         """``ConsumerGroup.updateMember``: keeps the static index and partition epochs in step."""
         old = self.members.get(new.member_id)
@@ -121,6 +132,8 @@ class ConsumerGroup:
                 del self.static_members[old.instance_id]
         self._add_epochs(new.assigned, new.member_epoch)
         self._add_epochs(new.pending_revocation, new.member_epoch)
+        self._count_regex(old, -1)
+        self._count_regex(new, 1)
         self.members[new.member_id] = new
         if new.instance_id is not None:
             self.static_members[new.instance_id] = new.member_id
@@ -129,6 +142,7 @@ class ConsumerGroup:
         old = self.members.pop(member_id, None)
         if old is None:
             return
+        self._count_regex(old, -1)
         self._remove_epochs(old.assigned, old.member_epoch)
         self._remove_epochs(old.pending_revocation, old.member_epoch)
         if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:

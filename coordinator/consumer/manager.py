@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -95,6 +95,46 @@ class TopicsImage:
 class HeartbeatResult:
     response: dict[str, Any]
     records: list[ConsumerRecord] = field(default_factory=list)
+
+
+class _Members(Mapping[str, ConsumerGroupMember]):
+    """The group's members as a heartbeat would leave them, without copying the group's dict (a
+    steady heartbeat must not cost O(members))."""
+
+    def __init__(self, base: Mapping[str, ConsumerGroupMember]) -> None:
+        self.base = base
+        self.changed: dict[str, ConsumerGroupMember] = {}
+        self.removed: set[str] = set()
+
+    def set(self, member: ConsumerGroupMember) -> None:
+        self.removed.discard(member.member_id)
+        self.changed[member.member_id] = member
+
+    def remove(self, member_id: str) -> None:
+        self.changed.pop(member_id, None)
+        self.removed.add(member_id)
+
+    def changes(self) -> list[tuple[ConsumerGroupMember | None, ConsumerGroupMember | None]]:
+        out: list[tuple[ConsumerGroupMember | None, ConsumerGroupMember | None]] = [
+            (self.base.get(mid), None) for mid in self.removed
+        ]
+        out += [(self.base.get(mid), m) for mid, m in self.changed.items()]
+        return out
+
+    def __getitem__(self, key: str) -> ConsumerGroupMember:
+        if key in self.removed:
+            raise KeyError(key)
+        m = self.changed.get(key)
+        return m if m is not None else self.base[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.changed
+        for k in self.base:
+            if k not in self.changed and k not in self.removed:
+                yield k
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 class _Error(Exception):
@@ -236,7 +276,8 @@ class ConsumerGroupManager:
         gid = g.group_id
         self._cancel_timers(gid, member_id)
         records = _tombstones(gid, member_id)
-        members = {mid: m for mid, m in g.members.items() if mid != member_id}
+        members = _Members(g.members)
+        members.remove(member_id)
         records += self._regex_records(g, members, 0, force=False)
         records += self._metadata_records(g, members, self._resolved_after(g, records))
         records.append((ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(g.group_epoch + 1)))
@@ -402,7 +443,7 @@ class ConsumerGroupManager:
                 errors.GROUP_MAX_SIZE_REACHED,
                 f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
             )
-        members = dict(g.members)
+        members = _Members(g.members)
         new_member = False
         replaced_from: str | None = None
         if instance_id is None:
@@ -434,7 +475,7 @@ class ConsumerGroupManager:
                     records.append(member_metadata_record(gid, member))
                     records.append(target_record(gid, mid, g.target.get(existing.member_id, {})))
                     records.append(current_assignment_record(gid, member))
-                    del members[existing.member_id]
+                    members.remove(existing.member_id)
                     self._cancel_timers(gid, existing.member_id)
                     replaced_from = existing.member_id
             else:
@@ -472,7 +513,7 @@ class ConsumerGroupManager:
                 or updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
-        members[mid] = updated
+        members.set(updated)
         regex_records = self._regex_records(g, members, now_ms, force=g.metadata_refresh_needed)
         records += regex_records
         bump = bump or bool(regex_records)
@@ -489,10 +530,11 @@ class ConsumerGroupManager:
         # 4. the target assignment
         resolved = self._resolved_after(g, records)
         target_epoch = g.target_epoch
-        targets = {m: g.target.get(m, {}) for m in members}
-        if replaced_from is not None:  # a replaced static member inherits its target
-            targets[mid] = g.target.get(replaced_from, {})
+        # a replaced static member inherits its target
+        my_target = g.target.get(replaced_from if replaced_from is not None else mid, {})
         if group_epoch > target_epoch:
+            targets = {m: g.target.get(m, {}) for m in members}
+            targets[mid] = my_target
             try:
                 new_targets = self._assign(members, targets, resolved)
             except PartitionAssignorError as e:
@@ -503,7 +545,7 @@ class ConsumerGroupManager:
             records.append(
                 (ConsumerGroupTargetAssignmentMetadataKey(gid), ConsumerGroupTargetAssignmentMetadataValue(group_epoch))
             )
-            targets, target_epoch = new_targets, group_epoch
+            my_target, target_epoch = new_targets.get(mid, {}), group_epoch
 
         # 5. reconciliation
         reconciled = updated
@@ -512,7 +554,7 @@ class ConsumerGroupManager:
                 reconciled = reconcile(
                     updated,
                     target_epoch,
-                    targets.get(mid, {}),
+                    my_target,
                     g.current_partition_epoch,
                     owned,
                     subscribed_topic_ids(updated, resolved, self.topics.topic_id),
@@ -555,14 +597,22 @@ class ConsumerGroupManager:
                     out[key.regular_expression] = frozenset(value.topics)
         return out
 
-    def _regex_records(
-        self, g: ConsumerGroup, members: Mapping[str, ConsumerGroupMember], now_ms: int, *, force: bool
-    ) -> list[ConsumerRecord]:
+    def _regex_records(self, g: ConsumerGroup, members: _Members, now_ms: int, *, force: bool) -> list[ConsumerRecord]:
         """``maybeUpdateRegularExpressions``, done synchronously: resolve a regex nobody resolved yet,
         re-resolve all when the topics changed since (``force``), delete one no member uses any more.
         Kafka resolves in the background and throttles refreshes to one per 10 s per group; groupd
         resolves in the heartbeat that needs it."""
-        in_use = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
+        counts = g.regex_counts
+        changes = members.changes()
+        if any(m is not None and m.subscribed_topic_regex for pair in changes for m in pair):
+            counts = dict(counts)
+            for old, new in changes:
+                for m, d in ((old, -1), (new, 1)):
+                    if m is not None and m.subscribed_topic_regex:
+                        counts[m.subscribed_topic_regex] = counts.get(m.subscribed_topic_regex, 0) + d
+        in_use = {rx for rx, n in counts.items() if n > 0}
+        if not in_use and not g.resolved_regexes:
+            return []
         out: list[ConsumerRecord] = []
         for rx in sorted(set(g.resolved_regexes) - in_use):
             out.append((ConsumerGroupRegularExpressionKey(g.group_id, rx), None))
