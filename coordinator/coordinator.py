@@ -1411,13 +1411,21 @@ class GroupCoordinator:
         by_partition: dict[int, list[tuple[dict[str, Any], ClassicGroup]]] = {}
         # KafkaApis.handleDeleteGroupsRequest answers each group once (groupsNames.distinct), and
         # "" is a group id like any other (GroupCoordinatorService.deleteGroups).
+        consumer_deletes: list[tuple[dict[str, Any], str]] = []
         for gid in dict.fromkeys(req.get("groups_names") or []):
             entry = {"group_id": gid, "error_code": err.NONE}
             results.append(entry)
             code = self._route_error(gid)
             group = self.groups.get(gid) if not code else None
+            cgroup = self.consumer.group(gid) if not code else None
             if code:
                 entry["error_code"] = code
+            elif cgroup is not None:
+                # ConsumerGroup.validateDeleteGroup: only an Empty consumer group can go
+                if cgroup.members:
+                    entry["error_code"] = err.NON_EMPTY_GROUP
+                else:
+                    consumer_deletes.append((entry, gid))
             elif group is None or group.is_in(D):
                 entry["error_code"] = err.GROUP_ID_NOT_FOUND
             elif not group.is_in(E):
@@ -1425,9 +1433,36 @@ class GroupCoordinator:
             else:
                 by_partition.setdefault(self.partition_for(gid), []).append((entry, group))
 
-        waiting = len(by_partition)
+        waiting = (
+            len(by_partition)
+            + len(consumer_deletes)
+            + sum(1 for _e, gid in consumer_deletes if self.offset_manager.keys_of(gid))
+        )
         if not waiting:
             return self._respond(ctx, {"throttle_time_ms": 0, "results": results})
+
+        for entry, gid in consumer_deletes:
+            # the group's own tombstones apply at once (a heartbeat arriving meanwhile starts a new
+            # group, which the tombstones' later replay must not touch); its offsets go when durable
+            tombstones: list[Record] = list(self.consumer.groups.tombstones(gid))
+            for r in tombstones:
+                self.consumer.replay(r)  # type: ignore[arg-type]
+            offsets: list[Record] = [
+                (OffsetCommitKey(gid, t, p), None) for t, p in sorted(self.offset_manager.keys_of(gid))
+            ]
+            self.log.info("consumer_group_deleted", group=gid, offsets=len(offsets))
+
+            def consumer_done(error: int | None, entry: dict[str, Any] = entry) -> None:
+                nonlocal waiting
+                if error is not None:
+                    entry["error_code"] = err.append_error_to_response_error(error)
+                waiting -= 1
+                if waiting == 0:
+                    self._respond(ctx, {"throttle_time_ms": 0, "results": results})
+
+            self._append(gid, tombstones, consumer_done, applied=True)
+            if offsets:
+                self._append(gid, offsets, consumer_done)
 
         for batch in by_partition.values():
             records: list[Record] = []

@@ -177,3 +177,34 @@ def test_list_groups_shows_both_kinds_and_filters_by_type_and_state() -> None:
     assert ("cg", "consumer", "Stable") in listed() and any(t == "classic" for _, t, _ in listed())
     assert listed(types_filter=["Consumer"]) == {("cg", "consumer", "Stable")}
     assert listed(types_filter=["consumer"], states_filter=["empty"]) == set()
+
+
+def test_delete_groups_deletes_an_empty_consumer_group_and_its_offsets_only() -> None:
+    shell = Shell(topics_image=lambda: IMAGE, topic_partitions=lambda t: 4 if t == "t" else None)
+    epoch = hb(shell, "m1")["member_epoch"]
+    assert commit(shell, "m1", epoch) == 0
+
+    def delete() -> int:
+        return shell.answer(shell.send("DeleteGroups", 2, {"groups_names": ["cg"]}))["results"][0]["error_code"]
+
+    assert delete() == 68  # NON_EMPTY_GROUP
+    hb(shell, "m1", -1)
+    assert delete() == 0
+    assert shell.coord.consumer.group("cg") is None and "cg" not in shell.coord.offsets
+    assert delete() == 69  # GROUP_ID_NOT_FOUND
+    fresh = Shell(topics_image=lambda: IMAGE)
+    fresh.log = list(shell.log)
+    partition = fresh.coord.partition_for("cg")
+    fresh.coord.begin_load(partition)
+    fresh.end_load(partition)
+    assert fresh.coord.consumer.group("cg") is None and "cg" not in fresh.coord.offsets
+
+
+def test_delete_groups_of_a_consumer_group_without_offsets() -> None:
+    shell = Shell(topics_image=lambda: IMAGE)
+    hb(shell, "m1")
+    hb(shell, "m1", -1)
+    # answered although only one append (the group's tombstones) was made: nothing waits for offsets
+    resp = shell.answer(shell.send("DeleteGroups", 2, {"groups_names": ["cg"]}))
+    assert resp["results"] == [{"group_id": "cg", "error_code": 0}]
+    assert shell.coord.consumer.group("cg") is None
