@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,8 +27,8 @@ from ..protocol.errors import default_message
 from . import errors as err
 from . import listener as events
 from .config import CoordinatorConfig
-from .consumer import ConsumerGroupConfig, ConsumerGroupManager, TopicsImage
-from .consumer.records import CONSUMER_KEY_TYPES, ConsumerRecord
+from .consumer import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupManager, TopicsImage
+from .consumer.records import CONSUMER_KEY_TYPES
 from .group import CR, PR, ClassicGroup, D, E, Member, S, Waiter
 from .listener import CoordinatorListener
 from .offsets import OffsetManager, Offsets
@@ -118,7 +119,12 @@ class GroupCoordinator:
 
         # KIP-848 consumer groups live beside the classic ones; a group id is one or the other.
         self.consumer = ConsumerGroupManager(consumer_config, uuid_factory=uuid_factory)
+        self.consumer.before_write = self._snapshot_consumer_group
         self._topics_image = topics_image
+        # One write per consumer group in flight (see _consumer_write): what waits behind it, and
+        # the group as it was before the write that is about to be made.
+        self._consumer_busy: dict[str, deque[Callable[[], None]]] = {}
+        self._consumer_snapshot: dict[str, ConsumerGroup | None] = {}
 
         self._deadlines = Deadlines()
         self._join_timer: dict[str, tuple[Any, ...]] = {}
@@ -163,7 +169,8 @@ class GroupCoordinator:
         horizon = self._deadlines.seq
         while (key := self._deadlines.pop_due(now_ms, horizon)) is not None:
             self._fire(key)
-        self._append_consumer_records(self.consumer.tick(now_ms))
+        for key in self.consumer.due(now_ms):
+            self._fire_consumer(key)
         return self._finish()
 
     def next_deadline(self) -> int | None:
@@ -1518,13 +1525,16 @@ class GroupCoordinator:
         self, version: int, req: dict[str, Any], ctx: Any, client_id: str, client_host: str
     ) -> None:
         """ConsumerGroupHeartbeat (``GroupCoordinatorService.consumerGroupHeartbeat``). The records are
-        applied at once, so that the next heartbeat builds on them, and the answer waits until they are
-        durable, as Kafka's runtime does. A failed write answers with the write's error but does not
-        roll the state back (Kafka reverts to its last committed snapshot): see notes/kip848.md."""
+        applied at once and the answer waits until they are durable, as Kafka's runtime does; the
+        group's next request waits for that too (``_consumer_write``)."""
         gid = req["group_id"]
         code = self._route_error(gid) if gid else err.NONE
         if code != err.NONE:
             self._respond(ctx, self._consumer_error(code))
+            return
+        busy = self._consumer_busy.get(gid)
+        if busy is not None:
+            busy.append(lambda: self._consumer_heartbeat(version, req, ctx, client_id, client_host))
             return
         pre: list[Record] = []
         classic = self.groups.get(gid)
@@ -1557,15 +1567,45 @@ class GroupCoordinator:
             else:
                 self._respond(ctx, self._consumer_error(err.append_error_to_response_error(code)))
 
-        self._append(gid, records, on_done, applied=True)
+        self._consumer_write(gid, records, on_done)
 
-    def _append_consumer_records(self, records: list[ConsumerRecord]) -> None:
-        """Records a deadline produced (a fenced member), one append per group."""
-        by_group: dict[str, list[Record]] = {}
-        for r in records:
-            by_group.setdefault(r[0].group_id, []).append(r)
-        for gid, recs in by_group.items():
-            self._append(gid, recs, lambda code, gid=gid: self._log_consumer_write(gid, code), applied=True)
+    def _snapshot_consumer_group(self, gid: str) -> None:
+        g = self.consumer.group(gid)
+        self._consumer_snapshot[gid] = None if g is None else g.copy()
+
+    def _consumer_write(self, gid: str, records: list[Record], on_done: Callable[[int | None], None]) -> None:
+        """Append records the consumer-group core has just applied. Until they are durable the group's
+        next requests and deadlines wait (a per-group actor): if the write fails, the group goes back
+        to its copy from before it (Kafka's runtime reverts to its last committed offset), and nothing
+        was built on the records that are not in the log."""
+        snapshot = self._consumer_snapshot.pop(gid, None)
+        self._consumer_busy[gid] = deque()
+
+        def done(code: int | None) -> None:
+            if code is not None:
+                self.log.warning("consumer_group_write_failed", group=gid, error=code, records=len(records))
+                if snapshot is None:
+                    self.consumer.groups.groups.pop(gid, None)
+                else:
+                    self.consumer.groups.groups[gid] = snapshot
+            on_done(code)
+            waiting = self._consumer_busy.pop(gid)
+            while waiting and gid not in self._consumer_busy:
+                waiting.popleft()()
+            if waiting:  # one of them wrote again: the rest stay behind that write
+                self._consumer_busy[gid].extend(waiting)
+
+        self._append(gid, records, done, applied=True)
+
+    def _fire_consumer(self, key: tuple[Any, ...]) -> None:
+        gid = key[0]
+        busy = self._consumer_busy.get(gid)
+        if busy is not None:
+            busy.append(lambda: self._fire_consumer(key))
+            return
+        records = self.consumer.fire(key)
+        if records:
+            self._consumer_write(gid, list(records), lambda code: None)
 
     def _log_consumer_write(self, gid: str, code: int | None) -> None:
         if code is not None:

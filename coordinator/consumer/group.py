@@ -80,6 +80,19 @@ class ConsumerGroup:
             return ConsumerGroupState.STABLE
         return ConsumerGroupState.RECONCILING
 
+    def copy(self) -> ConsumerGroup:
+        """A copy to roll back to (members and assignments are immutable, so the containers suffice)."""
+        return replace(
+            self,
+            members=dict(self.members),
+            static_members=dict(self.static_members),
+            target=dict(self.target),
+            subscription_metadata=dict(self.subscription_metadata),
+            resolved_regexes=dict(self.resolved_regexes),
+            partition_epochs=dict(self.partition_epochs),
+            regex_counts=dict(self.regex_counts),
+        )
+
     def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
 

@@ -211,6 +211,9 @@ class ConsumerGroupManager:
         self.deadlines = Deadlines()
         counter = itertools.count(1)
         self._uuid = uuid_factory or (lambda: f"member-{next(counter)}-{uuid.uuid4().hex[:8]}")
+        # Told the group id before a call's records are applied (the shell keeps a copy to roll
+        # back to if their write fails); every record of one call belongs to one group.
+        self.before_write: Callable[[str], None] | None = None
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -240,29 +243,44 @@ class ConsumerGroupManager:
             g.metadata_refresh_needed = True
 
     def _apply(self, records: list[ConsumerRecord]) -> None:
+        if records and self.before_write is not None:
+            self.before_write(records[0][0].group_id)
         for r in records:
             self.groups.replay(r)
 
     # -- timers ----------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> list[ConsumerRecord]:
-        """Fire due deadlines: an expired session fences the member (``consumerGroupSessionTimeoutExpired``);
-        an expired revocation fences a member still holding what it was asked to revoke at the epoch
-        the deadline was armed for (``consumerGroupRebalanceTimeoutExpired``)."""
+        """Fire every due deadline (``due`` then ``fire``); the fencing records, applied."""
         out: list[ConsumerRecord] = []
+        for key in self.due(now_ms):
+            out.extend(self.fire(key))
+        return out
+
+    def due(self, now_ms: int) -> list[tuple[Any, ...]]:
+        """The deadlines that expired, removed. An expired session fences its member
+        (``consumerGroupSessionTimeoutExpired``); an expired revocation fences a member still holding
+        what it was asked to revoke at the epoch the deadline was armed for
+        (``consumerGroupRebalanceTimeoutExpired``). A shell with a write of the group in flight
+        fires the key once it is done."""
+        out: list[tuple[Any, ...]] = []
         limit = self.deadlines.seq
         while (key := self.deadlines.pop_due(now_ms, limit)) is not None:
-            gid, mid, kind = key[:3]
-            g = self.groups.get(gid)
-            m = g.members.get(mid) if g is not None else None
-            if g is None or m is None:
-                continue
-            if kind == "rebalance" and (m.member_epoch != key[3] or m.state != MemberState.UNREVOKED_PARTITIONS):
-                continue
-            records = self._fence(g, mid)
-            self._apply(records)
-            out.extend(records)
+            out.append(key)
         return out
+
+    def fire(self, key: tuple[Any, ...]) -> list[ConsumerRecord]:
+        """One expired deadline: the fencing records (applied), or none when it no longer applies."""
+        gid, mid, kind = key[:3]
+        g = self.groups.get(gid)
+        m = g.members.get(mid) if g is not None else None
+        if g is None or m is None:
+            return []
+        if kind == "rebalance" and (m.member_epoch != key[3] or m.state != MemberState.UNREVOKED_PARTITIONS):
+            return []
+        records = self._fence(g, mid)
+        self._apply(records)
+        return records
 
     def _cancel_timers(self, gid: str, mid: str) -> None:
         self.deadlines.cancel((gid, mid, "session"))

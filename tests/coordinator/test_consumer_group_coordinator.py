@@ -208,3 +208,54 @@ def test_delete_groups_of_a_consumer_group_without_offsets() -> None:
     resp = shell.answer(shell.send("DeleteGroups", 2, {"groups_names": ["cg"]}))
     assert resp["results"] == [{"group_id": "cg", "error_code": 0}]
     assert shell.coord.consumer.group("cg") is None
+
+
+def join_request(member: str) -> dict[str, Any]:
+    return {
+        "group_id": "cg",
+        "member_id": member,
+        "member_epoch": 0,
+        "rebalance_timeout_ms": 1000,
+        "subscribed_topic_names": ["t"],
+        "topic_partitions": [],
+    }
+
+
+def test_a_group_waits_for_its_write_before_the_next_request_runs() -> None:
+    shell = Shell(auto_append=False, topics_image=lambda: IMAGE)
+    first = shell.send("ConsumerGroupHeartbeat", 1, join_request("m1"))
+    second = shell.send("ConsumerGroupHeartbeat", 1, join_request("m2"))
+    other = shell.send("ConsumerGroupHeartbeat", 1, {**join_request("x"), "group_id": "other"})
+    assert len(shell.queued) == 2  # cg's first write and other's: m2 waits behind m1
+    shell.flush(count=1)
+    assert shell.answer(first)["member_epoch"] == 1 and shell.answer(second) is None
+    assert len(shell.queued) == 2  # other's write, then m2's, made once m1's was durable
+    shell.flush()
+    assert shell.answer(second)["member_epoch"] == 2 and shell.answer(other)["error_code"] == 0
+
+
+def test_a_failed_write_rolls_the_group_back_to_what_the_log_holds() -> None:
+    shell = Shell(auto_append=False, topics_image=lambda: IMAGE)
+    shell.send("ConsumerGroupHeartbeat", 1, join_request("m1"))
+    shell.flush()
+    before = shell.coord.consumer.group("cg").persisted()
+    failed = shell.send("ConsumerGroupHeartbeat", 1, join_request("m2"))
+    waiting = shell.send("ConsumerGroupHeartbeat", 1, join_request("m3"))
+    shell.flush(error=56, count=1)
+    assert shell.answer(failed)["error_code"] == 16  # NOT_COORDINATOR: the client retries
+    assert set(shell.coord.consumer.group("cg").members) == {"m1", "m3"}  # m3 ran on the rolled-back group
+    shell.flush()
+    assert shell.answer(waiting)["member_epoch"] == before[0] + 1
+    fresh = Shell(topics_image=lambda: IMAGE)
+    fresh.log = list(shell.log)
+    partition = fresh.coord.partition_for("cg")
+    fresh.coord.begin_load(partition)
+    fresh.end_load(partition)
+    assert fresh.coord.consumer.group("cg").persisted() == shell.coord.consumer.group("cg").persisted()
+
+
+def test_a_failed_first_write_forgets_the_new_group() -> None:
+    shell = Shell(auto_append=False, topics_image=lambda: IMAGE)
+    ctx = shell.send("ConsumerGroupHeartbeat", 1, join_request("m1"))
+    shell.flush(error=56)
+    assert shell.answer(ctx)["error_code"] == 16 and shell.coord.consumer.group("cg") is None
