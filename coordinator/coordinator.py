@@ -504,6 +504,10 @@ class GroupCoordinator:
         if code:
             return fail(code)
         consumer_group = self.consumer.group(gid)
+        if consumer_group is not None and gid in self._consumer_busy:
+            # a write of the consumer group is in flight and may yet be rolled back: the client
+            # retries this (retriable) error a moment later, when the group's state is durable
+            return fail(err.COORDINATOR_LOAD_IN_PROGRESS)
         if consumer_group is not None:
             if consumer_group.members:
                 # Kafka lets classic members into a consumer group (classicGroupJoinToConsumerGroup);
@@ -1429,7 +1433,9 @@ class GroupCoordinator:
                 entry["error_code"] = code
             elif cgroup is not None:
                 # ConsumerGroup.validateDeleteGroup: only an Empty consumer group can go
-                if cgroup.members:
+                if gid in self._consumer_busy:  # a write in flight may be rolled back: retry later
+                    entry["error_code"] = err.COORDINATOR_LOAD_IN_PROGRESS
+                elif cgroup.members:
                     entry["error_code"] = err.NON_EMPTY_GROUP
                 else:
                     consumer_deletes.append((entry, gid))

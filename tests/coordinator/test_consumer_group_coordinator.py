@@ -259,3 +259,20 @@ def test_a_failed_first_write_forgets_the_new_group() -> None:
     ctx = shell.send("ConsumerGroupHeartbeat", 1, join_request("m1"))
     shell.flush(error=56)
     assert shell.answer(ctx)["error_code"] == 16 and shell.coord.consumer.group("cg") is None
+
+
+def test_delete_and_classic_join_wait_for_a_consumer_group_write_in_flight() -> None:
+    shell = Shell(auto_append=False, topics_image=lambda: IMAGE)
+    shell.send("ConsumerGroupHeartbeat", 1, join_request("m1"))
+    shell.flush()
+    shell.send("ConsumerGroupHeartbeat", 1, {**join_request("m1"), "member_epoch": -1})  # leave, not durable
+    resp = shell.answer(shell.send("DeleteGroups", 2, {"groups_names": ["cg"]}))
+    assert resp["results"][0]["error_code"] == 14  # COORDINATOR_LOAD_IN_PROGRESS (retriable)
+    c = shell.client("classic", group="cg")
+    c.join()
+    shell.deliver()
+    assert c.last_join["error_code"] == 14
+    shell.flush()
+    ctx = shell.send("DeleteGroups", 2, {"groups_names": ["cg"]})
+    shell.flush()
+    assert shell.answer(ctx)["results"][0]["error_code"] == 0
