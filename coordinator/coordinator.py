@@ -27,7 +27,7 @@ from ..protocol.errors import default_message
 from . import errors as err
 from . import listener as events
 from .config import CoordinatorConfig
-from .consumer import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupManager, TopicsImage
+from .consumer import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupManager, IllegalRecord, TopicsImage
 from .consumer.records import CONSUMER_KEY_TYPES
 from .group import CR, PR, ClassicGroup, D, E, Member, S, Waiter
 from .listener import CoordinatorListener
@@ -226,7 +226,12 @@ class GroupCoordinator:
             assert value is None or isinstance(value, OffsetCommitValue)
             self._replay_offset(key, value)
         elif isinstance(key, CONSUMER_KEY_TYPES):
-            self.consumer.replay((key, value))  # type: ignore[arg-type]
+            try:
+                self.consumer.replay((key, value))  # type: ignore[arg-type]
+            except IllegalRecord as e:
+                # Kafka fails the partition's load (IllegalStateException); groupd skips the one record,
+                # as it skips a damaged batch, so the rest of the partition's groups still load.
+                self.log.warning("consumer_group_record_skipped", key=repr(key), error=str(e))
         else:
             raise TypeError(f"not a __consumer_offsets record key: {key!r}")
 

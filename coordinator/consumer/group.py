@@ -138,6 +138,17 @@ class ConsumerGroup:
     def update_member(self, new: ConsumerGroupMember) -> None:
         """``ConsumerGroup.updateMember``: keeps the static index and partition epochs in step."""
         old = self.members.get(new.member_id)
+        # refuse before changing anything, so that a refused record leaves the group as it was
+        for parts in (new.assigned, new.pending_revocation):
+            for t, ps in parts.items():
+                for p in ps:
+                    if (t, p) in self.partition_epochs and not (
+                        old is not None and (p in old.assigned.get(t, ()) or p in old.pending_revocation.get(t, ()))
+                    ):
+                        prev = self.partition_epochs[(t, p)]
+                        raise IllegalRecord(
+                            f"cannot set the epoch of {t}-{p} to {new.member_epoch}: still owned at epoch {prev}"
+                        )
         if old is not None:
             self._remove_epochs(old.assigned, old.member_epoch)
             self._remove_epochs(old.pending_revocation, old.member_epoch)

@@ -276,3 +276,22 @@ def test_delete_and_classic_join_wait_for_a_consumer_group_write_in_flight() -> 
     ctx = shell.send("DeleteGroups", 2, {"groups_names": ["cg"]})
     shell.flush()
     assert shell.answer(ctx)["results"][0]["error_code"] == 0
+
+
+def test_an_impossible_record_in_the_log_is_skipped_not_the_partition() -> None:
+    from groupd.coordinator.consumer import records as cr
+
+    shell = Shell(topics_image=lambda: IMAGE)
+    hb(shell, "m1")
+    hb(shell, "m2")  # m2 waits for partitions m1 still holds
+    p = shell.coord.partition_for("cg")
+    # a record giving m2 partition 0 while m1 owns it: replay refuses it (addPartitionEpochs)
+    bad = (
+        cr.ConsumerGroupCurrentMemberAssignmentKey("cg", "m2"),
+        cr.ConsumerGroupCurrentMemberAssignmentValue(2, 0, 0, ((T, (0,)),), ()),
+    )
+    fresh = Shell(topics_image=lambda: IMAGE)
+    fresh.log = [*shell.log, (p, bad)]
+    fresh.coord.begin_load(p)
+    fresh.end_load(p)
+    assert fresh.coord.consumer.group("cg").persisted() == shell.coord.consumer.group("cg").persisted()

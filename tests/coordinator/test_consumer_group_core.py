@@ -199,3 +199,23 @@ def test_member_joining_with_no_topics_does_not_bump_the_epoch_hasMemberSubscrip
     idle = shell.client("idle", topics=[])
     assert idle.heartbeat()["member_epoch"] == 1 and shell.group().group_epoch == 1
     assert idle.owned == {}
+
+
+def test_a_refused_record_leaves_the_group_as_it_was_addPartitionEpochs() -> None:
+    import pytest
+    from groupd.coordinator.consumer import IllegalRecord
+    from groupd.coordinator.consumer import records as cr
+
+    shell = Shell()
+    a, b = shell.client("a"), shell.client("b")
+    settle([a, b])
+    before = shell.group().persisted()
+    # b keeps its partitions and claims one of a's: refused whole, b's own epochs untouched
+    claim = tuple(sorted(b.owned[T] | {min(a.owned[T])}))
+    record = (
+        cr.ConsumerGroupCurrentMemberAssignmentKey(GROUP, "b"),
+        cr.ConsumerGroupCurrentMemberAssignmentValue(9, b.epoch, 0, ((T, claim),), ()),
+    )
+    with pytest.raises(IllegalRecord):
+        shell.mgr.replay(record)
+    assert shell.group().persisted() == before
