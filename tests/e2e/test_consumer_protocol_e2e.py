@@ -101,3 +101,33 @@ def test_offsets_committed_under_the_consumer_protocol_are_where_a_classic_consu
         assert _first_message(classic).value() == b"second"
     finally:
         classic.close()
+
+
+def test_regex_subscription_picks_up_a_topic_created_afterwards(groupd: GroupdProcess, unique: str) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    prefix = f"kip848-rx-{unique}"
+    admin = AdminClient({"bootstrap.servers": groupd.bootstrap})
+    admin.create_topics([NewTopic(f"{prefix}-a", num_partitions=2, replication_factor=1)])[f"{prefix}-a"].result(15)
+    owned: set[tuple[str, int]] = set()
+    consumer = Consumer({"bootstrap.servers": groupd.bootstrap, "group.id": prefix, "group.protocol": "consumer"})
+    consumer.subscribe(
+        [f"^{prefix}-.*"],
+        on_assign=lambda _c, ps: owned.update((p.topic, p.partition) for p in ps),
+        on_revoke=lambda _c, ps: owned.difference_update((p.topic, p.partition) for p in ps),
+    )
+    try:
+
+        def poll_until(n: int) -> None:
+            end = time.monotonic() + 15
+            while time.monotonic() < end and len(owned) < n:
+                consumer.poll(0.1)
+
+        poll_until(2)
+        assert owned == {(f"{prefix}-a", 0), (f"{prefix}-a", 1)}
+        admin.create_topics([NewTopic(f"{prefix}-b", num_partitions=1, replication_factor=1)])[f"{prefix}-b"].result(15)
+        poll_until(3)  # the next heartbeat (5 s interval) re-resolves the expression
+        assert (f"{prefix}-b", 0) in owned
+    finally:
+        consumer.close()
