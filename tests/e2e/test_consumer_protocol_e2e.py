@@ -4,7 +4,11 @@ the assignment callbacks show every partition owned once and never by two member
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,3 +135,50 @@ def test_regex_subscription_picks_up_a_topic_created_afterwards(groupd: GroupdPr
         assert (f"{prefix}-b", 0) in owned
     finally:
         consumer.close()
+
+
+def test_a_sigkilled_member_is_fenced_after_its_session_and_its_partitions_move(tmp_path: Path, unique: str) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    flags = ("--group-consumer-session-timeout-ms", "6000", "--group-consumer-heartbeat-interval-ms", "1000")
+    daemon = GroupdProcess(tmp_path / "data", *flags)
+    daemon.start()
+    topic, group = f"kip848-k-{unique}", f"kip848-k-g-{unique}"
+    admin = AdminClient({"bootstrap.servers": daemon.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(15)
+    owned: set[int] = set()
+    survivor = Consumer({"bootstrap.servers": daemon.bootstrap, "group.id": group, "group.protocol": "consumer"})
+    survivor.subscribe(
+        [topic],
+        on_assign=lambda _c, ps: owned.update(p.partition for p in ps),
+        on_revoke=lambda _c, ps: owned.difference_update(p.partition for p in ps),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.member_proc", daemon.bootstrap, group, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MEMBER_GROUP_PROTOCOL": "consumer"},
+    )
+
+    def poll_until(done: Any, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and not done():
+            survivor.poll(0.1)
+
+    try:
+        poll_until(lambda: len(owned) == 2, 20)  # two members, two partitions each
+        assert len(owned) == 2, owned
+        proc.kill()
+        proc.wait()
+        t0 = time.monotonic()
+        poll_until(lambda: len(owned) == 4, 20)
+        waited = time.monotonic() - t0
+        assert owned == {0, 1, 2, 3}
+        assert waited >= 4.0, waited  # fenced by the 6 s session, not before
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        survivor.close()
+        daemon.stop()
