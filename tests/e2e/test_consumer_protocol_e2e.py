@@ -182,3 +182,55 @@ def test_a_sigkilled_member_is_fenced_after_its_session_and_its_partitions_move(
             proc.wait()
         survivor.close()
         daemon.stop()
+
+
+def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_alone(
+    groupd: GroupdProcess, unique: str
+) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, group = f"kip848-s-{unique}", f"kip848-s-g-{unique}"
+    admin = AdminClient({"bootstrap.servers": groupd.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(15)
+    owned: dict[str, set[int]] = {"a": set(), "b": set()}
+    revoked_from_b: list[int] = []
+
+    def member(name: str) -> Any:
+        c = Consumer(
+            {
+                "bootstrap.servers": groupd.bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "group.instance.id": f"static-{name}",
+            }
+        )
+
+        def on_revoke(_c: Any, ps: list[Any]) -> None:
+            owned[name].difference_update(p.partition for p in ps)
+            if name == "b" and settled:
+                revoked_from_b.extend(p.partition for p in ps)
+
+        c.subscribe([topic], on_assign=lambda _c, ps: owned[name].update(p.partition for p in ps), on_revoke=on_revoke)
+        return c
+
+    settled = False
+    a, b = member("a"), member("b")
+    try:
+        end = time.monotonic() + 20
+        while time.monotonic() < end and not (len(owned["a"]) == 2 and len(owned["b"]) == 2):
+            a.poll(0.05)
+            b.poll(0.05)
+        assert len(owned["a"]) == len(owned["b"]) == 2, owned
+        settled, before = True, set(owned["a"])
+        a.close()  # a static member leaves with epoch -2: its partitions stay reserved for it
+        owned["a"] = set()
+        a = member("a")
+        end = time.monotonic() + 15
+        while time.monotonic() < end and owned["a"] != before:
+            a.poll(0.05)
+            b.poll(0.05)
+        assert owned["a"] == before and not revoked_from_b
+    finally:
+        a.close()
+        b.close()
