@@ -134,6 +134,8 @@ class Broker:
             d.register(API_BY_NAME[name], handler, min_version=lo, max_version=hi)
         # Advertised on every listener, as Kafka does; on a listener without SASL they answer
         # ILLEGAL_SASL_STATE.
+        # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
+        d.features["group.version"] = (0, 1, 1)
         d.register(API_BY_NAME["SaslHandshake"], self.authenticator.handshake)
         d.register(API_BY_NAME["SaslAuthenticate"], self.authenticator.authenticate)
         advertise_per_listener(d, self.config.node_id, self.listeners[0])

@@ -234,3 +234,17 @@ def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_a
     finally:
         a.close()
         b.close()
+
+
+def test_api_versions_reports_the_group_version_feature(groupd: GroupdProcess) -> None:
+    from groupd.ops.kafka_client import BrokerConnection
+
+    host, port = groupd.bootstrap.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port), timeout=15, client_id="features")
+    try:
+        resp = conn.send("ApiVersions", {"client_software_name": "t", "client_software_version": "1"}, version=3)[1]
+    finally:
+        conn.close()
+    assert {"name": "group.version", "min_version": 0, "max_version": 1} in resp["supported_features"]
+    assert {"name": "group.version", "max_version_level": 1, "min_version_level": 1} in resp["finalized_features"]
+    assert {68, 69} <= {k["api_key"] for k in resp["api_keys"]}
