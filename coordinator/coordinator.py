@@ -519,10 +519,7 @@ class GroupCoordinator:
                 # groupd does not yet, so the group's protocol is the one its members speak.
                 return fail(err.INCONSISTENT_GROUP_PROTOCOL)
             # maybeDeleteEmptyConsumerGroup: the empty consumer group makes way for a classic one
-            records: list[Record] = list(self.consumer.groups.tombstones(gid))
-            for r in records:
-                self.consumer.replay(r)  # type: ignore[arg-type]
-            self._append(gid, records, lambda code, gid=gid: self._log_consumer_write(gid, code), applied=True)
+            self._delete_consumer_group(gid, "replaced by a classic group")
 
         group = self.groups.get(gid)
         new_group = group is None
@@ -1462,13 +1459,9 @@ class GroupCoordinator:
         for entry, gid in consumer_deletes:
             # the group's own tombstones apply at once (a heartbeat arriving meanwhile starts a new
             # group, which the tombstones' later replay must not touch); its offsets go when durable
-            tombstones: list[Record] = list(self.consumer.groups.tombstones(gid))
-            for r in tombstones:
-                self.consumer.replay(r)  # type: ignore[arg-type]
             offsets: list[Record] = [
                 (OffsetCommitKey(gid, t, p), None) for t, p in sorted(self.offset_manager.keys_of(gid))
             ]
-            self.log.info("consumer_group_deleted", group=gid, offsets=len(offsets))
 
             def consumer_done(error: int | None, entry: dict[str, Any] = entry) -> None:
                 nonlocal waiting
@@ -1478,7 +1471,7 @@ class GroupCoordinator:
                 if waiting == 0:
                     self._respond(ctx, {"throttle_time_ms": 0, "results": results})
 
-            self._append(gid, tombstones, consumer_done, applied=True)
+            self._delete_consumer_group(gid, "deleted by DeleteGroups", consumer_done)
             if offsets:
                 self._append(gid, offsets, consumer_done)
 
@@ -1608,6 +1601,17 @@ class GroupCoordinator:
 
         self._append(gid, records, done, applied=True)
 
+    def _delete_consumer_group(
+        self, gid: str, reason: str, on_done: Callable[[int | None], None] | None = None
+    ) -> None:
+        """Delete an empty consumer group now: its tombstones, applied and written like its other records."""
+        records: list[Record] = list(self.consumer.groups.tombstones(gid))
+        self._snapshot_consumer_group(gid)
+        for r in records:
+            self.consumer.replay(r)  # type: ignore[arg-type]
+        self.log.info("consumer_group_deleted", group=gid, reason=reason)
+        self._consumer_write(gid, records, on_done or (lambda code: None))
+
     def _fire_consumer(self, key: tuple[Any, ...]) -> None:
         gid = key[0]
         busy = self._consumer_busy.get(gid)
@@ -1617,10 +1621,6 @@ class GroupCoordinator:
         records = self.consumer.fire(key)
         if records:
             self._consumer_write(gid, list(records), lambda code: None)
-
-    def _log_consumer_write(self, gid: str, code: int | None) -> None:
-        if code is not None:
-            self.log.warning("consumer_group_write_failed", group=gid, error=code)
 
     def _consumer_describe(self, version: int, req: dict[str, Any], ctx: Any, client_id: str, client_host: str) -> None:
         """ConsumerGroupDescribe (``GroupMetadataManager.consumerGroupDescribe``)."""

@@ -36,6 +36,7 @@ class GroupHost(Protocol):
     _loading: set[int]
     _topic_partitions: Callable[[str], int | None] | None
     consumer: ConsumerGroupManager
+    _consumer_busy: dict[str, Any]
 
     def partition_for(self, group_id: str) -> int: ...
     def _respond(self, ctx: Any, response: dict[str, Any]) -> None: ...
@@ -50,6 +51,7 @@ class GroupHost(Protocol):
     def _reschedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None: ...
     def _forget_group(self, group: ClassicGroup) -> None: ...
     def _restore_group(self, group_id: str) -> None: ...
+    def _delete_consumer_group(self, group_id: str, reason: str) -> None: ...
 
 
 def consumer_commit_error(group: ConsumerGroup, v: int, member_epoch: int, member_id: str) -> int:
@@ -451,6 +453,9 @@ class OffsetManager:
                 continue
             group = self.host.groups.get(gid)
             if group is None:
+                consumer_group = self.host.consumer.group(gid)
+                if consumer_group is not None and gid not in self.host._consumer_busy:
+                    self._expire_consumer_group_offsets(consumer_group, now, retention_ms, by_partition, p)
                 continue
             tombstones, all_expired = self._expired_offsets(group, now, retention_ms)
             records = by_partition.setdefault(p, [])
@@ -474,6 +479,38 @@ class OffsetManager:
 
             # Any group id of the partition routes the append there.
             self.host._append_to_partition(p, records, done)
+
+    def _expire_consumer_group_offsets(
+        self, group: ConsumerGroup, now: int, retention_ms: int, by_partition: dict[int, list[Record]], p: int
+    ) -> None:
+        """``ConsumerGroup.offsetExpirationCondition`` (the commit time, always) and
+        ``OffsetMetadataManager.cleanupExpiredOffsets`` (only topics the group does not subscribe to);
+        an empty consumer group left without offsets is deleted (``maybeDeleteGroup``)."""
+        gid = group.group_id
+        subscribed: set[str] = set()
+        for m in group.members.values():
+            subscribed.update(m.subscribed_topic_names)
+            if m.subscribed_topic_regex and m.subscribed_topic_regex in group.resolved_regexes:
+                subscribed |= group.resolved_regexes[m.subscribed_topic_regex].topics
+        tombstones: list[Record] = []
+        all_expired = True
+        for (topic, index), value in sorted(self.offsets.get(gid, {}).items()):
+            if topic in subscribed:
+                all_expired = False
+                continue
+            if value.expire_timestamp != -1:
+                expired = now >= value.expire_timestamp
+            else:
+                expired = now - value.commit_timestamp >= retention_ms
+            if expired:
+                tombstones.append((OffsetCommitKey(gid, topic, index), None))
+            else:
+                all_expired = False
+        if tombstones:
+            by_partition.setdefault(p, []).extend(tombstones)
+            self.host.log.info("offsets_expired", group=gid, partitions=len(tombstones))
+        if all_expired and not group.members and not self.inflight.get(gid):
+            self.host._delete_consumer_group(gid, "empty and no offsets left")
 
     def _expired_offsets(self, group: ClassicGroup, now: int, retention_ms: int) -> tuple[list[Record], bool]:
         gid = group.group_id

@@ -295,3 +295,38 @@ def test_an_impossible_record_in_the_log_is_skipped_not_the_partition() -> None:
     fresh.coord.begin_load(p)
     fresh.end_load(p)
     assert fresh.coord.consumer.group("cg").persisted() == shell.coord.consumer.group("cg").persisted()
+
+
+def test_consumer_group_offsets_expire_for_unsubscribed_topics_then_the_empty_group_goes() -> None:
+    from groupd.coordinator import CoordinatorConfig
+
+    config = CoordinatorConfig(offsets_retention_minutes=1, offsets_retention_check_interval_ms=10_000)
+    shell = Shell(config=config, topics_image=lambda: IMAGE, topic_partitions=lambda t: 4)
+    epoch = hb(shell, "m1")["member_epoch"]
+    ctx = shell.send(
+        "OffsetCommit",
+        9,
+        {
+            "group_id": "cg",
+            "generation_id_or_member_epoch": epoch,
+            "member_id": "m1",
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5}]},
+                {"name": "gone", "partitions": [{"partition_index": 0, "committed_offset": 7}]},
+            ],
+        },
+    )
+    assert all(p["error_code"] == 0 for t in shell.answer(ctx)["topics"] for p in t["partitions"])
+    for _ in range(8):  # 80 s, the member heartbeating: only the topic nobody subscribes to expires
+        shell.advance(10_000)
+        hb(shell, "m1", epoch, [0, 1, 2, 3])
+    assert set(shell.coord.offsets["cg"]) == {("t", 0)}
+    hb(shell, "m1", -1)
+    shell.advance(70_000)  # ConsumerGroup.offsetExpirationCondition: from the commit time
+    assert "cg" not in shell.coord.offsets and shell.coord.consumer.group("cg") is None
+    fresh = Shell(topics_image=lambda: IMAGE)
+    fresh.log = list(shell.log)
+    p = fresh.coord.partition_for("cg")
+    fresh.coord.begin_load(p)
+    fresh.end_load(p)
+    assert "cg" not in fresh.coord.offsets and fresh.coord.consumer.group("cg") is None
