@@ -396,7 +396,7 @@ class ConsumerGroupManager:
             if static_mid != mid:
                 raise _Error(
                     errors.FENCED_INSTANCE_ID,
-                    f"Static member {mid} with instance id {instance_id} is not the member {static_mid}.",
+                    f"Static member {mid} with instance id {instance_id} was fenced by member {static_mid}.",
                 )
             if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 # consumerGroupStaticMemberGroupLeave: the session deadline keeps running
