@@ -1360,7 +1360,11 @@ class GroupCoordinator:
                 if v >= 6:
                     # KIP-1043: from v6 a missing group is an error rather than a Dead placeholder.
                     base["error_code"] = err.GROUP_ID_NOT_FOUND
-                    base["error_message"] = f"Group {gid} not found."
+                    base["error_message"] = (
+                        f"Group {gid} is not a classic group."  # GroupMetadataManager.classicGroup
+                        if self.consumer.group(gid) is not None
+                        else f"Group {gid} not found."
+                    )
             else:
                 stable = group.is_in(S)
                 base["group_state"] = str(group.state)

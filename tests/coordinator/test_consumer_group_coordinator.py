@@ -330,3 +330,12 @@ def test_consumer_group_offsets_expire_for_unsubscribed_topics_then_the_empty_gr
     fresh.coord.begin_load(p)
     fresh.end_load(p)
     assert "cg" not in fresh.coord.offsets and fresh.coord.consumer.group("cg") is None
+
+
+def test_describe_groups_of_a_consumer_group_is_dead_or_not_a_classic_group() -> None:
+    shell = Shell(topics_image=lambda: IMAGE)
+    hb(shell, "m1")
+    old = shell.answer(shell.send("DescribeGroups", 5, {"groups": ["cg"]}))["groups"][0]
+    assert (old["error_code"], old["group_state"]) == (0, "Dead")
+    new = shell.answer(shell.send("DescribeGroups", 6, {"groups": ["cg"]}))["groups"][0]
+    assert (new["error_code"], new["error_message"]) == (69, "Group cg is not a classic group.")
