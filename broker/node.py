@@ -11,6 +11,7 @@ from pathlib import Path
 
 import structlog
 from groupd.coordinator import HANDLED_APIS, CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
+from groupd.coordinator.consumer import ConsumerGroupConfig
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.faults import FaultInjector
 from groupd.protocol.messages import API_BY_NAME
@@ -27,7 +28,7 @@ from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
 from .settings import Config
-from .topics import OFFSETS_TOPIC, TopicRegistry
+from .topics import OFFSETS_TOPIC, TopicRegistry, TopicsImageCache
 
 log = structlog.get_logger("groupd")
 
@@ -67,6 +68,10 @@ class Broker:
         self.admin = AdminHandlers(config, self.topics, lambda req: endpoint(req.conn.listener, self.listeners[0]))
         self.logs = LogManager(self.data_dir, self._log_config(), topic_config=self._topic_log_config)
         self.appender = Appender(config.fsync)
+        self.topics_image = TopicsImageCache(self.topics)
+        self.admin.on_topic_created.append(self.topics_image.invalidate)
+        self.admin.on_topic_deleted.append(self.topics_image.invalidate)
+        self.admin.on_partitions_added.append(self.topics_image.invalidate)
         self.core = GroupCoordinator(
             CoordinatorConfig(
                 group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
@@ -79,6 +84,12 @@ class Broker:
             ),
             ownership=self._ownership(),
             topic_partitions=self.topics.partition_count,
+            consumer_config=ConsumerGroupConfig(
+                session_timeout_ms=config.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                max_size=config.group_consumer_max_size,
+            ),
+            topics_image=self.topics_image,
         )
         self.groups = GroupShell(self.core, self._offsets_log, self.appender)
         self.data = DataPlane(config, self.topics, self.logs, self.appender)
@@ -157,6 +168,8 @@ class Broker:
             d.register(API_BY_NAME[name], handler, min_version=lo, max_version=hi)
         # Advertised on every listener, as Kafka does; on a listener without SASL they answer
         # ILLEGAL_SASL_STATE.
+        # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
+        d.features["group.version"] = (0, 1, 1)
         d.register(API_BY_NAME["SaslHandshake"], self.authenticator.handshake)
         d.register(API_BY_NAME["SaslAuthenticate"], self.authenticator.authenticate)
         advertise_per_listener(d, self.config.node_id, self.listeners[0])

@@ -64,6 +64,14 @@ class Config:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
+    # KIP-848 consumer groups (group.protocol=consumer): Kafka's group.consumer.* settings and defaults
+    group_consumer_session_timeout_ms: int = dataclasses.field(
+        default=45000, metadata={"help": "session timeout of consumer-protocol members"}
+    )
+    group_consumer_heartbeat_interval_ms: int = dataclasses.field(
+        default=5000, metadata={"help": "heartbeat interval given to consumer-protocol members"}
+    )
+    group_consumer_max_size: int = 2**31 - 1
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096

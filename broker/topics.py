@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from groupd.coordinator.consumer import TopicsImage
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.files import write_atomically
 
@@ -258,3 +259,26 @@ class TopicRegistry:
             t.partitions = count
             self._save()
         return t
+
+
+class TopicsImageCache:
+    """The topics as the consumer-group core sees them (``TopicsImage``: name -> (topic id, partitions)),
+    rebuilt on first use after a topic was created, deleted or grew (Kafka hands its group coordinator a
+    new metadata image the same way, ``GroupMetadataManager.onNewMetadataImage``); a heartbeat asks for
+    it and gets the cached object."""
+
+    def __init__(self, registry: TopicRegistry) -> None:
+        self.registry = registry
+        self._image: TopicsImage | None = None
+        self._version = 0
+
+    def invalidate(self, *_: object) -> None:
+        self._image = None
+
+    def __call__(self) -> TopicsImage:
+        if self._image is None:
+            self._version += 1
+            self._image = TopicsImage(
+                self._version, {t.name: (t.topic_id, t.partitions) for t in self.registry.topics.values()}
+            )
+        return self._image

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,8 @@ from ..protocol.errors import default_message
 from . import errors as err
 from . import listener as events
 from .config import CoordinatorConfig
+from .consumer import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupManager, IllegalRecord, TopicsImage
+from .consumer.records import CONSUMER_KEY_TYPES
 from .group import CR, PR, ClassicGroup, D, E, Member, S, Waiter
 from .listener import CoordinatorListener
 from .offsets import OffsetManager, Offsets
@@ -63,6 +66,8 @@ HANDLED_APIS = (
     "OffsetCommit",
     "OffsetFetch",
     "OffsetDelete",
+    "ConsumerGroupHeartbeat",
+    "ConsumerGroupDescribe",
 )
 
 _log = structlog.get_logger("groupd.coordinator")
@@ -73,6 +78,9 @@ class _PendingAppend:
     partition: int
     records: list[Record]
     on_done: Callable[[int | None], None]  # called with None on success, the Kafka error code on failure
+    # consumer-group (KIP-848) records are applied when produced, as Kafka's runtime does (see
+    # _consumer_heartbeat); the others when durable
+    applied: bool = False
 
 
 def _hb_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -89,6 +97,8 @@ class GroupCoordinator:
         topic_partitions: Callable[[str], int | None] | None = None,
         logger: Any = None,
         listener: CoordinatorListener | None = None,
+        consumer_config: ConsumerGroupConfig | None = None,
+        topics_image: Callable[[], TopicsImage] | None = None,
     ) -> None:
         self.config = config or CoordinatorConfig()
         self.ownership = ownership or PartitionOwnership(Node(0, "localhost", 9092), self.config.num_offsets_partitions)
@@ -106,6 +116,15 @@ class GroupCoordinator:
         # back through this object (OffsetManager's GroupHost).
         self.offset_manager = OffsetManager(self)
         self._replay_offset = self.offset_manager.replay
+
+        # KIP-848 consumer groups live beside the classic ones; a group id is one or the other.
+        self.consumer = ConsumerGroupManager(consumer_config, uuid_factory=uuid_factory)
+        self.consumer.before_write = self._snapshot_consumer_group
+        self._topics_image = topics_image
+        # One write per consumer group in flight (see _consumer_write): what waits behind it, and
+        # the group as it was before the write that is about to be made.
+        self._consumer_busy: dict[str, deque[Callable[[], None]]] = {}
+        self._consumer_snapshot: dict[str, ConsumerGroup | None] = {}
 
         self._deadlines = Deadlines()
         self._join_timer: dict[str, tuple[Any, ...]] = {}
@@ -150,16 +169,21 @@ class GroupCoordinator:
         horizon = self._deadlines.seq
         while (key := self._deadlines.pop_due(now_ms, horizon)) is not None:
             self._fire(key)
+        for key in self.consumer.due(now_ms):
+            self._fire_consumer(key)
         return self._finish()
 
     def next_deadline(self) -> int | None:
-        return self._deadlines.next_deadline()
+        mine, theirs = self._deadlines.next_deadline(), self.consumer.next_deadline()
+        if mine is None or theirs is None:
+            return theirs if mine is None else mine
+        return min(mine, theirs)
 
     def deadline_version(self) -> int:
         """Changes whenever a deadline may have moved earlier. While it stays the same, the next
         deadline can only have moved later (a heartbeat, a cancellation), so a wake-up armed for
         the old one is at worst early -- harmless: ``tick`` fires nothing and the shell re-arms."""
-        return self._deadlines.seq
+        return self._deadlines.seq + self.consumer.deadlines.seq
 
     def append_done(self, now_ms: int, token: int, error: BaseException | int | None = None) -> Result:
         """The shell reports that the append with ``token`` is durable (error None) or failed."""
@@ -168,8 +192,9 @@ class GroupCoordinator:
         if pending is None:
             raise KeyError(f"unknown append token {token}")
         if error is None:
-            for key, value in pending.records:
-                self.replay(key, value)
+            if not pending.applied:
+                for key, value in pending.records:
+                    self.replay(key, value)
             pending.on_done(None)
         else:
             code = error if isinstance(error, int) else err.error_code_of(error)
@@ -230,6 +255,13 @@ class GroupCoordinator:
         elif isinstance(key, OffsetCommitKey):
             assert value is None or isinstance(value, OffsetCommitValue)
             self._replay_offset(key, value)
+        elif isinstance(key, CONSUMER_KEY_TYPES):
+            try:
+                self.consumer.replay((key, value))  # type: ignore[arg-type]
+            except IllegalRecord as e:
+                # Kafka fails the partition's load (IllegalStateException); groupd skips the one record,
+                # as it skips a damaged batch, so the rest of the partition's groups still load.
+                self.log.warning("consumer_group_record_skipped", key=repr(key), error=str(e))
         else:
             raise TypeError(f"not a __consumer_offsets record key: {key!r}")
 
@@ -244,7 +276,7 @@ class GroupCoordinator:
         n = self.config.num_offsets_partitions
         for gid in [g for g in self.groups if partition_for(g, n) == partition]:
             self._forget_group(self.groups.pop(gid))
-        for store in (self.group_records, self.offsets):
+        for store in (self.group_records, self.offsets, self.consumer.groups.groups):
             for gid in [g for g in store if partition_for(g, n) == partition]:
                 del store[gid]
 
@@ -255,10 +287,12 @@ class GroupCoordinator:
         n = self.config.num_offsets_partitions
         gids = {g for g in self.group_records if partition_for(g, n) == partition}
         gids |= {g for g in self.offsets if partition_for(g, n) == partition}
+        gids -= set(self.consumer.groups.groups)  # a consumer group's offsets make no classic group
         for gid in sorted(gids):
             if gid not in self.groups:
                 self._materialize(gid)
         self.offset_manager.on_partition_loaded(partition)
+        self.consumer.end_load(self._now, [g for g in self.consumer.groups.groups if partition_for(g, n) == partition])
         return self._finish()
 
     def load(self, now_ms: int, records: Iterable[Record]) -> Result:
@@ -301,15 +335,17 @@ class GroupCoordinator:
     def _respond(self, ctx: Any, response: dict[str, Any]) -> None:
         self._out.responses.append((ctx, response))
 
-    def _append(self, group_id: str, records: list[Record], on_done: Callable[[int | None], None]) -> None:
-        self._append_to_partition(self.partition_for(group_id), records, on_done)
+    def _append(
+        self, group_id: str, records: list[Record], on_done: Callable[[int | None], None], *, applied: bool = False
+    ) -> None:
+        self._append_to_partition(self.partition_for(group_id), records, on_done, applied=applied)
 
     def _append_to_partition(
-        self, partition: int, records: list[Record], on_done: Callable[[int | None], None]
+        self, partition: int, records: list[Record], on_done: Callable[[int | None], None], *, applied: bool = False
     ) -> None:
         token = self._next_token
         self._next_token += 1
-        self._pending[token] = _PendingAppend(partition, records, on_done)
+        self._pending[token] = _PendingAppend(partition, records, on_done, applied)
         self._out.appends.append(Append(token, partition, records))
 
     def _route_error(self, group_id: str) -> int:
@@ -502,6 +538,18 @@ class GroupCoordinator:
         code = self._route_error(gid)
         if code:
             return fail(code)
+        consumer_group = self.consumer.group(gid)
+        if consumer_group is not None and gid in self._consumer_busy:
+            # a write of the consumer group is in flight and may yet be rolled back: the client
+            # retries this (retriable) error a moment later, when the group's state is durable
+            return fail(err.COORDINATOR_LOAD_IN_PROGRESS)
+        if consumer_group is not None:
+            if consumer_group.members:
+                # Kafka lets classic members into a consumer group (classicGroupJoinToConsumerGroup);
+                # groupd does not yet, so the group's protocol is the one its members speak.
+                return fail(err.INCONSISTENT_GROUP_PROTOCOL)
+            # maybeDeleteEmptyConsumerGroup: the empty consumer group makes way for a classic one
+            self._delete_consumer_group(gid, "replaced by a classic group")
 
         group = self.groups.get(gid)
         new_group = group is None
@@ -1342,7 +1390,11 @@ class GroupCoordinator:
                 if v >= 6:
                     # KIP-1043: from v6 a missing group is an error rather than a Dead placeholder.
                     base["error_code"] = err.GROUP_ID_NOT_FOUND
-                    base["error_message"] = f"Group {gid} not found."
+                    base["error_message"] = (
+                        f"Group {gid} is not a classic group."  # GroupMetadataManager.classicGroup
+                        if self.consumer.group(gid) is not None
+                        else f"Group {gid} not found."
+                    )
             else:
                 stable = group.is_in(S)
                 base["group_state"] = str(group.state)
@@ -1390,6 +1442,15 @@ class GroupCoordinator:
                         "group_type": "classic",
                     }
                 )
+        if not types or "consumer" in types:
+            # ConsumerGroup: protocol type "consumer", states Empty/Assigning/Reconciling/Stable
+            for gid, cgroup in self.consumer.groups.groups.items():
+                state = cgroup.state.value
+                if states and state.lower() not in states:
+                    continue
+                listed.append(
+                    {"group_id": gid, "protocol_type": "consumer", "group_state": state, "group_type": "consumer"}
+                )
         self._respond(ctx, {"throttle_time_ms": 0, "error_code": err.NONE, "groups": listed})
 
     def _delete_groups(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
@@ -1397,13 +1458,23 @@ class GroupCoordinator:
         by_partition: dict[int, list[tuple[dict[str, Any], ClassicGroup]]] = {}
         # KafkaApis.handleDeleteGroupsRequest answers each group once (groupsNames.distinct), and
         # "" is a group id like any other (GroupCoordinatorService.deleteGroups).
+        consumer_deletes: list[tuple[dict[str, Any], str]] = []
         for gid in dict.fromkeys(req.get("groups_names") or []):
             entry = {"group_id": gid, "error_code": err.NONE}
             results.append(entry)
             code = self._route_error(gid)
             group = self.groups.get(gid) if not code else None
+            cgroup = self.consumer.group(gid) if not code else None
             if code:
                 entry["error_code"] = code
+            elif cgroup is not None:
+                # ConsumerGroup.validateDeleteGroup: only an Empty consumer group can go
+                if gid in self._consumer_busy:  # a write in flight may be rolled back: retry later
+                    entry["error_code"] = err.COORDINATOR_LOAD_IN_PROGRESS
+                elif cgroup.members:
+                    entry["error_code"] = err.NON_EMPTY_GROUP
+                else:
+                    consumer_deletes.append((entry, gid))
             elif group is None or group.is_in(D):
                 entry["error_code"] = err.GROUP_ID_NOT_FOUND
             elif not group.is_in(E):
@@ -1411,9 +1482,32 @@ class GroupCoordinator:
             else:
                 by_partition.setdefault(self.partition_for(gid), []).append((entry, group))
 
-        waiting = len(by_partition)
+        waiting = (
+            len(by_partition)
+            + len(consumer_deletes)
+            + sum(1 for _e, gid in consumer_deletes if self.offset_manager.keys_of(gid))
+        )
         if not waiting:
             return self._respond(ctx, {"throttle_time_ms": 0, "results": results})
+
+        for entry, gid in consumer_deletes:
+            # the group's own tombstones apply at once (a heartbeat arriving meanwhile starts a new
+            # group, which the tombstones' later replay must not touch); its offsets go when durable
+            offsets: list[Record] = [
+                (OffsetCommitKey(gid, t, p), None) for t, p in sorted(self.offset_manager.keys_of(gid))
+            ]
+
+            def consumer_done(error: int | None, entry: dict[str, Any] = entry) -> None:
+                nonlocal waiting
+                if error is not None:
+                    entry["error_code"] = err.append_error_to_response_error(error)
+                waiting -= 1
+                if waiting == 0:
+                    self._respond(ctx, {"throttle_time_ms": 0, "results": results})
+
+            self._delete_consumer_group(gid, "deleted by DeleteGroups", consumer_done)
+            if offsets:
+                self._append(gid, offsets, consumer_done)
 
         for batch in by_partition.values():
             records: list[Record] = []
@@ -1444,7 +1538,186 @@ class GroupCoordinator:
         self._glog(group).info("group_deleted", reason=reason, offsets=len(keys))
         return records
 
+    # ==========================================================================================
+    # KIP-848 consumer groups (the sans-IO core is groupd.coordinator.consumer)
+    # ==========================================================================================
+
+    def _consumer_error(self, code: int, message: str | None = None) -> dict[str, Any]:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": code,
+            "error_message": message if message is not None else default_message(code),
+            "member_id": None,
+            "member_epoch": 0,
+            "heartbeat_interval_ms": 0,
+            "assignment": None,
+        }
+
+    def _refresh_topics(self) -> None:
+        if self._topics_image is not None:
+            image = self._topics_image()
+            if image is not self.consumer.topics:
+                self.consumer.set_topics(image)
+
+    def _consumer_heartbeat(
+        self, version: int, req: dict[str, Any], ctx: Any, client_id: str, client_host: str
+    ) -> None:
+        """ConsumerGroupHeartbeat (``GroupCoordinatorService.consumerGroupHeartbeat``). The records are
+        applied at once and the answer waits until they are durable, as Kafka's runtime does; the
+        group's next request waits for that too (``_consumer_write``)."""
+        gid = req["group_id"]
+        code = self._route_error(gid) if gid else err.NONE
+        if code != err.NONE:
+            self._respond(ctx, self._consumer_error(code))
+            return
+        busy = self._consumer_busy.get(gid)
+        if busy is not None:
+            busy.append(lambda: self._consumer_heartbeat(version, req, ctx, client_id, client_host))
+            return
+        pre: list[Record] = []
+        classic = self.groups.get(gid)
+        if classic is not None or gid in self.group_records:
+            if classic is not None and (classic.members or classic.pending_join_members):
+                # Kafka upgrades a live classic group only with group.consumer.migration.policy; groupd
+                # does not yet (getOrMaybeCreateConsumerGroup)
+                self._respond(
+                    ctx, self._consumer_error(err.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+                )
+                return
+            if req.get("member_epoch") == 0:
+                # an empty classic group makes way for the consumer group (maybeDeleteEmptyClassicGroup)
+                if classic is not None:
+                    self._forget_group(self.groups.pop(gid))
+                if gid in self.group_records:
+                    pre.append((GroupMetadataKey(gid), None))
+                    self.group_records.pop(gid)
+        self._refresh_topics()
+        result = self.consumer.heartbeat(self._now, req, version, client_id=client_id, client_host=client_host)
+        records: list[Record] = [*pre, *result.records]
+        if not records:
+            self._respond(ctx, result.response)
+            return
+        response = result.response
+
+        def on_done(code: int | None) -> None:
+            if code is None:
+                self._respond(ctx, response)
+            else:
+                self._respond(ctx, self._consumer_error(err.append_error_to_response_error(code)))
+
+        self._consumer_write(gid, records, on_done)
+
+    def _snapshot_consumer_group(self, gid: str) -> None:
+        g = self.consumer.group(gid)
+        self._consumer_snapshot[gid] = None if g is None else g.copy()
+
+    def _consumer_write(self, gid: str, records: list[Record], on_done: Callable[[int | None], None]) -> None:
+        """Append records the consumer-group core has just applied. Until they are durable the group's
+        next requests and deadlines wait (a per-group actor): if the write fails, the group goes back
+        to its copy from before it (Kafka's runtime reverts to its last committed offset), and nothing
+        was built on the records that are not in the log."""
+        snapshot = self._consumer_snapshot.pop(gid, None)
+        self._consumer_busy[gid] = deque()
+
+        def done(code: int | None) -> None:
+            if code is not None:
+                self.log.warning("consumer_group_write_failed", group=gid, error=code, records=len(records))
+                if snapshot is None:
+                    self.consumer.groups.groups.pop(gid, None)
+                else:
+                    self.consumer.groups.groups[gid] = snapshot
+            on_done(code)
+            waiting = self._consumer_busy.pop(gid)
+            while waiting and gid not in self._consumer_busy:
+                waiting.popleft()()
+            if waiting:  # one of them wrote again: the rest stay behind that write
+                self._consumer_busy[gid].extend(waiting)
+
+        self._append(gid, records, done, applied=True)
+
+    def _delete_consumer_group(
+        self, gid: str, reason: str, on_done: Callable[[int | None], None] | None = None
+    ) -> None:
+        """Delete an empty consumer group now: its tombstones, applied and written like its other records."""
+        records: list[Record] = list(self.consumer.groups.tombstones(gid))
+        self._snapshot_consumer_group(gid)
+        for r in records:
+            self.consumer.replay(r)  # type: ignore[arg-type]
+        self.log.info("consumer_group_deleted", group=gid, reason=reason)
+        self._consumer_write(gid, records, on_done or (lambda code: None))
+
+    def _fire_consumer(self, key: tuple[Any, ...]) -> None:
+        gid = key[0]
+        busy = self._consumer_busy.get(gid)
+        if busy is not None:
+            busy.append(lambda: self._fire_consumer(key))
+            return
+        records = self.consumer.fire(key)
+        if records:
+            self._consumer_write(gid, list(records), lambda code: None)
+
+    def _consumer_describe(self, version: int, req: dict[str, Any], ctx: Any, client_id: str, client_host: str) -> None:
+        """ConsumerGroupDescribe (``GroupMetadataManager.consumerGroupDescribe``)."""
+        self._refresh_topics()
+        names = {tid: name for name, (tid, _n) in self.consumer.topics.topics.items()}
+
+        def assignment(parts: Any) -> dict[str, Any]:
+            return {
+                "topic_partitions": [
+                    {"topic_id": t, "topic_name": names.get(t, ""), "partitions": sorted(ps)}
+                    for t, ps in sorted(parts.items())
+                ]
+            }
+
+        out = []
+        for gid in req["group_ids"]:
+            entry: dict[str, Any] = {
+                "group_id": gid,
+                "error_code": 0,
+                "error_message": None,
+                "group_state": "",
+                "group_epoch": 0,
+                "assignment_epoch": 0,
+                "assignor_name": "",
+                "members": [],
+            }
+            code = self._route_error(gid)
+            g = self.consumer.group(gid) if code == err.NONE else None
+            if code != err.NONE:
+                entry["error_code"] = code
+            elif g is None:
+                entry["error_code"] = err.GROUP_ID_NOT_FOUND  # and no message, as Kafka's consumerGroupDescribe
+            else:
+                entry.update(
+                    group_state=g.state.value,
+                    group_epoch=g.group_epoch,
+                    assignment_epoch=g.target_epoch,
+                    assignor_name=self.consumer.preferred_assignor(g.members),
+                    members=[
+                        {
+                            "member_id": m.member_id,
+                            "instance_id": m.instance_id,
+                            "rack_id": m.rack_id,
+                            "member_epoch": m.member_epoch,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "subscribed_topic_names": list(m.subscribed_topic_names),
+                            "subscribed_topic_regex": m.subscribed_topic_regex,
+                            "assignment": assignment(m.assigned),
+                            "target_assignment": assignment(g.target.get(m.member_id, {})),
+                            "member_type": 1,  # CONSUMER (v1+): groupd has no classic members in consumer groups yet
+                        }
+                        for m in sorted(g.members.values(), key=lambda m: m.member_id)
+                    ],
+                )
+                if req.get("include_authorized_operations"):
+                    entry["authorized_operations"] = GROUP_AUTHORIZED_OPERATIONS
+            out.append(entry)
+        self._respond(ctx, {"throttle_time_ms": 0, "groups": out})
+
     _handlers: dict[str, Callable[..., None]] = {
+        "ConsumerGroupHeartbeat": _consumer_heartbeat,
+        "ConsumerGroupDescribe": _consumer_describe,
         "FindCoordinator": _find_coordinator,
         "JoinGroup": _join_group,
         "SyncGroup": _sync_group,

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from . import errors as err
 from .config import CoordinatorConfig
+from .consumer import ConsumerGroup, ConsumerGroupManager
 from .group import CR, PR, ClassicGroup, D, E, Member, S
 from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from .routing import PartitionOwnership
@@ -34,6 +35,8 @@ class GroupHost(Protocol):
     _now: int
     _loading: set[int]
     _topic_partitions: Callable[[str], int | None] | None
+    consumer: ConsumerGroupManager
+    _consumer_busy: dict[str, Any]
 
     def partition_for(self, group_id: str) -> int: ...
     def _respond(self, ctx: Any, response: dict[str, Any]) -> None: ...
@@ -48,6 +51,21 @@ class GroupHost(Protocol):
     def _reschedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None: ...
     def _forget_group(self, group: ClassicGroup) -> None: ...
     def _restore_group(self, group_id: str) -> None: ...
+    def _delete_consumer_group(self, group_id: str, reason: str) -> None: ...
+
+
+def consumer_commit_error(group: ConsumerGroup, v: int, member_epoch: int, member_id: str) -> int:
+    """``ConsumerGroup.validateOffsetCommit``: without an epoch only an empty group takes commits (admin
+    tools, consumers managing their own partitions); otherwise the member must exist, speak
+    OffsetCommit v9+ (KIP-848 members), and commit at its current epoch (STALE_MEMBER_EPOCH)."""
+    if member_epoch < 0 and not group.members:
+        return err.NONE
+    member = group.members.get(member_id)
+    if member is None:
+        return err.UNKNOWN_MEMBER_ID
+    if v < 9:
+        return err.UNSUPPORTED_VERSION
+    return err.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else err.NONE
 
 
 class OffsetManager:
@@ -180,6 +198,9 @@ class OffsetManager:
         code = self.host._route_error(gid)
         if code:
             return code
+        consumer_group = self.host.consumer.group(gid)
+        if consumer_group is not None:
+            return consumer_commit_error(consumer_group, v, generation, member_id)
         group = self.host.groups.get(gid)
         if group is None:
             if generation < 0:
@@ -222,6 +243,10 @@ class OffsetManager:
                 gid = g.get("group_id") or ""
                 topics = g.get("topics")
                 code, topics_out = self._fetch_group(gid, topics)
+                if not code and v >= 9:
+                    code = self._consumer_fetch_error(gid, g.get("member_id"), g.get("member_epoch", -1))
+                    if code:
+                        topics_out = []
                 groups.append({"group_id": gid, "topics": topics_out, "error_code": code})
             return self.host._respond(ctx, {"throttle_time_ms": 0, "groups": groups})
 
@@ -239,6 +264,17 @@ class OffsetManager:
             ]
             code = err.NONE
         self.host._respond(ctx, {"throttle_time_ms": 0, "topics": topics_out, "error_code": code})
+
+    def _consumer_fetch_error(self, gid: str, member_id: str | None, member_epoch: int) -> int:
+        """``ConsumerGroup.validateOffsetFetch``: a member fetching with its id and epoch must be the
+        member at that epoch; a fetch without them (admin tools, classic clients) is not checked."""
+        group = self.host.consumer.group(gid)
+        if group is None or (member_epoch < 0 and member_id is None):
+            return err.NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return err.UNKNOWN_MEMBER_ID
+        return err.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else err.NONE
 
     @staticmethod
     def _fetched(index: int, value: OffsetCommitValue | None, code: int = err.NONE) -> dict[str, Any]:
@@ -417,6 +453,9 @@ class OffsetManager:
                 continue
             group = self.host.groups.get(gid)
             if group is None:
+                consumer_group = self.host.consumer.group(gid)
+                if consumer_group is not None and gid not in self.host._consumer_busy:
+                    self._expire_consumer_group_offsets(consumer_group, now, retention_ms, by_partition, p)
                 continue
             tombstones, all_expired = self._expired_offsets(group, now, retention_ms)
             records = by_partition.setdefault(p, [])
@@ -440,6 +479,38 @@ class OffsetManager:
 
             # Any group id of the partition routes the append there.
             self.host._append_to_partition(p, records, done)
+
+    def _expire_consumer_group_offsets(
+        self, group: ConsumerGroup, now: int, retention_ms: int, by_partition: dict[int, list[Record]], p: int
+    ) -> None:
+        """``ConsumerGroup.offsetExpirationCondition`` (the commit time, always) and
+        ``OffsetMetadataManager.cleanupExpiredOffsets`` (only topics the group does not subscribe to);
+        an empty consumer group left without offsets is deleted (``maybeDeleteGroup``)."""
+        gid = group.group_id
+        subscribed: set[str] = set()
+        for m in group.members.values():
+            subscribed.update(m.subscribed_topic_names)
+            if m.subscribed_topic_regex and m.subscribed_topic_regex in group.resolved_regexes:
+                subscribed |= group.resolved_regexes[m.subscribed_topic_regex].topics
+        tombstones: list[Record] = []
+        all_expired = True
+        for (topic, index), value in sorted(self.offsets.get(gid, {}).items()):
+            if topic in subscribed:
+                all_expired = False
+                continue
+            if value.expire_timestamp != -1:
+                expired = now >= value.expire_timestamp
+            else:
+                expired = now - value.commit_timestamp >= retention_ms
+            if expired:
+                tombstones.append((OffsetCommitKey(gid, topic, index), None))
+            else:
+                all_expired = False
+        if tombstones:
+            by_partition.setdefault(p, []).extend(tombstones)
+            self.host.log.info("offsets_expired", group=gid, partitions=len(tombstones))
+        if all_expired and not group.members and not self.inflight.get(gid):
+            self.host._delete_consumer_group(gid, "empty and no offsets left")
 
     def _expired_offsets(self, group: ClassicGroup, now: int, retention_ms: int) -> tuple[list[Record], bool]:
         gid = group.group_id

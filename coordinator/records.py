@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .consumer.records import ConsumerRecordKey, ConsumerRecordValue
+
 
 @dataclass(frozen=True)
 class GroupMetadataKey:
@@ -93,6 +95,6 @@ class OffsetCommitValue:
         return 1 if self.expire_timestamp != -1 else 3
 
 
-RecordKey = GroupMetadataKey | OffsetCommitKey
-RecordValue = GroupMetadataValue | OffsetCommitValue
+RecordKey = GroupMetadataKey | OffsetCommitKey | ConsumerRecordKey
+RecordValue = GroupMetadataValue | OffsetCommitValue | ConsumerRecordValue
 Record = tuple[RecordKey, RecordValue | None]

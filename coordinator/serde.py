@@ -10,15 +10,18 @@ an older groupd or copied from a Kafka broker loads.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..protocol._rt import DecodeError
 from ..protocol.messages.records import (
+    CONSUMER_GROUP_RECORD_SCHEMAS,
     GROUP_METADATA_KEY,
     GROUP_METADATA_VALUE,
     OFFSET_COMMIT_KEY,
     OFFSET_COMMIT_VALUE,
 )
+from .consumer import records as cr
 from .records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -144,6 +147,10 @@ def encode_key(key: RecordKey) -> bytes:
         )
     if isinstance(key, GroupMetadataKey):
         return _VERSION.pack(2) + _GROUP_KEY_V2.encode({"group": key.group})
+    if isinstance(key, _CONSUMER_KEY_TYPES):
+        return _VERSION.pack(key.version) + CONSUMER_GROUP_RECORD_SCHEMAS[key.version][0].codec(key.version).encode(
+            vars(key)
+        )
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -188,6 +195,10 @@ def encode_value(value: RecordValue | None) -> bytes | None:
                 ],
             }
         )
+    to_dict = _CONSUMER_VALUE_TO_DICT.get(type(value))
+    if to_dict is not None:
+        key_type = _CONSUMER_VALUE_TYPE[type(value)]
+        return _VERSION.pack(0) + CONSUMER_GROUP_RECORD_SCHEMAS[key_type][1].codec(0).encode(to_dict(value))
     raise TypeError(f"not a record value: {value!r}")
 
 
@@ -254,6 +265,8 @@ def decode_key(data: bytes) -> RecordKey:
             return OffsetCommitKey(k["group"], k["topic"], k["partition"])
         if v == 2:
             return GroupMetadataKey(_GROUP_KEY_V2.decode(data, 2)["group"])
+        if v in _CONSUMER_KEYS:
+            return _CONSUMER_KEYS[v](**CONSUMER_GROUP_RECORD_SCHEMAS[v][0].codec(v).decode(data, 2))
     except DecodeError as e:
         raise RecordDecodeError(f"bad record key v{v}: {e}") from None
     raise RecordDecodeError(f"unknown record key version {v}")
@@ -265,6 +278,14 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     if len(data) < 2:
         raise RecordDecodeError("record value shorter than its version")
     (v,) = _VERSION.unpack_from(data, 0)
+    if isinstance(key, _CONSUMER_KEY_TYPES):
+        if v != 0:
+            raise RecordDecodeError(f"unknown {type(key).__name__[:-3]}Value version {v}")
+        try:
+            d = CONSUMER_GROUP_RECORD_SCHEMAS[key.version][1].codec(0).decode(data, 2)
+        except DecodeError as e:
+            raise RecordDecodeError(f"bad record value v{v}: {e}") from None
+        return _CONSUMER_VALUE_FROM_DICT[key.version](d)
     try:
         if isinstance(key, OffsetCommitKey):
             if not 0 <= v <= 4:
@@ -323,3 +344,142 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
             except (ValueError, struct.error):
                 pass  # malformed: decode_value words the error
     return k, decode_value(k, value)
+
+
+# --- KIP-848 consumer-group records: dataclass <-> the schema's dict ---------------------------------
+_CONSUMER_KEYS: dict[int, type] = {k.version: k for k in cr.CONSUMER_KEY_TYPES}
+_CONSUMER_KEY_TYPES = cr.CONSUMER_KEY_TYPES
+
+
+def _tps_out(tps: cr.TopicPartitionsTuple) -> list[dict]:
+    return [{"topic_id": t, "partitions": list(ps)} for t, ps in tps]
+
+
+def _tps_in(items: list[dict]) -> cr.TopicPartitionsTuple:
+    return tuple((i["topic_id"], tuple(i["partitions"])) for i in items)
+
+
+def _member_out(v: cr.ConsumerGroupMemberMetadataValue) -> dict:
+    d = {
+        k: getattr(v, k)
+        for k in (
+            "instance_id",
+            "rack_id",
+            "client_id",
+            "client_host",
+            "subscribed_topic_regex",
+            "rebalance_timeout_ms",
+            "server_assignor",
+        )
+    }
+    d["subscribed_topic_names"] = list(v.subscribed_topic_names)
+    d["classic_member_metadata"] = (
+        None
+        if v.classic_protocols is None
+        else {"supported_protocols": [{"name": p.name, "metadata": p.metadata} for p in v.classic_protocols]}
+    )
+    return d
+
+
+def _member_in(d: dict) -> cr.ConsumerGroupMemberMetadataValue:
+    classic = d.get("classic_member_metadata")
+    return cr.ConsumerGroupMemberMetadataValue(
+        instance_id=d["instance_id"],
+        rack_id=d["rack_id"],
+        client_id=d["client_id"],
+        client_host=d["client_host"],
+        subscribed_topic_names=tuple(d["subscribed_topic_names"]),
+        subscribed_topic_regex=d["subscribed_topic_regex"],
+        rebalance_timeout_ms=d["rebalance_timeout_ms"],
+        server_assignor=d["server_assignor"],
+        classic_protocols=None
+        if classic is None
+        else tuple(cr.ClassicProtocol(p["name"], p["metadata"]) for p in classic["supported_protocols"]),
+    )
+
+
+def _partition_metadata_out(v: cr.ConsumerGroupPartitionMetadataValue) -> dict:
+    return {
+        "topics": [
+            {
+                "topic_id": t.topic_id,
+                "topic_name": t.topic_name,
+                "num_partitions": t.num_partitions,
+                "partition_racks": [{"partition": p, "racks": list(r)} for p, r in t.partition_racks],
+            }
+            for t in v.topics
+        ]
+    }
+
+
+def _partition_metadata_in(d: dict) -> cr.ConsumerGroupPartitionMetadataValue:
+    return cr.ConsumerGroupPartitionMetadataValue(
+        tuple(
+            cr.TopicMetadata(
+                t["topic_id"],
+                t["topic_name"],
+                t["num_partitions"],
+                tuple((p["partition"], tuple(p["racks"])) for p in t["partition_racks"]),
+            )
+            for t in d["topics"]
+        )
+    )
+
+
+def _current_out(v: cr.ConsumerGroupCurrentMemberAssignmentValue) -> dict:
+    return {
+        "member_epoch": v.member_epoch,
+        "previous_member_epoch": v.previous_member_epoch,
+        "state": v.state,
+        "assigned_partitions": _tps_out(v.assigned_partitions),
+        "partitions_pending_revocation": _tps_out(v.partitions_pending_revocation),
+    }
+
+
+def _current_in(d: dict) -> cr.ConsumerGroupCurrentMemberAssignmentValue:
+    return cr.ConsumerGroupCurrentMemberAssignmentValue(
+        d["member_epoch"],
+        d["previous_member_epoch"],
+        d["state"],
+        _tps_in(d["assigned_partitions"]),
+        _tps_in(d["partitions_pending_revocation"]),
+    )
+
+
+_CONSUMER_VALUE_TO_DICT: dict[type, Callable[[Any], dict]] = {
+    cr.ConsumerGroupMetadataValue: lambda v: {"epoch": v.epoch, "metadata_hash": v.metadata_hash},
+    cr.ConsumerGroupPartitionMetadataValue: _partition_metadata_out,
+    cr.ConsumerGroupMemberMetadataValue: _member_out,
+    cr.ConsumerGroupTargetAssignmentMetadataValue: lambda v: {"assignment_epoch": v.assignment_epoch},
+    cr.ConsumerGroupTargetAssignmentMemberValue: lambda v: {"topic_partitions": _tps_out(v.topic_partitions)},
+    cr.ConsumerGroupCurrentMemberAssignmentValue: _current_out,
+    cr.ConsumerGroupRegularExpressionValue: lambda v: {
+        "topics": list(v.topics),
+        "version": v.version,
+        "timestamp": v.timestamp,
+    },
+}
+_CONSUMER_VALUE_TYPE: dict[type, int] = {
+    cr.ConsumerGroupMetadataValue: cr.CONSUMER_GROUP_METADATA,
+    cr.ConsumerGroupPartitionMetadataValue: cr.CONSUMER_GROUP_PARTITION_METADATA,
+    cr.ConsumerGroupMemberMetadataValue: cr.CONSUMER_GROUP_MEMBER_METADATA,
+    cr.ConsumerGroupTargetAssignmentMetadataValue: cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    cr.ConsumerGroupTargetAssignmentMemberValue: cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    cr.ConsumerGroupCurrentMemberAssignmentValue: cr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    cr.ConsumerGroupRegularExpressionValue: cr.CONSUMER_GROUP_REGULAR_EXPRESSION,
+}
+_CONSUMER_VALUE_FROM_DICT: dict[int, Callable[[dict], Any]] = {
+    cr.CONSUMER_GROUP_METADATA: lambda d: cr.ConsumerGroupMetadataValue(d["epoch"], d.get("metadata_hash", 0)),
+    cr.CONSUMER_GROUP_PARTITION_METADATA: _partition_metadata_in,
+    cr.CONSUMER_GROUP_MEMBER_METADATA: _member_in,
+    cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: lambda d: cr.ConsumerGroupTargetAssignmentMetadataValue(
+        d["assignment_epoch"]
+    ),
+    cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: lambda d: cr.ConsumerGroupTargetAssignmentMemberValue(
+        _tps_in(d["topic_partitions"])
+    ),
+    cr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: _current_in,
+    cr.CONSUMER_GROUP_REGULAR_EXPRESSION: lambda d: cr.ConsumerGroupRegularExpressionValue(
+        tuple(d["topics"]), d["version"], d["timestamp"]
+    ),
+}

@@ -29,6 +29,7 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from groupd.coordinator.consumer.records import CONSUMER_KEY_TYPES
 from groupd.coordinator.consumer_protocol import ConsumerProtocolError, decode_assignment, decode_subscription
 from groupd.coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from groupd.coordinator.routing import partition_for
@@ -42,6 +43,8 @@ SEGMENT_RE = re.compile(r"(?:^|/)__consumer_offsets-(\d+)/(\d{20})\.log$")
 OFFSET_COMMIT = "offset_commit"
 GROUP_METADATA = "group_metadata"
 INVALID = "invalid"
+# KIP-848 consumer-group records (key versions 3-8, 16): kept with their group, not yet analysed
+CONSUMER_GROUP = "consumer_group"
 CORRUPT = "corrupt"
 
 # The columns of the raw table, in order. Timestamps are epoch milliseconds here and become Spark
@@ -226,6 +229,12 @@ def decode_record_row(
     except RecordDecodeError as e:
         row.update(record_type=INVALID, error=str(e))
         return row if group_filter is None else None
+    if isinstance(k, CONSUMER_KEY_TYPES):
+        row["group"] = k.group_id
+        if group_filter is not None and not group_filter(k.group_id):
+            return None
+        row["record_type"] = CONSUMER_GROUP
+        return row
     row["group"] = k.group
     if group_filter is not None and not group_filter(k.group):
         return None

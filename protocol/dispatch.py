@@ -134,6 +134,9 @@ class Dispatcher:
         # Fault injection (``faults.FaultInjector``): set only while rules exist, so the request
         # path pays one attribute check; returns True when it took the request over.
         self.faults: Callable[[Route, Request], bool] | None = None
+        # Feature flags ApiVersions v3+ reports (KIP-584): name -> (min supported, max supported,
+        # finalized level), e.g. KIP-848's group.version.
+        self.features: dict[str, tuple[int, int, int]] = {}
 
     def register(
         self, api: ApiSchema, handler: Handler, *, min_version: int | None = None, max_version: int | None = None
@@ -308,7 +311,20 @@ class Dispatcher:
 
     # --- ApiVersions ------------------------------------------------------------------------------
     def _api_versions(self, req: Request) -> dict[str, Any]:
-        return {"error_code": 0, "api_keys": self.supported_versions(), "throttle_time_ms": 0}
+        out: dict[str, Any] = {"error_code": 0, "api_keys": self.supported_versions(), "throttle_time_ms": 0}
+        if self.features:
+            # Kafka's ApiVersionsResponse.createApiVersionsResponse: a finalized level is reported as
+            # both its min and max level
+            names = sorted(self.features)
+            out["supported_features"] = [
+                {"name": n, "min_version": self.features[n][0], "max_version": self.features[n][1]} for n in names
+            ]
+            out["finalized_features_epoch"] = 0
+            out["finalized_features"] = [
+                {"name": n, "max_version_level": self.features[n][2], "min_version_level": self.features[n][2]}
+                for n in names
+            ]
+        return out
 
 
 def all_known_api_keys() -> set[int]:

@@ -630,3 +630,60 @@ class KStruct(_Node):
 
 def _is_fixed(f: KField) -> bool:
     return isinstance(f.subcon, KPrimitive) and f.subcon.fmt is not None
+
+
+class KNullableStruct(_Node):
+    """A struct field with nullableVersions (e.g. ConsumerGroupHeartbeat's ``Assignment``): Kafka writes an
+    int8 marker, -1 for null and 1 before a present struct."""
+
+    def __init__(self, struct: KStruct) -> None:
+        super().__init__()
+        self.struct = struct
+        self._names: dict[int, tuple[str, str]] = {}
+
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> dict[str, Any] | None:
+        if _rt.read_int8(stream) < 0:
+            return None
+        return self.struct._parse(stream, context, path)
+
+    def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
+        if obj is None:
+            _rt.write_int8(-1, stream)
+            return obj
+        _rt.write_int8(1, stream)
+        return self.struct._build(obj, stream, context, path)
+
+    def emit_parse_fn(self, code: Any) -> str:
+        key = id(code)
+        if key in self._names:
+            return self._names[key][0]
+        _prelude(code)
+        unpack, _ = _fmt_names(code, "b")
+        uid = code.allocateId()
+        fname = f"parse_knullable_{uid}"
+        self._names[key] = (fname, f"build_knullable_{uid}")
+        inner = self.struct.emit_parse_fn(code)
+        lines = [
+            f"def {fname}(buf, pos):",
+            f"    marker, = {unpack}(buf, pos)",
+            "    if marker < 0:",
+            "        return None, pos + 1",
+            f"    return {inner}(buf, pos + 1)",
+        ]
+        code.append("\n".join(lines) + "\n")
+        return fname
+
+    def emit_build_fn(self, code: Any) -> str:
+        self.emit_parse_fn(code)
+        fname = self._names[id(code)][1]
+        inner = self.struct.emit_build_fn(code)
+        lines = [
+            f"def {fname}(obj, w):",
+            "    if obj is None:",
+            "        w(b'\\xff')",
+            "        return",
+            "    w(b'\\x01')",
+            f"    {inner}(obj, w)",
+        ]
+        code.append("\n".join(lines) + "\n")
+        return fname

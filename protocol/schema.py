@@ -163,6 +163,8 @@ def build_struct(fields: Sequence[Field], version: int, flexible: bool) -> p.KSt
             sub: Construct = p.KArray(inner, compact=compact, nullable=nullable)
         elif fld.is_struct:
             sub = build_struct(fld.fields, version, flexible)
+            if nullable:
+                sub = p.KNullableStruct(sub)
         else:
             sub = _leaf(fld.type, compact=compact, nullable=nullable)
         default = fld.default_value(version)

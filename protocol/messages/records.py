@@ -14,7 +14,7 @@ is an offset commit, key version 2 is group metadata; a null value is a tombston
 
 from __future__ import annotations
 
-from ..schema import MessageSchema, f
+from ..schema import Field, MessageSchema, f
 
 OFFSET_COMMIT_KEY = MessageSchema(
     "OffsetCommitKey",
@@ -79,3 +79,104 @@ RECORD_SCHEMAS: tuple[MessageSchema, ...] = (
     GROUP_METADATA_KEY,
     GROUP_METADATA_VALUE,
 )
+
+
+# --- KIP-848 consumer groups (Kafka 4). The int16 before a key is the record type (the spec's apiKey):
+# 3 group metadata, 4 partition metadata, 5 member metadata, 6 target assignment metadata, 7 target
+# assignment member, 8 current member assignment, 16 regular expression. Every value is version 0,
+# flexible; tagged fields Kafka added later (MetadataHash in 4.1, ClassicMemberMetadata) are read.
+
+
+def _key(name: str, type_: int, *names: str) -> MessageSchema:
+    v = str(type_)
+    return MessageSchema(name, valid=v, flexible="none", fields=tuple(f(n, "string", v) for n in names))
+
+
+def _value(name: str, *fields: Field) -> MessageSchema:
+    return MessageSchema(name, valid="0", flexible="0+", fields=fields)
+
+
+def _topic_partitions(name: str) -> Field:
+    return f(name, "[]", "0+", f("topic_id", "uuid", "0+"), f("partitions", "[]int32", "0+"))
+
+
+CONSUMER_GROUP_METADATA_KEY = _key("ConsumerGroupMetadataKey", 3, "group_id")
+CONSUMER_GROUP_METADATA_VALUE = _value(
+    "ConsumerGroupMetadataValue",
+    f("epoch", "int32", "0+"),
+    f("metadata_hash", "int64", "0+", default=0, tag=0, tagged="0+"),
+)
+CONSUMER_GROUP_PARTITION_METADATA_KEY = _key("ConsumerGroupPartitionMetadataKey", 4, "group_id")
+CONSUMER_GROUP_PARTITION_METADATA_VALUE = _value(
+    "ConsumerGroupPartitionMetadataValue",
+    f(
+        "topics",
+        "[]",
+        "0+",
+        f("topic_id", "uuid", "0+"),
+        f("topic_name", "string", "0+"),
+        f("num_partitions", "int32", "0+"),
+        f("partition_racks", "[]", "0+", f("partition", "int32", "0+"), f("racks", "[]string", "0+")),
+    ),
+)
+CONSUMER_GROUP_MEMBER_METADATA_KEY = _key("ConsumerGroupMemberMetadataKey", 5, "group_id", "member_id")
+CONSUMER_GROUP_MEMBER_METADATA_VALUE = _value(
+    "ConsumerGroupMemberMetadataValue",
+    f("instance_id", "string", "0+", nullable="0+"),
+    f("rack_id", "string", "0+", nullable="0+"),
+    f("client_id", "string", "0+"),
+    f("client_host", "string", "0+"),
+    f("subscribed_topic_names", "[]string", "0+"),
+    f("subscribed_topic_regex", "string", "0+", nullable="0+"),
+    f("rebalance_timeout_ms", "int32", "0+", default=-1),
+    f("server_assignor", "string", "0+", nullable="0+"),
+    f(
+        "classic_member_metadata",
+        "ClassicMemberMetadata",
+        "0+",
+        f("supported_protocols", "[]", "0+", f("name", "string", "0+"), f("metadata", "bytes", "0+")),
+        nullable="0+",
+        default=None,
+        tag=0,
+        tagged="0+",
+    ),
+)
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = _key("ConsumerGroupTargetAssignmentMetadataKey", 6, "group_id")
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE = _value(
+    "ConsumerGroupTargetAssignmentMetadataValue", f("assignment_epoch", "int32", "0+")
+)
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = _key("ConsumerGroupTargetAssignmentMemberKey", 7, "group_id", "member_id")
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = _value(
+    "ConsumerGroupTargetAssignmentMemberValue", _topic_partitions("topic_partitions")
+)
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = _key(
+    "ConsumerGroupCurrentMemberAssignmentKey", 8, "group_id", "member_id"
+)
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = _value(
+    "ConsumerGroupCurrentMemberAssignmentValue",
+    f("member_epoch", "int32", "0+"),
+    f("previous_member_epoch", "int32", "0+"),
+    f("state", "int8", "0+"),
+    _topic_partitions("assigned_partitions"),
+    _topic_partitions("partitions_pending_revocation"),
+)
+CONSUMER_GROUP_REGULAR_EXPRESSION_KEY = _key("ConsumerGroupRegularExpressionKey", 16, "group_id", "regular_expression")
+CONSUMER_GROUP_REGULAR_EXPRESSION_VALUE = _value(
+    "ConsumerGroupRegularExpressionValue",
+    f("topics", "[]string", "0+"),
+    f("version", "int64", "0+"),
+    f("timestamp", "int64", "0+"),
+)
+
+# record type -> (key schema, value schema)
+CONSUMER_GROUP_RECORD_SCHEMAS: dict[int, tuple[MessageSchema, MessageSchema]] = {
+    3: (CONSUMER_GROUP_METADATA_KEY, CONSUMER_GROUP_METADATA_VALUE),
+    4: (CONSUMER_GROUP_PARTITION_METADATA_KEY, CONSUMER_GROUP_PARTITION_METADATA_VALUE),
+    5: (CONSUMER_GROUP_MEMBER_METADATA_KEY, CONSUMER_GROUP_MEMBER_METADATA_VALUE),
+    6: (CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE),
+    7: (CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE),
+    8: (CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE),
+    16: (CONSUMER_GROUP_REGULAR_EXPRESSION_KEY, CONSUMER_GROUP_REGULAR_EXPRESSION_VALUE),
+}
+
+RECORD_SCHEMAS += tuple(s for pair in CONSUMER_GROUP_RECORD_SCHEMAS.values() for s in pair)

@@ -52,6 +52,7 @@ class Shell:
     config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     auto_append: bool = True
     topic_partitions: Any = None
+    topics_image: Any = None  # KIP-848 consumer groups: () -> TopicsImage
     logger: Any = None
     now: int = 0
 
@@ -61,6 +62,7 @@ class Shell:
             self.config,
             uuid_factory=lambda: f"uuid{next(counter)}",
             topic_partitions=self.topic_partitions,
+            topics_image=self.topics_image,
             logger=self.logger or quiet_logger(),
         )
         self.answers: dict[Ctx, dict[str, Any]] = {}

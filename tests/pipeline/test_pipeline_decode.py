@@ -157,3 +157,14 @@ def test_arrow_batches_match_the_spark_schema(history: History) -> None:
     assert isinstance(batch, pa.RecordBatch)
     assert batch.schema.names == list(decode.COLUMNS)
     assert batch.column("timestamp")[0].as_py().timestamp() * 1000 == T + 1000
+
+
+def test_kip848_consumer_group_records_are_rows_of_their_group() -> None:
+    # a log written by a consumer-protocol group (key versions 3-8, 16) decodes instead of crashing
+    from groupd.coordinator.consumer import records as cr
+    from groupd.coordinator.serde import encode_record
+
+    key, value = encode_record((cr.ConsumerGroupMetadataKey("billing"), cr.ConsumerGroupMetadataValue(3)))
+    row = decode.decode_record_row(0, 0, 7, T, key, value)
+    assert (row["record_type"], row["group"], row["key_version"]) == ("consumer_group", "billing", 3)
+    assert decode.decode_record_row(0, 0, 7, T, key, None, group_filter=decode.group_matcher("other")) is None

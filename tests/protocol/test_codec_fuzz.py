@@ -41,6 +41,8 @@ def value_strategy(con: Construct) -> st.SearchStrategy[Any]:
     """Values of one construct of a compiled schema, derived from the construct tree."""
     if isinstance(con, p.KStruct):
         return st.fixed_dictionaries({fld.name: _field_strategy(fld) for fld in [*con.fields, *(con.tagged or [])]})
+    if isinstance(con, p.KNullableStruct):
+        return st.one_of(st.none(), value_strategy(con.struct))
     if isinstance(con, p.KArray):
         items = st.lists(value_strategy(con.subcon), max_size=3)
         return st.one_of(st.none(), items) if con.nullable else items

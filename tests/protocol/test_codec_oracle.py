@@ -89,6 +89,8 @@ def _our_defaults(struct: p.KStruct, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fld in [*struct.fields, *(struct.tagged or [])]:
         sub = fld.subcon.subcon if isinstance(fld.subcon, p.KArray) else fld.subcon
+        if isinstance(sub, p.KNullableStruct):
+            sub = sub.struct
         out[prefix + fld.name] = fld.default
         if isinstance(sub, p.KStruct):
             out.update(_our_defaults(sub, f"{prefix}{fld.name}."))

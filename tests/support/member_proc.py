@@ -2,11 +2,13 @@
 
     python -m tests.support.member_proc BOOTSTRAP GROUP TOPIC [INSTANCE_ID]
 
-Prints ``assigned <n>`` whenever its assignment changes.
+Prints ``assigned <n>`` whenever its assignment changes. With ``MEMBER_GROUP_PROTOCOL=consumer`` in
+the environment it speaks KIP-848 (the session and heartbeat interval are then the broker's).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from confluent_kafka import Consumer
@@ -22,6 +24,9 @@ def main() -> None:
         "heartbeat.interval.ms": 1000,
         "enable.auto.commit": False,
     }
+    if os.environ.get("MEMBER_GROUP_PROTOCOL") == "consumer":
+        del conf["session.timeout.ms"], conf["heartbeat.interval.ms"]  # librdkafka refuses them here
+        conf["group.protocol"] = "consumer"
     if len(sys.argv) > 4:
         conf["group.instance.id"] = sys.argv[4]
     c = Consumer(conf)

@@ -1,0 +1,31 @@
+"""KIP-848 consumer groups (Kafka 4's "consumer" group protocol), sans-IO, beside the classic groups.
+
+- ``manager.py``: ``ConsumerGroupManager`` -- ConsumerGroupHeartbeat in, response and records out;
+  session and revocation deadlines.
+- ``group.py``: group state and its fold over records (``replay``).
+- ``member.py``: members, member states and the reconciliation engine.
+- ``assignors.py``: server-side assignors ``uniform`` and ``range``.
+- ``regex.py``: subscription regular expressions (RE2 syntax, as Kafka's RE2/J).
+- ``records.py``: the ``__consumer_offsets`` record types (serialized by ``coordinator/serde.py``).
+"""
+
+from .assignors import ASSIGNORS, RangeAssignor, UniformAssignor
+from .group import ConsumerGroup, ConsumerGroups, ConsumerGroupState, IllegalRecord
+from .manager import ConsumerGroupConfig, ConsumerGroupManager, HeartbeatResult, TopicsImage
+from .member import ConsumerGroupMember, MemberState
+
+__all__ = [
+    "ASSIGNORS",
+    "ConsumerGroup",
+    "ConsumerGroupConfig",
+    "ConsumerGroupManager",
+    "ConsumerGroupMember",
+    "ConsumerGroupState",
+    "ConsumerGroups",
+    "HeartbeatResult",
+    "IllegalRecord",
+    "MemberState",
+    "RangeAssignor",
+    "TopicsImage",
+    "UniformAssignor",
+]

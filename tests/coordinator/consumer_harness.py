@@ -1,0 +1,100 @@
+"""A fake shell for the KIP-848 consumer-group core: fake clock, a record log, clients that act on answers."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from groupd.coordinator.consumer import ConsumerGroupManager, ConsumerGroups, TopicsImage
+from groupd.coordinator.consumer.member import freeze
+from groupd.coordinator.consumer.records import ConsumerRecord
+
+GROUP = "g"
+
+
+def topic_id(name: str) -> uuid.UUID:
+    return uuid.uuid5(uuid.NAMESPACE_DNS, name)
+
+
+def image(version: int = 1, **partitions: int) -> TopicsImage:
+    return TopicsImage(version, {n: (topic_id(n), c) for n, c in partitions.items()})
+
+
+@dataclass
+class Client:
+    """A consumer: remembers its member id and epoch, owns what it was last given (it acknowledges a
+    revocation in its next heartbeat, as librdkafka does after its revoke callback)."""
+
+    shell: Shell
+    member_id: str
+    topics: list[str] | None = None
+    regex: str | None = None
+    instance_id: str | None = None
+    epoch: int = 0
+    owned: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
+    last: dict[str, Any] = field(default_factory=dict)
+
+    def heartbeat(self, **over: Any) -> dict[str, Any]:
+        full = self.epoch == 0
+        req: dict[str, Any] = {
+            "group_id": GROUP,
+            "member_id": self.member_id,
+            "member_epoch": self.epoch,
+            "instance_id": self.instance_id,
+            "rack_id": None,
+            "rebalance_timeout_ms": 30000 if full else -1,
+            "subscribed_topic_names": self.topics if full else None,
+            "subscribed_topic_regex": self.regex if full else None,
+            "server_assignor": None,
+            "topic_partitions": [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(self.owned.items())],
+        }
+        req.update(over)
+        resp = self.shell.heartbeat(req)
+        self.last = resp
+        if resp["error_code"] == 0:
+            if resp["member_epoch"] >= 0:
+                self.epoch = resp["member_epoch"]
+            if resp["assignment"] is not None:
+                self.owned = freeze({tp["topic_id"]: tp["partitions"] for tp in resp["assignment"]["topic_partitions"]})
+        return resp
+
+    def leave(self, epoch: int = -1) -> dict[str, Any]:
+        resp = self.heartbeat(member_epoch=epoch)
+        self.owned = {}
+        return resp
+
+
+@dataclass
+class Shell:
+    topics: TopicsImage = field(default_factory=lambda: image(t=6))
+    now: int = 0
+
+    def __post_init__(self) -> None:
+        self.mgr = ConsumerGroupManager(topics=self.topics)
+        self.log: list[ConsumerRecord] = []
+
+    def heartbeat(self, req: dict[str, Any]) -> dict[str, Any]:
+        result = self.mgr.heartbeat(self.now, req)
+        self.log.extend(result.records)
+        return result.response
+
+    def client(self, name: str, topics: list[str] | None = None, **kw: Any) -> Client:
+        return Client(self, name, topics=topics if topics is not None or kw.get("regex") else ["t"], **kw)
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+        self.log.extend(self.mgr.tick(self.now))
+
+    def set_topics(self, img: TopicsImage) -> None:
+        self.topics = img
+        self.mgr.set_topics(img)
+
+    def group(self) -> Any:
+        return self.mgr.group(GROUP)
+
+    def recovered(self) -> ConsumerGroups:
+        fresh = ConsumerGroups()
+        for r in self.log:
+            fresh.replay(r)
+        return fresh
