@@ -118,6 +118,10 @@ DOMAINS: dict[str, Check] = {
     "group_min_session_timeout_ms": _ms,
     "group_max_session_timeout_ms": _ms,
     "group_max_size": _positive,
+    # KIP-848 consumer groups (GroupCoordinatorConfig: atLeast(1) each)
+    "group_consumer_session_timeout_ms": _positive,
+    "group_consumer_heartbeat_interval_ms": _positive,
+    "group_consumer_max_size": _positive,
     "offsets_retention_minutes": _positive,
     "offsets_retention_check_interval_ms": _positive_long_ms,
     "offset_metadata_max_bytes": _count,
@@ -163,6 +167,16 @@ def validate(cfg: Config, origins: dict[str, str] | None = None) -> Config:
             name,
             f"{cfg.group_min_session_timeout_ms} is above --group-max-session-timeout-ms "
             f"{cfg.group_max_session_timeout_ms}",
+            origins.get(name, ""),
+        )
+    if cfg.group_consumer_heartbeat_interval_ms >= cfg.group_consumer_session_timeout_ms:
+        # GroupCoordinatorConfig: "group.consumer.heartbeat.interval.ms must be less than
+        # group.consumer.session.timeout.ms"
+        name = "group_consumer_heartbeat_interval_ms"
+        raise ConfigError(
+            name,
+            f"{cfg.group_consumer_heartbeat_interval_ms} must be less than --group-consumer-session-timeout-ms "
+            f"{cfg.group_consumer_session_timeout_ms}",
             origins.get(name, ""),
         )
     try:

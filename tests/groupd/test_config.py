@@ -78,6 +78,9 @@ BAD_VALUES: list[tuple[str, str]] = [
     ("group_min_session_timeout_ms", "-1"),
     ("group_max_session_timeout_ms", "2147483648"),
     ("group_max_size", "0"),
+    ("group_consumer_session_timeout_ms", "0"),
+    ("group_consumer_heartbeat_interval_ms", "-5"),
+    ("group_consumer_max_size", "0"),
     ("offsets_retention_minutes", "0"),
     ("offsets_retention_check_interval_ms", "0"),
     ("offset_metadata_max_bytes", "-1"),
@@ -133,6 +136,12 @@ def test_edges_of_the_domains_are_accepted() -> None:
 def test_min_session_timeout_above_max_is_refused() -> None:
     with pytest.raises(config.ConfigError, match=r"^--group-min-session-timeout-ms: 7000 is above"):
         config.load(_args("--group-min-session-timeout-ms", "7000", "--group-max-session-timeout-ms", "6999"), env={})
+
+
+def test_consumer_heartbeat_interval_not_below_the_session_timeout_is_refused() -> None:
+    # GroupCoordinatorConfig requires group.consumer.heartbeat.interval.ms < group.consumer.session.timeout.ms
+    with pytest.raises(config.ConfigError, match=r"^--group-consumer-heartbeat-interval-ms: 45000 must be less"):
+        config.load(_args("--group-consumer-heartbeat-interval-ms", "45000"), env={})
 
 
 def test_serve_with_port_99999_exits_2_naming_the_setting(tmp_path: Path) -> None:
