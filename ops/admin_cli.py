@@ -36,6 +36,7 @@ from .kafka_client import (
     KafkaClient,
     KafkaClientError,
     KafkaError,
+    MemberDescription,
     Security,
     TopicPartition,
     error_name,
@@ -78,6 +79,18 @@ def _positive(convert: Callable[[str], float], kind: str) -> Callable[[str], Any
 
 _positive_float = _positive(float, "a number")
 _positive_int = _positive(int, "an integer")
+
+
+GROUP_TYPES = ("classic", "consumer")
+
+
+def _group_types(s: str) -> list[str]:
+    """``--type classic,consumer``: Kafka's ConsumerGroupCommand names, case-insensitive."""
+    types = [t.strip().lower() for t in s.split(",") if t.strip()]
+    bad = [t for t in types if t not in GROUP_TYPES]
+    if bad or not types:
+        raise argparse.ArgumentTypeError(f"unknown group type {s!r}: expected {' or '.join(GROUP_TYPES)}")
+    return types
 
 
 def _config_pair(s: str) -> tuple[str, str]:
@@ -164,11 +177,19 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "list",
         common,
         "list consumer groups",
-        "  groupd groups list --state Stable\n  groupd groups list --bootstrap-server kafka:9093 "
+        "  groupd groups list --state Stable\n  groupd groups list --type consumer\n"
+        "  groupd groups list --bootstrap-server kafka:9093 "
         "--command-config client.properties --json",
     )
     p.add_argument(
         "--state", action="append", metavar="STATE", help="only groups in this state (repeatable), e.g. Stable, Empty"
+    )
+    p.add_argument(
+        "--type",
+        action="append",
+        type=_group_types,
+        metavar="TYPE[,TYPE]",
+        help="only groups of these types: classic (JoinGroup/SyncGroup) or consumer (KIP-848); repeatable",
     )
     p = _cmd(
         gsub,
@@ -504,11 +525,19 @@ def healthcheck(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str
 
 
 def groups_list(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
-    listed = client.list_groups(args.state)
-    data = [{"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type} for g in listed]
+    types = sorted({t for ts in args.type or [] for t in ts})
+    listed = client.list_groups(args.state, types or None)
+    data = [
+        {"group": g.group_id, "type": g.group_type, "state": g.state, "protocol_type": g.protocol_type} for g in listed
+    ]
     if not listed:
-        return data, "no consumer groups" + (f" in state {', '.join(args.state)}" if args.state else "")
-    return data, table(["GROUP", "STATE", "PROTOCOL-TYPE"], [[g.group_id, g.state, g.protocol_type] for g in listed])
+        where = [f"in state {', '.join(args.state)}"] if args.state else []
+        where += [f"of type {', '.join(types)}"] if types else []
+        return data, " ".join(["no consumer groups", *where])
+    return data, table(
+        ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"],
+        [[g.group_id, g.group_type, g.state, g.protocol_type] for g in listed],
+    )
 
 
 def _describe_or_fail(client: KafkaClient, group: str) -> GroupDescription:
@@ -546,18 +575,11 @@ def groups_describe(client: KafkaClient, args: argparse.Namespace) -> tuple[Any,
                 "member_id": owner.get(tp),
             }
         )
-    members = [
-        {
-            "member_id": m.member_id,
-            "client_id": m.client_id,
-            "host": m.host,
-            "instance_id": m.instance_id,
-            "assignment": None if m.assignment is None else [{"topic": t, "partition": p} for t, p in m.assignment],
-        }
-        for m in d.members
-    ]
+    consumer = d.group_type == "consumer"
+    members = [_member_data(m, consumer) for m in d.members]
     data = {
         "group": d.group_id,
+        "type": d.group_type,
         "state": d.state,
         "protocol_type": d.protocol_type,
         "protocol": d.protocol,
@@ -567,12 +589,57 @@ def groups_describe(client: KafkaClient, args: argparse.Namespace) -> tuple[Any,
         "members": members,
         "offsets": offsets,
     }
-    head = table(
-        ["GROUP", "STATE", "PROTOCOL-TYPE", "PROTOCOL", "COORDINATOR", "MEMBERS"],
-        [[d.group_id, d.state, d.protocol_type or None, d.protocol or None, d.coordinator, len(d.members)]],
-    )
+    if consumer:
+        # kafka-consumer-groups.sh --describe --state --verbose of a consumer group
+        data.update(group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch, assignor=d.protocol)
+        head = table(
+            [
+                "GROUP",
+                "TYPE",
+                "STATE",
+                "ASSIGNMENT-STRATEGY",
+                "GROUP-EPOCH",
+                "TARGET-ASSIGNMENT-EPOCH",
+                "COORDINATOR",
+                "MEMBERS",
+            ],
+            [
+                [
+                    d.group_id,
+                    d.group_type,
+                    d.state,
+                    d.protocol or None,
+                    d.group_epoch,
+                    d.assignment_epoch,
+                    d.coordinator,
+                    len(d.members),
+                ]
+            ],
+        )
+    else:
+        head = table(
+            ["GROUP", "STATE", "PROTOCOL-TYPE", "PROTOCOL", "COORDINATOR", "MEMBERS"],
+            [[d.group_id, d.state, d.protocol_type or None, d.protocol or None, d.coordinator, len(d.members)]],
+        )
     parts = [head]
-    if d.members:
+    if d.members and consumer:
+        # --describe --members --verbose: each member's epoch, what it owns and what it is moving to
+        rows = [
+            [
+                m.member_id,
+                m.client_id,
+                m.host,
+                m.instance_id,
+                m.member_epoch,
+                _partitions_text(m.assignment),
+                d.assignment_epoch,
+                _partitions_text(m.target_assignment),
+            ]
+            for m in d.members
+        ]
+        headers = ["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT"]
+        parts.append(table([*headers, "TARGET-EPOCH", "TARGET-ASSIGNMENT"], rows))
+    elif d.members:
         rows = [[m.member_id, m.client_id, m.host, m.instance_id, _partitions_text(m.assignment)] for m in d.members]
         parts.append(table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"], rows))
     if offsets:
@@ -584,6 +651,27 @@ def groups_describe(client: KafkaClient, args: argparse.Namespace) -> tuple[Any,
     else:
         parts.append("no committed offsets")
     return data, "\n\n".join(parts)
+
+
+def _member_data(m: MemberDescription, consumer: bool) -> dict[str, Any]:
+    def tps(parts: list[TopicPartition] | None) -> list[dict[str, Any]] | None:
+        return None if parts is None else [{"topic": t, "partition": p} for t, p in parts]
+
+    out: dict[str, Any] = {
+        "member_id": m.member_id,
+        "client_id": m.client_id,
+        "host": m.host,
+        "instance_id": m.instance_id,
+        "assignment": tps(m.assignment),
+    }
+    if consumer:
+        out.update(
+            member_epoch=m.member_epoch,
+            target_assignment=tps(m.target_assignment),
+            subscribed_topics=m.subscribed_topics,
+            subscribed_regex=m.subscribed_regex,
+        )
+    return out
 
 
 def groups_delete(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:

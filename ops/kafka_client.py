@@ -521,6 +521,8 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str | None  # ListGroups v4+ only
+    # ListGroups v5+ (KIP-848): "classic" or "consumer"; a broker without v5 has only classic groups
+    group_type: str = "classic"
 
 
 @dataclass
@@ -532,6 +534,11 @@ class MemberDescription:
     # None when the assignment is empty or not a consumer-protocol structure. During a rebalance
     # it is the member's last assignment (Kafka's describeNoMetadata), empty once a rebalance reset it.
     assignment: list[TopicPartition] | None
+    # KIP-848 consumer groups only (ConsumerGroupDescribe): None for classic members
+    member_epoch: int | None = None
+    target_assignment: list[TopicPartition] | None = None
+    subscribed_topics: list[str] | None = None
+    subscribed_regex: str | None = None
 
 
 @dataclass
@@ -539,9 +546,13 @@ class GroupDescription:
     group_id: str
     state: str
     protocol_type: str
-    protocol: str
+    protocol: str  # a classic group's protocol; a consumer group's server-side assignor
     coordinator: str
     members: list[MemberDescription] = field(default_factory=list)
+    group_type: str = "classic"
+    # KIP-848 consumer groups only: the group epoch and the target assignment's epoch
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 @dataclass
@@ -785,8 +796,9 @@ class KafkaClient:
         return self._retrying(find)
 
     # --- groups -------------------------------------------------------------------------------
-    def list_groups(self, states: list[str] | None = None) -> list[GroupListing]:
-        """Every group of every broker (each broker lists the groups it coordinates)."""
+    def list_groups(self, states: list[str] | None = None, types: list[str] | None = None) -> list[GroupListing]:
+        """Every group of every broker (each broker lists the groups it coordinates); ``types``
+        ("classic", "consumer") filters as ListGroups v5's TypesFilter does."""
         self.metadata([])
         found: dict[str, GroupListing] = {}
         for host, port in sorted(set(self._brokers.values())) or self.bootstrap:
@@ -794,7 +806,8 @@ class KafkaClient:
 
             def ask(conn: BrokerConnection = conn) -> tuple[int, dict[str, Any]]:
                 v = conn.version_for("ListGroups")
-                v, resp = conn.send("ListGroups", {"states_filter": list(states or [])}, v)
+                body = {"states_filter": list(states or []), "types_filter": list(types or [])}
+                v, resp = conn.send("ListGroups", body, v)
                 if resp["error_code"]:
                     raise KafkaError("ListGroups", resp["error_code"])
                 return v, resp
@@ -802,8 +815,13 @@ class KafkaClient:
             v, resp = self._retrying(ask)
             for g in resp["groups"]:
                 state = g.get("group_state") if v >= 4 else None
-                found[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"], state)
+                gtype = g.get("group_type", "classic") if v >= 5 else "classic"
+                found[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"], state, gtype.lower())
         listed = sorted(found.values(), key=lambda g: g.group_id)
+        if types:
+            # Before v5 the broker cannot filter, but then every group it has is a classic one.
+            wanted_types = {t.lower() for t in types}
+            listed = [g for g in listed if g.group_type in wanted_types]
         if states and listed and listed[0].state is None:
             # Brokers before ListGroups v4 cannot filter: ask DescribeGroups for the states.
             for g in listed:
@@ -814,8 +832,63 @@ class KafkaClient:
         return listed
 
     def describe_group(self, group: str) -> GroupDescription | None:
-        """The group as its coordinator sees it, or None when it does not exist (Dead)."""
+        """The group as its coordinator sees it, or None when it does not exist (Dead). As Kafka's
+        admin client (``DescribeConsumerGroupsHandler``): ConsumerGroupDescribe first where the broker
+        has it, DescribeGroups when that says the group is not a consumer group."""
+        if self.supports("ConsumerGroupDescribe"):
+            d = self.describe_consumer_group(group)
+            if d is not None:
+                return d
+        return self._describe_classic_group(group)
 
+    def describe_consumer_group(self, group: str) -> GroupDescription | None:
+        """ConsumerGroupDescribe of one KIP-848 group; None when the broker knows no consumer group
+        of that id (GROUP_ID_NOT_FOUND: it does not exist, or it is a classic group)."""
+
+        def ask() -> tuple[BrokerConnection, dict[str, Any]]:
+            coord = self.coordinator(group)
+            _, resp = coord.send(
+                "ConsumerGroupDescribe", {"group_ids": [group], "include_authorized_operations": False}
+            )
+            g = resp["groups"][0]
+            if g["error_code"] and g["error_code"] != ErrorCode.GROUP_ID_NOT_FOUND:
+                raise KafkaError("ConsumerGroupDescribe", g["error_code"], g.get("error_message"))
+            return coord, g
+
+        coord, g = self._retrying(ask)
+        if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+            return None
+
+        def partitions(a: dict[str, Any]) -> list[TopicPartition]:
+            return sorted((tp["topic_name"], p) for tp in a["topic_partitions"] for p in tp["partitions"])
+
+        members = [
+            MemberDescription(
+                m["member_id"],
+                m["client_id"],
+                m["client_host"],
+                m.get("instance_id"),
+                partitions(m["assignment"]),
+                member_epoch=m["member_epoch"],
+                target_assignment=partitions(m["target_assignment"]),
+                subscribed_topics=list(m["subscribed_topic_names"]),
+                subscribed_regex=m.get("subscribed_topic_regex"),
+            )
+            for m in g["members"]
+        ]
+        return GroupDescription(
+            group_id=g["group_id"],
+            state=g["group_state"],
+            protocol_type="consumer",
+            protocol=g["assignor_name"],
+            coordinator=coord.address,
+            members=members,
+            group_type="consumer",
+            group_epoch=g["group_epoch"],
+            assignment_epoch=g["assignment_epoch"],
+        )
+
+    def _describe_classic_group(self, group: str) -> GroupDescription | None:
         def ask() -> tuple[BrokerConnection, dict[str, Any]]:
             coord = self.coordinator(group)
             _, resp = coord.send("DescribeGroups", {"groups": [group], "include_authorized_operations": False})

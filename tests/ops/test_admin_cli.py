@@ -99,7 +99,7 @@ def test_list_on_a_fresh_broker_shows_no_groups_then_the_new_one(
     # The marker's num_partitions reached the daemon: the auto-created topic has two partitions.
     commit(b, f"g-{unique}", f"t-{unique}", {0: 1, 1: 1})
     assert json_out(cli("groups", "list", "--bootstrap-server", b, "--json")) == [
-        {"group": f"g-{unique}", "state": "Empty", "protocol_type": ""}
+        {"group": f"g-{unique}", "type": "classic", "state": "Empty", "protocol_type": ""}
     ]
     with KafkaConsumer(bootstrap_servers=b) as c:
         assert c.partitions_for_topic(f"t-{unique}") == {0, 1}
@@ -117,17 +117,17 @@ def test_list_shows_states_and_filters_by_state(
     r = cli("groups", "list", "--bootstrap-server", broker)
     assert r.code == 0
     lines = r.out.splitlines()
-    assert lines[0].split() == ["GROUP", "STATE", "PROTOCOL-TYPE"]
+    assert lines[0].split() == ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"]
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}
-    assert rows[live] == ["Stable", "consumer"]
-    assert rows[idle] == ["Empty"]  # a "simple" group has no protocol type
+    assert rows[live] == ["classic", "Stable", "consumer"]
+    assert rows[idle] == ["classic", "Empty"]  # a "simple" group has no protocol type
     # Columns line up: every row starts its STATE at the same place as the header.
     col = lines[0].index("STATE")
     assert all(line[col - 2 : col] == "  " and line[col] != " " for line in lines[1:])
 
     listed = {g["group"]: g for g in json_out(cli("groups", "list", "--bootstrap-server", broker, "--json"))}
-    assert listed[live] == {"group": live, "state": "Stable", "protocol_type": "consumer"}
-    assert listed[idle] == {"group": idle, "state": "Empty", "protocol_type": ""}
+    assert listed[live] == {"group": live, "type": "classic", "state": "Stable", "protocol_type": "consumer"}
+    assert listed[idle] == {"group": idle, "type": "classic", "state": "Empty", "protocol_type": ""}
 
     only_empty = {
         g["group"] for g in json_out(cli("groups", "list", "--bootstrap-server", broker, "--json", "--state", "Empty"))

@@ -180,6 +180,12 @@ class Member:
         }
         if self.opts.get("instance_id"):
             conf["group.instance.id"] = self.opts["instance_id"]
+        if self.opts.get("group_protocol") == "consumer":
+            # KIP-848: the broker decides the session, the interval and the assignor (librdkafka
+            # refuses the classic settings under this protocol)
+            for key in ("partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms"):
+                del conf[key]
+            conf["group.protocol"] = "consumer"
         c = Consumer(conf)
         c.subscribe([self.topic])
         try:
