@@ -1626,6 +1626,8 @@ class GroupCoordinator:
                     self.consumer.groups.groups.pop(gid, None)
                 else:
                     self.consumer.groups.groups[gid] = snapshot
+            else:
+                self.listener.consumer_group_written(gid, records)
             on_done(code)
             waiting = self._consumer_busy.pop(gid)
             while waiting and gid not in self._consumer_busy:

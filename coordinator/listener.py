@@ -9,6 +9,9 @@ per expiry, never per heartbeat.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 # Why members are removed without asking to leave (``member_expired``'s ``reason``).
 SESSION_TIMEOUT = "session_timeout"  # a member of the group stopped heartbeating
 NEW_MEMBER_JOIN_TIMEOUT = "new_member_join_timeout"  # a new member's first JoinGroup was abandoned
@@ -38,3 +41,9 @@ class CoordinatorListener:
 
     def member_expired(self, group_id: str, member_id: str, generation: int, reason: str) -> None:
         """The coordinator removed a member on a deadline; ``reason`` is one of EXPIRY_REASONS."""
+
+    def consumer_group_written(self, group_id: str, records: Sequence[tuple[Any, Any]]) -> None:
+        """Records of a KIP-848 consumer group became durable (one call per write, with the group
+        already in the state they describe); ``records`` are (key, value) pairs, value None for a
+        tombstone. Writes happen on changes (joins, leaves, epoch bumps, reconciliation steps), not on
+        every heartbeat."""

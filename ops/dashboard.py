@@ -349,6 +349,24 @@ class Dashboard(CoordinatorListener):
                         "assignment": assignment,
                     }
                 )
+        modern = group_view.consumer_group(core, gid) if group is None else None
+        if modern is not None:  # KIP-848: members own partitions by topic id, at their member epoch
+            for mid, cm in sorted(modern.members.items()):
+                assignment = group_view.consumer_assignment(core, cm.assigned)
+                for topic, parts in assignment:
+                    for p in parts:
+                        owners[topic, p] = mid
+                members.append(
+                    {
+                        "member_id": mid,
+                        "client_id": cm.client_id,
+                        "host": cm.client_host,
+                        "instance_id": cm.instance_id,
+                        "leader": False,  # the coordinator assigns: no leader
+                        "member_epoch": cm.member_epoch,
+                        "assignment": assignment,
+                    }
+                )
         committed = {(p.topic, p.partition): p for p in lag.partitions} if lag is not None else {}
         keys = sorted(set(owners) | set(committed))
         partitions = []
@@ -368,9 +386,11 @@ class Dashboard(CoordinatorListener):
         h = self.timeline.groups.get(gid)
         out = {
             "group_id": gid,
+            "type": "consumer" if modern is not None else "classic",
             "state": str(group.state) if group is not None else self._state_without_group(gid),
-            "generation": group.generation if group is not None else None,
-            "protocol_type": group.protocol_type if group is not None else None,
+            # a consumer group's generation is its group epoch
+            "generation": group.generation if group is not None else modern.group_epoch if modern else None,
+            "protocol_type": group.protocol_type if group is not None else "consumer" if modern else None,
             "protocol": group.protocol_name if group is not None else None,
             "leader": group.leader_id if group is not None else None,
             "members": members,
@@ -384,6 +404,9 @@ class Dashboard(CoordinatorListener):
     def _state_without_group(self, gid: str) -> str:
         # Only committed offsets left: what DescribeGroups answers (Empty). Not even those: the
         # group was deleted (or emptied and expired) and only the timeline remembers it.
+        modern = group_view.consumer_group(self.core, gid)
+        if modern is not None:
+            return modern.state.value
         return group_view.EMPTY if gid in self.core.offsets else "Dead"
 
     def _end_offset(self, topic: str, partition: int) -> int | None:

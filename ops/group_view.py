@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from groupd.coordinator import ClassicGroup, GroupCoordinator, Member
+from groupd.coordinator.consumer import ConsumerGroup
+from groupd.coordinator.consumer.member import Partitions
 from groupd.coordinator.consumer_protocol import ConsumerProtocolError, decode_assignment
 from groupd.storage import LogManager
 
@@ -54,8 +56,25 @@ class GroupLag:
 
 
 def group_ids(core: GroupCoordinator) -> set[str]:
-    """Every group the core knows: live ones and those that only have committed offsets."""
-    return set(core.groups) | set(core.offsets)
+    """Every group the core knows: live ones (classic and KIP-848 consumer groups) and those that
+    only have committed offsets."""
+    return set(core.groups) | set(core.offsets) | set(core.consumer.groups.groups)
+
+
+def consumer_group(core: GroupCoordinator, group_id: str) -> ConsumerGroup | None:
+    """The KIP-848 consumer group of that id, if it is one."""
+    return core.consumer.group(group_id)
+
+
+def group_type(core: GroupCoordinator, group_id: str) -> str:
+    """ListGroups v5's type: "consumer" for a KIP-848 group, "classic" for the others."""
+    return "consumer" if core.consumer.group(group_id) is not None else "classic"
+
+
+def consumer_assignment(core: GroupCoordinator, parts: Partitions) -> list[tuple[str, list[int]]]:
+    """A consumer group's partitions (by topic id) by topic name; a deleted topic's id stays an id."""
+    names = {tid: name for name, (tid, _n) in core.consumer.topics.topics.items()}
+    return sorted((names.get(t, str(t)), sorted(ps)) for t, ps in parts.items())
 
 
 def lag_of(core: GroupCoordinator, logs: LogManager | None, group_id: str) -> GroupLag:
@@ -76,7 +95,15 @@ def all_lags(core: GroupCoordinator, logs: LogManager | None) -> Iterator[GroupL
 
 def state_of(core: GroupCoordinator, group_id: str) -> str:
     group = core.groups.get(group_id)
-    return str(group.state) if group is not None else EMPTY
+    if group is not None:
+        return str(group.state)
+    modern = core.consumer.group(group_id)
+    return modern.state.value if modern is not None else EMPTY
+
+
+def size_of(core: GroupCoordinator, group_id: str) -> int:
+    group = core.groups.get(group_id) or core.consumer.group(group_id)
+    return len(group.members) if group is not None else 0
 
 
 def assignment_of(group: ClassicGroup, member: Member) -> list[tuple[str, list[int]]]:

@@ -16,6 +16,11 @@ Where each figure comes from, and why it is collected that way:
   ``max_groups`` groups get series (``--metrics-max-groups``): the most lagging first, then by name;
   the others are counted in ``groupd_group_metrics_omitted_groups`` and their lag summed in
   ``groupd_group_metrics_omitted_lag``, so a sum over groups still adds up.
+- **KIP-848 consumer groups**: groups by state and their members are read at scrape time like the
+  classic ones; heartbeats are the ConsumerGroupHeartbeat slots of ``RequestStats`` (nothing more on
+  the request path); group epoch bumps, target assignment runs, member assignment changes, members
+  removed and the time from a bump to Stable come from the records of each durable write
+  (``CoordinatorListener.consumer_group_written``: once per change, not per heartbeat).
 - **Rebalances and expiries** come through the core's ``CoordinatorListener`` hooks, and **disk
   writes and fsyncs** through the appender's ``AppendObserver``; those are rare enough for ordinary
   prometheus-client counters and histograms (which are thread-safe: the appender reports from its
@@ -38,6 +43,13 @@ from groupd.broker.data_plane import DataPlane
 from groupd.broker.group_shell import GroupShell
 from groupd.coordinator import CoordinatorListener, GroupCoordinator, GroupState
 from groupd.coordinator import listener as events
+from groupd.coordinator.consumer import ConsumerGroupState
+from groupd.coordinator.consumer.records import (
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
+)
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.faults import FaultInjector
 from groupd.protocol.messages import API_BY_KEY
@@ -90,6 +102,7 @@ REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0
 DISK_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
 _OFFSETS_PREFIX = "__consumer_offsets-"
+CONSUMER_GROUP_HEARTBEAT = 68  # api key
 
 
 class _Histogram:
@@ -162,6 +175,19 @@ class RequestStats:
                 buckets.append((bound, cumulative))
             latency.add_metric([_api_name(api_key)], buckets, hist.sum)
         yield latency
+        heartbeats = CounterMetricFamily(
+            "groupd_consumer_group_heartbeats",
+            "ConsumerGroupHeartbeat requests answered (KIP-848), by error code",
+            labels=["error_code"],
+        )
+        by_code: dict[str, int] = {"0": 0}
+        for (api_key, _version, code), slot in self._slots.items():
+            if api_key == CONSUMER_GROUP_HEARTBEAT:
+                label = "none" if code is None else str(int(code))
+                by_code[label] = by_code.get(label, 0) + slot.count
+        for label, n in sorted(by_code.items(), key=lambda kv: int(kv[0]) if kv[0] != "none" else -1):
+            heartbeats.add_metric([label], n)
+        yield heartbeats
 
 
 def _slot_order(item: tuple[tuple[int, int, Any], _Slot]) -> tuple[int, int, int]:
@@ -201,11 +227,29 @@ class _StateCollector(Collector):
             for group in core.groups.values():
                 states[group.state] += 1
                 members += len(group.members)
-            groups = GaugeMetricFamily("groupd_groups", "Consumer groups by state", labels=["state"])
+            groups = GaugeMetricFamily("groupd_groups", "Classic groups by state", labels=["state"])
             for state, n in states.items():
                 groups.add_metric([str(state)], n)
             yield groups
-            yield GaugeMetricFamily("groupd_group_members", "Members of all groups", value=members)
+            modern = dict.fromkeys(ConsumerGroupState, 0)
+            modern_members = 0
+            for cg in core.consumer.groups.groups.values():
+                modern[cg.state] += 1
+                modern_members += len(cg.members)
+            by_type = GaugeMetricFamily(
+                "groupd_groups_by_type",
+                "Groups by type (classic, consumer = KIP-848) and state",
+                labels=["type", "state"],
+            )
+            for state, n in states.items():
+                by_type.add_metric(["classic", str(state)], n)
+            for cstate, n in modern.items():
+                by_type.add_metric(["consumer", cstate.value], n)
+            yield by_type
+            yield GaugeMetricFamily("groupd_group_members", "Members of all classic groups", value=members)
+            yield GaugeMetricFamily(
+                "groupd_consumer_group_members", "Members of all KIP-848 consumer groups", value=modern_members
+            )
             yield GaugeMetricFamily(
                 "groupd_offsets_pending_appends",
                 "Coordinator records waiting to be written to __consumer_offsets",
@@ -264,16 +308,25 @@ class _GroupCollector(Collector):
         )
         state = GaugeMetricFamily("groupd_group_state", "1 for the group's current state", labels=["group", "state"])
         size = GaugeMetricFamily("groupd_group_size", "Members of the group", labels=["group"])
+        epoch = GaugeMetricFamily(
+            "groupd_consumer_group_epoch",
+            "A KIP-848 consumer group's group epoch and target assignment epoch",
+            labels=["group", "epoch"],
+        )
         for gid in kept:
-            group = core.groups.get(gid)
             state.add_metric([gid, group_view.state_of(core, gid)], 1)
-            size.add_metric([gid], len(group.members) if group is not None else 0)
+            size.add_metric([gid], group_view.size_of(core, gid))
+            cg = group_view.consumer_group(core, gid)
+            if cg is not None:
+                epoch.add_metric([gid, "group"], cg.group_epoch)
+                epoch.add_metric([gid, "target"], cg.target_epoch)
             if gid in lags:
                 for topic, n in sorted(lags[gid].by_topic().items()):
                     lag.add_metric([gid, topic], n)
         yield lag
         yield state
         yield size
+        yield epoch
         yield GaugeMetricFamily(
             "groupd_group_metrics_omitted_groups",
             "Groups left out of the per-group series (beyond --metrics-max-groups)",
@@ -368,6 +421,34 @@ class Metrics(CoordinatorListener):
             ["log"],
             registry=r,
         )
+        self.consumer_epoch_bumps = Counter(
+            "groupd_consumer_group_epoch_bumps",
+            "KIP-848 group epoch bumps (a member joined, left or changed its subscription; topics changed)",
+            registry=r,
+        )
+        self.consumer_target_assignments = Counter(
+            "groupd_consumer_group_target_assignments",
+            "Target assignments computed by the server-side assignor (KIP-848)",
+            registry=r,
+        )
+        self.consumer_assignment_changes = Counter(
+            "groupd_consumer_group_member_assignment_changes",
+            "Reconciliation steps: a member's current assignment or epoch written (KIP-848)",
+            registry=r,
+        )
+        self.consumer_members_removed = Counter(
+            "groupd_consumer_group_members_removed",
+            "Members removed from KIP-848 consumer groups (left, fenced, or with their group deleted)",
+            registry=r,
+        )
+        self.consumer_rebalance_duration = Histogram(
+            "groupd_consumer_group_rebalance_duration_seconds",
+            "From a KIP-848 group epoch bump to every member reconciled at the target epoch (Stable)",
+            buckets=REBALANCE_BUCKETS,
+            registry=r,
+        )
+        # group -> monotonic time of the first epoch bump not yet followed by Stable
+        self._consumer_unsettled: dict[str, float] = {}
         build = Gauge("groupd_build_info", "groupd's version", ["version"], registry=r)
         build.labels(version or _installed_version()).set(1)
 
@@ -448,6 +529,34 @@ class Metrics(CoordinatorListener):
 
     def member_expired(self, group_id: str, member_id: str, generation: int, reason: str) -> None:
         self.member_expirations.labels(reason).inc()
+
+    def consumer_group_written(self, group_id: str, records: Any) -> None:
+        bumps = assignments = changes = removed = 0
+        for key, value in records:
+            if isinstance(value, ConsumerGroupMetadataValue):
+                bumps += 1
+            elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
+                assignments += 1
+            elif isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
+                changes += 1
+            elif value is None and isinstance(key, ConsumerGroupMemberMetadataKey):
+                removed += 1
+        for counter, n in (
+            (self.consumer_epoch_bumps, bumps),
+            (self.consumer_target_assignments, assignments),
+            (self.consumer_assignment_changes, changes),
+            (self.consumer_members_removed, removed),
+        ):
+            if n:
+                counter.inc(n)
+        now = time.monotonic()
+        if bumps:
+            self._consumer_unsettled.setdefault(group_id, now)
+        group = self.core.consumer.group(group_id) if self.core is not None else None
+        if group is None or group.state == ConsumerGroupState.EMPTY:
+            self._consumer_unsettled.pop(group_id, None)  # nobody left to reconcile
+        elif group.state == ConsumerGroupState.STABLE and group_id in self._consumer_unsettled:
+            self.consumer_rebalance_duration.observe(now - self._consumer_unsettled.pop(group_id))
 
     # --- AppendObserver (called on executor threads) ----------------------------------------------
     def write_done(self, plog: PartitionLog, seconds: float, items: int, ok: bool) -> None:

@@ -307,3 +307,35 @@ async def test_streams_are_capped_and_closing_ends_them() -> None:
     finally:
         writer.close()
         await dash.close()
+
+
+def test_view_shows_a_kip848_consumer_group_with_its_epoch_and_member_epochs() -> None:
+    """Issue 18: a consumer group is listed with its state (not "Dead"), its group epoch as the
+    generation and each member's epoch and assigned partitions by topic name."""
+    from groupd.coordinator.consumer import TopicsImage
+
+    from tests.coordinator.consumer_harness import image
+
+    topics: TopicsImage = image(1, orders=2)
+    shell = Shell(topics_image=lambda: topics)
+    dash = Dashboard(shell.coord, clock=lambda: shell.now / 1000)
+    api = API_BY_NAME["ConsumerGroupHeartbeat"]
+    base = {fl.name: fl.default_value(1) for fl in api.request.fields if fl.exists_in(1)}
+    join = {**base, "group_id": "cg", "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["orders"]}
+    answer = shell.answer(shell.send("ConsumerGroupHeartbeat", 1, {**join, "member_id": "m1", "topic_partitions": []}))
+    assert answer["error_code"] == 0 and answer["member_epoch"] == 1
+    (g,) = dash.view()["groups"]
+    assert (g["group_id"], g["type"], g["state"], g["generation"], g["protocol_type"]) == (
+        "cg",
+        "consumer",
+        "Stable",
+        1,
+        "consumer",
+    )
+    (m,) = g["members"]
+    assert (m["member_id"], m["member_epoch"], m["assignment"]) == ("m1", 1, [("orders", [0, 1])])
+    assert [(p["topic"], p["partition"], p["owner"]) for p in g["partitions"]] == [
+        ("orders", 0, "m1"),
+        ("orders", 1, "m1"),
+    ]
+    json.dumps(dash.view())

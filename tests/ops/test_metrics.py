@@ -511,3 +511,68 @@ def test_per_group_series_are_capped_most_lagging_first(tmp_path: Path) -> None:
         assert value(s, "groupd_group_metrics_omitted_groups") == 0
     finally:
         logs.close()
+
+
+@pytest.mark.e2e
+def test_consumer_group_metrics_of_a_real_daemon_with_kip848_members(tmp_path: Path) -> None:
+    """Issue 18: KIP-848 groups (confluent-kafka, group.protocol=consumer) in the scrape: by type and
+    state, members, heartbeats, epoch bumps, assignor runs, reconciliation steps, rebalance time."""
+    unique = uuid.uuid4().hex[:8]
+    topic, group = f"t-{unique}", f"g-{unique}"
+    port = free_port()
+    d = GroupdProcess(tmp_path / "data", "--metrics-port", str(port)).start()
+    members: list[Member] = []
+    try:
+        create_topic(d.bootstrap, topic, 4)
+        before = scrape(port)
+        assert value(before, "groupd_groups_by_type", type="consumer", state="Stable") == 0
+        assert value(before, "groupd_consumer_group_epoch_bumps_total") == 0
+        members = [
+            Member("confluent-kafka", d.bootstrap, group, topic, client_id=f"m{i}", group_protocol="consumer").start()
+            for i in range(2)
+        ]
+        wait_balanced(d.bootstrap, group, topic, 2, 4)
+        first = wait_for(
+            port,
+            lambda s: (
+                value(s, "groupd_groups_by_type", type="consumer", state="Stable") == 1
+                and value(s, "groupd_consumer_group_heartbeats_total", error_code="0") > 2
+            ),
+            "a Stable consumer group and its heartbeats",
+        )
+        assert value(first, "groupd_consumer_group_members") == 2
+        assert value(first, "groupd_group_members") == 0  # the classic gauge counts classic groups only
+        assert value(first, "groupd_groups_by_type", type="classic", state="Stable") == 0
+        assert value(first, "groupd_group_state", group=group, state="Stable") == 1
+        assert value(first, "groupd_group_size", group=group) == 2
+        epoch = value(first, "groupd_consumer_group_epoch", group=group, epoch="group")
+        assert epoch >= 2 and value(first, "groupd_consumer_group_epoch", group=group, epoch="target") == epoch
+        assert value(first, "groupd_consumer_group_epoch_bumps_total") == epoch  # every bump of its only group
+        assert value(first, "groupd_consumer_group_target_assignments_total") >= 1
+        assert value(first, "groupd_consumer_group_member_assignment_changes_total") >= 2
+        assert value(first, "groupd_consumer_group_rebalance_duration_seconds_count") >= 1
+        assert value(first, "groupd_consumer_group_members_removed_total") == 0
+
+        members.pop().stop()  # leaves with epoch -1: a bump, a removal, the survivor takes everything
+        wait_balanced(d.bootstrap, group, topic, 1, 4)
+        second = wait_for(
+            port,
+            lambda s: (
+                value(s, "groupd_consumer_group_members") == 1
+                and value(s, "groupd_groups_by_type", type="consumer", state="Stable") == 1
+            ),
+            "the member that left",
+        )
+        assert value(second, "groupd_consumer_group_members_removed_total") == 1
+        assert value(second, "groupd_consumer_group_epoch_bumps_total") == epoch + 1
+        assert value(second, "groupd_consumer_group_epoch", group=group, epoch="group") == epoch + 1
+        assert value(second, "groupd_consumer_group_rebalance_duration_seconds_count") > value(
+            first, "groupd_consumer_group_rebalance_duration_seconds_count"
+        )
+        assert value(second, "groupd_consumer_group_heartbeats_total", error_code="0") > value(
+            first, "groupd_consumer_group_heartbeats_total", error_code="0"
+        )
+    finally:
+        for m in members:
+            m.stop()
+        d.stop()
