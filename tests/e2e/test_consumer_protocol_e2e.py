@@ -5,13 +5,17 @@ the assignment callbacks show every partition owned once and never by two member
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from groupd.ops.kafka_client import GroupDescription, KafkaClient
 
 from tests.support.daemon import GroupdProcess
 
@@ -184,58 +188,6 @@ def test_a_sigkilled_member_is_fenced_after_its_session_and_its_partitions_move(
         daemon.stop()
 
 
-def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_alone(
-    groupd: GroupdProcess, unique: str
-) -> None:
-    from confluent_kafka import Consumer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    topic, group = f"kip848-s-{unique}", f"kip848-s-g-{unique}"
-    admin = AdminClient({"bootstrap.servers": groupd.bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(15)
-    owned: dict[str, set[int]] = {"a": set(), "b": set()}
-    revoked_from_b: list[int] = []
-
-    def member(name: str) -> Any:
-        c = Consumer(
-            {
-                "bootstrap.servers": groupd.bootstrap,
-                "group.id": group,
-                "group.protocol": "consumer",
-                "group.instance.id": f"static-{name}",
-            }
-        )
-
-        def on_revoke(_c: Any, ps: list[Any]) -> None:
-            owned[name].difference_update(p.partition for p in ps)
-            if name == "b" and settled:
-                revoked_from_b.extend(p.partition for p in ps)
-
-        c.subscribe([topic], on_assign=lambda _c, ps: owned[name].update(p.partition for p in ps), on_revoke=on_revoke)
-        return c
-
-    settled = False
-    a, b = member("a"), member("b")
-    try:
-        end = time.monotonic() + 20
-        while time.monotonic() < end and not (len(owned["a"]) == 2 and len(owned["b"]) == 2):
-            a.poll(0.05)
-            b.poll(0.05)
-        assert len(owned["a"]) == len(owned["b"]) == 2, owned
-        settled, before = True, set(owned["a"])
-        a.close()  # a static member leaves with epoch -2: its partitions stay reserved for it
-        owned["a"] = set()
-        a = member("a")
-        end = time.monotonic() + 15
-        while time.monotonic() < end and owned["a"] != before:
-            a.poll(0.05)
-            b.poll(0.05)
-        assert owned["a"] == before and not revoked_from_b
-    finally:
-        a.close()
-        b.close()
-
-
 def test_api_versions_reports_the_group_version_feature(groupd: GroupdProcess) -> None:
     from groupd.ops.kafka_client import BrokerConnection
 
@@ -248,3 +200,240 @@ def test_api_versions_reports_the_group_version_feature(groupd: GroupdProcess) -
     assert {"name": "group.version", "min_version": 0, "max_version": 1} in resp["supported_features"]
     assert {"name": "group.version", "max_version_level": 1, "min_version_level": 1} in resp["finalized_features"]
     assert {68, 69} <= {k["api_key"] for k in resp["api_keys"]}
+
+
+# --- members in their own processes, on a daemon with a short heartbeat interval -----------------
+# Members learn of a new target at their next heartbeat: at Kafka's 5 s interval, ten joins and nine
+# leaves one by one would take minutes. One daemon for the tests below, at 500 ms.
+
+
+@pytest.fixture(scope="module")
+def fast_groupd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupdProcess]:
+    d = GroupdProcess(tmp_path_factory.mktemp("kip848-fast") / "data", "--group-consumer-heartbeat-interval-ms", "500")
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+class MemberProcess:
+    """``tests.support.member_proc`` with MEMBER_EVENTS=1: its callbacks' events, timestamped with the
+    machine's monotonic clock, and the records it consumed, read from its stdout by a thread."""
+
+    def __init__(self, name: str, bootstrap: str, group: str, topic: str, instance_id: str | None = None) -> None:
+        self.name = name
+        args = [sys.executable, "-m", "tests.support.member_proc", bootstrap, group, topic]
+        env = {**os.environ, "MEMBER_GROUP_PROTOCOL": "consumer", "MEMBER_EVENTS": "1"}
+        self.proc = subprocess.Popen(
+            [*args, *([instance_id] if instance_id else [])], stdout=subprocess.PIPE, text=True, env=env
+        )
+        self.events: list[tuple[int, str, tuple[int, ...]]] = []  # (t ns, assign/revoke/lost/closed, partitions)
+        self.consumed: set[tuple[int, int]] = set()
+        self.owned: set[int] = set()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            kind, *rest = line.split()
+            if kind == "msg":
+                self.consumed.add((int(rest[0]), int(rest[1])))
+                continue
+            parts = () if kind == "closed" or rest[1] == "-" else tuple(int(p) for p in rest[1].split(","))
+            self.events.append((int(rest[0]), kind, parts))
+            if kind == "assign":
+                self.owned |= set(parts)
+            elif kind in ("revoke", "lost"):
+                self.owned -= set(parts)
+
+    def close(self, timeout: float = 20.0) -> None:
+        """SIGTERM: the member closes its consumer (revoking, then leaving) and exits."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._reader.join(5)
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def described(bootstrap: str, group: str) -> GroupDescription | None:
+    """A raw ConsumerGroupDescribe (groupd's own protocol client, not librdkafka)."""
+    with KafkaClient(bootstrap, timeout=10) as client:
+        return client.describe_consumer_group(group)
+
+
+def converged(bootstrap: str, group: str, n_members: int, n_partitions: int) -> GroupDescription | None:
+    """The group when Stable with ``n_members`` at the target epoch, each owning its target, and every
+    partition owned once."""
+    d = described(bootstrap, group)
+    if d is None or d.state != "Stable" or len(d.members) != n_members:
+        return None
+    owned = [p for m in d.members for _t, p in m.assignment or []]
+    ok = all(m.member_epoch == d.assignment_epoch and m.assignment == m.target_assignment for m in d.members)
+    return d if ok and sorted(owned) == list(range(n_partitions)) else None
+
+
+def ownership_overlaps(members: list[MemberProcess]) -> list[str]:
+    """Walk every member's callback events in time order: a partition assigned while another member
+    still holds it (revoke/lost not yet called, or still open when it closed) is an overlap."""
+    timeline = sorted((t, kind, m.name, parts) for m in members for t, kind, parts in m.events)
+    owner: dict[int, str] = {}
+    overlaps = []
+    for t, kind, name, parts in timeline:
+        if kind == "closed":
+            for p in [p for p, o in owner.items() if o == name]:
+                del owner[p]
+        for p in parts:
+            if kind == "assign":
+                if p in owner and owner[p] != name:
+                    overlaps.append(f"partition {p} assigned to {name} at {t} while {owner[p]} owns it")
+                owner[p] = name
+            elif owner.get(p) == name:
+                del owner[p]
+    return overlaps
+
+
+def test_ten_members_join_and_leave_one_by_one_while_a_producer_writes(fast_groupd: GroupdProcess, unique: str) -> None:
+    """Issue 18: 10 members, each its own process, join one by one and cover every partition once;
+    then they leave one by one while a producer writes. Every record produced is consumed, and the
+    callbacks (incremental: the old owner's revoke before the new owner's assign) never show a
+    partition owned by two members."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap, partitions = fast_groupd.bootstrap, 12
+    topic, group = f"kip848-ten-{unique}", f"kip848-ten-g-{unique}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(15)
+    produced: set[tuple[int, int]] = set()
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                failed.append(str(err))
+            else:
+                produced.add((msg.partition(), msg.offset()))
+
+        i = 0
+        while not stop.is_set():
+            producer.produce(topic, f"r{i}".encode(), partition=i % partitions, on_delivery=delivered)
+            producer.poll(0)
+            i += 1
+            time.sleep(0.004)
+        producer.flush(15)
+
+    writer = threading.Thread(target=produce, daemon=True)
+    writer.start()
+    members: list[MemberProcess] = []
+    try:
+        for i in range(10):
+            m = MemberProcess(f"m{i}", bootstrap, group, topic)
+            members.append(m)
+            wait_until(lambda m=m: m.owned, f"m{i}'s first partitions")
+        d = wait_until(lambda: converged(bootstrap, group, 10, partitions), "10 members covering 12 partitions")
+        assert sorted(len(m.assignment or []) for m in d.members) == [1] * 8 + [2] * 2
+        assert sorted(len(m.owned) for m in members) == [1] * 8 + [2] * 2  # as the members see it
+
+        for n in range(9, 0, -1):
+            members[9 - n].close()
+            wait_until(lambda n=n: converged(bootstrap, group, n, partitions), f"{n} members after a leave")
+        last = members[-1]
+        assert last.owned == set(range(partitions))
+        stop.set()
+        writer.join(20)
+        assert not failed and len(produced) > 1000
+        ends = {p: max(o for q, o in produced if q == p) for p in range(partitions)}
+        wait_until(lambda: all((p, ends[p]) in last.consumed for p in ends), "the last member to read to the end", 30)
+        last.close()
+    finally:
+        stop.set()
+        for m in members:
+            m.close()
+    consumed = set().union(*(m.consumed for m in members))
+    assert produced - consumed == set(), f"{len(produced - consumed)} records lost"
+    assert ownership_overlaps(members) == []
+    # every member saw a revoke for what it gave up, before the new owner's assign
+    assert all(any(kind == "revoke" for _t, kind, _p in m.events) for m in members[:-1])
+
+
+def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_alone(
+    fast_groupd: GroupdProcess, unique: str
+) -> None:
+    """Issue 18: a static member (group.instance.id) that closes leaves with epoch -2: it stays in the
+    group at epoch -2, holding its partitions, and the group epoch does not move
+    (consumerGroupStaticMemberGroupLeave); restarted, it takes them back without anybody else's
+    assignment changing. A dynamic member leaving (-1) bumps the epoch: the raw ConsumerGroupDescribe
+    tells the two apart."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = fast_groupd.bootstrap
+    topic, group = f"kip848-st-{unique}", f"kip848-st-g-{unique}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=6, replication_factor=1)])[topic].result(15)
+    instance = f"static-{unique}"
+    static = MemberProcess("static", bootstrap, group, topic, instance_id=instance)
+    others = [MemberProcess(f"d{i}", bootstrap, group, topic) for i in range(2)]
+    restarted = None
+    try:
+        before = wait_until(lambda: converged(bootstrap, group, 3, 6), "3 members covering 6 partitions")
+        mine = set(static.owned)
+        assert len(mine) == 2
+        seen_by_others = [len(m.events) for m in others]
+
+        static.close()
+        gone = wait_until(
+            lambda: (d := described(bootstrap, group)) and any(m.member_epoch == -2 for m in d.members) and d,
+            "the static member's -2 leave",
+        )
+        assert gone.group_epoch == before.group_epoch  # a -1 leave would have bumped it
+        (held,) = [m for m in gone.members if m.instance_id == instance]
+        assert {p for _t, p in held.assignment or []} == mine  # still reserved for it
+
+        restarted = MemberProcess("static-again", bootstrap, group, topic, instance_id=instance)
+        wait_until(lambda: restarted.owned == mine, "the restarted static member's partitions")
+        after = wait_until(lambda: converged(bootstrap, group, 3, 6), "the group with the member back")
+        assert after.group_epoch == before.group_epoch
+        assert [len(m.events) for m in others] == seen_by_others  # nobody else moved
+        assert {m.instance_id for m in after.members} == {instance, None}
+
+        others[0].close()  # a dynamic member's -1 leave: a new group epoch
+        left = wait_until(lambda: converged(bootstrap, group, 2, 6), "the dynamic member's leave")
+        assert left.group_epoch == before.group_epoch + 1
+    finally:
+        for m in [static, *others, *([restarted] if restarted else [])]:
+            m.close()
+
+
+def test_the_overlap_check_sees_an_assign_before_the_previous_owners_revoke() -> None:
+    """The check above can fail: B's assign of partition 0 before A's revoke is an overlap; after it,
+    or after A closed, it is not."""
+    from types import SimpleNamespace
+
+    def run(*a_events: tuple[int, str, tuple[int, ...]]) -> list[str]:
+        a = SimpleNamespace(name="A", events=[(0, "assign", (0, 1)), *a_events])
+        b = SimpleNamespace(name="B", events=[(5, "assign", (0,))])
+        return ownership_overlaps([a, b])  # type: ignore[list-item]
+
+    assert run((6, "revoke", (0,))) == ["partition 0 assigned to B at 5 while A owns it"]
+    assert run((4, "revoke", (0,))) == []
+    assert run((4, "closed", ())) == []
+    assert run((4, "revoke", (1,))) == ["partition 0 assigned to B at 5 while A owns it"]
