@@ -19,6 +19,10 @@ Workloads (``--only`` takes these names, comma-separated):
   commits     OffsetCommit throughput: 50 committers x 100 partitions, one commit in flight each,
               default fsync policy and --fsync always
   startup     groupd start with an N-record __consumer_offsets log: to listening, to fully loaded
+  consumer    KIP-848 consumer groups (raw ConsumerGroupHeartbeat clients, see consumer_groups.py):
+              heartbeats/s at 1,000 and 10,000 members, and the time for a 1,000-member group to
+              converge after one member joins, each against the classic figure of the same run
+              (heartbeats/s of a 1,000/10,000-member classic group, rebalance of 1,000 members)
 
     python -m bench.run [--quick] [--only heartbeats,rebalance] [--json results.json]
 
@@ -37,9 +41,11 @@ import time
 import traceback
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import consumer_groups as cg
 from . import logdata
 from .simulator import (
     Scenario,
@@ -50,7 +56,7 @@ from .simulator import (
 )
 from .targets import Target, start_echo, start_groupd, start_mock, workdir
 
-WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup")
+WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "consumer")
 # groupd log events that mean members were lost or rebalances went wrong
 NOTABLE_EVENTS = (
     "member_expired",
@@ -197,39 +203,7 @@ class Bench:
                     # It needs one connection per joining member (it answers a connection's requests
                     # one at a time) and accepts them ever slower: 10,000 take over a minute.
                     continue
-                t0 = time.perf_counter()
-                t = self._start(kind, f"hb{m}")
-                try:
-                    sim = self._sim(t, conns=conns, join_conns=max(conns, math.ceil(m / 250)))
-                    await sim.start()
-                    await sim.ensure_topics({"hb-topic": 16})
-                    g = sim.add_group(f"hb-{m}-{uuid.uuid4().hex[:6]}", m, ("hb-topic",))
-                    await sim.attach([g])
-                    if t.raw:
-                        sim.fake_stable([g])
-                        join_s = 0.0
-                    else:
-                        join_s = await sim.join_all([g], concurrency=1, timeout=180)
-                        if sim.long_poll_pools:
-                            sim.release_long_polls()
-                            await asyncio.sleep(3.0)  # let it process the closes before measuring
-                    if t.name == "groupd":
-                        self.groupd_versions = dict(sim.versions)
-                    probe = CpuProbe(t)
-                    r = await sim.drive_heartbeats(g.members, seconds, inflight, on_phase=probe)
-                    r["join_s"] = join_s
-                    r["server_cpu_pct"] = probe.pct()
-                    r["server_us_per_req"] = probe.per(r["requests"])
-                    r["versions"] = {"Heartbeat": sim.versions.get("Heartbeat")}
-                    per[kind] = r
-                    await sim.close()
-                    _log_summary(t, self.results, f"heartbeats-{m}")
-                except Exception as e:
-                    per[kind] = {"error": repr(e)}
-                    print(f"   {kind} at {m} members failed: {e!r}")
-                finally:
-                    t.stop()
-                    per[kind]["wall_s"] = time.perf_counter() - t0
+                per[kind] = await self._heartbeat_run(kind, m, seconds, conns, inflight)
             out[str(m)] = per
             rows += [
                 (f"{m:,} members: heartbeats/s", {k: v.get("rps") for k, v in per.items()}),
@@ -251,6 +225,43 @@ class Bench:
                 bad = {a: n for a, n in v.get("answers", {}).items() if a != "NONE"}
                 if bad:
                     print(f"   {k} at {m} members answered heartbeats with errors: {bad}")
+
+    async def _heartbeat_run(self, kind: str, m: int, seconds: float, conns: int, inflight: int) -> dict[str, Any]:
+        """One target's steady heartbeats of one group of ``m`` classic members."""
+        t0 = time.perf_counter()
+        t = self._start(kind, f"hb{m}")
+        r: dict[str, Any]
+        try:
+            sim = self._sim(t, conns=conns, join_conns=max(conns, math.ceil(m / 250)))
+            await sim.start()
+            await sim.ensure_topics({"hb-topic": 16})
+            g = sim.add_group(f"hb-{m}-{uuid.uuid4().hex[:6]}", m, ("hb-topic",))
+            await sim.attach([g])
+            if t.raw:
+                sim.fake_stable([g])
+                join_s = 0.0
+            else:
+                join_s = await sim.join_all([g], concurrency=1, timeout=180)
+                if sim.long_poll_pools:
+                    sim.release_long_polls()
+                    await asyncio.sleep(3.0)  # let it process the closes before measuring
+            if t.name == "groupd":
+                self.groupd_versions = dict(sim.versions)
+            probe = CpuProbe(t)
+            r = await sim.drive_heartbeats(g.members, seconds, inflight, on_phase=probe)
+            r["join_s"] = join_s
+            r["server_cpu_pct"] = probe.pct()
+            r["server_us_per_req"] = probe.per(r["requests"])
+            r["versions"] = {"Heartbeat": sim.versions.get("Heartbeat")}
+            await sim.close()
+            _log_summary(t, self.results, f"heartbeats-{m}")
+        except Exception as e:
+            r = {"error": repr(e)}
+            print(f"   {kind} at {m} members failed: {e!r}")
+        finally:
+            t.stop()
+            r["wall_s"] = time.perf_counter() - t0
+        return r
 
     # 2. rebalance latency ---------------------------------------------------------------------------
     async def rebalance(self) -> None:
@@ -592,6 +603,158 @@ class Bench:
         line("replay records/s", rate, None, 200_000.0)
         line("RSS after load, MiB", rss, None, None)
         shutil.rmtree(d, ignore_errors=True)
+
+    # 6. KIP-848 consumer groups against classic ones ---------------------------------------------------
+    async def consumer(self) -> None:
+        sizes = (1000, 10000)
+        conns, inflight, partitions = 4, 16, 1024
+        seconds = 2.0 if self.quick else 5.0
+        out: dict[str, Any] = {}
+        for m in sizes:
+            out[str(m)] = await self._consumer_run(m, partitions, seconds, conns, inflight, join=m == 1000)
+        classic = self._classic_figures(sizes, seconds, conns, inflight)
+        out["classic"] = await classic
+        self.results["consumer"] = out
+        c = out["classic"]
+        rows: list[tuple[str, dict[str, Any]]] = []
+        for m in sizes:
+            r = out[str(m)]
+            rows += [
+                (f"{m:,} members: heartbeats/s", {"groupd": r.get("rps"), "classic": c.get(f"rps_{m}")}),
+                (f"{m:,} members: p50 latency ms", {"groupd": r.get("p50_ms"), "classic": c.get(f"p50_ms_{m}")}),
+                (f"{m:,} members: p99 latency ms", {"groupd": r.get("p99_ms"), "classic": c.get(f"p99_ms_{m}")}),
+                (f"{m:,} members: server CPU us/request", {"groupd": r.get("server_us_per_req"),
+                                                          "classic": c.get(f"us_per_req_{m}")}),
+            ]  # fmt: skip
+        j = out["1000"]
+        rows += [
+            ("1,000 + 1 joins: converged s, closed loop", {"groupd": j.get("join_closed_s"), "classic": c.get("rebalance_s")}),
+            ("1,000 + 1 joins: converged s, at interval", {"groupd": j.get("join_paced_s"), "classic": c.get("rebalance_s")}),
+            ("1,000 + 1 joins: heartbeats to converge, closed", {"groupd": j.get("join_closed_requests")}),
+            ("1,000 + 1 joins: server CPU ms, closed loop", {"groupd": j.get("join_closed_cpu_ms"), "classic": c.get("rebalance_cpu_ms")}),
+        ]  # fmt: skip
+        print_figures(
+            "6. KIP-848 consumer groups (groupd column) against classic groups (same run, same daemon build)",
+            rows,
+            ("classic",),
+            note=f"ConsumerGroupHeartbeat vs Heartbeat, {conns} connections x {inflight} in flight, {seconds} s; "
+            f"topic of {partitions} partitions (classic: 16). Join: one member joins a Stable 1,000-member group; "
+            "converged = every member answered at the new target epoch and ConsumerGroupDescribe says Stable; "
+            "classic = 1,000 members joining a new group (last JoinGroup -> last SyncGroup answer, p50). "
+            f"At interval: members heartbeat every {j.get('interval_ms')} ms (the broker's), at once to ack a change",
+        )
+        for m in sizes:
+            r = out[str(m)]
+            if r.get("errors") or r.get("error") or r.get("problems"):
+                print(f"   consumer {m}: errors {r.get('errors')} {r.get('error', '')} {r.get('problems', '')}")
+
+    async def _classic_figures(
+        self, sizes: tuple[int, ...], seconds: float, conns: int, inflight: int
+    ) -> dict[str, Any]:
+        """The classic figures to compare with: from this run's heartbeats and rebalance workloads when
+        they ran, measured here (groupd only) otherwise."""
+        out: dict[str, Any] = {}
+        for m in sizes:
+            r = self.results.get("heartbeats", {}).get(str(m), {}).get("groupd")
+            if r is None:
+                r = await self._heartbeat_run("groupd", m, seconds, conns, inflight)
+            out.update({f"rps_{m}": r.get("rps"), f"p50_ms_{m}": r.get("p50_ms"), f"p99_ms_{m}": r.get("p99_ms")})
+            out[f"us_per_req_{m}"] = r.get("server_us_per_req")
+        rb = self.results.get("rebalance", {}).get("1000", {}).get("groupd")
+        if rb is None:
+            t = self._start("groupd", "cg-classic-rebalance")
+            try:
+                rb = await self._rebalance_runs(t, 1000, 1 if self.quick else 3)
+            finally:
+                t.stop()
+        out["rebalance_s"] = rb["p50_ms"] / 1000 if rb.get("p50_ms") is not None else None
+        out["rebalance_cpu_ms"] = rb.get("server_cpu_ms")
+        return out
+
+    async def _consumer_run(
+        self, m: int, partitions: int, seconds: float, conns: int, inflight: int, join: bool
+    ) -> dict[str, Any]:
+        group, topic = f"cg-{m}-{uuid.uuid4().hex[:6]}", "cg-topic"
+        data = self.root / f"cg{m}-{uuid.uuid4().hex[:6]}" / "data"
+        t0 = time.perf_counter()
+        ids = cg.preload(data, group, topic, m)
+        r: dict[str, Any] = {"preload_s": time.perf_counter() - t0}
+        t, _ = start_groupd(data)
+        driver = cg.CgDriver("127.0.0.1", int(t.bootstrap.rsplit(":", 1)[1]), group, topic, conns, inflight)
+        try:
+            from groupd.ops.kafka_client import KafkaClient
+
+            with KafkaClient(t.bootstrap, timeout=30) as client:
+                client.create_topic(topic, partitions, 1, {})
+            await driver.start()
+            members = [cg.CgMember(mid, cg.EPOCH_AT_LOAD) for mid in ids]
+            every = _throttled(lambda: members[0].epoch > cg.EPOCH_AT_LOAD and cg.settled(members))
+            r["assign_all_s"] = await driver.closed_loop(members, every, 300)
+            probe = CpuProbe(t)
+            probe("start")
+            r.update(await cg.heartbeat_throughput(driver, members, seconds))
+            probe("end")
+            r["server_us_per_req"] = probe.per(r["requests"])
+            r["interval_ms"] = driver.interval_ms
+            if join:
+                for mode in ("closed", "paced"):
+                    r.update(await self._consumer_join(t, driver, members, partitions, mode))
+            _log_summary(t, self.results, f"consumer-{m}")
+        except Exception as e:
+            traceback.print_exc()
+            r["error"] = repr(e)
+        finally:
+            driver.close()
+            t.stop()
+        return r
+
+    async def _consumer_join(
+        self, t: Target, driver: cg.CgDriver, members: list[cg.CgMember], partitions: int, mode: str
+    ) -> dict[str, Any]:
+        """One member joins the Stable group; members are appended to in place (the joiner stays)."""
+        from groupd.ops.kafka_client import KafkaClient
+
+        joiner = cg.new_member()
+        members.append(joiner)
+        quota = partitions // len(members)
+
+        def converged() -> bool:
+            owned = sum(len(tp["partitions"]) for tp in joiner.owned)
+            return joiner.epoch > 0 and owned >= quota and cg.settled(members, joiner.epoch)
+
+        until = _throttled(converged)
+        answered0, cpu0 = driver.answered, t.cpu_s()
+        if mode == "closed":
+            took = await driver.closed_loop(members, until, 120)
+        else:
+            members.insert(0, members.pop())  # paced(): the last member heartbeats first: the joiner
+            members.append(members.pop(0))
+            took = await driver.paced(members, driver.interval_ms / 1000, until, 120)
+        cpu1 = t.cpu_s()
+        with KafkaClient(t.bootstrap, timeout=30) as client:
+            d = client.describe_consumer_group(driver.group)
+        state = d.state if d is not None else None
+        ok = d is not None and d.state == "Stable" and d.group_epoch == joiner.epoch
+        return {
+            f"join_{mode}_s": took if ok else None,
+            f"join_{mode}_requests": driver.answered - answered0,
+            f"join_{mode}_cpu_ms": (cpu1 - cpu0) * 1000 if cpu0 is not None and cpu1 is not None else None,
+            f"join_{mode}_state": state,
+        }
+
+
+def _throttled(check: Callable[[], bool], every_s: float = 0.002) -> Callable[[], bool]:
+    """``check`` at most every ``every_s`` (it walks every member; the drivers ask after each answer)."""
+    last = [0.0]
+
+    def run() -> bool:
+        now = time.perf_counter()
+        if now - last[0] < every_s:
+            return False
+        last[0] = now
+        return check()
+
+    return run
 
 
 def _compile_groupd() -> None:
