@@ -680,6 +680,9 @@ class Bench:
         ids = cg.preload(data, group, topic, m)
         r: dict[str, Any] = {"preload_s": time.perf_counter() - t0}
         t, _ = start_groupd(data)
+        if self.profile is not None:
+            self.profile.mkdir(parents=True, exist_ok=True)
+            t.profile(self.profile / f"groupd-cg{m}.txt")
         driver = cg.CgDriver("127.0.0.1", int(t.bootstrap.rsplit(":", 1)[1]), group, topic, conns, inflight)
         try:
             from groupd.ops.kafka_client import KafkaClient
@@ -807,7 +810,7 @@ async def amain(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smaller loads; finishes in under 3 minutes")
+    ap.add_argument("--quick", action="store_true", help="smaller loads and fewer runs (about 6 minutes for every workload)")
     ap.add_argument("--only", help=f"comma-separated workloads: {', '.join(WORKLOADS)}")
     ap.add_argument("--json", help="also write every figure to this file")
     ap.add_argument("--no-mock", action="store_true", help="skip the librdkafka mock baseline")

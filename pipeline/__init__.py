@@ -11,4 +11,11 @@ the server and never talks to a running daemon. Importing this package does not 
 submodules do.
 """
 
-TABLES = ("offset_commits", "generations", "rebalances", "anomalies")
+TABLES = (
+    "offset_commits",
+    "generations",
+    "rebalances",
+    "anomalies",
+    "consumer_group_epochs",
+    "consumer_group_members",
+)

@@ -29,6 +29,7 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from groupd.coordinator.consumer import records as cr
 from groupd.coordinator.consumer.records import CONSUMER_KEY_TYPES
 from groupd.coordinator.consumer_protocol import ConsumerProtocolError, decode_assignment, decode_subscription
 from groupd.coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
@@ -43,8 +44,18 @@ SEGMENT_RE = re.compile(r"(?:^|/)__consumer_offsets-(\d+)/(\d{20})\.log$")
 OFFSET_COMMIT = "offset_commit"
 GROUP_METADATA = "group_metadata"
 INVALID = "invalid"
-# KIP-848 consumer-group records (key versions 3-8, 16): kept with their group, not yet analysed
+# KIP-848 consumer-group records (key versions 3-8, 16): their fields are in the ``consumer`` column
 CONSUMER_GROUP = "consumer_group"
+# the ``consumer`` column's ``kind``, per record type (Kafka's record names without the prefix)
+CONSUMER_KINDS = {
+    cr.ConsumerGroupMetadataKey: "metadata",
+    cr.ConsumerGroupPartitionMetadataKey: "partition_metadata",
+    cr.ConsumerGroupMemberMetadataKey: "member_metadata",
+    cr.ConsumerGroupTargetAssignmentMetadataKey: "target_assignment_metadata",
+    cr.ConsumerGroupTargetAssignmentMemberKey: "target_assignment_member",
+    cr.ConsumerGroupCurrentMemberAssignmentKey: "current_member_assignment",
+    cr.ConsumerGroupRegularExpressionKey: "regular_expression",
+}
 CORRUPT = "corrupt"
 
 # The columns of the raw table, in order. Timestamps are epoch milliseconds here and become Spark
@@ -73,6 +84,7 @@ COLUMNS = (
     "current_state_timestamp",
     "members",
     "error",
+    "consumer",
 )
 TIMESTAMP_COLUMNS = frozenset({"timestamp", "commit_timestamp", "expire_timestamp", "current_state_timestamp"})
 
@@ -83,6 +95,17 @@ MEMBER_DDL = (
     "rebalance_timeout_ms: int, session_timeout_ms: int, subscribed_topics: array<string>, "
     f"owned_partitions: array<{TOPIC_PARTITION_DDL}>, assigned_partitions: array<{TOPIC_PARTITION_DDL}>, "
     "subscription: binary, assignment: binary, decode_error: string>"
+)
+TOPIC_ID_PARTITION_DDL = "struct<topic_id: string, partition: int>"
+# A KIP-848 record's fields: ``epoch`` is the group epoch (metadata), the assignment epoch (target
+# assignment metadata) or the member epoch (current member assignment); partitions are by topic id
+# (string form), the partition-metadata record's ``topics`` name them.
+CONSUMER_DDL = (
+    "struct<kind: string, member_id: string, epoch: int, previous_epoch: int, member_state: int, "
+    "instance_id: string, client_id: string, client_host: string, subscribed_topics: array<string>, "
+    f"subscribed_regex: string, partitions: array<{TOPIC_ID_PARTITION_DDL}>, "
+    f"pending_revocation: array<{TOPIC_ID_PARTITION_DDL}>, "
+    "topics: array<struct<topic_id: string, topic: string, partitions: int>>>"
 )
 SCHEMA_DDL = ", ".join(
     [
@@ -109,6 +132,7 @@ SCHEMA_DDL = ", ".join(
         "current_state_timestamp timestamp",
         f"members array<{MEMBER_DDL}>",
         "error string",
+        f"consumer {CONSUMER_DDL}",
     ]
 )
 
@@ -188,6 +212,45 @@ def decode_member(m: Any, consumer: bool) -> dict[str, Any]:
     }
 
 
+def _id_partitions(tps: Any) -> list[dict[str, Any]]:
+    return [{"topic_id": str(t), "partition": p} for t, ps in tps for p in ps]
+
+
+def decode_consumer(k: Any, v: Any) -> dict[str, Any]:
+    """A KIP-848 record's fields as the ``consumer`` column holds them (a tombstone: kind and member)."""
+    out: dict[str, Any] = {"kind": CONSUMER_KINDS[type(k)], "member_id": getattr(k, "member_id", None)}
+    if isinstance(v, cr.ConsumerGroupMetadataValue):
+        out["epoch"] = v.epoch
+    elif isinstance(v, cr.ConsumerGroupTargetAssignmentMetadataValue):
+        out["epoch"] = v.assignment_epoch
+    elif isinstance(v, cr.ConsumerGroupPartitionMetadataValue):
+        out["topics"] = [
+            {"topic_id": str(t.topic_id), "topic": t.topic_name, "partitions": t.num_partitions} for t in v.topics
+        ]
+    elif isinstance(v, cr.ConsumerGroupMemberMetadataValue):
+        out.update(
+            instance_id=v.instance_id,
+            client_id=v.client_id,
+            client_host=v.client_host,
+            subscribed_topics=list(v.subscribed_topic_names),
+            subscribed_regex=v.subscribed_topic_regex,
+        )
+    elif isinstance(v, cr.ConsumerGroupTargetAssignmentMemberValue):
+        out["partitions"] = _id_partitions(v.topic_partitions)
+    elif isinstance(v, cr.ConsumerGroupCurrentMemberAssignmentValue):
+        out.update(
+            epoch=v.member_epoch,
+            previous_epoch=v.previous_member_epoch,
+            member_state=v.state,
+            partitions=_id_partitions(v.assigned_partitions),
+            pending_revocation=_id_partitions(v.partitions_pending_revocation),
+        )
+    elif isinstance(v, cr.ConsumerGroupRegularExpressionValue):
+        out["subscribed_regex"] = k.regular_expression
+        out["subscribed_topics"] = list(v.topics)
+    return out
+
+
 class _Chunk:
     __slots__ = ("cols", "n")
 
@@ -234,6 +297,10 @@ def decode_record_row(
         if group_filter is not None and not group_filter(k.group_id):
             return None
         row["record_type"] = CONSUMER_GROUP
+        try:
+            row["consumer"] = decode_consumer(k, None if value is None else decode_value(k, value))
+        except RecordDecodeError as e:
+            row.update(record_type=INVALID, error=str(e))
         return row
     row["group"] = k.group
     if group_filter is not None and not group_filter(k.group):
@@ -334,6 +401,27 @@ def arrow_schema() -> Any:
         ]
     )
     ts = pa.timestamp("us", tz="UTC")
+    id_tp = pa.list_(pa.struct([("topic_id", pa.string()), ("partition", pa.int32())]))
+    consumer = pa.struct(
+        [
+            ("kind", pa.string()),
+            ("member_id", pa.string()),
+            ("epoch", pa.int32()),
+            ("previous_epoch", pa.int32()),
+            ("member_state", pa.int32()),
+            ("instance_id", pa.string()),
+            ("client_id", pa.string()),
+            ("client_host", pa.string()),
+            ("subscribed_topics", pa.list_(pa.string())),
+            ("subscribed_regex", pa.string()),
+            ("partitions", id_tp),
+            ("pending_revocation", id_tp),
+            (
+                "topics",
+                pa.list_(pa.struct([("topic_id", pa.string()), ("topic", pa.string()), ("partitions", pa.int32())])),
+            ),
+        ]
+    )
     types = {
         "log_partition": pa.int32(),
         "segment": pa.int64(),
@@ -358,6 +446,7 @@ def arrow_schema() -> Any:
         "current_state_timestamp": ts,
         "members": pa.list_(member),
         "error": pa.string(),
+        "consumer": consumer,
     }
     return pa.schema([(c, types[c]) for c in COLUMNS])
 

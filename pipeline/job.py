@@ -147,6 +147,8 @@ _ORDER = {
     "generations": ("group", "seq"),
     "rebalances": ("group", "seq"),
     "anomalies": ("kind", "group", "log_partition", "log_offset", "topic", "partition"),
+    "consumer_group_epochs": ("group", "log_partition", "log_offset"),
+    "consumer_group_members": ("group", "member_id"),
 }
 
 

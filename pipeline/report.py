@@ -68,6 +68,10 @@ class ReportData:
     pauses: list[dict[str, Any]] = field(default_factory=list)  # the longest
     pause_histogram: list[tuple[int, int]] = field(default_factory=list)  # (upper bound ms, count)
     pause_count: int = 0
+    # KIP-848 consumer groups: epoch bumps (latest first, reversed), members, epoch per group over time
+    consumer_epochs: list[dict[str, Any]] = field(default_factory=list)
+    consumer_members: list[dict[str, Any]] = field(default_factory=list)
+    consumer_series: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)  # (ms, epoch, members)
 
 
 def _ms(d: datetime | None) -> int | None:
@@ -191,6 +195,7 @@ def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
     if pause_count:
         summary["pause ms p50 / p95 / max"] = " / ".join(str(q) for q in quantiles)
     buckets = _rebalance_buckets(t) if counts["rebalances"] > MAX_REBALANCE_BARS else []
+    consumer = _consumer_groups(t, summary, counts)
     return ReportData(
         summary=summary,
         timeline=timeline,
@@ -206,7 +211,150 @@ def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
         pauses=pauses,
         pause_histogram=histogram,
         pause_count=pause_count,
+        **consumer,
     )
+
+
+def _consumer_groups(t: Tables, summary: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:
+    """The KIP-848 section's rows: latest epoch bumps, members by assignment changes, epoch series."""
+    epochs_df = t.consumer_group_epochs
+    n_bumps = counts.get("consumer_group_epochs", 0)
+    summary["consumer groups (KIP-848)"] = epochs_df.select("group").distinct().count() if n_bumps else 0
+    summary["  group epoch bumps"] = n_bumps
+    summary["  consumer group members"] = counts.get("consumer_group_members", 0)
+    epochs = [
+        r.asDict(recursive=True)
+        for r in epochs_df.select(
+            "group",
+            "epoch",
+            F.unix_millis("bumped_at").alias("at"),
+            "members_reconciled",
+            "convergence_ms",
+            "assignment_changes",
+            "members_left",
+            "duration_ms",
+        )
+        .orderBy(F.desc("at"), "group", F.desc("epoch"))
+        .limit(MAX_LIST_ROWS)
+        .collect()
+    ]
+    epochs.reverse()
+    members = [
+        r.asDict(recursive=True)
+        for r in t.consumer_group_members.select(
+            "group",
+            "member_id",
+            "instance_id",
+            "client_id",
+            "assignment_changes",
+            "first_epoch",
+            "last_epoch",
+            F.unix_millis("left_at").alias("left_at"),
+            "last_assignment",
+        )
+        .orderBy(F.desc("assignment_changes"), "group", "member_id")
+        .limit(MAX_LIST_ROWS)
+        .collect()
+    ]
+    per_group = {r.group: r["count"] for r in epochs_df.groupBy("group").count().collect()} if n_bumps else {}
+    top = sorted(per_group, key=lambda g: (-per_group[g], g))[:MAX_TIMELINE_GROUPS]
+    series: dict[str, list[tuple[int, int, int]]] = {g: [] for g in sorted(top)}
+    for r in (
+        epochs_df.where(F.col("group").isin(top))
+        .select("group", F.unix_millis("bumped_at").alias("at"), "epoch", "members_reconciled")
+        .orderBy("group", "log_offset")
+        .collect()
+    ):
+        series[r.group].append((r.at, r.epoch, r.members_reconciled))
+    return {"consumer_epochs": epochs, "consumer_members": members, "consumer_series": series}
+
+
+def plot_consumer_epochs(data: ReportData) -> str:
+    plt = _plt()
+    import matplotlib.dates as mdates
+
+    series = {g: pts for g, pts in data.consumer_series.items() if pts}
+    if not series:
+        return _png(_empty(plt, "no KIP-848 consumer groups in the log"))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
+    for g, pts in series.items():
+        times = [_dt(t) for t, _, _ in pts]
+        top.step(times, [e for _, e, _ in pts], where="post", label=g, marker=".", markersize=4)
+        bottom.step(times, [m for _, _, m in pts], where="post", label=g, marker=".", markersize=4)
+    top.set_ylabel("group epoch")
+    top.set_title("Group epoch bumps and members reconciled to each epoch")
+    top.legend(fontsize=8, loc="upper left")
+    bottom.set_ylabel("members at the epoch")
+    bottom.set_xlabel("bump time (UTC)")
+    bottom.xaxis.set_major_formatter(mdates.ConciseDateFormatter(bottom.xaxis.get_major_locator(), tz=UTC))
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _assignment_text(tps: list[dict[str, Any]] | None) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in tps or []:
+        by_topic.setdefault(tp["topic"], []).append(tp["partition"])
+    return " ".join(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items())) or "-"
+
+
+def _consumer_section(data: ReportData) -> list[str]:
+    bumps = data.summary.get("  group epoch bumps", 0)
+    parts = ['<h2 id="consumer-groups">KIP-848 consumer groups</h2>']
+    parts.append(
+        _note(
+            "Consumer groups (group.protocol=consumer) have no generations: each member-set or subscription "
+            "change bumps the group epoch, the coordinator computes the new target assignment and members "
+            "reconcile to it one heartbeat at a time. Converged: the epoch's last member-assignment record "
+            "(every member that reached it); steps: member-assignment records written until the next bump "
+            "(new epochs, revocations, partitions released)."
+        )
+    )
+    parts.append(_plot("consumers", "Group epoch over time", plot_consumer_epochs(data)))
+    if bumps > len(data.consumer_epochs):
+        parts.append(_note(f"the latest {len(data.consumer_epochs)} of {bumps}; all are in consumer_group_epochs"))
+    parts.append(
+        _table(
+            ["bumped", "group", "epoch", "members", "converged ms", "steps", "left", "lasted ms"],
+            [
+                [
+                    _fmt_time(e["at"]),
+                    e["group"],
+                    e["epoch"],
+                    e["members_reconciled"],
+                    e["convergence_ms"],
+                    e["assignment_changes"],
+                    e["members_left"],
+                    e["duration_ms"],
+                ]
+                for e in data.consumer_epochs
+            ],
+        )
+        if data.consumer_epochs
+        else "<p>none</p>"
+    )
+    parts.append('<h3 id="consumer-members">Assignment changes per member</h3>')
+    parts.append(
+        _table(
+            ["group", "member", "client", "changes", "epochs", "left", "last assignment"],
+            [
+                [
+                    m["group"],
+                    m["instance_id"] or m["member_id"],
+                    m["client_id"],
+                    m["assignment_changes"],
+                    f"{m['first_epoch']}→{m['last_epoch']}",
+                    _fmt_time(m["left_at"]) if m["left_at"] is not None else "",
+                    _assignment_text(m["last_assignment"]),
+                ]
+                for m in data.consumer_members
+            ],
+        )
+        if data.consumer_members
+        else "<p>none</p>"
+    )
+    return parts
 
 
 def _anomaly_rank() -> Any:
@@ -734,6 +882,8 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
             )
         )
     parts.append(_plot("progress", "Commit progress", plot_progress(data)))
+
+    parts += _consumer_section(data)
 
     parts.append('<h2 id="rebalance-list">Rebalances</h2>')
     if total > len(data.rebalances):

@@ -42,6 +42,17 @@ assignments are not topic-partitions).
                       rejoins when it has), which is the normal start of a consumer, not a fault.
                       A group that *stays* with an empty assignment is still reported.
 
+*KIP-848 consumer groups* write no generations: their history is the group epoch. A
+``metadata`` record is a bump (a member joined, left or changed its subscription, or the topics
+changed); the coordinator then writes the new target assignment and, as members reconcile, one
+``current_member_assignment`` record per member per step (a new epoch, a revocation, partitions
+released to it). ``consumer_group_epochs`` has a row per bump: when it happened, when the next one
+did, the members that reached the epoch and when the last one did (``converged_at``: the epoch's
+last member-assignment record before the next bump), the reconciliation steps written meanwhile,
+and the members whose leave (or fencing) caused the bump (their tombstones precede it). ``consumer_group_members`` has a row per member: its client, how many
+assignment changes it went through, its first and last epoch and what it owned last (by topic name,
+from the group's partition-metadata records).
+
 Anomalies are ranked by ``ANOMALY_RANK`` (a commit going backwards -- data re-read or skipped --
 first, then double assignment, then unassigned partitions), which is how the report lists them.
 """
@@ -62,7 +73,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .decode import GROUP_METADATA, OFFSET_COMMIT
+from .decode import CONSUMER_GROUP, GROUP_METADATA, OFFSET_COMMIT
 
 ANOMALY_SCHEMA = StructType(
     [
@@ -92,6 +103,8 @@ class Tables:
     generations: DataFrame
     rebalances: DataFrame
     anomalies: DataFrame
+    consumer_group_epochs: DataFrame
+    consumer_group_members: DataFrame
 
     def items(self) -> list[tuple[str, DataFrame]]:
         return [
@@ -99,6 +112,8 @@ class Tables:
             ("generations", self.generations),
             ("rebalances", self.rebalances),
             ("anomalies", self.anomalies),
+            ("consumer_group_epochs", self.consumer_group_epochs),
+            ("consumer_group_members", self.consumer_group_members),
         ]
 
 
@@ -415,6 +430,161 @@ def anomalies(raw: DataFrame, gens: DataFrame, counts: DataFrame) -> DataFrame:
     return backwards.unionByName(double).unionByName(unassigned)
 
 
+def _consumer_records(raw: DataFrame, kind: str, tombstone: bool = False) -> DataFrame:
+    return raw.where(
+        (F.col("record_type") == CONSUMER_GROUP)
+        & (F.col("consumer.kind") == kind)
+        & (F.col("tombstone") == F.lit(tombstone))
+    ).select(
+        "group",
+        "log_partition",
+        F.col("offset").alias("log_offset"),
+        F.col("timestamp").alias("log_time"),
+        F.col("consumer.member_id").alias("member_id"),
+        F.col("consumer.epoch").alias("epoch"),
+        F.col("consumer.partitions").alias("partitions"),
+    )
+
+
+def consumer_group_epochs(raw: DataFrame) -> DataFrame:
+    """One row per KIP-848 group epoch bump (see the module's theory of operation). Each record is
+    placed by window functions over the group's log order -- after which bump it came, before which
+    one -- rather than by joins of the bumps with themselves."""
+    kind, tomb = F.col("consumer.kind"), F.col("tombstone")
+    order = Window.partitionBy("group").orderBy("log_offset")
+    before = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    after = order.rowsBetween(Window.currentRow, Window.unboundedFollowing)
+    is_bump = (F.col("kind") == "metadata") & ~F.col("tombstone")
+    events = (
+        raw.where(
+            (F.col("record_type") == CONSUMER_GROUP)
+            & (
+                (kind == "metadata")
+                | ((kind == "current_member_assignment") & ~tomb)
+                | ((kind == "member_metadata") & tomb)
+            )
+        )
+        .select(
+            "group",
+            "log_partition",
+            F.col("offset").alias("log_offset"),
+            F.col("timestamp").alias("log_time"),
+            kind.alias("kind"),
+            "tombstone",
+            F.col("consumer.member_id").alias("member_id"),
+            F.col("consumer.epoch").alias("epoch"),
+        )
+        .withColumn("bump_offset", F.max(F.when(is_bump, F.col("log_offset"))).over(before))
+        .withColumn("bump_epoch", F.last(F.when(is_bump, F.col("epoch")), ignorenulls=True).over(before))
+        .withColumn("next_bump_offset", F.first(F.when(is_bump, F.col("log_offset")), ignorenulls=True).over(after))
+    )
+    reached = F.col("epoch") == F.col("bump_epoch")
+    steps = (
+        events.where(F.col("kind") == "current_member_assignment")
+        .groupBy("group", F.col("bump_offset").alias("log_offset"))
+        .agg(
+            F.count("*").alias("assignment_changes"),
+            F.countDistinct(F.when(reached, F.col("member_id"))).alias("members_reconciled"),
+            F.max(F.when(reached, F.col("log_time"))).alias("converged_at"),
+        )
+    )
+    # a leave's (or fencing's) tombstones are written just before the bump it causes
+    left = (
+        events.where(F.col("kind") == "member_metadata")
+        .groupBy("group", F.col("next_bump_offset").alias("log_offset"))
+        .agg(F.count("*").alias("members_left"))
+    )
+    # the next metadata record ends an epoch: a bump, or the group's deletion (a tombstone)
+    bumps = (
+        events.where(F.col("kind") == "metadata")
+        .withColumn("ended_at", F.lead("log_time").over(order))
+        .where(~F.col("tombstone"))
+        .select("group", "epoch", F.col("log_time").alias("bumped_at"), "ended_at", "log_partition", "log_offset")
+    )
+    out = bumps.join(steps, ["group", "log_offset"], "left").join(left, ["group", "log_offset"], "left")
+    return out.select(
+        "group",
+        "epoch",
+        "bumped_at",
+        "ended_at",
+        _ms_between(F.col("ended_at"), F.col("bumped_at")).alias("duration_ms"),
+        F.coalesce("members_reconciled", F.lit(0)).alias("members_reconciled"),
+        "converged_at",
+        _ms_between(F.col("converged_at"), F.col("bumped_at")).alias("convergence_ms"),
+        F.coalesce("assignment_changes", F.lit(0)).alias("assignment_changes"),
+        F.coalesce("members_left", F.lit(0)).alias("members_left"),
+        "log_partition",
+        "log_offset",
+    )
+
+
+def consumer_group_members(raw: DataFrame) -> DataFrame:
+    """One row per KIP-848 member (group, member id): its client and its assignment changes."""
+    names = (
+        raw.where((F.col("record_type") == CONSUMER_GROUP) & (F.col("consumer.kind") == "partition_metadata"))
+        .select("group", F.explode("consumer.topics").alias("t"))
+        .select("group", F.col("t.topic_id").alias("topic_id"), F.col("t.topic").alias("topic"))
+        .distinct()
+        .groupBy("group")
+        .agg(F.map_from_entries(F.collect_list(F.struct("topic_id", "topic"))).alias("names"))
+    )
+    meta = (
+        raw.where(
+            (F.col("record_type") == CONSUMER_GROUP)
+            & (F.col("consumer.kind") == "member_metadata")
+            & ~F.col("tombstone")
+        )
+        .groupBy("group", F.col("consumer.member_id").alias("member_id"))
+        .agg(
+            F.max_by(F.col("consumer.client_id"), F.col("offset")).alias("client_id"),
+            F.max_by(F.col("consumer.client_host"), F.col("offset")).alias("client_host"),
+            F.max_by(F.col("consumer.instance_id"), F.col("offset")).alias("instance_id"),
+            F.max_by(F.col("consumer.subscribed_topics"), F.col("offset")).alias("subscribed_topics"),
+        )
+    )
+    left = (
+        _consumer_records(raw, "member_metadata", tombstone=True)
+        .groupBy("group", "member_id")
+        .agg(F.max("log_time").alias("left_at"))
+    )
+    changes = (
+        _consumer_records(raw, "current_member_assignment")
+        .groupBy("group", "member_id")
+        .agg(
+            F.count("*").alias("assignment_changes"),
+            F.min("log_time").alias("first_change"),
+            F.max("log_time").alias("last_change"),
+            F.min("epoch").alias("first_epoch"),
+            F.max("epoch").alias("last_epoch"),
+            F.max_by("partitions", "log_offset").alias("last_partitions"),
+        )
+    )
+    out = meta.join(changes, ["group", "member_id"], "full").join(left, ["group", "member_id"], "left")
+    out = out.join(names, "group", "left")
+    named = F.transform(
+        "last_partitions",
+        lambda tp: F.struct(
+            F.coalesce(F.element_at(F.col("names"), tp["topic_id"]), tp["topic_id"]).alias("topic"),
+            tp["partition"].alias("partition"),
+        ),
+    )
+    return out.select(
+        "group",
+        "member_id",
+        "instance_id",
+        "client_id",
+        "client_host",
+        "subscribed_topics",
+        F.coalesce("assignment_changes", F.lit(0)).alias("assignment_changes"),
+        "first_epoch",
+        "last_epoch",
+        "first_change",
+        "last_change",
+        "left_at",
+        named.alias("last_assignment"),
+    )
+
+
 def build(raw: DataFrame, registry: DataFrame | None = None, *, gens: DataFrame | None = None) -> Tables:
     """All four tables from the raw records (`registry`: optional (topic, partitions) counts;
     `gens`: the generations table if the caller has it already, e.g. persisted)."""
@@ -425,6 +595,8 @@ def build(raw: DataFrame, registry: DataFrame | None = None, *, gens: DataFrame 
         generations=gens,
         rebalances=rebalances(gens),
         anomalies=anomalies(raw, gens, partition_counts(raw, registry)),
+        consumer_group_epochs=consumer_group_epochs(raw),
+        consumer_group_members=consumer_group_members(raw),
     )
 
 
@@ -452,4 +624,8 @@ def within(tables: Tables, since: object | None, until: object | None) -> Tables
         generations=tables.generations.where(overlap),
         rebalances=tables.rebalances.where(inside(F.col("completed_at"))),
         anomalies=tables.anomalies.where(inside(F.col("timestamp"))),
+        consumer_group_epochs=tables.consumer_group_epochs.where(inside(F.col("bumped_at"))),
+        consumer_group_members=tables.consumer_group_members.where(
+            F.col("last_change").isNull() | inside(F.col("last_change")) | inside(F.col("first_change"))
+        ),
     )

@@ -84,7 +84,7 @@ def test_a_fresh_data_directory_gives_empty_tables_and_a_report(spark, tmp_path,
     for name in TABLES:
         assert spark.read.parquet(str(out / name)).count() == 0
     page = (out / "report.html").read_text(encoding="utf-8")
-    assert page.count('<img class="plot"') == 4 and "Anomalies (0)" in page
+    assert page.count('<img class="plot"') == 5 and "Anomalies (0)" in page
 
 
 def test_progress_goes_to_stderr_phase_by_phase_with_running_stages(analyzed) -> None:

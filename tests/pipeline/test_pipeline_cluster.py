@@ -36,6 +36,8 @@ def test_spark_submit_job_py_on_a_standalone_cluster(cluster: Cluster, spark, hi
         "generations": ("group", "seq"),
         "rebalances": ("group", "seq"),
         "anomalies": ("kind", "group", "log_partition", "log_offset", "topic", "partition"),
+        "consumer_group_epochs": ("group", "log_partition", "log_offset"),
+        "consumer_group_members": ("group", "member_id"),
     }
     for name in TABLES:
         assert table(spark, out, name, *order[name]) == table(spark, analyzed.out, name, *order[name]), name
