@@ -810,7 +810,9 @@ async def amain(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smaller loads and fewer runs (about 6 minutes for every workload)")
+    ap.add_argument(
+        "--quick", action="store_true", help="smaller loads and fewer runs (about 6 minutes for every workload)"
+    )
     ap.add_argument("--only", help=f"comma-separated workloads: {', '.join(WORKLOADS)}")
     ap.add_argument("--json", help="also write every figure to this file")
     ap.add_argument("--no-mock", action="store_true", help="skip the librdkafka mock baseline")
