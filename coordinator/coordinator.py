@@ -195,6 +195,9 @@ class GroupCoordinator:
             if not pending.applied:
                 for key, value in pending.records:
                     self.replay(key, value)
+            else:  # a consumer group's records, applied when produced, are durable now
+                key = pending.records[0][0]
+                self.listener.consumer_group_written(getattr(key, "group_id", None) or key.group, pending.records)
             pending.on_done(None)
         else:
             code = error if isinstance(error, int) else err.error_code_of(error)
@@ -1626,8 +1629,6 @@ class GroupCoordinator:
                     self.consumer.groups.groups.pop(gid, None)
                 else:
                     self.consumer.groups.groups[gid] = snapshot
-            else:
-                self.listener.consumer_group_written(gid, records)
             on_done(code)
             waiting = self._consumer_busy.pop(gid)
             while waiting and gid not in self._consumer_busy:
