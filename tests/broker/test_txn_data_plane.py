@@ -11,7 +11,7 @@ import pytest
 from groupd.broker.topics import OFFSETS_TOPIC
 from groupd.storage import records as rec
 
-from tests.broker.test_data_plane import NOW, E, Harness, batch, call
+from tests.broker.test_data_plane import NOW, E, Harness, batch
 
 PID = 7
 
@@ -124,9 +124,7 @@ async def test_fenced_epoch_for_data_and_markers(h: Harness) -> None:
     r = await txn_produce(h, [b"late"], 1, epoch=3)
     assert r["error_code"] == E.INVALID_PRODUCER_EPOCH  # checkProducerEpoch, every Produce version
     assert await h.dp.write_txn_markers(PID, 3, True, 0, [("t", 0)]) == {("t", 0): E.INVALID_PRODUCER_EPOCH}
-    assert await h.dp.write_txn_markers(PID, 4, False, -1, [("t", 0)]) == {
-        ("t", 0): E.TRANSACTION_COORDINATOR_FENCED
-    }
+    assert await h.dp.write_txn_markers(PID, 4, False, -1, [("t", 0)]) == {("t", 0): E.TRANSACTION_COORDINATOR_FENCED}
     p = await read(h, 1)
     assert p["aborted_transactions"] == [{"producer_id": PID, "first_offset": 0}]
     assert values_in(p["records"], p["aborted_transactions"]) == []
