@@ -109,7 +109,7 @@ from groupd.storage.markers import end_txn_marker_batch
 
 from .producer_state import BatchMeta, PartitionProducers, last_sequence, scan_producers
 from .settings import Config
-from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
+from .topics import OFFSETS_TOPIC, Topic, TopicError, TopicRegistry, validate_name
 
 T = TypeVar("T")
 
@@ -135,6 +135,7 @@ LIST_OFFSETS_VERSIONS = (0, 8)
 LEGACY_PRODUCE_MAX = 2
 LEGACY_FETCH_MAX = 3
 INIT_PRODUCER_ID_VERSIONS = (0, 4)
+DESCRIBE_PRODUCERS_VERSIONS = (0, 0)
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -372,6 +373,7 @@ class DataPlane:
             ("Fetch", self.fetch, FETCH_VERSIONS),
             ("ListOffsets", self.list_offsets, LIST_OFFSETS_VERSIONS),
             ("InitProducerId", self.init_producer_id, INIT_PRODUCER_ID_VERSIONS),
+            ("DescribeProducers", self.describe_producers, DESCRIBE_PRODUCERS_VERSIONS),
         ]
 
     def register_topic_callbacks(self, admin: Any) -> None:
@@ -1009,9 +1011,9 @@ class DataPlane:
         for tp in body["topics"] or []:
             t = self.topics.get(tp[field])
             for fp in tp[parts] or []:
-                i = fp[index]
+                i = fp[index] if index else fp
                 key = (tp[field], i)
-                if t is None or not 0 <= i < t.partitions or key in self._producers:
+                if t is None or t.name == OFFSETS_TOPIC or not 0 <= i < t.partitions or key in self._producers:
                     continue
                 plog = self.logs.get(*key)
                 if plog is not None:
@@ -1288,6 +1290,67 @@ class DataPlane:
             return -1, -1
         offset, ts = found
         return ts, offset
+
+    # --- DescribeProducers -------------------------------------------------------------------------
+    def describe_producers(self, req: Request) -> Any:
+        """KafkaApis.handleDescribeProducersRequest: per partition the producers its state knows
+        (ReplicaManager.activeProducerState); the state is rebuilt from the log first if needed."""
+        missing = self._unloaded(req.body, "name", "partition_indexes", "")
+        if missing:
+            return self._describe_after_load(req, missing)
+        topics = []
+        for tp in req.body["topics"] or []:
+            name = tp["name"]
+            topic_error: int | None = None
+            try:
+                validate_name(name)
+            except TopicError as exc:
+                topic_error = exc.code
+            t = self.topics.get(name)
+            if topic_error is None and t is None:
+                topic_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            parts = []
+            for index in tp["partition_indexes"] or []:
+                out: dict[str, Any] = {
+                    "partition_index": index,
+                    "error_code": ErrorCode.NONE,
+                    "error_message": None,
+                    "active_producers": [],
+                }
+                parts.append(out)
+                if topic_error is not None:
+                    out["error_code"] = topic_error
+                elif t is None or not 0 <= index < t.partitions:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif name == OFFSETS_TOPIC:
+                    continue  # the group shell's partitions: no producer state is kept here
+                else:
+                    plog = self.logs.get(name, index)
+                    producers = self._producers.get((name, index))
+                    if plog is None or plog.closed or producers is None:
+                        out["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER  # no local log (activeProducerState)
+                        continue
+                    out["active_producers"] = [
+                        {
+                            "producer_id": pid,
+                            "producer_epoch": e.epoch,
+                            "last_sequence": e.last_seq,
+                            "last_timestamp": e.last_timestamp,
+                            "coordinator_epoch": e.coordinator_epoch,
+                            "current_txn_start_offset": e.txn.first_offset if e.txn is not None else -1,
+                        }
+                        for pid, e in producers.producers.items()
+                    ]
+            topics.append({"name": name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    async def _describe_after_load(
+        self, req: Request, missing: list[tuple[tuple[str, int], PartitionLog]]
+    ) -> dict[str, Any]:
+        for key, plog in missing:
+            await self._state_for(key, plog)
+        result = self.describe_producers(req)
+        return await result if inspect.isawaitable(result) else result
 
     # --- InitProducerId ---------------------------------------------------------------------------
     def init_producer_id(self, req: Request) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 from groupd.broker.topics import OFFSETS_TOPIC
 from groupd.storage import records as rec
 
-from tests.broker.test_data_plane import NOW, E, Harness, batch
+from tests.broker.test_data_plane import NOW, E, FakeRequest, Harness, batch, call
 
 PID = 7
 
@@ -230,3 +230,59 @@ async def test_delete_records_drops_index_entries_below_the_log_start(h: Harness
     h.logs.get("t", 0).delete_records_before(2)
     await h.dp.run_retention()
     assert h.dp._producers[("t", 0)].aborted == []
+
+
+async def describe(h: Harness, topics: list[tuple[str, list[int]]]) -> list[dict]:
+    body = {"topics": [{"name": n, "partition_indexes": ps} for n, ps in topics]}
+    resp = await call(h.dp.describe_producers, FakeRequest("DescribeProducers", 0, body))
+    assert resp is not None
+    return [p for t in resp["topics"] for p in t["partitions"]]
+
+
+async def test_describe_producers_answers_each_partitions_producers_also_after_a_restart(h: Harness) -> None:
+    await h.produce("t", batch([b"i"], pid=3, epoch=2, seq=0))  # idempotent
+    await txn_produce(h, [b"a", b"b"], 0)  # open at offset 1
+    await h.dp.write_txn_markers(9, 1, False, 4, [("t", 1)])  # a marker alone
+    asked = [("t", [0, 1, 5]), ("nope", [0]), ("bad/name", [0])]
+    before = await describe(h, asked)
+    p0, p1, p5, unknown, invalid = before
+    assert sorted(p0["active_producers"], key=lambda p: p["producer_id"]) == [
+        {
+            "producer_id": 3,
+            "producer_epoch": 2,
+            "last_sequence": 0,
+            "last_timestamp": NOW,
+            "coordinator_epoch": -1,
+            "current_txn_start_offset": -1,
+        },
+        {
+            "producer_id": PID,
+            "producer_epoch": 0,
+            "last_sequence": 1,
+            "last_timestamp": NOW + 1,
+            "coordinator_epoch": -1,
+            "current_txn_start_offset": 1,
+        },
+    ]
+    assert p1["active_producers"] == [
+        {
+            "producer_id": 9,
+            "producer_epoch": 1,
+            "last_sequence": -1,
+            "last_timestamp": NOW,
+            "coordinator_epoch": 4,
+            "current_txn_start_offset": -1,
+        }
+    ]
+    assert [p["error_code"] for p in (p0, p1, p5, unknown, invalid)] == [
+        E.NONE,
+        E.NONE,
+        E.UNKNOWN_TOPIC_OR_PARTITION,
+        E.UNKNOWN_TOPIC_OR_PARTITION,
+        E.INVALID_TOPIC_EXCEPTION,
+    ]
+    await h.restart()
+    after = await describe(h, asked)
+    for p in (*before, *after):
+        p["active_producers"].sort(key=lambda x: x["producer_id"])
+    assert after == before
