@@ -84,6 +84,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -107,7 +108,7 @@ from groupd.storage.errors import (
 from groupd.storage.files import write_atomically
 from groupd.storage.markers import end_txn_marker_batch
 
-from .producer_state import BatchMeta, PartitionProducers, last_sequence, scan_producers
+from .producer_state import AbortedTxn, BatchMeta, PartitionProducers, last_sequence, scan_producers
 from .settings import Config
 from .topics import OFFSETS_TOPIC, Topic, TopicError, TopicRegistry, validate_name
 
@@ -1413,7 +1414,15 @@ class DataPlane:
         """Kafka's log cleaner: compact every compacted user partition that is dirty enough."""
         results: dict[tuple[str, int], Any] = {}
         for topic, p, plog in self._user_logs("compact"):
-            result = await self._in_executor(topic, p, self.cleaner.clean, plog)
+            # Transactions bound what may be cleaned: the state is rebuilt first if need be.
+            producers = await self._state_for((topic, p), plog)
+            if producers is None or plog.closed:
+                continue
+            stable = producers.last_stable_offset(plog.log_end_offset, plog.log_start_offset)
+            aborted = _aborted_check(producers.aborted)
+            result = await self._in_executor(
+                topic, p, partial(self.cleaner.clean, stable_offset=stable, aborted=aborted), plog
+            )
             if result is not None:
                 results[(topic, p)] = result
         return results
@@ -1490,6 +1499,17 @@ def _up_convert(index: int, raw: bytes) -> bytes | dict[str, Any]:
         return _partition_error(index, ErrorCode.INVALID_RECORD, str(exc))
     except UnsupportedCompressionError as exc:
         return _partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc))
+
+
+def _aborted_check(aborted: list[AbortedTxn]) -> Callable[[int, int], bool] | None:
+    """A snapshot of the aborted index for the cleaner's thread: is (producer id, offset) in an
+    aborted transaction?"""
+    if not aborted:
+        return None
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for a in aborted:
+        ranges.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
+    return lambda pid, offset: any(first <= offset <= last for first, last in ranges.get(pid, ()))
 
 
 def _stable_prefix(data: bytes, end: int) -> tuple[bytes, int]:

@@ -286,3 +286,36 @@ async def test_describe_producers_answers_each_partitions_producers_also_after_a
     for p in (*before, *after):
         p["active_producers"].sort(key=lambda x: x["producer_id"])
     assert after == before
+
+
+async def test_compaction_never_lets_an_aborted_or_open_transaction_supersede_committed_data(h: Harness) -> None:
+    h.create("c", 1, cleanup_policy="compact")
+    plog = h.logs.get("c", 0)
+
+    async def put(value: bytes, *, pid: int = -1, seq: int = 0) -> None:
+        raw = batch([value], keys=[b"k"], pid=pid, epoch=0 if pid >= 0 else -1, seq=seq, transactional=pid >= 0)
+        r = await h.produce("c", raw, txn_id="tx" if pid >= 0 else None)
+        assert r["error_code"] == E.NONE
+
+    async def committed_values() -> list[bytes]:
+        p = (await h.fetch([("c", 0, plog.log_start_offset)], isolation_level=1))["responses"][0]["partitions"][0]
+        return values_in(p["records"], p["aborted_transactions"])
+
+    await put(b"v1")
+    await put(b"aborted", pid=PID)
+    await h.dp.write_txn_markers(PID, 0, False, 0, [("c", 0)])
+    plog.roll()
+    await h.dp.run_cleaner()
+    assert await committed_values() == [b"v1"]
+    for seq in range(4):  # enough to make the log dirty enough for a pass
+        await put(b"open%d" % seq, pid=PID + 1, seq=seq)
+    plog.roll()
+    await h.dp.run_cleaner()
+    assert await committed_values() == [b"v1"]
+    await h.dp.write_txn_markers(PID + 1, 0, True, 0, [("c", 0)])
+    plog.roll()
+    await h.dp.run_cleaner()
+    # LogCleaner: the aborted record is gone and superseded nothing; the committed one won.
+    assert await committed_values() == [b"open3"]
+    kept = [v for v in rec.iter_batches(plog.read(0, 1 << 20)) if not v.is_control]
+    assert [r.value for v in kept for r in v.records()] == [b"open3"]
