@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from groupd.broker.producer_state import AbortedTxn, OpenTxn, PartitionProducers
 from groupd.broker.topics import OFFSETS_TOPIC
 from groupd.storage import records as rec
 
@@ -319,3 +320,18 @@ async def test_compaction_never_lets_an_aborted_or_open_transaction_supersede_co
     assert await committed_values() == [b"open3"]
     kept = [v for v in rec.iter_batches(plog.read(0, 1 << 20)) if not v.is_control]
     assert [r.value for v in kept for r in v.records()] == [b"open3"]
+
+
+def test_collect_aborted_finds_a_long_transaction_that_ends_after_a_short_one() -> None:
+    # Kafka's TransactionIndex.collectAbortedTxns stops at the first entry ending past the fetch's
+    # upper bound; a longer transaction ending later but starting inside the range is listed here.
+    pp = PartitionProducers()
+    for pid, first, last in ((3, 2, 5), (1, 0, 10)):
+        txn = OpenTxn(pid, first, provisional=False)
+        pp.unstable.append(txn)
+        pp.marker_written(txn, False, last)
+    assert pp.collect_aborted(0, 3) == [AbortedTxn(3, 2, 5), AbortedTxn(1, 0, 10)]
+    assert pp.collect_aborted(6, 8) == [AbortedTxn(1, 0, 10)]
+    assert pp.collect_aborted(11, 20) == []
+    pp.truncate_head(6)
+    assert pp.aborted == [AbortedTxn(1, 0, 10)]
