@@ -470,7 +470,7 @@ class DataPlane:
         # KafkaApis.handleProduceRequest: transactional batches need the request's transactional id
         # (and WRITE on it); without one the whole request is refused before topics are looked at.
         refused = txn_id is None and any(
-            _is_transactional(pd.get("records")) for td in topic_data for pd in (td["partition_data"] or [])
+            rec.is_transactional_batch(pd.get("records")) for td in topic_data for pd in (td["partition_data"] or [])
         )
         results: list[tuple[str, list[dict[str, Any] | _PendingAppend]]] = []
         for td in topic_data:
@@ -1476,15 +1476,6 @@ def _timestamp_limits(configs: dict[str, str]) -> tuple[int | None, int | None]:
     if after is not None and (after < 0 or after >= INT64_MAX):
         after = None
     return before, after
-
-
-def _is_transactional(raw: bytes | None) -> bool:
-    return (
-        bool(raw)
-        and len(raw) >= rec.HEADER_SIZE  # type: ignore[arg-type]
-        and raw[rec.MAGIC_OFFSET] == rec.MAGIC  # type: ignore[index]
-        and bool(raw[rec.ATTRIBUTES_OFFSET + 1] & rec.TRANSACTIONAL_FLAG)  # type: ignore[index]
-    )
 
 
 def _up_convert(index: int, raw: bytes) -> bytes | dict[str, Any]:
