@@ -1172,7 +1172,12 @@ class DataPlane:
                     error = True
                     continue
                 out["high_watermark"] = hw
-                out["last_stable_offset"] = lso if read_committed else hw
+                if not read_committed:
+                    # Kafka fills the LSO whatever the isolation level (LogReadResult); a partition
+                    # whose producer state is not rebuilt yet answers its high watermark here.
+                    known = self._producers.get((name, index))
+                    lso = known.last_stable_offset(hw, start) if known is not None else hw
+                out["last_stable_offset"] = lso
                 if read_committed:
                     out["aborted_transactions"] = [
                         {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
