@@ -194,7 +194,8 @@ async def test_list_offsets_read_committed_answers_the_lso(h: Harness) -> None:
 
 async def test_parked_read_committed_fetch_wakes_on_the_marker_not_the_data(h: Harness) -> None:
     await txn_produce(h, [b"a"], 0)
-    req = h.fetch_request([("t", 0, 0)], max_wait_ms=5000, min_bytes=1, isolation_level=1)
+    # min_bytes above the marker's own size: what the marker made readable is what counts.
+    req = h.fetch_request([("t", 0, 0)], max_wait_ms=5000, min_bytes=100, isolation_level=1)
     result = h.dp.fetch(req)
     assert result is None  # parked: nothing stable yet
     await txn_produce(h, [b"b"], 1)
