@@ -240,7 +240,15 @@ class GroupCoordinator:
         them (Kafka's GroupCoordinatorShard.onPartitionsDeleted). The Result holds only appends;
         once they are durable the offsets are gone, and they stay gone after a restart."""
         self._begin(now_ms)
+        topic_partitions = list(topic_partitions)
         self.offset_manager.on_partitions_deleted(topic_partitions)
+        # A partition resigned and not yet elected again is this process's to load again (a cluster
+        # shares the core): its offsets of the deleted partitions go when it is loaded, as for a
+        # partition that is loading.
+        for p in self._unloaded:
+            pending = self.offset_manager.deleted_while_loading.setdefault(p, {})
+            for topic, index in topic_partitions:
+                pending.setdefault(topic, set()).add(index)
         return self._finish()
 
     def expire_member(self, now_ms: int, group_id: str, member_id: str) -> tuple[int, Result]:
