@@ -440,9 +440,9 @@ class GroupCoordinator:
             self._forget_group(group)
             group.transition_to(D, self._now)
         consumer = [g for g in self.consumer.groups.groups if partition_for(g, n) == partition]
-        gone = set(consumer)
-        # timers of consumer groups: (group, member, kind[, epoch])
-        self.consumer.deadlines.cancel_where(lambda key: key[0] in gone)
+        # Timers of consumer groups, (group, member, kind[, epoch]): of every group of the partition,
+        # including one a failed write just rolled back out of existence.
+        self.consumer.deadlines.cancel_where(lambda key: partition_for(key[0], n) == partition)
         for gid in consumer:
             self._consumer_busy.pop(gid, None)
             self._consumer_snapshot.pop(gid, None)
