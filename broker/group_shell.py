@@ -95,6 +95,7 @@ class GroupShell:
         # was written before an unload is in the log before the log is read again.
         self._writes: dict[int, set[asyncio.Task[None]]] = {}
         self._moves: set[asyncio.Task[Any]] = set()
+        self._startup_epochs: dict[int, int] = {}  # the epoch each partition's start-up load began at
         self.loaded = asyncio.Event()
         self.load_stats: dict[str, float] = {}
         self.load_progress = LoadProgress()
@@ -228,6 +229,7 @@ class GroupShell:
         self.load_progress = LoadProgress(partitions_total=len(partitions), started=time.perf_counter())
         for p in partitions:
             self.apply(self.core.begin_load(p))
+            self._startup_epochs[p] = self.core.partition_epoch(p)
 
     async def load(self, partitions: list[int]) -> None:
         """Replay each partition of ``__consumer_offsets`` through ``core.replay``; until a
@@ -239,8 +241,15 @@ class GroupShell:
         if progress.started is None:  # load() without begin_load() (tests)
             progress.partitions_total, progress.started = len(partitions), t0
         for p in partitions:
-            # A partition elected or resigned meanwhile is no longer this load's to finish.
-            epoch = self.core.partition_epoch(p)
+            # A partition elected or resigned since begin_load is no longer this load's to finish.
+            epoch = self._startup_epochs.pop(p, None)
+            if epoch is None:  # load() without begin_load() (tests)
+                if self.core.partition_state(p) == "active" and self.core.partition_epoch(p) == -1:
+                    self.apply(self.core.begin_load(p))
+                epoch = self.core.partition_epoch(p)
+            if not self.core.is_loading(p, epoch):
+                progress.partitions_loaded += 1
+                continue
             n, skipped, current = await self._replay_partition(p, epoch, progress, total, bad)
             total, bad = total + n, bad + skipped
             if current:

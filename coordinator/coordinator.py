@@ -365,7 +365,7 @@ class GroupCoordinator:
         that an unload or a newer election made stale is ignored (``CompleteLoad`` of a context no
         longer LOADING)."""
         self._begin(self._now if now_ms is None else now_ms)
-        if partition in self._unloaded or (epoch is not None and self._epochs.get(partition) != epoch):
+        if partition in self._unloaded or (epoch is not None and not self.is_loading(partition, epoch)):
             self.log.info("partition_load_completion_ignored", partition=partition, epoch=epoch)
             return self._finish()
         self._loading.discard(partition)
@@ -449,7 +449,7 @@ class GroupCoordinator:
         for store in (self.group_records, self.offsets, self.consumer.groups.groups, self.offset_manager.inflight):
             for gid in [g for g in store if partition_for(g, n) == partition]:
                 del store[gid]
-        if classic or consumer or abandoned or was_loading:
+        if classic or consumer or abandoned:
             self.log.info(
                 "partition_unloaded",
                 partition=partition,

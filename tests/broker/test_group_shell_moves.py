@@ -98,19 +98,27 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-@pytest.fixture
-async def node(tmp_path: Path) -> AsyncIterator[Node3]:
-    logs = LogManager(tmp_path)
+async def open_node(data_dir: Path, load: bool = True) -> tuple[Node3, LogManager]:
+    """A shell over the logs in ``data_dir``; its group's partition loaded unless told otherwise
+    (the others stay empty, their logs unopened)."""
+    logs = LogManager(data_dir)
     logs.open_all()
     core = GroupCoordinator(ownership=PartitionOwnership(N1, 50, nodes=[N2, N3]))
     appender = GatedAppender()
     shell = GroupShell(core, lambda p: logs.get_or_create(OFFSETS, p), appender)  # type: ignore[arg-type]
-    shell.begin_load([P])  # the group's partition only: the others stay empty, and their logs unopened
-    await shell.load([P])
+    if load:
+        shell.begin_load([P])
+        await shell.load([P])
+    return Node3(shell, core, appender), logs
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[Node3]:
+    n, logs = await open_node(tmp_path)
     try:
-        yield Node3(shell, core, appender)
+        yield n
     finally:
-        await shell.drain(1)
+        await n.shell.drain(1)
         logs.close()
 
 
@@ -187,3 +195,28 @@ async def test_heartbeat_handlers_of_brokers_not_leading_the_partition_answer_no
     assert node.send("Heartbeat", 3, body, node_id=1).answers[0]["error_code"] == 16
     find = node.send("FindCoordinator", 1, {"key": GROUP, "key_type": 0}, node_id=2)
     assert find.answers[0]["error_code"] == 15
+
+
+async def test_a_partition_elected_during_the_start_up_load_is_replayed_once(tmp_path: Path) -> None:
+    """The cluster assigns coordinators right after the start-up load began: the partition moved
+    away from the start-up load is loaded by its election alone, once."""
+    first, logs = await open_node(tmp_path)
+    assert await first.committed(41) == 0
+    logs.close()
+    node, logs = await open_node(tmp_path, load=False)  # a restart over the same directory
+    core, shell = node.core, node.shell
+    replayed: list[Any] = []
+    plain_replay = core.replay
+
+    def counting_replay(key: Any, value: Any) -> None:
+        replayed.append(key)
+        plain_replay(key, value)
+
+    core.replay = counting_replay  # type: ignore[method-assign]
+    shell.begin_load([P])
+    elected = shell.elect(P, N2)
+    await shell.load([P])
+    assert await elected
+    assert len(replayed) == 1 and core.partition_state(P) == "active"
+    assert node.fetch(node_id=2) == (0, 41)
+    logs.close()
