@@ -349,8 +349,13 @@ class GroupCoordinator:
         if partition not in self._unloaded:
             self._unload(partition)  # an active or half-loaded partition starts from nothing
         target = node or previous or self._ownership.local
-        if epoch is None and previous is not None and previous.node_id == target.node_id:
-            epoch = self._ownership.epoch(partition)  # the same leader loading again (start-up)
+        if (
+            epoch is None
+            and partition not in self._epochs
+            and previous is not None
+            and previous.node_id == target.node_id
+        ):
+            epoch = self._ownership.epoch(partition)  # the first load, by the leader it starts with
         epoch = self._ownership.assign(partition, target, epoch)
         self._epochs[partition] = epoch
         self._unloaded.discard(partition)

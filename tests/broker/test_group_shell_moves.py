@@ -197,26 +197,37 @@ async def test_heartbeat_handlers_of_brokers_not_leading_the_partition_answer_no
     assert find.answers[0]["error_code"] == 15
 
 
+async def restart_after_commit(data_dir: Path, offset: int) -> tuple[Node3, LogManager, list[Any]]:
+    """Commit ``offset``, stop, and open the directory again without loading it; the list collects
+    every record the new core replays."""
+    first, logs = await open_node(data_dir)
+    assert await first.committed(offset) == 0
+    logs.close()
+    node, logs = await open_node(data_dir, load=False)
+    replayed: list[Any] = []
+    plain_replay = node.core.replay
+    node.core.replay = lambda k, v: (replayed.append(k), plain_replay(k, v))  # type: ignore[method-assign]
+    return node, logs, replayed
+
+
 async def test_a_partition_elected_during_the_start_up_load_is_replayed_once(tmp_path: Path) -> None:
     """The cluster assigns coordinators right after the start-up load began: the partition moved
     away from the start-up load is loaded by its election alone, once."""
-    first, logs = await open_node(tmp_path)
-    assert await first.committed(41) == 0
-    logs.close()
-    node, logs = await open_node(tmp_path, load=False)  # a restart over the same directory
-    core, shell = node.core, node.shell
-    replayed: list[Any] = []
-    plain_replay = core.replay
-
-    def counting_replay(key: Any, value: Any) -> None:
-        replayed.append(key)
-        plain_replay(key, value)
-
-    core.replay = counting_replay  # type: ignore[method-assign]
-    shell.begin_load([P])
-    elected = shell.elect(P, N2)
-    await shell.load([P])
+    node, logs, replayed = await restart_after_commit(tmp_path, 41)
+    node.shell.begin_load([P])
+    elected = node.shell.elect(P, N2)
+    await node.shell.load([P])
     assert await elected
-    assert len(replayed) == 1 and core.partition_state(P) == "active"
+    assert len(replayed) == 1 and node.core.partition_state(P) == "active"
     assert node.fetch(node_id=2) == (0, 41)
+    logs.close()
+
+
+async def test_electing_the_start_up_leader_again_during_the_start_up_load_replays_once(tmp_path: Path) -> None:
+    node, logs, replayed = await restart_after_commit(tmp_path, 43)
+    node.shell.begin_load([P])
+    elected = node.shell.elect(P, N1)  # the leader it loads on, named again: a newer epoch
+    await node.shell.load([P])
+    assert await elected
+    assert len(replayed) == 1 and node.fetch() == (0, 43)
     logs.close()
