@@ -362,29 +362,6 @@ class GroupCoordinator:
         self._loading.add(partition)
         return self._finish()
 
-    def end_load(self, partition: int, now_ms: int | None = None, epoch: int | None = None) -> Result:
-        """Bring the groups of a loaded partition to life, as Kafka's loader does
-        (``GroupMetadataManager.onLoaded``: classic groups come back Empty or Stable with a session
-        deadline per member, an over-capacity group rebalances; every consumer-group member gets a
-        session deadline, and a revocation deadline when it still has partitions to revoke). A load
-        that an unload or a newer election made stale is ignored (``CompleteLoad`` of a context no
-        longer LOADING)."""
-        self._begin(self._now if now_ms is None else now_ms)
-        if partition in self._unloaded or (epoch is not None and not self.is_loading(partition, epoch)):
-            self.log.info("partition_load_completion_ignored", partition=partition, epoch=epoch)
-            return self._finish()
-        self._loading.discard(partition)
-        n = self.config.num_offsets_partitions
-        gids = {g for g in self.group_records if partition_for(g, n) == partition}
-        gids |= {g for g in self.offsets if partition_for(g, n) == partition}
-        gids -= set(self.consumer.groups.groups)  # a consumer group's offsets make no classic group
-        for gid in sorted(gids):
-            if gid not in self.groups:
-                self._materialize(gid)
-        self.offset_manager.on_partition_loaded(partition)
-        self.consumer.end_load(self._now, [g for g in self.consumer.groups.groups if partition_for(g, n) == partition])
-        return self._finish()
-
     def unload_partition(self, now_ms: int, partition: int, epoch: int | None = None) -> Result:
         """Resign ``partition`` (GroupCoordinatorService.onResignation ->
         CoordinatorRuntime.scheduleUnloadOperation -> GroupMetadataManager.onUnloaded): every
@@ -435,14 +412,13 @@ class GroupCoordinator:
         # (PreparingRebalance) and SyncGroup (CompletingRebalance/Stable) answered NOT_COORDINATOR.
         classic = [g for g in self.groups if partition_for(g, n) == partition]
         for gid in classic:
-            group = self.groups.pop(gid)
+            group = self.groups[gid]
             for member in list(group.members.values()):
                 waiter = member.join_waiter
                 if waiter is not None:
                     response = self._join_response(waiter.version, err.NOT_COORDINATOR, member_id=member.member_id)
                     self._complete_join_waiter(group, member, response)
                 self._complete_sync_waiter(member, self._sync_response(err.NOT_COORDINATOR))
-            self._forget_group(group)
             group.transition_to(D, self._now)
         consumer = [g for g in self.consumer.groups.groups if partition_for(g, n) == partition]
         # Timers of consumer groups, (group, member, kind[, epoch]): of every group of the partition,
@@ -451,9 +427,9 @@ class GroupCoordinator:
         for gid in consumer:
             self._consumer_busy.pop(gid, None)
             self._consumer_snapshot.pop(gid, None)
-        for store in (self.group_records, self.offsets, self.consumer.groups.groups, self.offset_manager.inflight):
-            for gid in [g for g in store if partition_for(g, n) == partition]:
-                del store[gid]
+        for gid in [g for g in self.offset_manager.inflight if partition_for(g, n) == partition]:
+            del self.offset_manager.inflight[gid]
+        self._forget_partition(partition)
         if classic or consumer or abandoned:
             self.log.info(
                 "partition_unloaded",
@@ -463,6 +439,38 @@ class GroupCoordinator:
                 writes_abandoned=len(abandoned),
                 was_loading=was_loading,
             )
+
+    def _forget_partition(self, partition: int) -> None:
+        """Drop the partition's groups, their deadlines and persisted state from memory."""
+        n = self.config.num_offsets_partitions
+        for gid in [g for g in self.groups if partition_for(g, n) == partition]:
+            self._forget_group(self.groups.pop(gid))
+        for store in (self.group_records, self.offsets, self.consumer.groups.groups):
+            for gid in [g for g in store if partition_for(g, n) == partition]:
+                del store[gid]
+
+    def end_load(self, partition: int, now_ms: int | None = None, epoch: int | None = None) -> Result:
+        """Bring the groups of a loaded partition to life, as Kafka's loader does
+        (``GroupMetadataManager.onLoaded``: classic groups come back Empty or Stable with a session
+        deadline per member, an over-capacity group rebalances; every consumer-group member gets a
+        session deadline, and a revocation deadline when it still has partitions to revoke). A load
+        that an unload or a newer election made stale is ignored (``CompleteLoad`` of a context no
+        longer LOADING)."""
+        self._begin(self._now if now_ms is None else now_ms)
+        if partition in self._unloaded or (epoch is not None and not self.is_loading(partition, epoch)):
+            self.log.info("partition_load_completion_ignored", partition=partition, epoch=epoch)
+            return self._finish()
+        self._loading.discard(partition)
+        n = self.config.num_offsets_partitions
+        gids = {g for g in self.group_records if partition_for(g, n) == partition}
+        gids |= {g for g in self.offsets if partition_for(g, n) == partition}
+        gids -= set(self.consumer.groups.groups)  # a consumer group's offsets make no classic group
+        for gid in sorted(gids):
+            if gid not in self.groups:
+                self._materialize(gid)
+        self.offset_manager.on_partition_loaded(partition)
+        self.consumer.end_load(self._now, [g for g in self.consumer.groups.groups if partition_for(g, n) == partition])
+        return self._finish()
 
     def load(self, now_ms: int, records: Iterable[Record]) -> Result:
         """Load a whole log in one go (start-up of a single node, and tests)."""
