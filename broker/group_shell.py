@@ -300,6 +300,16 @@ class GroupShell:
         )
         self.loaded.set()
 
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait for in-flight appends (graceful shutdown: acknowledge what was written)."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def stats(self) -> dict[str, Any]:
+        return {"groups": len(self.core.groups), "pending_appends": self.core.pending_appends}
+
     def _load_epoch(self, p: int, epochs: dict[int, int] | None) -> int | None:
         """The epoch partition ``p``'s load began at, None when an unload or a newer election
         has made that load stale."""
@@ -393,16 +403,6 @@ class GroupShell:
         groups are unloaded, their parked requests answered NOT_COORDINATOR, and ``to_node``
         loads them); resolves as ``elect``."""
         return self.elect(partition, to_node, epoch)
-
-    async def drain(self, timeout: float = 10.0) -> None:
-        """Wait for in-flight appends (graceful shutdown: acknowledge what was written)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def stats(self) -> dict[str, Any]:
-        return {"groups": len(self.core.groups), "pending_appends": self.core.pending_appends}
 
 
 async def _resolved(value: bool) -> bool:

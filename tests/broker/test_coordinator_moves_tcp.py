@@ -41,9 +41,8 @@ class BrokerThread:
 
     def __init__(self, data_dir: Path) -> None:
         self.loop = asyncio.new_event_loop()
-        self.broker = Broker(Config(data_dir=str(data_dir), host="127.0.0.1", port=0, fsync="never"))
+        self.config = Config(data_dir=str(data_dir), host="127.0.0.1", port=0, fsync="never")
         self.errors: Counter[tuple[str, int]] = Counter()  # (api, error code) of every group answer
-        self.broker.dispatcher.observers.append(self._observe)
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="broker")
 
     def _observe(self, req: Request, body: dict[str, Any], _elapsed: float) -> None:
@@ -61,8 +60,14 @@ class BrokerThread:
         future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
         return future.result(timeout)
 
+    async def _make(self) -> Broker:
+        broker = Broker(self.config)  # in its loop's thread: its server takes the running loop
+        broker.dispatcher.observers.append(self._observe)
+        return broker
+
     def start(self) -> BrokerThread:
         self._thread.start()
+        self.broker = self.run(self._make())
         self.run(self.broker.start())
         self.run(self.broker.groups.loaded.wait())
         return self
