@@ -32,6 +32,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import errors
+from ..consumer_protocol import (
+    Assignment,
+    ConsumerProtocolError,
+    Subscription,
+    TopicPartitions,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
 from ..timers import Deadlines
 from .assignors import ASSIGNORS, MemberSpec, PartitionAssignorError
 from .group import ConsumerGroup, ConsumerGroups, ResolvedRegex
@@ -49,6 +58,8 @@ from .member import (
     to_tuple,
 )
 from .records import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -77,6 +88,56 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
     max_size: int = 2**31 - 1  # group.consumer.max.size
     assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors; the first is the default
+    # group.consumer.migration.policy (Kafka 4's default): whether a classic group with members may
+    # become a consumer group (upgrade) and back (downgrade) while its members stay in it
+    migration_policy: str = "bidirectional"
+    classic_max_size: int = 2**31 - 1  # group.max.size: a downgrade must fit in a classic group
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        """``ConsumerGroupMigrationPolicy.isUpgradeEnabled``."""
+        return self.migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        """``ConsumerGroupMigrationPolicy.isDowngradeEnabled``."""
+        return self.migration_policy in ("downgrade", "bidirectional")
+
+
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+@dataclass(frozen=True)
+class ClassicMemberSpec:
+    """One member of a classic group being converted (what ``ConsumerGroup.fromClassicGroup`` reads)."""
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class ClassicJoin:
+    """A classic member's JoinGroup as the consumer-group core reads it."""
+
+    metadata: ClassicMemberMetadata
+    subscription: Subscription
+    known_member: bool
+
+
+@dataclass(frozen=True)
+class Downgrade:
+    """A consumer group that has just been deleted to become a classic group again
+    (``convertToClassicGroup``): the group as it was, and who left."""
+
+    group: ConsumerGroup
+    leaving: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -173,6 +234,7 @@ def member_metadata_record(group_id: str, m: ConsumerGroupMember) -> ConsumerRec
             subscribed_topic_regex=m.subscribed_topic_regex,
             rebalance_timeout_ms=m.rebalance_timeout_ms,
             server_assignor=m.server_assignor,
+            classic_member_metadata=m.classic,
         ),
     )
 
@@ -214,6 +276,9 @@ class ConsumerGroupManager:
         # Told the group id before a call's records are applied (the shell keeps a copy to roll
         # back to if their write fails); every record of one call belongs to one group.
         self.before_write: Callable[[str], None] | None = None
+        # Groups that a call has just converted back to classic; the shell takes them
+        # (``take_downgrade``) and builds the classic group in the same write.
+        self.downgrades: dict[str, Downgrade] = {}
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -230,8 +295,8 @@ class ConsumerGroupManager:
         """``GroupMetadataManager.onLoaded``: every loaded member gets a fresh session deadline."""
         for gid in self.groups.groups if group_ids is None else group_ids:
             g = self.groups.groups[gid]
-            for mid in g.members:
-                self.deadlines.set((g.group_id, mid, "session"), now_ms + self.config.session_timeout_ms)
+            for mid, m in g.members.items():
+                self.deadlines.set((g.group_id, mid, "session"), now_ms + self._session_timeout(m))
 
     def set_topics(self, image: TopicsImage) -> None:
         """A topic was created, deleted or grew (``onNewMetadataImage``): groups look at their
@@ -278,12 +343,15 @@ class ConsumerGroupManager:
             return []
         if kind == "rebalance" and (m.member_epoch != key[3] or m.state != MemberState.UNREVOKED_PARTITIONS):
             return []
+        # join/sync: a classic member told to rejoin (or answered) did not come back within its
+        # rebalance timeout (consumerGroupJoinTimeout / consumerGroupSyncTimeout): fenced
         records = self._fence(g, mid)
         self._apply(records)
         return records
 
     def _cancel_timers(self, gid: str, mid: str) -> None:
-        self.deadlines.cancel((gid, mid, "session"))
+        for kind in ("session", "join", "sync"):
+            self.deadlines.cancel((gid, mid, kind))
         # a rebalance deadline carries the epoch it was armed at; a stale one is ignored when it fires
 
     # -- removing members ------------------------------------------------------------------------
@@ -293,6 +361,8 @@ class ConsumerGroupManager:
         its partitions."""
         gid = g.group_id
         self._cancel_timers(gid, member_id)
+        if self._can_downgrade(g, {member_id}):
+            return self._downgrade(g, {member_id})
         records = _tombstones(gid, member_id)
         members = _Members(g.members)
         members.remove(member_id)
@@ -313,17 +383,27 @@ class ConsumerGroupManager:
                 return self._leave(now_ms, request)
             return self._heartbeat(now_ms, request, client_id, client_host)
         except _Error as e:
-            return HeartbeatResult(
-                {
-                    "throttle_time_ms": 0,
-                    "error_code": e.code,
-                    "error_message": e.message,
-                    "member_id": None,
-                    "member_epoch": 0,
-                    "heartbeat_interval_ms": 0,
-                    "assignment": None,
-                }
-            )
+            return HeartbeatResult(self._error_response(e))
+
+    def check_request(self, request: Mapping[str, Any], version: int) -> dict[str, Any] | None:
+        """The error answer to a heartbeat whose request is invalid, before any group is looked at."""
+        try:
+            self._validate(request, version)
+        except _Error as e:
+            return self._error_response(e)
+        return None
+
+    @staticmethod
+    def _error_response(e: _Error) -> dict[str, Any]:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": e.code,
+            "error_message": e.message,
+            "member_id": None,
+            "member_epoch": 0,
+            "heartbeat_interval_ms": 0,
+            "assignment": None,
+        }
 
     def _validate(self, req: Mapping[str, Any], version: int) -> None:
         """``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (a blank string counts as empty, as its
@@ -446,10 +526,20 @@ class ConsumerGroupManager:
                 f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
             )
 
-    def _heartbeat(self, now_ms: int, req: Mapping[str, Any], client_id: str, client_host: str) -> HeartbeatResult:
+    def _heartbeat(
+        self,
+        now_ms: int,
+        req: Mapping[str, Any],
+        client_id: str,
+        client_host: str,
+        classic: ClassicJoin | None = None,
+    ) -> HeartbeatResult:
+        """``consumerGroupHeartbeat``, and with ``classic`` the same steps for a classic member's
+        JoinGroup (``classicGroupJoinToConsumerGroup``): no epoch checks, the subscription and the
+        owned partitions from the embedded consumer protocol, the session from the JoinGroup."""
         gid, epoch, instance_id = req["group_id"], req["member_epoch"], req.get("instance_id")
         mid = req.get("member_id") or self._uuid()
-        owned = _owned(req)
+        owned = _owned(req) if classic is None else self._owned_from_subscription(classic.subscription)
         records: list[ConsumerRecord] = []
         g = self.groups.get(gid)
         if g is None:
@@ -467,20 +557,26 @@ class ConsumerGroupManager:
         if instance_id is None:
             member = g.members.get(mid)
             if member is None:
-                if epoch != JOIN_GROUP_MEMBER_EPOCH:
+                if epoch != JOIN_GROUP_MEMBER_EPOCH and classic is None:
                     raise _Error(errors.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
                 member, new_member = ConsumerGroupMember(mid, client_id=client_id, client_host=client_host), True
-            elif epoch != JOIN_GROUP_MEMBER_EPOCH:
+            elif epoch != JOIN_GROUP_MEMBER_EPOCH and classic is None:
                 self._check_epoch(member, epoch, owned)
         else:
             static_mid = g.static_members.get(instance_id)
             existing = g.members.get(static_mid) if static_mid is not None else None
-            if epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if (epoch == JOIN_GROUP_MEMBER_EPOCH) if classic is None else not classic.known_member:
                 if existing is None:
                     member, new_member = ConsumerGroupMember(mid, client_id=client_id, client_host=client_host), True
                 elif existing.member_id == mid:
                     member = existing
-                elif existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                elif (
+                    existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                    and classic is None
+                    and not existing.uses_classic_protocol
+                ):
+                    # getOrMaybeSubscribeStaticConsumerGroupMember: only between two consumer-protocol
+                    # members must the old one have left first
                     raise _Error(
                         errors.UNRELEASED_INSTANCE_ID,
                         f"Static member {mid} with instance id {instance_id} cannot join the group because the "
@@ -505,10 +601,19 @@ class ConsumerGroupManager:
                         f"Static member {mid} with instance id {instance_id} was fenced by member {existing.member_id}.",
                     )
                 member = existing
-                self._check_epoch(member, epoch, owned)
+                if classic is None:
+                    self._check_epoch(member, epoch, owned)
 
         # 3. the subscription
-        updated = replace(member, client_id=client_id, client_host=client_host)
+        updated = replace(member, client_id=client_id, client_host=client_host, classic=None)
+        if classic is not None:
+            updated = replace(
+                updated,
+                classic=classic.metadata,
+                subscribed_topic_names=tuple(sorted(set(classic.subscription.topics))),
+            )
+            if classic.subscription.rack_id is not None:
+                updated = replace(updated, rack_id=classic.subscription.rack_id)
         if req.get("instance_id") is not None:
             updated = replace(updated, instance_id=req["instance_id"])
         if req.get("rack_id") is not None:
@@ -543,7 +648,7 @@ class ConsumerGroupManager:
         if bump:
             group_epoch += 1
             records.append((ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(group_epoch)))
-        self.deadlines.set((gid, mid, "session"), now_ms + self.config.session_timeout_ms)
+        self.deadlines.set((gid, mid, "session"), now_ms + self._session_timeout(updated))
 
         # 4. the target assignment
         resolved = self._resolved_after(g, records)
@@ -590,6 +695,20 @@ class ConsumerGroupManager:
         if g_now is not None:
             g_now.metadata_refresh_needed = False
 
+        if classic is not None:
+            # answered once the records are durable; then the member has its rebalance timeout to sync
+            self.deadlines.cancel((gid, mid, "join"))
+            self.deadlines.set((gid, mid, "sync"), now_ms + max(reconciled.rebalance_timeout_ms, 0))
+            return HeartbeatResult(
+                {
+                    "error_code": errors.NONE,
+                    "member_id": mid,
+                    "generation_id": reconciled.member_epoch,
+                    "protocol_name": classic.metadata.supported_protocols[0].name,
+                },
+                records,
+            )
+
         # 6. the answer
         full = epoch == JOIN_GROUP_MEMBER_EPOCH or (
             req.get("rebalance_timeout_ms", -1) != -1
@@ -600,6 +719,326 @@ class ConsumerGroupManager:
         return HeartbeatResult(
             self._response(mid, reconciled.member_epoch, reconciled.assigned if send else None), records
         )
+
+    # -- classic members in a consumer group (KIP-848's migration path) ---------------------------
+
+    def _session_timeout(self, m: ConsumerGroupMember) -> int:
+        """A classic member keeps the session timeout of its JoinGroup (``classicProtocolSessionTimeout``)."""
+        return m.classic.session_timeout_ms if m.classic is not None else self.config.session_timeout_ms
+
+    def _owned_from_subscription(self, sub: Subscription) -> list[tuple[uuid.UUID, list[int]]]:
+        """``Utils.toTopicPartitions``: the owned partitions a classic member reports, by topic id (an
+        unknown topic is dropped). An eager client reports none: it revoked everything to rejoin."""
+        out = []
+        for tp in sub.owned_partitions:
+            tid = self.topics.topic_id(tp.topic)
+            if tid is not None:
+                out.append((tid, list(tp.partitions)))
+        return out
+
+    def _topic_names(self) -> dict[uuid.UUID, str]:
+        return {t[0]: name for name, t in self.topics.topics.items()}
+
+    def assignment_bytes(self, parts: Partitions, version: int) -> bytes:
+        """``toConsumerProtocolAssignment`` + ``ConsumerProtocol.serializeAssignment``."""
+        names = self._topic_names()
+        tps = tuple(
+            TopicPartitions(names[t], ps)
+            for t, ps in sorted(to_tuple(parts), key=lambda x: names.get(x[0], ""))
+            if t in names
+        )
+        return encode_assignment(Assignment(tps, None, max(0, min(version, 3))))
+
+    def supports_classic_protocols(self, g: ConsumerGroup, protocol_type: str, names: Iterable[str]) -> bool:
+        """``ConsumerGroup.supportsClassicProtocols``: the consumer protocol type, and a protocol every
+        classic member of the group also supports."""
+        names = set(names)
+        if protocol_type != CONSUMER_PROTOCOL_TYPE or not names:
+            return False
+        classic = [m.classic for m in g.members.values() if m.classic is not None]
+        return not classic or any(all(any(p.name == n for p in c.supported_protocols) for c in classic) for n in names)
+
+    def convert_from_classic(
+        self, now_ms: int, group_id: str, generation: int, protocol_name: str | None, members: list[ClassicMemberSpec]
+    ) -> list[ConsumerRecord]:
+        """``convertToConsumerGroup``: ``ConsumerGroup.fromClassicGroup`` then
+        ``createConsumerGroupRecords`` (members' subscriptions, the group epoch, the targets = the classic
+        assignment, the target epoch, the current assignments), applied; every member's session
+        deadline from its own session timeout. Each member is Stable at the classic generation."""
+        converted: list[ConsumerGroupMember] = []
+        seen: set[tuple[uuid.UUID, int]] = set()
+        for spec in members:
+            metadata = next((md for name, md in spec.protocols if name == protocol_name), None)
+            if metadata is None and spec.protocols:
+                metadata = spec.protocols[0][1]
+            try:
+                sub = decode_subscription(metadata or b"")
+                assigned = decode_assignment(spec.assignment).assigned_partitions if spec.assignment else ()
+            except ConsumerProtocolError:
+                raise _Error(
+                    errors.GROUP_ID_NOT_FOUND,
+                    f"Cannot upgrade the classic group {group_id} to consumer group because the embedded "
+                    "consumer protocol is malformed.",
+                ) from None
+            parts: dict[uuid.UUID, set[int]] = {}
+            for tp in assigned:
+                tid = self.topics.topic_id(tp.topic)
+                if tid is None:
+                    continue
+                for p in tp.partitions:
+                    if (tid, p) in seen:
+                        # two members of one generation given one partition: no valid consumer group
+                        raise _Error(
+                            errors.GROUP_ID_NOT_FOUND,
+                            f"Cannot upgrade the classic group {group_id} to consumer group because partition "
+                            f"{tp.topic}-{p} is assigned twice.",
+                        )
+                    seen.add((tid, p))
+                    parts.setdefault(tid, set()).add(p)
+            converted.append(
+                ConsumerGroupMember(
+                    spec.member_id,
+                    instance_id=spec.instance_id,
+                    rack_id=sub.rack_id,
+                    client_id=spec.client_id,
+                    client_host=spec.client_host,
+                    subscribed_topic_names=tuple(sorted(set(sub.topics))),
+                    rebalance_timeout_ms=spec.rebalance_timeout_ms,
+                    member_epoch=generation,
+                    previous_member_epoch=generation,
+                    state=MemberState.STABLE,
+                    assigned={t: frozenset(ps) for t, ps in parts.items()},
+                    classic=ClassicMemberMetadata(
+                        spec.session_timeout_ms, tuple(ClassicProtocol(n, md) for n, md in spec.protocols)
+                    ),
+                )
+            )
+        records: list[ConsumerRecord] = [member_metadata_record(group_id, m) for m in converted]
+        records.append((ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(generation)))
+        records += [target_record(group_id, m.member_id, m.assigned) for m in converted]
+        records.append(
+            (ConsumerGroupTargetAssignmentMetadataKey(group_id), ConsumerGroupTargetAssignmentMetadataValue(generation))
+        )
+        records += [current_assignment_record(group_id, m) for m in converted]
+        self._apply(records)
+        for m in converted:
+            self.deadlines.set((group_id, m.member_id, "session"), now_ms + self._session_timeout(m))
+        return records
+
+    def _can_downgrade(self, g: ConsumerGroup, leaving: set[str]) -> bool:
+        """``validateOnlineDowngradeWithFencedMembers``: only classic members would stay, there are some,
+        the policy allows it and they fit in a classic group."""
+        staying = [m for mid, m in g.members.items() if mid not in leaving]
+        return (
+            bool(staying)
+            and all(m.uses_classic_protocol for m in staying)
+            and self.config.downgrade_enabled
+            and len(staying) <= self.config.classic_max_size
+        )
+
+    def _downgrade(self, g: ConsumerGroup, leaving: set[str]) -> list[ConsumerRecord]:
+        """``convertToClassicGroup``: the consumer group's tombstones; the shell builds the classic group
+        (``ClassicGroup.fromConsumerGroup``) from what ``take_downgrade`` hands it."""
+        for mid in g.members:
+            self._cancel_timers(g.group_id, mid)
+        self.downgrades[g.group_id] = Downgrade(g.copy(), frozenset(leaving))
+        return self.groups.tombstones(g.group_id)
+
+    def take_downgrade(self, group_id: str) -> Downgrade | None:
+        return self.downgrades.pop(group_id, None)
+
+    def classic_join(
+        self, now_ms: int, req: Mapping[str, Any], version: int, *, client_id: str = "", client_host: str = ""
+    ) -> HeartbeatResult:
+        """``classicGroupJoinToConsumerGroup``: a classic member's JoinGroup answered by a consumer group
+        with members. The answer (``response``: error_code, member_id, generation_id = the member's
+        epoch, protocol_name) waits for the records; the member is no leader and assigns nothing."""
+        gid = req["group_id"]
+        g = self.groups.get(gid)
+        member_id = req.get("member_id") or ""
+        known = bool(member_id)
+        mid = member_id or self._uuid()
+        instance_id = req.get("group_instance_id") if version >= 5 else None
+        protocols = tuple((p.get("name") or "", bytes(p.get("metadata") or b"")) for p in req.get("protocols") or [])
+        try:
+            if g is None:
+                raise _Error(errors.UNKNOWN_MEMBER_ID)
+            if len(g.members) >= self.config.max_size and mid not in g.members:
+                raise _Error(
+                    errors.GROUP_MAX_SIZE_REACHED,
+                    f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
+                )
+            if not self.supports_classic_protocols(g, req.get("protocol_type") or "", (n for n, _ in protocols)):
+                raise _Error(errors.INCONSISTENT_GROUP_PROTOCOL, f"Member {mid}'s protocols are not supported.")
+            if not known and instance_id is None and version >= 4:
+                # JoinGroupRequest.requiresKnownMemberId: hand out the id, nothing is written
+                return HeartbeatResult({"error_code": errors.MEMBER_ID_REQUIRED, "member_id": mid})
+            try:
+                sub = decode_subscription(protocols[0][1])
+            except ConsumerProtocolError:
+                raise _Error(
+                    errors.INCONSISTENT_GROUP_PROTOCOL, f"Member {mid}'s protocols are not supported."
+                ) from None
+            session = int(req.get("session_timeout_ms", 0))
+            rebalance = int(req.get("rebalance_timeout_ms", -1)) if version >= 1 else -1
+            hb_req = {
+                "group_id": gid,
+                "member_id": mid,
+                "member_epoch": JOIN_GROUP_MEMBER_EPOCH,
+                "instance_id": instance_id,
+                "rebalance_timeout_ms": rebalance if rebalance >= 0 else session,
+            }
+            join = ClassicJoin(
+                ClassicMemberMetadata(session, tuple(ClassicProtocol(n, md) for n, md in protocols)), sub, known
+            )
+            return self._heartbeat(now_ms, hb_req, client_id, client_host, join)
+        except _Error as e:
+            return HeartbeatResult({"error_code": e.code, "member_id": member_id, "error_message": e.message})
+
+    def _classic_member(self, g: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember:
+        """``validateConsumerGroupMember`` + ``throwIfMemberDoesNotUseClassicProtocol``."""
+        if instance_id is None:
+            m = g.members.get(member_id)
+            if m is None:
+                raise _Error(errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {g.group_id}.")
+        else:
+            static_mid = g.static_members.get(instance_id)
+            m = g.members.get(static_mid) if static_mid is not None else None
+            if m is None:
+                raise _Error(
+                    errors.UNKNOWN_MEMBER_ID,
+                    f"Member with instance id {instance_id} is not a member of group {g.group_id}.",
+                )
+            if m.member_id != member_id:
+                raise _Error(
+                    errors.FENCED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} was fenced by member {m.member_id}.",
+                )
+        if not m.uses_classic_protocol:
+            raise _Error(errors.UNKNOWN_MEMBER_ID, f"Member {m.member_id} does not use the classic protocol.")
+        return m
+
+    def _waiting_on_unreleased(self, g: ConsumerGroup, m: ConsumerGroupMember) -> bool:
+        """``ConsumerGroup.waitingOnUnreleasedPartition``: a partition of its target still held by another."""
+        for t, ps in g.target.get(m.member_id, {}).items():
+            have = m.assigned.get(t, frozenset())
+            if any(p not in have and g.current_partition_epoch(t, p) != -1 for p in ps):
+                return True
+        return False
+
+    def _throw_if_rebalance_in_progress(self, now_ms: int, g: ConsumerGroup, m: ConsumerGroupMember) -> None:
+        """``throwIfRebalanceInProgress``: the group moved on, the member must rejoin (within its
+        rebalance timeout, ``scheduleConsumerGroupJoinTimeoutIfAbsent``)."""
+        if g.group_epoch > m.member_epoch and m.state != MemberState.UNREVOKED_PARTITIONS:
+            self._arm_join(now_ms, g.group_id, m)
+            raise _Error(
+                errors.REBALANCE_IN_PROGRESS,
+                f"A new rebalance is triggered in group {g.group_id} and member {m.member_id} should rejoin to catch up.",
+            )
+
+    def _arm_join(self, now_ms: int, gid: str, m: ConsumerGroupMember) -> None:
+        key = (gid, m.member_id, "join")
+        if key not in self.deadlines:
+            self.deadlines.set(key, now_ms + max(m.rebalance_timeout_ms, 0))
+
+    def classic_sync(self, now_ms: int, req: Mapping[str, Any], version: int) -> dict[str, Any]:
+        """``classicGroupSyncToConsumerGroup``: the member's current assignment, by topic name, in the
+        consumer protocol's format at the version of its subscription."""
+        g = self.groups.get(req["group_id"])
+        try:
+            if g is None or not g.members:
+                raise _Error(errors.UNKNOWN_MEMBER_ID)
+            m = self._classic_member(
+                g, req.get("member_id") or "", req.get("group_instance_id") if version >= 3 else None
+            )
+            if int(req.get("generation_id", -1)) != m.member_epoch:
+                raise _Error(errors.ILLEGAL_GENERATION)
+            assert m.classic is not None
+            name = m.classic.supported_protocols[0].name
+            ptype, pname = (req.get("protocol_type"), req.get("protocol_name")) if version >= 5 else (None, None)
+            if (ptype is not None and ptype != CONSUMER_PROTOCOL_TYPE) or (pname is not None and pname != name):
+                raise _Error(errors.INCONSISTENT_GROUP_PROTOCOL)
+            self._throw_if_rebalance_in_progress(now_ms, g, m)
+        except _Error as e:
+            return {"error_code": e.code, "assignment": b""}
+        self.deadlines.cancel((g.group_id, m.member_id, "sync"))
+        self.deadlines.set((g.group_id, m.member_id, "session"), now_ms + self._session_timeout(m))
+        try:
+            sub_version = decode_subscription(m.classic.supported_protocols[0].metadata).version
+        except ConsumerProtocolError:
+            sub_version = 0
+        return {
+            "error_code": errors.NONE,
+            "assignment": self.assignment_bytes(m.assigned, sub_version),
+            "protocol_type": CONSUMER_PROTOCOL_TYPE,
+            "protocol_name": name,
+        }
+
+    def classic_heartbeat(
+        self, now_ms: int, group_id: str, member_id: str, generation: int, instance_id: str | None
+    ) -> int:
+        """``classicGroupHeartbeatToConsumerGroup``: REBALANCE_IN_PROGRESS makes the member rejoin when the
+        group epoch moved past it, it must revoke, or what it waits for has been released."""
+        g = self.groups.get(group_id)
+        try:
+            if g is None:
+                raise _Error(errors.UNKNOWN_MEMBER_ID)
+            m = self._classic_member(g, member_id, instance_id)
+        except _Error as e:
+            return e.code
+        if generation != m.member_epoch:
+            return errors.ILLEGAL_GENERATION
+        self.deadlines.set((group_id, m.member_id, "session"), now_ms + self._session_timeout(m))
+        if (
+            m.member_epoch < g.group_epoch
+            or m.state == MemberState.UNREVOKED_PARTITIONS
+            or (m.state == MemberState.UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(g, m))
+        ):
+            self._arm_join(now_ms, group_id, m)
+            return errors.REBALANCE_IN_PROGRESS
+        return errors.NONE
+
+    def classic_leave(
+        self, now_ms: int, group_id: str, identities: list[tuple[str, str | None]]
+    ) -> tuple[list[int], list[ConsumerRecord]]:
+        """``classicGroupLeaveToConsumerGroup``: an error code per (member id, instance id), and the
+        records that remove the valid ones (a downgrade when only classic members would stay)."""
+        g = self.groups.get(group_id)
+        codes: list[int] = []
+        leaving: list[str] = []
+        for member_id, instance_id in identities:
+            try:
+                if g is None:
+                    raise _Error(errors.UNKNOWN_MEMBER_ID)
+                if instance_id is not None and not member_id:
+                    # administrative removal by instance id alone
+                    static_mid = g.static_members.get(instance_id)
+                    if static_mid is None:
+                        raise _Error(errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+                    m = g.members[static_mid]
+                else:
+                    m = self._classic_member(g, member_id, instance_id)
+                codes.append(errors.NONE)
+                if m.member_id not in leaving:
+                    leaving.append(m.member_id)
+            except _Error as e:
+                codes.append(e.code)
+        if g is None or not leaving:
+            return codes, []
+        if self._can_downgrade(g, set(leaving)):
+            records = self._downgrade(g, set(leaving))
+        else:
+            records = []
+            members = _Members(g.members)
+            for mid in leaving:
+                self._cancel_timers(group_id, mid)
+                records += _tombstones(group_id, mid)
+                members.remove(mid)
+            records += self._regex_records(g, members, now_ms, force=False)
+            records += self._metadata_records(g, members, self._resolved_after(g, records))
+            records.append((ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(g.group_epoch + 1)))
+        self._apply(records)
+        return codes, records
 
     # -- helpers ---------------------------------------------------------------------------------
 
