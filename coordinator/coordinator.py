@@ -1799,7 +1799,9 @@ class GroupCoordinator:
         ]
         self._snapshot_consumer_group(gid)
         try:
-            self.consumer.convert_from_classic(self._now, gid, classic.generation, classic.protocol_name, specs)
+            converted = self.consumer.convert_from_classic(
+                self._now, gid, classic.generation, classic.protocol_name, specs
+            )
         except Exception as e:  # the manager's refusal (malformed embedded protocol, a partition twice)
             self._consumer_snapshot.pop(gid, None)
             message = getattr(e, "message", None)
@@ -1818,6 +1820,7 @@ class GroupCoordinator:
         self._forget_group(self.groups.pop(gid))
         old_record = self.group_records.pop(gid, None)
         pre.append((GroupMetadataKey(gid), None))
+        pre.extend(converted)  # type: ignore[arg-type]
 
         def undo() -> None:
             if old_record is not None:
