@@ -1746,7 +1746,8 @@ class GroupCoordinator:
                             "subscribed_topic_regex": m.subscribed_topic_regex,
                             "assignment": assignment(m.assigned),
                             "target_assignment": assignment(g.target.get(m.member_id, {})),
-                            "member_type": 1,  # CONSUMER (v1+): groupd has no classic members in consumer groups yet
+                            # v1+: 0 CLASSIC for a member speaking the classic protocol, 1 CONSUMER
+                            "member_type": 0 if m.uses_classic_protocol else 1,
                         }
                         for m in sorted(g.members.values(), key=lambda m: m.member_id)
                     ],
