@@ -319,3 +319,17 @@ def test_a_partition_moves_from_a_classic_member_only_after_its_rejoin_releases_
     after = hb(shell, "m1", r["member_epoch"], [])
     assert after["assignment"] == {"topic_partitions": [{"topic_id": T, "partitions": [3]}]}
     assert g.members["m1"].state == MemberState.STABLE
+
+
+def test_validateOffsetCommit_a_classic_member_commits_with_its_generation_below_v9() -> None:
+    shell = shell_with(topic_partitions=lambda t: 4 if t == "t" else None)
+    a, _b = classic_pair(shell)
+    hb(shell, "m1")
+    rejoin(a)
+
+    def commit_error(generation: int) -> int:
+        resp = shell.answer(a.commit({("t", 0): 7}, version=8, generation=generation))
+        return resp["topics"][0]["partitions"][0]["error_code"]
+
+    assert commit_error(a.generation) == 0
+    assert commit_error(a.generation - 1) == ILLEGAL_GENERATION
