@@ -89,6 +89,7 @@ class Broker:
                 heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                 max_size=config.group_consumer_max_size,
                 migration_policy=config.group_consumer_migration_policy.strip().lower(),
+                regex_refresh_interval_ms=config.group_consumer_regex_refresh_interval_ms,
             ),
             topics_image=self.topics_image,
         )

@@ -72,6 +72,13 @@ class Config:
         default=5000, metadata={"help": "heartbeat interval given to consumer-protocol members"}
     )
     group_consumer_max_size: int = 2**31 - 1
+    group_consumer_regex_refresh_interval_ms: int = dataclasses.field(
+        default=10000,
+        metadata={
+            "help": "at most one resolution of a consumer group's regular expressions per interval "
+            "(Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS)"
+        },
+    )
     group_consumer_migration_policy: str = dataclasses.field(
         default="bidirectional",
         metadata={

@@ -1693,7 +1693,7 @@ class GroupCoordinator:
         if busy is not None:
             busy.append(lambda: self._fire_consumer(key))
             return
-        records = self.consumer.fire(key)
+        records = self.consumer.fire(key, self._now)
         if records:
             self._consumer_write(gid, list(records), lambda code: None)
 

@@ -43,7 +43,7 @@ from ..consumer_protocol import (
 )
 from ..timers import Deadlines
 from .assignors import ASSIGNORS, MemberSpec, PartitionAssignorError
-from .group import ConsumerGroup, ConsumerGroups, ResolvedRegex
+from .group import ConsumerGroup, ConsumerGroups
 from .member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -92,6 +92,9 @@ class ConsumerGroupConfig:
     # become a consumer group (upgrade) and back (downgrade) while its members stay in it
     migration_policy: str = "bidirectional"
     classic_max_size: int = 2**31 - 1  # group.max.size: a downgrade must fit in a classic group
+    # Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS (a constant there): at most one resolution of a
+    # group's regular expressions per interval
+    regex_refresh_interval_ms: int = 10000
 
     @property
     def upgrade_enabled(self) -> bool:
@@ -276,6 +279,9 @@ class ConsumerGroupManager:
         # Told the group id before a call's records are applied (the shell keeps a copy to roll
         # back to if their write fails); every record of one call belongs to one group.
         self.before_write: Callable[[str], None] | None = None
+        # The topics image version that last brought new topics (``lastMetadataImageWithNewTopics``):
+        # regular expressions resolved against an older one are resolved again
+        self.last_image_with_new_topics = 0
         # Groups that a call has just converted back to classic; the shell takes them
         # (``take_downgrade``) and builds the classic group in the same write.
         self.downgrades: dict[str, Downgrade] = {}
@@ -303,6 +309,8 @@ class ConsumerGroupManager:
         subscription metadata and regular expressions again on their next heartbeat. Kafka flags only
         the groups subscribed to a changed topic; flagging every group costs a recomputation that
         finds nothing changed, never a spurious rebalance."""
+        if set(image.topics) - set(self.topics.topics):
+            self.last_image_with_new_topics = image.version
         self.topics = image
         for g in self.groups.groups.values():
             g.metadata_refresh_needed = True
@@ -319,7 +327,7 @@ class ConsumerGroupManager:
         """Fire every due deadline (``due`` then ``fire``); the fencing records, applied."""
         out: list[ConsumerRecord] = []
         for key in self.due(now_ms):
-            out.extend(self.fire(key))
+            out.extend(self.fire(key, now_ms))
         return out
 
     def due(self, now_ms: int) -> list[tuple[Any, ...]]:
@@ -334,10 +342,14 @@ class ConsumerGroupManager:
             out.append(key)
         return out
 
-    def fire(self, key: tuple[Any, ...]) -> list[ConsumerRecord]:
-        """One expired deadline: the fencing records (applied), or none when it no longer applies."""
+    def fire(self, key: tuple[Any, ...], now_ms: int = 0) -> list[ConsumerRecord]:
+        """One expired deadline (at ``now_ms``): its records (applied), or none when it no longer applies."""
         gid, mid, kind = key[:3]
         g = self.groups.get(gid)
+        if kind == "regex":
+            records = self._refresh_regexes(g, now_ms) if g is not None else []
+            self._apply(records)
+            return records
         m = g.members.get(mid) if g is not None else None
         if g is None or m is None:
             return []
@@ -366,7 +378,7 @@ class ConsumerGroupManager:
         records = _tombstones(gid, member_id)
         members = _Members(g.members)
         members.remove(member_id)
-        records += self._regex_records(g, members, 0, force=False)
+        records += self._regex_records(g, members)
         records += self._metadata_records(g, members, self._resolved_after(g, records))
         records.append((ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(g.group_epoch + 1)))
         return records
@@ -631,15 +643,10 @@ class ConsumerGroupManager:
             records.append(member_metadata_record(gid, updated))
             # hasMemberSubscriptionChanged: only a change of names bumps (a new member subscribed to
             # nothing joins at the current target epoch); a regex change is maybeUpdateRegularExpressions'
-            bump = (
-                bump
-                or updated.subscribed_topic_names != member.subscribed_topic_names
-                or updated.subscribed_topic_regex != member.subscribed_topic_regex
-            )
+            bump = bump or updated.subscribed_topic_names != member.subscribed_topic_names
         members.set(updated)
-        regex_records = self._regex_records(g, members, now_ms, force=g.metadata_refresh_needed)
-        records += regex_records
-        bump = bump or bool(regex_records)
+        records += self._regex_records(g, members)
+        bump = self._maybe_update_regexes(now_ms, g, member, updated, members) or bump
         group_epoch = g.group_epoch
         if bump or g.metadata_refresh_needed:
             meta = self._metadata_records(g, members, self._resolved_after(g, records))
@@ -1034,7 +1041,7 @@ class ConsumerGroupManager:
                 self._cancel_timers(group_id, mid)
                 records += _tombstones(group_id, mid)
                 members.remove(mid)
-            records += self._regex_records(g, members, now_ms, force=False)
+            records += self._regex_records(g, members)
             records += self._metadata_records(g, members, self._resolved_after(g, records))
             records.append((ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(g.group_epoch + 1)))
         self._apply(records)
@@ -1054,11 +1061,9 @@ class ConsumerGroupManager:
                     out[key.regular_expression] = frozenset(value.topics)
         return out
 
-    def _regex_records(self, g: ConsumerGroup, members: _Members, now_ms: int, *, force: bool) -> list[ConsumerRecord]:
-        """``maybeUpdateRegularExpressions``, done synchronously: resolve a regex nobody resolved yet,
-        re-resolve all when the topics changed since (``force``), delete one no member uses any more.
-        Kafka resolves in the background and throttles refreshes to one per 10 s per group; groupd
-        resolves in the heartbeat that needs it."""
+    @staticmethod
+    def _regexes_in_use(g: ConsumerGroup, members: _Members) -> set[str]:
+        """The regular expressions some member subscribes with once ``members``' changes are made."""
         counts = g.regex_counts
         changes = members.changes()
         if any(m is not None and m.subscribed_topic_regex for pair in changes for m in pair):
@@ -1067,26 +1072,74 @@ class ConsumerGroupManager:
                 for m, d in ((old, -1), (new, 1)):
                     if m is not None and m.subscribed_topic_regex:
                         counts[m.subscribed_topic_regex] = counts.get(m.subscribed_topic_regex, 0) + d
-        in_use = {rx for rx, n in counts.items() if n > 0}
-        if not in_use and not g.resolved_regexes:
+        return {rx for rx, n in counts.items() if n > 0}
+
+    def _regex_records(self, g: ConsumerGroup, members: _Members) -> list[ConsumerRecord]:
+        """The tombstones of resolved regular expressions no member subscribes with any more (when the
+        last one changes its regex or leaves)."""
+        if not g.resolved_regexes:
             return []
-        out: list[ConsumerRecord] = []
-        for rx in sorted(set(g.resolved_regexes) - in_use):
-            out.append((ConsumerGroupRegularExpressionKey(g.group_id, rx), None))
-        for rx in sorted(in_use):
-            have: ResolvedRegex | None = g.resolved_regexes.get(rx)
-            if have is not None and not (force and have.version < self.topics.version):
-                continue
+        in_use = self._regexes_in_use(g, members)
+        return [
+            (ConsumerGroupRegularExpressionKey(g.group_id, rx), None) for rx in sorted(set(g.resolved_regexes) - in_use)
+        ]
+
+    def _maybe_update_regexes(
+        self,
+        now_ms: int,
+        g: ConsumerGroup,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        members: _Members,
+    ) -> bool:
+        """``maybeUpdateRegularExpressions``: whether the group epoch must be bumped now (the member moved
+        to a regex the group has already resolved), and maybe a refresh of all the group's regexes,
+        batched as Kafka does: none while one is scheduled, at most one per
+        ``regex_refresh_interval_ms``, and only for an unresolved regex or when topics were created
+        since the last resolution (``lastMetadataImageWithNewTopics``). The refresh is not done here:
+        it is a deadline due at once, fired by ``tick`` (Kafka's executor runs it asynchronously), whose
+        records bump the epoch if a resolution changed; members learn it at their next heartbeat."""
+        old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
+        bump = require = False
+        if old != new and new:
+            if g.regex_counts.get(new, 0) == 0:
+                require = True  # a regex new to the group: resolve it
+            else:
+                bump = new in g.resolved_regexes
+        in_use = self._regexes_in_use(g, members)
+        key = (g.group_id, "", "regex")
+        if not in_use or key in self.deadlines:
+            return bump
+        resolved = g.resolved_regexes.values()
+        if resolved and now_ms <= max(r.timestamp for r in resolved) + self.config.regex_refresh_interval_ms:
+            return bump
+        require = require or len(in_use) != len(g.resolved_regexes)
+        require = require or max((r.version for r in resolved), default=-1) < self.last_image_with_new_topics
+        if require:
+            self.deadlines.set(key, now_ms)
+        return bump
+
+    def _refresh_regexes(self, g: ConsumerGroup, now_ms: int) -> list[ConsumerRecord]:
+        """``refreshRegularExpressions`` + ``handleRegularExpressionsResult``: every regex in use resolved
+        against the topics of now (RE2 syntax, full-name match), a record for each; when one resolves
+        differently, the subscription metadata and a new group epoch (one rebalance for the batch)."""
+        gid = g.group_id
+        records: list[ConsumerRecord] = []
+        changed = False
+        for rx in sorted(rx for rx, n in g.regex_counts.items() if n > 0):
             topics = resolve(rx, self.topics.topics)
-            if have is not None and have.topics == topics:
-                continue
-            out.append(
+            have = g.resolved_regexes.get(rx)
+            changed = changed or have is None or have.topics != topics
+            records.append(
                 (
-                    ConsumerGroupRegularExpressionKey(g.group_id, rx),
+                    ConsumerGroupRegularExpressionKey(gid, rx),
                     ConsumerGroupRegularExpressionValue(tuple(sorted(topics)), self.topics.version, now_ms),
                 )
             )
-        return out
+        if changed:
+            records += self._metadata_records(g, g.members, self._resolved_after(g, records))
+            records.append((ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(g.group_epoch + 1)))
+        return records
 
     def _metadata_records(
         self, g: ConsumerGroup, members: Mapping[str, ConsumerGroupMember], resolved: Mapping[str, frozenset[str]]
