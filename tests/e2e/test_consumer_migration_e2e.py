@@ -19,7 +19,7 @@ import pytest
 
 from tests.support import kafka_python
 from tests.support.daemon import GroupdProcess
-from tests.support.groups import admin_for
+from tests.support.groups import admin_for, forget_admin
 
 pytestmark = pytest.mark.e2e
 
@@ -204,7 +204,7 @@ def test_classic_group_upgrades_when_a_consumer_protocol_member_joins_and_downgr
     create_topic(bootstrap, topic)
     ledger = Ledger()
     classic = [Classic(f"classic-{i}", bootstrap, group, topic, ledger) for i in range(2)]
-    modern = ConsumerProtocol("modern", bootstrap, group, topic, ledger)
+    modern = [ConsumerProtocol(f"modern-{i}", bootstrap, group, topic, ledger) for i in range(2)]
     producer = Producer(bootstrap, topic)
     try:
         for c in classic:
@@ -213,16 +213,24 @@ def test_classic_group_upgrades_when_a_consumer_protocol_member_joins_and_downgr
         assert group_type(bootstrap, group).startswith("CLASSIC/STABLE/2")
         producer.start()
 
-        # the upgrade: three members share the partitions, the coordinator assigns them all
-        modern.start()
-        wait_for("the upgraded group", covers(ledger, {"classic-0", "classic-1", "modern"}), 20, *classic)
-        assert group_type(bootstrap, group) == "CONSUMER/STABLE/3"
-        assert groupd.events("group_upgraded"), groupd.log_tail()
-        time.sleep(1)  # records flow to all three
+        # the upgrade: four members share the partitions, the coordinator assigns them all
+        for m in modern:
+            m.start()
+        everyone = {"classic-0", "classic-1", "modern-0", "modern-1"}
+        wait_for("the upgraded group", covers(ledger, everyone), 25, *classic)
+        assert group_type(bootstrap, group) == "CONSUMER/STABLE/4"
+        assert len(groupd.events("group_upgraded")) == 1, groupd.log_tail()
+        time.sleep(1)  # records flow to all four
 
-        # the downgrade: the consumer-protocol member leaves, the classic members take everything back
-        modern.stop.set()
-        modern.join(15)
+        # one consumer-protocol member leaves: still a consumer group, its partitions move
+        modern[0].stop.set()
+        modern[0].join(15)
+        wait_for("three members", covers(ledger, everyone - {"modern-0"}), 25, *classic)
+        assert group_type(bootstrap, group) == "CONSUMER/STABLE/3" and not groupd.events("group_downgraded")
+
+        # the downgrade: the last consumer-protocol member leaves, the classic members take everything back
+        modern[1].stop.set()
+        modern[1].join(15)
         wait_for("the downgraded group", covers(ledger, {"classic-0", "classic-1"}), 25, *classic)
         assert groupd.events("group_downgraded"), groupd.log_tail()
         wait_for("a stable classic group", lambda: group_type(bootstrap, group) == "CLASSIC/STABLE/2", 10)
@@ -230,15 +238,13 @@ def test_classic_group_upgrades_when_a_consumer_protocol_member_joins_and_downgr
         producer.stop.set()
         producer.join(15)
         wait_for("every record consumed", lambda: producer.produced <= ledger.all_consumed(), 20, *classic)
-        assert ledger.consumed.get("modern") and all(ledger.consumed.get(c.name) for c in classic)
+        assert all(ledger.consumed.get(t.name) for t in (*classic, *modern)), ledger.consumed.keys()
         assert not ledger.overlaps, ledger.overlaps
-        assert not modern.errors, modern.errors
+        assert not [e for m in modern for e in m.errors]
     finally:
-        producer.stop.set()
-        modern.stop.set()
-        for c in classic:
-            c.stop.set()
-        for t in (producer, modern, *classic):
+        for t in (producer, *modern, *classic):
+            t.stop.set()
+        for t in (producer, *modern, *classic):
             if t.is_alive() or t.ident is not None:
                 t.join(15)
 
@@ -268,4 +274,5 @@ def test_with_the_migration_policy_disabled_a_consumer_protocol_member_cannot_jo
         for t in (modern, classic):
             if t.ident is not None:
                 t.join(15)
+        forget_admin(daemon.bootstrap)
         daemon.stop()
