@@ -333,3 +333,38 @@ def test_validateOffsetCommit_a_classic_member_commits_with_its_generation_below
 
     assert commit_error(a.generation) == 0
     assert commit_error(a.generation - 1) == ILLEGAL_GENERATION
+
+
+def test_getOrMaybeSubscribeStaticConsumerGroupMember_a_restarted_static_classic_member_takes_its_place() -> None:
+    shell = shell_with()
+    r = hb(shell, "m1")
+    s1 = shell.client("s1", instance_id="i1")
+    s1.join()
+    s1.sync()
+    converge(shell, [s1], {"m1": r["member_epoch"]})
+    held, epoch = owned_by(s1), shell.coord.consumer.group("g").group_epoch
+    assert len(held) == 2
+    # the same instance restarts with no member id: it replaces the old member, keeps its partitions,
+    # and nobody else moves (no new group epoch)
+    s2 = shell.client("s2", instance_id="i1")
+    s2.join()
+    s2.sync()
+    g = shell.coord.consumer.group("g")
+    assert s2.member_id != s1.member_id and s1.member_id not in g.members
+    assert owned_by(s2) == held and g.group_epoch == epoch
+    assert s1.heartbeat() == 82  # FENCED_INSTANCE_ID: the old incarnation is fenced
+    assert s2.heartbeat() == 0
+
+
+def test_consumerGroupSessionTimeoutExpired_of_the_last_consumer_member_downgrades_the_group() -> None:
+    shell = shell_with()
+    a, b = classic_pair(shell)
+    r = hb(shell, "m1")
+    converge(shell, [a, b], {"m1": r["member_epoch"]})
+    answers = []
+    for _ in range(10):  # m1 goes silent; the classic members keep heartbeating
+        shell.advance(5000)
+        answers += [a.heartbeat(), b.heartbeat()]
+    assert shell.coord.consumer.group("g") is None and shell.coord.group("g") is not None
+    assert REBALANCE_IN_PROGRESS in answers  # the classic group's rebalance after the downgrade
+    assert set(shell.group().members) == {a.member_id, b.member_id}
