@@ -21,6 +21,21 @@ A heartbeat, in Kafka's order:
    arm its revocation deadline while it holds partitions others wait for.
 6. answer with the member epoch, the heartbeat interval, and the assignment when the request was a
    full one or the assignment changed.
+
+Regular expressions are not resolved in the heartbeat: ``maybeUpdateRegularExpressions`` arms a
+``regex`` deadline due at once (Kafka's executor), at most one per group per
+``regex_refresh_interval_ms`` and only for an unresolved regex or topics created since; firing it
+writes every resolution and, if one changed, one new group epoch.
+
+Members speaking the classic protocol (KIP-848's migration path, ``group.consumer.migration.policy``):
+``convert_from_classic`` turns a live classic group into a consumer group (``fromClassicGroup``);
+``classic_join`` runs steps 2-5 for a JoinGroup (subscription and owned partitions from the embedded
+consumer protocol, no epoch checks) and answers with the member epoch as the generation;
+``classic_sync`` hands out the member's assignment; ``classic_heartbeat`` answers
+REBALANCE_IN_PROGRESS when the member must rejoin to move on (its join is the revocation
+acknowledgement: an eager client owns nothing when it rejoins); ``classic_leave`` removes members.
+Removing the last consumer-protocol member while classic ones stay deletes the group and records a
+``Downgrade`` the shell turns into a classic group (``convertToClassicGroup``).
 """
 
 from __future__ import annotations
