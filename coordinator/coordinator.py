@@ -28,7 +28,7 @@ from . import errors as err
 from . import listener as events
 from .config import CoordinatorConfig
 from .consumer import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupManager, IllegalRecord, TopicsImage
-from .consumer.manager import ClassicMemberSpec, Downgrade
+from .consumer.manager import ClassicMemberSpec, Downgrade, UpgradeRefused
 from .consumer.records import CONSUMER_KEY_TYPES
 from .consumer_protocol import ConsumerProtocolError, decode_subscription
 from .group import CR, PR, ClassicGroup, D, E, Member, S, Waiter
@@ -1803,12 +1803,9 @@ class GroupCoordinator:
             converted = self.consumer.convert_from_classic(
                 self._now, gid, classic.generation, classic.protocol_name, specs
             )
-        except Exception as e:  # the manager's refusal (malformed embedded protocol, a partition twice)
+        except UpgradeRefused as e:  # malformed embedded protocol, user data, a partition twice
             self._consumer_snapshot.pop(gid, None)
-            message = getattr(e, "message", None)
-            if message is None:
-                raise
-            return message
+            return e.message
         for member in list(classic.members.values()):
             if member.join_waiter is not None:
                 w = member.join_waiter

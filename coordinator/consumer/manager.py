@@ -216,6 +216,15 @@ class _Members(Mapping[str, ConsumerGroupMember]):
         return sum(1 for _ in self)
 
 
+class UpgradeRefused(Exception):
+    """``convertToConsumerGroup`` could not build a consumer group from the classic one (answered
+    GROUP_ID_NOT_FOUND with this message)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class _Error(Exception):
     def __init__(self, code: int, message: str | None = None) -> None:
         super().__init__(message)
@@ -795,13 +804,21 @@ class ConsumerGroupManager:
                 metadata = spec.protocols[0][1]
             try:
                 sub = decode_subscription(metadata or b"")
-                assigned = decode_assignment(spec.assignment).assigned_partitions if spec.assignment else ()
+                decoded = decode_assignment(spec.assignment) if spec.assignment else None
             except ConsumerProtocolError:
-                raise _Error(
-                    errors.GROUP_ID_NOT_FOUND,
+                raise UpgradeRefused(
                     f"Cannot upgrade the classic group {group_id} to consumer group because the embedded "
                     "consumer protocol is malformed.",
                 ) from None
+            if decoded is not None and decoded.user_data:
+                # Kafka (trunk, ConsumerProtocolMigrationTest.testOnlineMigrationWithNonEmptyUserDataInAssignment):
+                # a client-side assignor's user data (sticky state, ...) has no place in a consumer group
+                raise UpgradeRefused(
+                    f"Cannot upgrade classic group {group_id} to consumer group because an unsupported custom "
+                    "assignor is in use. Please refer to the documentation or switch to a default assignor "
+                    "before re-attempting the upgrade.",
+                )
+            assigned = decoded.assigned_partitions if decoded is not None else ()
             parts: dict[uuid.UUID, set[int]] = {}
             for tp in assigned:
                 tid = self.topics.topic_id(tp.topic)
@@ -810,8 +827,7 @@ class ConsumerGroupManager:
                 for p in tp.partitions:
                     if (tid, p) in seen:
                         # two members of one generation given one partition: no valid consumer group
-                        raise _Error(
-                            errors.GROUP_ID_NOT_FOUND,
+                        raise UpgradeRefused(
                             f"Cannot upgrade the classic group {group_id} to consumer group because partition "
                             f"{tp.topic}-{p} is assigned twice.",
                         )

@@ -12,7 +12,7 @@ from consumer_harness import image, topic_id
 from groupd.coordinator.consumer import ConsumerGroupConfig
 from groupd.coordinator.consumer import records as cr
 from groupd.coordinator.consumer.member import MemberState
-from groupd.coordinator.consumer_protocol import decode_assignment
+from groupd.coordinator.consumer_protocol import Assignment, TopicPartitions, decode_assignment, encode_assignment
 from groupd.coordinator.records import GroupMetadataKey
 from groupd.coordinator.serde import decode_record, encode_record
 from harness import Client, Shell, assignment
@@ -368,3 +368,18 @@ def test_consumerGroupSessionTimeoutExpired_of_the_last_consumer_member_downgrad
     assert shell.coord.consumer.group("g") is None and shell.coord.group("g") is not None
     assert REBALANCE_IN_PROGRESS in answers  # the classic group's rebalance after the downgrade
     assert set(shell.group().members) == {a.member_id, b.member_id}
+
+
+def test_upgrade_refused_when_a_custom_assignor_left_user_data_testOnlineMigrationWithNonEmptyUserDataInAssignment() -> (
+    None
+):
+    shell = shell_with()
+    c = shell.client("a")
+    c.join()
+    user_data = encode_assignment(Assignment((TopicPartitions("t", (0, 1, 2, 3)),), b"\x00"))
+    c.sync({c.member_id: user_data})
+    assert shell.state() == "Stable"
+    r = hb(shell, "m1")
+    assert r["error_code"] == GROUP_ID_NOT_FOUND
+    assert r["error_message"].startswith("Cannot upgrade classic group g to consumer group because an unsupported")
+    assert shell.state() == "Stable" and shell.coord.consumer.group("g") is None
