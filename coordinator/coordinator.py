@@ -1319,6 +1319,10 @@ class GroupCoordinator:
             elif group.is_in(PR):
                 self._maybe_complete_join_phase(group)
 
+        self._respond_leave(ctx, v, results)
+
+    def _respond_leave(self, ctx: Any, v: int, results: list[dict[str, Any]]) -> None:
+        """LeaveGroup's answer: per member from v3, else the first member's error."""
         if v >= 3:
             self._respond(ctx, {"throttle_time_ms": 0, "error_code": err.NONE, "members": results})
         else:
@@ -1939,11 +1943,8 @@ class GroupCoordinator:
         def answer(code: int) -> None:
             if code != err.NONE:
                 self._respond(ctx, {"throttle_time_ms": 0, "error_code": code, "members": []})
-            elif v >= 3:
-                self._respond(ctx, {"throttle_time_ms": 0, "error_code": err.NONE, "members": results})
             else:
-                first = next((r["error_code"] for r in results if r["error_code"]), err.NONE)
-                self._respond(ctx, {"throttle_time_ms": 0, "error_code": first})
+                self._respond_leave(ctx, v, results)
 
         self._write_then(gid, records, answer)
 

@@ -16,6 +16,8 @@ from groupd.coordinator.consumer_protocol import Assignment, TopicPartitions, de
 from groupd.coordinator.records import GroupMetadataKey
 from groupd.coordinator.serde import decode_record, encode_record
 from harness import Client, Shell, assignment
+from test_consumer_group_coordinator import hb as consumer_hb
+from test_consumer_group_coordinator import join_request
 
 IMAGE = image(1, t=4)
 T = topic_id("t")
@@ -27,19 +29,7 @@ def shell_with(policy: str = "bidirectional", **kw: Any) -> Shell:
 
 
 def hb(shell: Shell, member: str, epoch: int = 0, owned: list[int] | None = None) -> dict[str, Any]:
-    req = {
-        "group_id": "g",
-        "member_id": member,
-        "member_epoch": epoch,
-        "instance_id": None,
-        "rack_id": None,
-        "rebalance_timeout_ms": 30000 if epoch == 0 else -1,
-        "subscribed_topic_names": ["t"] if epoch == 0 else None,
-        "subscribed_topic_regex": None,
-        "server_assignor": None,
-        "topic_partitions": [] if epoch == 0 else [{"topic_id": T, "partitions": owned or []}],
-    }
-    return shell.answer(shell.send("ConsumerGroupHeartbeat", 1, req))
+    return consumer_hb(shell, member, epoch, owned, group="g")
 
 
 def owned_by(c: Client) -> set[int]:
@@ -144,22 +134,11 @@ def test_an_upgrade_whose_write_fails_brings_the_classic_group_back() -> None:
     shell = shell_with()
     a, b = classic_pair(shell)
     shell.auto_append = False
-    ctx = shell.send("ConsumerGroupHeartbeat", 1, {**_join("m1")})
+    ctx = shell.send("ConsumerGroupHeartbeat", 1, {**join_request("m1"), "group_id": "g"})
     shell.flush(error=56)
     assert shell.answer(ctx)["error_code"] == 16  # NOT_COORDINATOR
     assert shell.coord.consumer.group("g") is None and shell.state() == "Stable"
     assert a.heartbeat() == 0 and b.heartbeat() == 0
-
-
-def _join(member: str) -> dict[str, Any]:
-    return {
-        "group_id": "g",
-        "member_id": member,
-        "member_epoch": 0,
-        "rebalance_timeout_ms": 30000,
-        "subscribed_topic_names": ["t"],
-        "topic_partitions": [],
-    }
 
 
 def test_classicGroupJoinToConsumerGroup_a_classic_member_joins_a_consumer_group() -> None:

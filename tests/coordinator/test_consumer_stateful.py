@@ -16,6 +16,7 @@ from groupd.coordinator.consumer_protocol import decode_assignment
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from test_consumer_group_coordinator import hb as consumer_hb
 
 NAMES = ["a", "b", "c", "d", "s"]  # "s" is static
 T = topic_id("t")
@@ -200,19 +201,7 @@ class ModernMember:
 
     def beat(self, epoch: int | None = None) -> None:
         e = self.epoch if epoch is None else epoch
-        req = {
-            "group_id": "g",
-            "member_id": self.member_id,
-            "member_epoch": e,
-            "instance_id": None,
-            "rack_id": None,
-            "rebalance_timeout_ms": 30000 if e == 0 else -1,
-            "subscribed_topic_names": ["t"] if e == 0 else None,
-            "subscribed_topic_regex": None,
-            "server_assignor": None,
-            "topic_partitions": [] if e == 0 else [{"topic_id": T, "partitions": sorted(self.owned)}],
-        }
-        r = self.shell.answer(self.shell.send("ConsumerGroupHeartbeat", 1, req))
+        r = consumer_hb(self.shell, self.member_id, e, sorted(self.owned), group="g")
         if r["error_code"] in (25, 110, 69):  # dropped, fenced, or the group went classic: start over
             self.epoch, self.owned = 0, set()
             return
