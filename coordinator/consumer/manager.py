@@ -392,16 +392,20 @@ class ConsumerGroupManager:
 
     # -- removing members ------------------------------------------------------------------------
 
-    def _fence(self, g: ConsumerGroup, member_id: str) -> list[ConsumerRecord]:
-        """``consumerGroupFenceMember``: remove the member and bump the group epoch so the others get
-        its partitions."""
+    def _fence(self, g: ConsumerGroup, *member_ids: str) -> list[ConsumerRecord]:
+        """``consumerGroupFenceMember(s)``: remove the members and bump the group epoch so the others get
+        their partitions; or convert the group to classic when only classic members would stay
+        (``validateOnlineDowngradeWithFencedMembers``)."""
         gid = g.group_id
-        self._cancel_timers(gid, member_id)
-        if self._can_downgrade(g, {member_id}):
-            return self._downgrade(g, {member_id})
-        records = _tombstones(gid, member_id)
+        for mid in member_ids:
+            self._cancel_timers(gid, mid)
+        if self._can_downgrade(g, set(member_ids)):
+            return self._downgrade(g, set(member_ids))
+        records: list[ConsumerRecord] = []
         members = _Members(g.members)
-        members.remove(member_id)
+        for mid in member_ids:
+            records += _tombstones(gid, mid)
+            members.remove(mid)
         records += self._regex_records(g, members)
         records += self._metadata_records(g, members, self._resolved_after(g, records))
         records.append((ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(g.group_epoch + 1)))
@@ -1063,18 +1067,7 @@ class ConsumerGroupManager:
                 codes.append(e.code)
         if g is None or not leaving:
             return codes, []
-        if self._can_downgrade(g, set(leaving)):
-            records = self._downgrade(g, set(leaving))
-        else:
-            records = []
-            members = _Members(g.members)
-            for mid in leaving:
-                self._cancel_timers(group_id, mid)
-                records += _tombstones(group_id, mid)
-                members.remove(mid)
-            records += self._regex_records(g, members)
-            records += self._metadata_records(g, members, self._resolved_after(g, records))
-            records.append((ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(g.group_epoch + 1)))
+        records = self._fence(g, *leaving)
         self._apply(records)
         return codes, records
 
