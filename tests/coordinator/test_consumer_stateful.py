@@ -11,7 +11,7 @@ import os
 
 import harness
 from consumer_harness import GROUP, Client, Shell, image, topic_id
-from groupd.coordinator.consumer import ConsumerGroupState, MemberState
+from groupd.coordinator.consumer import ConsumerGroupConfig, ConsumerGroupState, MemberState
 from groupd.coordinator.consumer_protocol import decode_assignment
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
@@ -217,11 +217,17 @@ class MigrationMachine(RuleBasedStateMachine):
     downgrades (group.consumer.migration.policy=bidirectional). No partition is ever held by two
     members the coordinator still counts, everyone converges, and the log reloads to the live state."""
 
-    @initialize(partitions=st.integers(1, 6))
-    def setup(self, partitions: int) -> None:
+    @initialize(
+        partitions=st.integers(1, 6),
+        policy=st.sampled_from(["bidirectional", "bidirectional", "upgrade", "downgrade", "disabled"]),
+    )
+    def setup(self, partitions: int, policy: str) -> None:
         self.partitions = partitions
+        self.policy = policy
         img = image(1, t=partitions)
-        self.shell = harness.Shell(topics_image=lambda: img)
+        self.shell = harness.Shell(
+            topics_image=lambda: img, consumer_config=ConsumerGroupConfig(migration_policy=policy)
+        )
         self.classic: dict[str, ClassicMember] = {}
         self.modern: dict[str, ModernMember] = {}
         self.n = 0
@@ -300,7 +306,7 @@ class MigrationMachine(RuleBasedStateMachine):
     def reload_equals_live(self) -> None:
         if not hasattr(self, "shell"):
             return
-        fresh = harness.Shell(topics_image=self.shell.topics_image)
+        fresh = harness.Shell(topics_image=self.shell.topics_image, consumer_config=self.shell.consumer_config)
         fresh.log = list(self.shell.log)
         p = fresh.coord.partition_for("g")
         fresh.coord.begin_load(p)
@@ -330,8 +336,12 @@ class MigrationMachine(RuleBasedStateMachine):
         if cg is not None:
             assert cg.state == ConsumerGroupState.STABLE, cg.state
             assert all(m.member_epoch == cg.target_epoch for m in cg.members.values())
-            # with the policy bidirectional, a consumer group keeps a consumer-protocol member
-            assert classic is None and any(not m.uses_classic_protocol for m in cg.members.values())
+            # a consumer group keeps a consumer-protocol member unless the policy forbids the downgrade
+            assert classic is None
+            assert any(not m.uses_classic_protocol for m in cg.members.values()) or self.policy in (
+                "upgrade",
+                "disabled",
+            )
         else:
             assert not self.modern and classic is not None and str(classic.state) == "Stable"
         held = sorted(p for _name, ps in self._counted() for p in ps)
