@@ -354,7 +354,7 @@ class MigrationMachine(RuleBasedStateMachine):
 
 
 MigrationMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("GROUPD_STATEFUL_EXAMPLES", "200")),
+    max_examples=int(os.environ.get("GROUPD_STATEFUL_EXAMPLES", "120")),
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
