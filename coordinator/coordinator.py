@@ -1872,7 +1872,8 @@ class GroupCoordinator:
         for member in group.members.values():
             self._reschedule_heartbeat(group, member)
         self.log.info("group_downgraded", group=gid, members=len(group.members), generation=group.generation)
-        self._prepare_rebalance(group, f"Downgrade group {gid} from consumer to classic.")
+        if d.rebalance:
+            self._prepare_rebalance(group, f"Downgrade group {gid} from consumer to classic.")
         return (GroupMetadataKey(gid), value)
 
     def _consumer_group_request(self, gid: str, retry: Callable[[], None], run: Callable[[], None]) -> None:

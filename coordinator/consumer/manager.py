@@ -156,6 +156,9 @@ class Downgrade:
 
     group: ConsumerGroup
     leaving: frozenset[str]
+    # a member left (a rebalance follows); not when a classic static member replaced the last
+    # consumer-protocol one in its JoinGroup (validateOnlineDowngradeWithReplacedMemberId)
+    rebalance: bool = True
 
 
 @dataclass(frozen=True)
@@ -594,6 +597,7 @@ class ConsumerGroupManager:
         members = _Members(g.members)
         new_member = False
         replaced_from: str | None = None
+        had_static = instance_id is not None and instance_id in g.static_members
         if instance_id is None:
             member = g.members.get(mid)
             if member is None:
@@ -734,6 +738,12 @@ class ConsumerGroupManager:
             # answered once the records are durable; then the member has its rebalance timeout to sync
             self.deadlines.cancel((gid, mid, "join"))
             self.deadlines.set((gid, mid, "sync"), now_ms + max(reconciled.rebalance_timeout_ms, 0))
+            if had_static and g_now is not None and self._can_downgrade(g_now, set()):
+                # validateOnlineDowngradeWithReplacedMemberId: the static member it replaced was the
+                # last one speaking the consumer protocol; the group is classic again, no rebalance
+                down = self._downgrade(g_now, set(), rebalance=False)
+                self._apply(down)
+                records += down
             return HeartbeatResult(
                 {
                     "error_code": errors.NONE,
@@ -878,12 +888,12 @@ class ConsumerGroupManager:
             and len(staying) <= self.config.classic_max_size
         )
 
-    def _downgrade(self, g: ConsumerGroup, leaving: set[str]) -> list[ConsumerRecord]:
+    def _downgrade(self, g: ConsumerGroup, leaving: set[str], *, rebalance: bool = True) -> list[ConsumerRecord]:
         """``convertToClassicGroup``: the consumer group's tombstones; the shell builds the classic group
         (``ClassicGroup.fromConsumerGroup``) from what ``take_downgrade`` hands it."""
         for mid in g.members:
             self._cancel_timers(g.group_id, mid)
-        self.downgrades[g.group_id] = Downgrade(g.copy(), frozenset(leaving))
+        self.downgrades[g.group_id] = Downgrade(g.copy(), frozenset(leaving), rebalance)
         return self.groups.tombstones(g.group_id)
 
     def take_downgrade(self, group_id: str) -> Downgrade | None:

@@ -362,3 +362,34 @@ def test_upgrade_refused_when_a_custom_assignor_left_user_data_testOnlineMigrati
     assert r["error_code"] == GROUP_ID_NOT_FOUND
     assert r["error_message"].startswith("Cannot upgrade classic group g to consumer group because an unsupported")
     assert shell.state() == "Stable" and shell.coord.consumer.group("g") is None
+
+
+def owned_m1_of(shell: Shell) -> set[int]:
+    return set(shell.coord.consumer.group("g").members["m1"].assigned.get(T, ()))
+
+
+def _static_hb(shell: Shell, member: str, instance: str, epoch: int = 0, owned: list[int] | None = None) -> dict:
+    req = {**join_request(member), "group_id": "g", "instance_id": instance, "member_epoch": epoch}
+    if epoch != 0:
+        req.update(rebalance_timeout_ms=-1, subscribed_topic_names=None)
+        req["topic_partitions"] = [{"topic_id": T, "partitions": owned or []}]
+    return shell.answer(shell.send("ConsumerGroupHeartbeat", 1, req))
+
+
+def test_validateOnlineDowngradeWithReplacedMemberId_a_classic_static_member_replaces_the_last_consumer_one() -> None:
+    shell = shell_with()
+    a, b = classic_pair(shell)
+    r = _static_hb(shell, "m1", "i1")
+    converge(shell, [a, b], {"m1": r["member_epoch"]})
+    assert shell.coord.consumer.group("g").state.value == "Stable"
+    held_by_m1 = owned_m1_of(shell)
+    assert held_by_m1 and _static_hb(shell, "m1", "i1", -2)["error_code"] == 0  # static leave: m1 keeps its place
+    # the same instance comes back as a classic consumer: it replaces m1 and the group is classic again
+    s = shell.client("s", instance_id="i1")
+    s.join()
+    assert s.last_join["error_code"] == 0
+    assert shell.coord.consumer.group("g") is None and shell.state() == "Stable"
+    assert set(shell.group().members) == {a.member_id, b.member_id, s.member_id}
+    s.sync()
+    assert s.last_sync["error_code"] == 0 and owned_by(s) == held_by_m1
+    assert a.heartbeat() == 0 and b.heartbeat() == 0  # nobody else moves: no rebalance
