@@ -1601,7 +1601,7 @@ class GroupCoordinator:
         classic = self.groups.get(gid)
         self._refresh_topics()
         if classic is not None or gid in self.group_records:
-            if classic is not None and (classic.members or classic.pending_join_members):
+            if classic is not None and classic.members:  # members only pending: Empty (ClassicGroup.isEmpty)
                 # getOrMaybeCreateConsumerGroup: a joining member upgrades the classic group when
                 # validateOnlineUpgrade allows it; otherwise the group is not a consumer group
                 message = self._online_upgrade_refusal(classic, req)

@@ -393,3 +393,12 @@ def test_validateOnlineDowngradeWithReplacedMemberId_a_classic_static_member_rep
     s.sync()
     assert s.last_sync["error_code"] == 0 and owned_by(s) == held_by_m1
     assert a.heartbeat() == 0 and b.heartbeat() == 0  # nobody else moves: no rebalance
+
+
+def test_maybeDeleteEmptyClassicGroup_a_group_with_only_pending_members_is_empty() -> None:
+    shell = shell_with("disabled")
+    c = shell.client("a", join_version=5)
+    first = shell.answer(shell.send("JoinGroup", 5, c.join_request()))
+    assert first["error_code"] == 79 and shell.state() == "Empty"  # only a pending member
+    assert hb(shell, "m1")["error_code"] == 0  # the empty classic group makes way, whatever the policy
+    assert shell.coord.group("g") is None and "m1" in shell.coord.consumer.group("g").members
