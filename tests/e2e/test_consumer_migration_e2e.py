@@ -218,7 +218,7 @@ def test_classic_group_upgrades_when_a_consumer_protocol_member_joins_and_downgr
             m.start()
         everyone = {"classic-0", "classic-1", "modern-0", "modern-1"}
         wait_for("the upgraded group", covers(ledger, everyone), 25, *classic)
-        assert group_type(bootstrap, group) == "CONSUMER/STABLE/4"
+        wait_for("a stable consumer group", lambda: group_type(bootstrap, group) == "CONSUMER/STABLE/4", 10)
         assert len(groupd.events("group_upgraded")) == 1, groupd.log_tail()
         time.sleep(1)  # records flow to all four
 
@@ -226,7 +226,8 @@ def test_classic_group_upgrades_when_a_consumer_protocol_member_joins_and_downgr
         modern[0].stop.set()
         modern[0].join(15)
         wait_for("three members", covers(ledger, everyone - {"modern-0"}), 25, *classic)
-        assert group_type(bootstrap, group) == "CONSUMER/STABLE/3" and not groupd.events("group_downgraded")
+        wait_for("a stable consumer group", lambda: group_type(bootstrap, group) == "CONSUMER/STABLE/3", 10)
+        assert not groupd.events("group_downgraded")
 
         # the downgrade: the last consumer-protocol member leaves, the classic members take everything back
         modern[1].stop.set()
