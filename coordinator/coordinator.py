@@ -18,7 +18,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -28,7 +28,9 @@ from . import errors as err
 from . import listener as events
 from .config import CoordinatorConfig
 from .consumer import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupManager, IllegalRecord, TopicsImage
+from .consumer.manager import ClassicMemberSpec, Downgrade, UpgradeRefused
 from .consumer.records import CONSUMER_KEY_TYPES
+from .consumer_protocol import ConsumerProtocolError, decode_subscription
 from .group import CR, PR, ClassicGroup, D, E, Member, S, Waiter
 from .listener import CoordinatorListener
 from .offsets import OffsetManager, Offsets
@@ -122,6 +124,8 @@ class GroupCoordinator:
         self._replay_offset = self.offset_manager.replay
 
         # KIP-848 consumer groups live beside the classic ones; a group id is one or the other.
+        # a downgrade must fit in a classic group (group.max.size)
+        consumer_config = replace(consumer_config or ConsumerGroupConfig(), classic_max_size=self.config.group_max_size)
         self.consumer = ConsumerGroupManager(consumer_config, uuid_factory=uuid_factory)
         self.consumer.before_write = self._snapshot_consumer_group
         self._topics_image = topics_image
@@ -129,6 +133,8 @@ class GroupCoordinator:
         # the group as it was before the write that is about to be made.
         self._consumer_busy: dict[str, deque[Callable[[], None]]] = {}
         self._consumer_snapshot: dict[str, ConsumerGroup | None] = {}
+        # how to bring back a classic group an upgrade replaced if the upgrade's write fails
+        self._classic_undo: dict[str, Callable[[], None]] = {}
 
         self._deadlines = Deadlines()
         self._join_timer: dict[str, tuple[Any, ...]] = {}
@@ -718,15 +724,15 @@ class GroupCoordinator:
         if code:
             return fail(code)
         consumer_group = self.consumer.group(gid)
-        if consumer_group is not None and gid in self._consumer_busy:
-            # a write of the consumer group is in flight and may yet be rolled back: the client
-            # retries this (retriable) error a moment later, when the group's state is durable
-            return fail(err.COORDINATOR_LOAD_IN_PROGRESS)
+        busy = self._consumer_busy.get(gid) if consumer_group is not None else None
+        if busy is not None:
+            # a write of the consumer group is in flight and may yet be rolled back: the join waits
+            busy.append(lambda: self._join_group(v, req, ctx, client_id, client_host))
+            return None
         if consumer_group is not None:
             if consumer_group.members:
-                # Kafka lets classic members into a consumer group (classicGroupJoinToConsumerGroup);
-                # groupd does not yet, so the group's protocol is the one its members speak.
-                return fail(err.INCONSISTENT_GROUP_PROTOCOL)
+                # classicGroupJoin: a non-empty consumer group answers classic members itself
+                return self._classic_join_to_consumer_group(v, req, ctx, client_id, client_host)
             # maybeDeleteEmptyConsumerGroup: the empty consumer group makes way for a classic one
             self._delete_consumer_group(gid, "replaced by a classic group")
 
@@ -1294,6 +1300,10 @@ class GroupCoordinator:
         code = self._route_error(gid)
         if code:
             return fail(code)
+        if gid not in self.groups and self.consumer.group(gid) is not None:
+            return self._consumer_group_request(
+                gid, lambda: self._sync_group(v, req, ctx, _cid, _host), lambda: self._classic_sync(v, req, ctx)
+            )
         group = self.groups.get(gid)
         if group is None or group.is_in(E):
             return fail(err.UNKNOWN_MEMBER_ID)
@@ -1400,6 +1410,9 @@ class GroupCoordinator:
             return err.NONE if code == err.COORDINATOR_LOAD_IN_PROGRESS else code
         group = self.groups.get(gid)
         if group is None:
+            if self.consumer.group(gid) is not None:
+                # classicGroupHeartbeatToConsumerGroup (on the group as it is, as Kafka's heartbeats)
+                return self.consumer.classic_heartbeat(self._now, gid, member_id, generation, instance_id)
             return err.UNKNOWN_MEMBER_ID
         # The hot path of a steady group: identity checks on the state and dict lookups only, and
         # no log line (even a filtered debug call paid for building its arguments every time).
@@ -1437,6 +1450,12 @@ class GroupCoordinator:
         code = self._route_error(gid)
         if code:
             return top(code)
+        if gid not in self.groups and self.consumer.group(gid) is not None:
+            return self._consumer_group_request(
+                gid,
+                lambda: self._leave_group(v, req, ctx, _cid, _host),
+                lambda: self._classic_leave(v, gid, identities, ctx),
+            )
         group = self.groups.get(gid)
         if group is None:
             if v >= 3:
@@ -1480,6 +1499,10 @@ class GroupCoordinator:
             elif group.is_in(PR):
                 self._maybe_complete_join_phase(group)
 
+        self._respond_leave(ctx, v, results)
+
+    def _respond_leave(self, ctx: Any, v: int, results: list[dict[str, Any]]) -> None:
+        """LeaveGroup's answer: per member from v3, else the first member's error."""
         if v >= 3:
             self._respond(ctx, {"throttle_time_ms": 0, "error_code": err.NONE, "members": results})
         else:
@@ -1766,22 +1789,29 @@ class GroupCoordinator:
             return
         pre: list[Record] = []
         classic = self.groups.get(gid)
+        self._refresh_topics()
         if classic is not None or gid in self.group_records:
-            if classic is not None and (classic.members or classic.pending_join_members):
-                # Kafka upgrades a live classic group only with group.consumer.migration.policy; groupd
-                # does not yet (getOrMaybeCreateConsumerGroup)
-                self._respond(
-                    ctx, self._consumer_error(err.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
-                )
-                return
+            if classic is not None and classic.members:  # members only pending: Empty (ClassicGroup.isEmpty)
+                # getOrMaybeCreateConsumerGroup: a joining member upgrades the classic group when
+                # validateOnlineUpgrade allows it; otherwise the group is not a consumer group
+                message = self._online_upgrade_refusal(classic, req)
+                if message is None:
+                    invalid = self.consumer.check_request(req, version)
+                    if invalid is not None:  # answered before the group is touched
+                        self._respond(ctx, invalid)
+                        return
+                    message = self._convert_to_consumer_group(classic, pre)
+                if message is not None:
+                    self._respond(ctx, self._consumer_error(err.GROUP_ID_NOT_FOUND, message))
+                    return
             if req.get("member_epoch") == 0:
                 # an empty classic group makes way for the consumer group (maybeDeleteEmptyClassicGroup)
-                if classic is not None:
-                    self._forget_group(self.groups.pop(gid))
+                old = self.groups.pop(gid, None)
+                if old is not None:
+                    self._forget_group(old)
                 if gid in self.group_records:
                     pre.append((GroupMetadataKey(gid), None))
                     self.group_records.pop(gid)
-        self._refresh_topics()
         result = self.consumer.heartbeat(self._now, req, version, client_id=client_id, client_host=client_host)
         records: list[Record] = [*pre, *result.records]
         if not records:
@@ -1798,6 +1828,9 @@ class GroupCoordinator:
         self._consumer_write(gid, records, on_done)
 
     def _snapshot_consumer_group(self, gid: str) -> None:
+        # the first snapshot before a write wins: an upgrade applies the conversion, then the heartbeat
+        if gid in self._consumer_snapshot:
+            return
         g = self.consumer.group(gid)
         self._consumer_snapshot[gid] = None if g is None else g.copy()
 
@@ -1808,14 +1841,26 @@ class GroupCoordinator:
         was built on the records that are not in the log."""
         snapshot = self._consumer_snapshot.pop(gid, None)
         self._consumer_busy[gid] = deque()
+        downgrade = self.consumer.take_downgrade(gid)
+        if downgrade is not None:
+            records = [*records, self._convert_to_classic_group(downgrade)]
+        undo = self._classic_undo.pop(gid, None)
 
         def done(code: int | None) -> None:
             if code is not None:
                 self.log.warning("consumer_group_write_failed", group=gid, error=code, records=len(records))
+                if downgrade is not None:
+                    classic = self.groups.pop(gid, None)
+                    if classic is not None:
+                        self._forget_group(classic)
+                    self.group_records.pop(gid, None)
                 if snapshot is None:
                     self.consumer.groups.groups.pop(gid, None)
                 else:
                     self.consumer.groups.groups[gid] = snapshot
+                    self.consumer.end_load(self._now, [gid])  # its members' sessions start again
+                if undo is not None:
+                    undo()
             on_done(code)
             waiting = self._consumer_busy.pop(gid)
             while waiting and gid not in self._consumer_busy:
@@ -1842,7 +1887,7 @@ class GroupCoordinator:
         if busy is not None:
             busy.append(lambda: self._fire_consumer(key))
             return
-        records = self.consumer.fire(key)
+        records = self.consumer.fire(key, self._now)
         if records:
             self._consumer_write(gid, list(records), lambda code: None)
 
@@ -1895,7 +1940,8 @@ class GroupCoordinator:
                             "subscribed_topic_regex": m.subscribed_topic_regex,
                             "assignment": assignment(m.assigned),
                             "target_assignment": assignment(g.target.get(m.member_id, {})),
-                            "member_type": 1,  # CONSUMER (v1+): groupd has no classic members in consumer groups yet
+                            # v1+: 0 CLASSIC for a member speaking the classic protocol, 1 CONSUMER
+                            "member_type": 0 if m.uses_classic_protocol else 1,
                         }
                         for m in sorted(g.members.values(), key=lambda m: m.member_id)
                     ],
@@ -1904,6 +1950,194 @@ class GroupCoordinator:
                     entry["authorized_operations"] = GROUP_AUTHORIZED_OPERATIONS
             out.append(entry)
         self._respond(ctx, {"throttle_time_ms": 0, "groups": out})
+
+    # ==========================================================================================
+    # Migration between the classic and the consumer protocol (KIP-848's upgrade path)
+    # ==========================================================================================
+
+    def _online_upgrade_refusal(self, classic: ClassicGroup, req: dict[str, Any]) -> str | None:
+        """``validateOnlineUpgrade`` (why a ConsumerGroupHeartbeat may not turn this live classic group
+        into a consumer group), or None when it may."""
+        gid = classic.group_id
+        refused = f"Group {gid} is not a consumer group."
+        if req.get("member_epoch") != 0:
+            return refused
+        if not self.consumer.config.upgrade_enabled:
+            self.log.info("online_upgrade_refused", group=gid, reason="the online upgrade is disabled")
+            return refused
+        if not classic.uses_consumer_protocol() or not classic.members:
+            self.log.info("online_upgrade_refused", group=gid, reason="not the consumer embedded protocol")
+            return refused
+        if len(classic.members) > self.consumer.config.max_size:
+            self.log.info("online_upgrade_refused", group=gid, reason="larger than group.consumer.max.size")
+            return refused
+        return None
+
+    def _convert_to_consumer_group(self, classic: ClassicGroup, pre: list[Record]) -> str | None:
+        """``convertToConsumerGroup``: parked JoinGroup/SyncGroup requests get REBALANCE_IN_PROGRESS (the
+        members rejoin the consumer group), the classic group's tombstone goes into ``pre`` and the
+        consumer group's records are applied (``ConsumerGroup.fromClassicGroup``). A refusal's message
+        when the embedded protocol cannot be read."""
+        gid = classic.group_id
+        specs = [
+            ClassicMemberSpec(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                tuple(m.protocols),
+                m.assignment,
+            )
+            for m in classic.members.values()
+        ]
+        self._snapshot_consumer_group(gid)
+        try:
+            converted = self.consumer.convert_from_classic(
+                self._now, gid, classic.generation, classic.protocol_name, specs
+            )
+        except UpgradeRefused as e:  # malformed embedded protocol, user data, a partition twice
+            self._consumer_snapshot.pop(gid, None)
+            return e.message
+        for member in list(classic.members.values()):
+            if member.join_waiter is not None:
+                w = member.join_waiter
+                self._complete_join_waiter(
+                    classic,
+                    member,
+                    self._join_response(w.version, err.REBALANCE_IN_PROGRESS, member_id=member.member_id),
+                )
+            self._complete_sync_waiter(member, self._sync_response(err.REBALANCE_IN_PROGRESS))
+        self._forget_group(self.groups.pop(gid))
+        old_record = self.group_records.pop(gid, None)
+        pre.append((GroupMetadataKey(gid), None))
+        pre.extend(converted)  # type: ignore[arg-type]
+
+        def undo() -> None:
+            if old_record is not None:
+                self.group_records[gid] = old_record
+            self._restore_group(gid)
+
+        self._classic_undo[gid] = undo
+        self.log.info("group_upgraded", group=gid, members=len(specs), generation=classic.generation)
+        return None
+
+    def _convert_to_classic_group(self, d: Downgrade) -> Record:
+        """``convertToClassicGroup`` / ``ClassicGroup.fromConsumerGroup``: the classic members that stay
+        form a Stable classic group at the group epoch, each with its target assignment, and a rebalance
+        starts at once. Applied now (Kafka updates the state directly too); its record returned."""
+        cg = d.group
+        gid = cg.group_id
+        group = ClassicGroup(gid, S, self._now, generation=cg.group_epoch, protocol_type="consumer")
+        versions: dict[str, int] = {}
+        for mid, m in cg.members.items():
+            if mid in d.leaving or m.classic is None:
+                continue
+            protocols = [(p.name, p.metadata) for p in m.classic.supported_protocols]
+            group.add(
+                Member(
+                    member_id=mid,
+                    group_instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    session_timeout_ms=m.classic.session_timeout_ms,
+                    protocol_type="consumer",
+                    protocols=protocols,
+                ),
+                None,
+            )
+            try:
+                versions[mid] = decode_subscription(protocols[0][1]).version if protocols else 0
+            except ConsumerProtocolError:
+                versions[mid] = 0
+        group.protocol_name = group.select_protocol()
+        group.subscribed_topics = group.compute_subscribed_topics()
+        for mid, member in group.members.items():
+            member.assignment = self.consumer.assignment_bytes(cg.target.get(mid, {}), versions[mid])
+        value = self._group_metadata_record(group, {mid: m.assignment for mid, m in group.members.items()})
+        self.groups[gid] = group
+        self.group_records[gid] = value
+        for member in group.members.values():
+            self._reschedule_heartbeat(group, member)
+        self.log.info("group_downgraded", group=gid, members=len(group.members), generation=group.generation)
+        if d.rebalance:
+            self._prepare_rebalance(group, f"Downgrade group {gid} from consumer to classic.")
+        return (GroupMetadataKey(gid), value)
+
+    def _consumer_group_request(self, gid: str, retry: Callable[[], None], run: Callable[[], None]) -> None:
+        """A classic request to a consumer group: behind the group's write in flight, if any."""
+        busy = self._consumer_busy.get(gid)
+        if busy is not None:
+            busy.append(retry)
+            return
+        run()
+
+    def _write_then(self, gid: str, records: list[Record], answer: Callable[[int], None]) -> None:
+        """Write a consumer group's applied records, then ``answer`` with NONE or the write's error."""
+        if not records and self.consumer.downgrades.get(gid) is None:
+            answer(err.NONE)
+            return
+        self._consumer_write(
+            gid, records, lambda code: answer(err.NONE if code is None else err.append_error_to_response_error(code))
+        )
+
+    def _classic_join_to_consumer_group(
+        self, v: int, req: dict[str, Any], ctx: Any, client_id: str, client_host: str
+    ) -> None:
+        """``classicGroupJoinToConsumerGroup``: answered when its records are durable."""
+        gid = req["group_id"]
+        result = self.consumer.classic_join(self._now, req, v, client_id=client_id, client_host=client_host)
+        r = result.response
+        if r["error_code"] != err.NONE:
+            self._respond(ctx, self._join_response(v, r["error_code"], member_id=r.get("member_id") or ""))
+            return
+
+        def answer(code: int) -> None:
+            if code != err.NONE:
+                self._respond(ctx, self._join_response(v, code, member_id=r["member_id"]))
+                return
+            self._respond(
+                ctx,
+                self._join_response(
+                    v,
+                    err.NONE,
+                    member_id=r["member_id"],
+                    generation=r["generation_id"],
+                    protocol_type="consumer",
+                    protocol_name=r["protocol_name"],
+                ),
+            )
+
+        self._write_then(gid, list(result.records), answer)
+
+    def _classic_sync(self, v: int, req: dict[str, Any], ctx: Any) -> None:
+        """``classicGroupSyncToConsumerGroup``."""
+        r = self.consumer.classic_sync(self._now, req, v)
+        if r["error_code"] != err.NONE:
+            self._respond(ctx, self._sync_response(r["error_code"]))
+            return
+        self._respond(ctx, self._sync_response(err.NONE, r["assignment"], r["protocol_type"], r["protocol_name"]))
+
+    def _classic_leave(self, v: int, gid: str, identities: list[tuple[str, str | None, str | None]], ctx: Any) -> None:
+        """``classicGroupLeaveToConsumerGroup``: answered when the removal is durable."""
+        codes, records = self.consumer.classic_leave(self._now, gid, [(mid, iid) for mid, iid, _r in identities])
+        results = [
+            {"member_id": mid, "group_instance_id": iid, "error_code": code}
+            for (mid, iid, _r), code in zip(identities, codes, strict=True)
+        ]
+        for (mid, _iid, reason), code in zip(identities, codes, strict=True):
+            if code == err.NONE:
+                self.log.info("member_left", group=gid, member=mid, reason=reason, protocol="classic")
+
+        def answer(code: int) -> None:
+            if code != err.NONE:
+                self._respond(ctx, {"throttle_time_ms": 0, "error_code": code, "members": []})
+            else:
+                self._respond_leave(ctx, v, results)
+
+        self._write_then(gid, records, answer)
 
     _handlers: dict[str, Callable[..., None]] = {
         "ConsumerGroupHeartbeat": _consumer_heartbeat,

@@ -63,6 +63,9 @@ def consumer_commit_error(group: ConsumerGroup, v: int, member_epoch: int, membe
     member = group.members.get(member_id)
     if member is None:
         return err.UNKNOWN_MEMBER_ID
+    if member.uses_classic_protocol:
+        # a classic member commits with its generation (= its member epoch), at any version
+        return err.ILLEGAL_GENERATION if member_epoch != member.member_epoch else err.NONE
     if v < 9:
         return err.UNSUPPORTED_VERSION
     return err.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else err.NONE

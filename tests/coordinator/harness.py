@@ -53,6 +53,7 @@ class Shell:
     auto_append: bool = True
     topic_partitions: Any = None
     topics_image: Any = None  # KIP-848 consumer groups: () -> TopicsImage
+    consumer_config: Any = None  # KIP-848 consumer groups: ConsumerGroupConfig
     logger: Any = None
     now: int = 0
     node_id: int | None = None  # the broker requests are sent to (a cluster sharing the core)
@@ -64,6 +65,7 @@ class Shell:
             uuid_factory=lambda: f"uuid{next(counter)}",
             topic_partitions=self.topic_partitions,
             topics_image=self.topics_image,
+            consumer_config=self.consumer_config,
             logger=self.logger or quiet_logger(),
         )
         self.answers: dict[Ctx, dict[str, Any]] = {}
