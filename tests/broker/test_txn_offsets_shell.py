@@ -129,3 +129,80 @@ async def test_txn_offsets_commit_abort_and_survive_a_restart(tmp_path: Path) ->
         assert await txn_commit(port, 5003, {3: 5}) == {3: 47}
     finally:
         await broker.stop()
+
+
+class _Answer:
+    def __init__(self) -> None:
+        self.response: dict[str, Any] | None = None
+
+    def respond(self, response: dict[str, Any]) -> None:
+        self.response = response
+
+
+async def test_compacted_offsets_log_reloads_to_the_same_state(tmp_path: Path) -> None:
+    """Superseded and aborted transactional records compacted away, open ones kept: the load of the
+    cleaned __consumer_offsets partition gives what the live coordinator had (LogCleaner + load)."""
+    from groupd.broker.group_shell import GroupShell
+    from groupd.coordinator import GroupCoordinator
+    from groupd.storage import Appender, LogConfig, LogManager
+    from groupd.storage.compaction import compact
+
+    logs = LogManager(tmp_path)
+    logs.open_all()
+    config = LogConfig(cleanup_policy="compact", retention_ms=None, delete_retention_ms=0)
+
+    def plog_of(p: int) -> Any:
+        return logs.get_or_create("__consumer_offsets", p, config)
+
+    appender = Appender("never")
+    core = GroupCoordinator()
+    shell = GroupShell(core, plog_of, appender)
+
+    async def send(api: str, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        answer = _Answer()
+        tasks = shell.apply(core.handle(shell.clock(), api, version, body, answer))
+        await asyncio.gather(*tasks)
+        assert answer.response is not None
+        return answer.response
+
+    def commit_body(pid: int | None, partition: int, offset: int) -> dict[str, Any]:
+        parts = [{"partition_index": partition, "committed_offset": offset, "committed_metadata": ""}]
+        body: dict[str, Any] = {"group_id": GROUP, "topics": [{"name": TOPIC, "partitions": parts}]}
+        if pid is None:
+            return {**body, "generation_id_or_member_epoch": -1, "member_id": ""}
+        return {**body, "transactional_id": f"tx-{pid}", "producer_id": pid, "producer_epoch": 0}
+
+    try:
+        for i in range(5):
+            await send("OffsetCommit", 8, commit_body(None, 0, i))  # superseded plain commits
+        await send("TxnOffsetCommit", 3, commit_body(1, 0, 100))
+        assert await shell.write_txn_marker(PARTITION, 1, 0, True, 0) == 0  # 0 -> 100
+        await send("OffsetCommit", 8, commit_body(None, 1, 7))
+        await send("TxnOffsetCommit", 3, commit_body(2, 1, 200))
+        assert await shell.write_txn_marker(PARTITION, 2, 0, False, 0) == 0  # aborted: 7 stays
+        await send("TxnOffsetCommit", 3, commit_body(3, 2, 300))
+        plog = plog_of(PARTITION)
+        plog.roll()  # everything so far is inactive, the open transaction of 3 included
+        await send("OffsetCommit", 8, commit_body(None, 3, 9))
+        result = compact(plog, now=shell.clock() + 1)
+        # nothing at or after producer 3's open batch is cleaned: the first group is left as is
+        assert result.records_dropped == 0
+        assert await shell.write_txn_marker(PARTITION, 3, 0, True, 0) == 0
+        plog.roll()
+        result = compact(plog, now=shell.clock() + 1)
+        assert result.records_dropped >= 5 and result.markers_dropped >= 1
+        fresh = GroupCoordinator()
+        loader = GroupShell(fresh, plog_of, appender)
+        loader.begin_load([PARTITION])
+        await loader.load([PARTITION])
+        assert fresh.offsets == core.offsets
+        assert {tp: v.offset for tp, v in fresh.offsets[GROUP].items()} == {
+            (TOPIC, 0): 100,
+            (TOPIC, 1): 7,
+            (TOPIC, 2): 300,
+            (TOPIC, 3): 9,
+        }
+        assert fresh.offset_manager.pending == core.offset_manager.pending == {}
+    finally:
+        await appender.close()
+        logs.close()
