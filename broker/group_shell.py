@@ -36,6 +36,8 @@ from groupd.protocol.errors import ErrorCode
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog, StorageError
+from groupd.storage.markers import end_txn_marker_batch, parse_end_txn_marker
+from groupd.storage.records import TxnBatch, build_batch
 
 log = structlog.get_logger("groupd.groups")
 limited_log = LogLimiter(log)
@@ -70,6 +72,19 @@ class LoadProgress:
 # Deadlines fire outside any request: without a context of their own, the timer would run in the
 # context of whichever request armed it and its log events would carry that request's client_id.
 _TIMER_CONTEXT = contextvars.Context()
+
+
+class _Reply:
+    """The ``ctx`` of a call made by another part of the node (not a client): its answer resolves a future."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[dict[str, Any]]) -> None:
+        self.future = future
+
+    def respond(self, response: dict[str, Any]) -> None:
+        if not self.future.done():
+            self.future.set_result(response)
 
 
 class GroupShell:
@@ -186,8 +201,22 @@ class GroupShell:
         try:
             plog = self.partition_logs(append.partition)
             now = self.clock()
-            records = [(k, v, (), now) for k, v in encode_records(append.records)]
-            await self.appender.append(plog, records)
+            if append.marker is not None:
+                committed, coordinator_epoch = append.marker
+                await self.appender.append(
+                    plog,
+                    end_txn_marker_batch(append.producer_id, append.producer_epoch, committed, coordinator_epoch, now),
+                )
+            elif append.producer_id >= 0:
+                # TxnOffsetCommit: the producer's own transactional batch, never merged with others.
+                records = [(k, v, (), now) for k, v in encode_records(append.records)]
+                batch = build_batch(
+                    records, producer_id=append.producer_id, producer_epoch=append.producer_epoch, transactional=True
+                )
+                await self.appender.append(plog, batch)
+            else:
+                records = [(k, v, (), now) for k, v in encode_records(append.records)]
+                await self.appender.append(plog, records)
         except StorageError as e:
             limited_log.error("offsets_append_failed", key=append.partition, partition=append.partition, error=str(e))
             error = ErrorCode.KAFKA_STORAGE_ERROR
@@ -195,6 +224,39 @@ class GroupShell:
             log.exception("offsets_append_failed", partition=append.partition)
             error = ErrorCode.KAFKA_STORAGE_ERROR
         self.apply(self.core.append_done(self.clock(), append.token, error))
+
+    # --- transactions -----------------------------------------------------------------------------
+    @property
+    def txn_verifier(self) -> Callable[[str, int, int, str, int], int] | None:
+        """KIP-890 verification of TxnOffsetCommit: the node wires the transaction coordinator's
+        ``verify`` here (``(transactional id, producer id, epoch, topic, partition) -> error code``)."""
+        return self.core.txn_verifier
+
+    @txn_verifier.setter
+    def txn_verifier(self, fn: Callable[[str, int, int, str, int], int] | None) -> None:
+        self.core.txn_verifier = fn
+
+    async def write_txn_marker(
+        self, partition: int, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int
+    ) -> int:
+        """End ``producer_id``'s transaction in ``__consumer_offsets`` partition ``partition`` (the
+        transaction coordinator's WriteTxnMarkers, Kafka's ``GroupCoordinator.completeTransaction``).
+
+        Returns the Kafka error code: 0 once the marker is durable and the producer's pending
+        offsets of that partition are committed (visible to OffsetFetch) or dropped;
+        NOT_COORDINATOR when this node does not own the partition, COORDINATOR_LOAD_IN_PROGRESS
+        while it loads, INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED for a marker older
+        than what the partition has seen, or the append's error (KAFKA_STORAGE_ERROR). Kafka's
+        KafkaApis.handleWriteTxnMarkersRequest tells the transaction coordinator
+        NOT_LEADER_OR_FOLLOWER for the three coordinator errors (it retries them); that mapping is
+        the caller's."""
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.apply(
+            self.core.write_txn_marker(
+                self.clock(), _Reply(fut), partition, producer_id, producer_epoch, committed, coordinator_epoch
+            )
+        )
+        return int((await fut)["error_code"])
 
     # --- time -------------------------------------------------------------------------------------
     def _arm(self) -> None:
@@ -250,14 +312,20 @@ class GroupShell:
                 continue
             n = 0
             next_yield = _LOAD_CHUNK
+            # The producer of the transactional batch being replayed (-1: a plain batch).
+            producer_id = producer_epoch = -1
             try:
                 plog = self.partition_logs(p)
                 corrupt_before = plog.corrupt_batches
                 # verify: a damaged batch anywhere is reported and skipped, never replayed (a
                 # flipped bit must not turn a committed 4242 into 4243) and never the end of the load.
-                for _offset, _ts, key, value in plog.iter_records(verify=True):
+                # txn: transactional batches come delimited and markers come too (TxnBatch).
+                for _offset, _ts, key, value in plog.iter_records(verify=True, txn=True):
                     if key is None:
-                        bad += 1
+                        if type(value) is TxnBatch:
+                            producer_id, producer_epoch = self._replay_txn_entry(p, value)
+                        else:
+                            bad += 1
                         continue
                     try:
                         k, v = decode_record(key, value)
@@ -265,7 +333,10 @@ class GroupShell:
                         bad += 1
                         log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
                         continue
-                    replay(k, v)
+                    if producer_id < 0:
+                        replay(k, v)
+                    else:
+                        self.core.replay_transactional(k, v, producer_id, producer_epoch)
                     n += 1
                     if n == next_yield:
                         next_yield += _LOAD_CHUNK
@@ -299,6 +370,19 @@ class GroupShell:
             records_per_s=round(total / elapsed) if elapsed > 0 else None,
         )
         self.loaded.set()
+
+    def _replay_txn_entry(self, partition: int, entry: TxnBatch) -> tuple[int, int]:
+        """Fold one delimiter of the load's record stream: a transactional batch starts (its
+        producer until its end), ends, or a transaction marker is replayed
+        (``CoordinatorLoaderImpl``: control records go to ``replayEndTransactionMarker``)."""
+        if not entry.control:
+            return entry.producer_id, entry.producer_epoch  # TXN_BATCH_END is (-1, -1)
+        marker = parse_end_txn_marker(entry.key, entry.value)
+        if marker is not None:
+            self.core.replay_end_txn_marker(
+                partition, entry.producer_id, entry.producer_epoch, marker.committed, marker.coordinator_epoch
+            )
+        return -1, -1
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait for in-flight appends (graceful shutdown: acknowledge what was written)."""

@@ -5,9 +5,11 @@ outcome of log writes (``append_done``) -- and after each call re-arms one wake-
 ``next_deadline()`` (which may be at or before now: then it ticks again straight away). It never
 reads a clock, sleeps or touches a socket; ``ctx`` is whatever the shell needs to route an answer.
 
-Persisted state (each group's last durable group-metadata record, every committed offset) is a
-fold over records: :meth:`GroupCoordinator.replay` is its only mutator, applied after a write is
-durable and, in the same way, when a partition is loaded at start-up. Everything else (who is
+Persisted state (each group's last durable group-metadata record, every committed offset, the
+pending offsets of open transactions and the producer epochs each partition has seen) is a fold
+over records and end-transaction markers: :meth:`GroupCoordinator.replay` (with its transactional
+twins ``replay_transactional`` and ``replay_end_txn_marker``) is its only mutator, applied after a
+write is durable and, in the same way, when a partition is loaded at start-up. Everything else (who is
 parked in JoinGroup, session deadlines, the state of a rebalance in flight) is soft state that a
 restart loses, exactly as in Kafka, where a loaded group with members comes back Stable.
 """
@@ -68,6 +70,7 @@ HANDLED_APIS = (
     "OffsetCommit",
     "OffsetFetch",
     "OffsetDelete",
+    "TxnOffsetCommit",
     "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe",
 )
@@ -83,6 +86,8 @@ class _PendingAppend:
     # consumer-group (KIP-848) records are applied when produced, as Kafka's runtime does (see
     # _consumer_heartbeat); the others when durable
     applied: bool = False
+    producer: tuple[int, int] | None = None  # (id, epoch) of a transactional batch
+    marker: tuple[bool, int] | None = None  # (committed, coordinator epoch) of an end marker
 
 
 def _hb_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -114,6 +119,9 @@ class GroupCoordinator:
         self.log = logger or _log
         # Told about rebalances and expiries (metrics); the shell may replace it after construction.
         self.listener = listener or CoordinatorListener()
+        # KIP-890 verification of TxnOffsetCommit by the transaction coordinator (see
+        # OffsetManager._txn_verify_error); wired by the node, None in tests of group logic.
+        self.txn_verifier: Callable[[str, int, int, str, int], int] | None = None
 
         self.groups: dict[str, ClassicGroup] = {}
         # Persisted state, changed only by replay().
@@ -231,7 +239,15 @@ class GroupCoordinator:
                 return self._finish()
             raise KeyError(f"unknown append token {token}")
         if error is None:
-            if not pending.applied:
+            if pending.marker is not None:
+                assert pending.producer is not None
+                pid, epoch = pending.producer
+                self.replay_end_txn_marker(pending.partition, pid, epoch, *pending.marker)
+            elif pending.producer is not None:
+                pid, epoch = pending.producer
+                for key, value in pending.records:
+                    self.replay_transactional(key, value, pid, epoch)
+            elif not pending.applied:
                 for key, value in pending.records:
                     self.replay(key, value)
             pending.on_done(None)
@@ -311,6 +327,78 @@ class GroupCoordinator:
                 self.log.warning("consumer_group_record_skipped", key=repr(key), error=str(e))
         else:
             raise TypeError(f"not a __consumer_offsets record key: {key!r}")
+
+    def replay_transactional(
+        self, key: RecordKey, value: RecordValue | None, producer_id: int, producer_epoch: int
+    ) -> None:
+        """Apply one durable record of a transactional batch (``GroupCoordinatorShard.replay`` with a
+        producer id): offset commits become pending for the producer; other records (Kafka writes
+        none transactionally) replay as usual."""
+        if isinstance(key, OffsetCommitKey):
+            assert value is None or isinstance(value, OffsetCommitValue)
+            self.offset_manager.replay_transactional(
+                self.partition_for(key.group), key, value, producer_id, producer_epoch
+            )
+        else:
+            self.replay(key, value)
+
+    def replay_end_txn_marker(
+        self, partition: int, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int = -1
+    ) -> None:
+        """Apply a durable end-transaction marker of ``__consumer_offsets`` partition ``partition``
+        (``replayEndTransactionMarker``): the producer's pending offsets there commit or vanish."""
+        self.offset_manager.replay_end_txn_marker(
+            partition, self._groups_with_pending_of, producer_id, producer_epoch, committed, coordinator_epoch
+        )
+
+    def _groups_with_pending_of(self, partition: int) -> list[str]:
+        n = self.config.num_offsets_partitions
+        return [g for g in self.offset_manager.open_txns if partition_for(g, n) == partition]
+
+    def write_txn_marker(
+        self,
+        now_ms: int,
+        ctx: Any,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+    ) -> Result:
+        """The transaction coordinator ends ``producer_id``'s transaction in ``__consumer_offsets``
+        partition ``partition`` (Kafka's WriteTxnMarkers to a group coordinator partition,
+        ``GroupCoordinatorService.completeTransaction``). ``ctx`` is answered ``{"error_code": ...}``
+        once the marker is durable and replayed (0), or at once with the reason it is not written."""
+        self._begin(now_ms)
+        code = err.NONE
+        if not self.ownership.is_local(partition):
+            code = err.NOT_COORDINATOR
+        elif partition in self._loading:
+            code = err.COORDINATOR_LOAD_IN_PROGRESS
+        else:
+            seen = self.offset_manager.producers.get((partition, producer_id))
+            if seen is not None and producer_epoch < seen[0]:
+                code = err.INVALID_PRODUCER_EPOCH  # ProducerAppendInfo.checkProducerEpoch
+            elif seen is not None and coordinator_epoch < seen[1]:
+                code = err.TRANSACTION_COORDINATOR_FENCED  # ProducerAppendInfo.appendEndTxnMarker
+        if code:
+            self._respond(ctx, {"error_code": code})
+            return self._finish()
+
+        def done(error: int | None) -> None:
+            self._respond(ctx, {"error_code": error or err.NONE})
+
+        self.log.info(
+            "txn_marker_writing",
+            partition=partition,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            result="commit" if committed else "abort",
+        )
+        self._append_to_partition(
+            partition, [], done, producer=(producer_id, producer_epoch), marker=(committed, coordinator_epoch)
+        )
+        return self._finish()
 
     @property
     def offsets(self) -> Offsets:
@@ -454,6 +542,8 @@ class GroupCoordinator:
         for store in (self.group_records, self.offsets, self.consumer.groups.groups):
             for gid in [g for g in store if partition_for(g, n) == partition]:
                 del store[gid]
+        self.offset_manager.forget_groups(self._groups_with_pending_of(partition))
+        self.offset_manager.forget_partition_producers(partition)
 
     def end_load(self, partition: int, now_ms: int | None = None, epoch: int | None = None) -> Result:
         """Bring the groups of a loaded partition to life, as Kafka's loader does
@@ -470,6 +560,8 @@ class GroupCoordinator:
         n = self.config.num_offsets_partitions
         gids = {g for g in self.group_records if partition_for(g, n) == partition}
         gids |= {g for g in self.offsets if partition_for(g, n) == partition}
+        # OffsetMetadataManager.replay creates the simple group of a pending transactional offset too.
+        gids |= set(self._groups_with_pending_of(partition))
         gids -= set(self.consumer.groups.groups)  # a consumer group's offsets make no classic group
         for gid in sorted(gids):
             if gid not in self.groups:
@@ -519,17 +611,33 @@ class GroupCoordinator:
         self._out.responses.append((ctx, response))
 
     def _append(
-        self, group_id: str, records: list[Record], on_done: Callable[[int | None], None], *, applied: bool = False
+        self,
+        group_id: str,
+        records: list[Record],
+        on_done: Callable[[int | None], None],
+        *,
+        applied: bool = False,
+        producer: tuple[int, int] | None = None,
     ) -> None:
-        self._append_to_partition(self.partition_for(group_id), records, on_done, applied=applied)
+        self._append_to_partition(self.partition_for(group_id), records, on_done, applied=applied, producer=producer)
 
     def _append_to_partition(
-        self, partition: int, records: list[Record], on_done: Callable[[int | None], None], *, applied: bool = False
+        self,
+        partition: int,
+        records: list[Record],
+        on_done: Callable[[int | None], None],
+        *,
+        applied: bool = False,
+        producer: tuple[int, int] | None = None,
+        marker: tuple[bool, int] | None = None,
     ) -> None:
         token = self._next_token
         self._next_token += 1
-        self._pending[token] = _PendingAppend(partition, records, on_done, applied)
-        self._out.appends.append(Append(token, partition, records))
+        self._pending[token] = _PendingAppend(partition, records, on_done, applied, producer, marker)
+        if producer is None:
+            self._out.appends.append(Append(token, partition, records))
+        else:
+            self._out.appends.append(Append(token, partition, records, producer[0], producer[1], marker))
 
     def _route_error(self, group_id: str) -> int:
         p = partition_for(group_id, self.config.num_offsets_partitions)
@@ -616,7 +724,9 @@ class GroupCoordinator:
 
     def _restore_group(self, group_id: str) -> None:
         """Undo an in-memory removal whose tombstone could not be written."""
-        if group_id not in self.groups and (group_id in self.group_records or group_id in self.offsets):
+        if group_id not in self.groups and (
+            group_id in self.group_records or group_id in self.offsets or self.offset_manager.has_pending(group_id)
+        ):
             self._materialize(group_id)
 
     # ==========================================================================================
@@ -2153,4 +2263,5 @@ class GroupCoordinator:
         "OffsetCommit": lambda self, v, req, ctx, _cid, _host: self.offset_manager.commit(v, req, ctx),
         "OffsetFetch": lambda self, v, req, ctx, _cid, _host: self.offset_manager.fetch(v, req, ctx),
         "OffsetDelete": lambda self, v, req, ctx, _cid, _host: self.offset_manager.delete(v, req, ctx),
+        "TxnOffsetCommit": lambda self, v, req, ctx, _cid, _host: self.offset_manager.commit_transactional(v, req, ctx),
     }

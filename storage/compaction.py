@@ -63,6 +63,7 @@ from .files import (
     segment_name,
 )
 from .log import INT32_MAX, PartitionLog, Segment, _Cursor, _EmptySegmentState
+from .markers import read_end_txn_marker
 
 log = structlog.get_logger("groupd.storage")
 
@@ -101,6 +102,31 @@ AbortedCheck = Callable[[int, int], bool]
 
 def _is_aborted(view: rec.BatchView, aborted: AbortedCheck | None) -> bool:
     return aborted is not None and view.is_transactional and aborted(view.producer_id, view.base_offset)
+
+
+def _txn_outcomes(plog: PartitionLog, segments: list[Segment]) -> tuple[set[int], int | None]:
+    """What a partition's producer state would say, read from ``segments`` themselves: the base
+    offsets of the batches of aborted transactions, and the base offset of the first
+    transactional batch no marker there decides (None when every one is decided)."""
+    waiting: dict[int, list[int]] = {}  # producer id -> its batches since its last marker
+    aborted: set[int] = set()
+    for seg in segments:
+        for _pos, view in _iter_segment_batches(plog, seg):
+            if not view.is_transactional or not view.crc_ok():
+                continue
+            if not view.is_control:
+                waiting.setdefault(view.producer_id, []).append(view.base_offset)
+                continue
+            try:
+                marker = read_end_txn_marker(view)
+            except (UnsupportedCompressionError, CorruptRecordError):
+                marker = None
+            if marker is None:
+                continue
+            decided = waiting.pop(view.producer_id, [])
+            if not marker.committed:
+                aborted.update(decided)
+    return aborted, min((b for bases in waiting.values() for b in bases), default=None)
 
 
 def _build_key_map(
@@ -154,6 +180,11 @@ def compact(
     drops them after ``delete.retention.ms`` once their transaction's data is gone; keeping them
     costs a few bytes and never changes what a read_committed reader sees).
 
+    Without either (a log no producer state is kept for: the ``__consumer_offsets`` partitions,
+    whose transactional batches the group coordinator writes), both are read from the inactive
+    segments themselves: a transactional batch is decided by its producer's next end marker there,
+    and the first undecided one bounds the cleaning as the last stable offset would.
+
     `crash_hook(step)` is called after each step of a swap (names in SWAP_STEPS) and after each
     single rename ("renamed:<new name>"); tests raise from it to simulate a crash at that point.
     """
@@ -163,6 +194,10 @@ def compact(
     with plog._maintenance_lock:
         plog._check_open()
         segments = plog.segments[:-1]
+        if stable_offset is None and aborted is None:
+            aborted_bases, stable_offset = _txn_outcomes(plog, segments)
+            if aborted_bases:
+                aborted = lambda _pid, base: base in aborted_bases  # noqa: E731
         if stable_offset is not None:
             segments = [s for s in segments if s.read_next_offset() <= stable_offset]
         if not segments:
