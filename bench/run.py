@@ -19,6 +19,8 @@ Workloads (``--only`` takes these names, comma-separated):
   commits     OffsetCommit throughput: 50 committers x 100 partitions, one commit in flight each,
               default fsync policy and --fsync always
   startup     groupd start with an N-record __consumer_offsets log: to listening, to fully loaded
+  txnfetch    read_committed Fetch against read_uncommitted Fetch of the same partition (plain,
+              committed transactions, some aborted), one raw client (``bench/txnfetch.py``)
   consumer    KIP-848 consumer groups (raw ConsumerGroupHeartbeat clients, see consumer_groups.py):
               heartbeats/s at 1,000 and 10,000 members, and the time for a 1,000-member group to
               converge after one member joins, each against the classic figure of the same run
@@ -46,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from . import consumer_groups as cg
-from . import logdata
+from . import logdata, txnfetch
 from .simulator import (
     Scenario,
     SimConfig,
@@ -56,7 +58,7 @@ from .simulator import (
 )
 from .targets import Target, start_echo, start_groupd, start_mock, workdir
 
-WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "consumer")
+WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "txnfetch", "consumer")
 # groupd log events that mean members were lost or rebalances went wrong
 NOTABLE_EVENTS = (
     "member_expired",
@@ -604,7 +606,13 @@ class Bench:
         line("RSS after load, MiB", rss, None, None)
         shutil.rmtree(d, ignore_errors=True)
 
-    # 6. KIP-848 consumer groups against classic ones ---------------------------------------------------
+    # 6. read_committed Fetch -------------------------------------------------------------------------
+    async def txnfetch(self) -> None:
+        out = await asyncio.to_thread(txnfetch.run, self.quick)
+        self.results["txnfetch"] = out
+        txnfetch.print_results(out, print_figures)
+
+    # 7. KIP-848 consumer groups against classic ones ---------------------------------------------------
     async def consumer(self) -> None:
         sizes = (1000, 10000)
         conns, inflight, partitions = 4, 16, 1024
@@ -634,7 +642,7 @@ class Bench:
             ("1,000 + 1 joins: server CPU ms, closed loop", {"groupd": j.get("join_closed_cpu_ms"), "classic": c.get("rebalance_cpu_ms")}),
         ]  # fmt: skip
         print_figures(
-            "6. KIP-848 consumer groups (groupd column) against classic groups (same run, same daemon build)",
+            "7. KIP-848 consumer groups (groupd column) against classic groups (same run, same daemon build)",
             rows,
             ("classic",),
             note=f"ConsumerGroupHeartbeat vs Heartbeat, {conns} connections x {inflight} in flight, {seconds} s; "

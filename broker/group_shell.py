@@ -8,7 +8,10 @@ outcomes go in; responses, records to append and the next deadline come out. Thi
 - every ``Append`` is serialized (``coordinator.serde``) and written to its ``__consumer_offsets``
   partition through the group-commit ``Appender``; when it is durable (or failed) the outcome goes
   back through ``core.append_done`` and only then are the waiting responses released;
-- one ``loop.call_at`` is armed for ``core.next_deadline()`` (design principle 4).
+- one ``loop.call_at`` is armed for ``core.next_deadline()`` (design principle 4);
+- ``elect``/``resign``/``move`` load and unload one ``__consumer_offsets`` partition at run time
+  (Kafka's ``GroupCoordinatorService.onElection``/``onResignation``), for the brokers of a cluster
+  in one process that share this shell and its core: each broker's handlers name its node id.
 
 Why no per-group ``asyncio.Lock``: a core call runs to completion on the loop thread, so requests for
 one group are already serialized, and the one suspension point (the append) is a continuation in
@@ -26,13 +29,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from groupd.coordinator import GroupCoordinator
+from groupd.coordinator import GroupCoordinator, Node
 from groupd.coordinator.result import Append, Result
 from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_records
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog, StorageError
+from groupd.storage.markers import end_txn_marker_batch, parse_end_txn_marker
+from groupd.storage.records import TxnBatch, build_batch
 
 log = structlog.get_logger("groupd.groups")
 limited_log = LogLimiter(log)
@@ -69,6 +74,19 @@ class LoadProgress:
 _TIMER_CONTEXT = contextvars.Context()
 
 
+class _Reply:
+    """The ``ctx`` of a call made by another part of the node (not a client): its answer resolves a future."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[dict[str, Any]]) -> None:
+        self.future = future
+
+    def respond(self, response: dict[str, Any]) -> None:
+        if not self.future.done():
+            self.future.set_result(response)
+
+
 class GroupShell:
     def __init__(
         self,
@@ -88,17 +106,33 @@ class GroupShell:
         # A core without deadline_version (test stubs) gets the heap asked on every call.
         self._deadline_version: Callable[[], int] | None = getattr(core, "deadline_version", None)
         self._tasks: set[asyncio.Task[None]] = set()
+        # Appends in flight per __consumer_offsets partition: a load waits for them, so that what
+        # was written before an unload is in the log before the log is read again.
+        self._writes: dict[int, set[asyncio.Task[None]]] = {}
+        self._moves: set[asyncio.Task[Any]] = set()
+        self._startup_epochs: dict[int, int] = {}  # the epoch each partition's start-up load began at
         self.loaded = asyncio.Event()
         self.load_stats: dict[str, float] = {}
         self.load_progress = LoadProgress()
 
     # --- requests ---------------------------------------------------------------------------------
-    def handler(self, api_name: str) -> Callable[[Request], None]:
+    def handler(self, api_name: str, node_id: int | None = None) -> Callable[[Request], None]:
+        """The handler of ``api_name`` for the broker ``node_id`` (None: the only broker). In a
+        cluster sharing this shell, each broker registers its own: the core serves a group's
+        request only on the broker leading the group's partition, NOT_COORDINATOR elsewhere."""
         core = self.core
         if api_name == "Heartbeat" and hasattr(core, "heartbeat"):
             heartbeat = core.heartbeat
             clock = self.clock
             arm = self._arm
+            if node_id is not None:
+
+                def handle_broker_heartbeat(req: Request) -> None:
+                    code = heartbeat(clock(), req.api_version, req.body, node_id)
+                    req.respond({"throttle_time_ms": 0, "error_code": code})
+                    arm()
+
+                return handle_broker_heartbeat
 
             def handle_heartbeat(req: Request) -> None:
                 req.respond({"throttle_time_ms": 0, "error_code": heartbeat(clock(), req.api_version, req.body)})
@@ -123,6 +157,7 @@ class GroupShell:
                 req,
                 client_id=req.client_id or "",
                 client_host=host,
+                node_id=node_id,
             )
             self.apply(result)
 
@@ -151,15 +186,37 @@ class GroupShell:
         task = asyncio.get_running_loop().create_task(self._append(append))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        writes = self._writes.setdefault(append.partition, set())
+        writes.add(task)
+        task.add_done_callback(writes.discard)
         return task
+
+    async def _settle_writes(self, partition: int) -> None:
+        """Until every append to ``partition`` handed out so far is durable or failed."""
+        while writes := self._writes.get(partition):
+            await asyncio.wait(list(writes))
 
     async def _append(self, append: Append) -> None:
         error: int | None = None
         try:
             plog = self.partition_logs(append.partition)
             now = self.clock()
-            records = [(k, v, (), now) for k, v in encode_records(append.records)]
-            await self.appender.append(plog, records)
+            if append.marker is not None:
+                committed, coordinator_epoch = append.marker
+                await self.appender.append(
+                    plog,
+                    end_txn_marker_batch(append.producer_id, append.producer_epoch, committed, coordinator_epoch, now),
+                )
+            elif append.producer_id >= 0:
+                # TxnOffsetCommit: the producer's own transactional batch, never merged with others.
+                records = [(k, v, (), now) for k, v in encode_records(append.records)]
+                batch = build_batch(
+                    records, producer_id=append.producer_id, producer_epoch=append.producer_epoch, transactional=True
+                )
+                await self.appender.append(plog, batch)
+            else:
+                records = [(k, v, (), now) for k, v in encode_records(append.records)]
+                await self.appender.append(plog, records)
         except StorageError as e:
             limited_log.error("offsets_append_failed", key=append.partition, partition=append.partition, error=str(e))
             error = ErrorCode.KAFKA_STORAGE_ERROR
@@ -167,6 +224,39 @@ class GroupShell:
             log.exception("offsets_append_failed", partition=append.partition)
             error = ErrorCode.KAFKA_STORAGE_ERROR
         self.apply(self.core.append_done(self.clock(), append.token, error))
+
+    # --- transactions -----------------------------------------------------------------------------
+    @property
+    def txn_verifier(self) -> Callable[[str, int, int, str, int], int] | None:
+        """KIP-890 verification of TxnOffsetCommit: the node wires the transaction coordinator's
+        ``verify`` here (``(transactional id, producer id, epoch, topic, partition) -> error code``)."""
+        return self.core.txn_verifier
+
+    @txn_verifier.setter
+    def txn_verifier(self, fn: Callable[[str, int, int, str, int], int] | None) -> None:
+        self.core.txn_verifier = fn
+
+    async def write_txn_marker(
+        self, partition: int, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int
+    ) -> int:
+        """End ``producer_id``'s transaction in ``__consumer_offsets`` partition ``partition`` (the
+        transaction coordinator's WriteTxnMarkers, Kafka's ``GroupCoordinator.completeTransaction``).
+
+        Returns the Kafka error code: 0 once the marker is durable and the producer's pending
+        offsets of that partition are committed (visible to OffsetFetch) or dropped;
+        NOT_COORDINATOR when this node does not own the partition, COORDINATOR_LOAD_IN_PROGRESS
+        while it loads, INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED for a marker older
+        than what the partition has seen, or the append's error (KAFKA_STORAGE_ERROR). Kafka's
+        KafkaApis.handleWriteTxnMarkersRequest tells the transaction coordinator
+        NOT_LEADER_OR_FOLLOWER for the three coordinator errors (it retries them); that mapping is
+        the caller's."""
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.apply(
+            self.core.write_txn_marker(
+                self.clock(), _Reply(fut), partition, producer_id, producer_epoch, committed, coordinator_epoch
+            )
+        )
+        return int((await fut)["error_code"])
 
     # --- time -------------------------------------------------------------------------------------
     def _arm(self) -> None:
@@ -200,29 +290,42 @@ class GroupShell:
     def begin_load(self, partitions: list[int]) -> None:
         self.load_progress = LoadProgress(partitions_total=len(partitions), started=time.perf_counter())
         for p in partitions:
-            self.core.begin_load(p)
+            self.apply(self.core.begin_load(p))
+            self._startup_epochs[p] = self.core.partition_epoch(p)
 
-    async def load(self, partitions: list[int]) -> None:
+    async def load(self, partitions: list[int], epochs: dict[int, int] | None = None) -> None:
         """Replay each partition of ``__consumer_offsets`` through ``core.replay``; until a
-        partition is done its groups answer COORDINATOR_LOAD_IN_PROGRESS."""
+        partition is done its groups answer COORDINATOR_LOAD_IN_PROGRESS. ``epochs``: a run-time
+        load (an election) of partitions begun at these epochs, not the start-up load."""
         t0 = time.perf_counter()
         total = 0
         bad = 0
-        progress = self.load_progress
+        progress = self.load_progress if epochs is None else LoadProgress(started=t0)
         if progress.started is None:  # load() without begin_load() (tests)
             progress.partitions_total, progress.started = len(partitions), t0
         replay = self.core.replay
         for p in partitions:
+            # A partition elected or resigned since its load began is no longer this load's.
+            epoch = self._load_epoch(p, epochs)
+            if epoch is None:
+                progress.partitions_loaded += 1
+                continue
             n = 0
             next_yield = _LOAD_CHUNK
+            # The producer of the transactional batch being replayed (-1: a plain batch).
+            producer_id = producer_epoch = -1
             try:
                 plog = self.partition_logs(p)
                 corrupt_before = plog.corrupt_batches
                 # verify: a damaged batch anywhere is reported and skipped, never replayed (a
                 # flipped bit must not turn a committed 4242 into 4243) and never the end of the load.
-                for _offset, _ts, key, value in plog.iter_records(verify=True):
+                # txn: transactional batches come delimited and markers come too (TxnBatch).
+                for _offset, _ts, key, value in plog.iter_records(verify=True, txn=True):
                     if key is None:
-                        bad += 1
+                        if type(value) is TxnBatch:
+                            producer_id, producer_epoch = self._replay_txn_entry(p, value)
+                        else:
+                            bad += 1
                         continue
                     try:
                         k, v = decode_record(key, value)
@@ -230,12 +333,17 @@ class GroupShell:
                         bad += 1
                         log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
                         continue
-                    replay(k, v)
+                    if producer_id < 0:
+                        replay(k, v)
+                    else:
+                        self.core.replay_transactional(k, v, producer_id, producer_epoch)
                     n += 1
                     if n == next_yield:
                         next_yield += _LOAD_CHUNK
                         progress.records, progress.skipped = total + n, bad
                         await asyncio.sleep(0)
+                        if not self.core.is_loading(p, epoch):
+                            break
                 progress.corrupt_batches += plog.corrupt_batches - corrupt_before
             except Exception:
                 # Whatever stopped this partition's replay (an unreadable file), its groups are
@@ -243,11 +351,13 @@ class GroupShell:
                 # left loading would answer COORDINATOR_LOAD_IN_PROGRESS for as long as we run.
                 log.exception("offsets_partition_load_failed", partition=p, records=n)
             total += n
-            self.apply(self.core.end_load(p, self.clock()))
+            self.apply(self.core.end_load(p, self.clock(), epoch))
             progress.records, progress.skipped = total, bad
             progress.partitions_loaded += 1
         elapsed = time.perf_counter() - t0
         progress.finished = time.perf_counter()
+        if epochs is not None:
+            return
         self.load_stats = {"records": total, "seconds": elapsed, "skipped": bad}
         log.info(
             "offsets_loaded",
@@ -261,12 +371,125 @@ class GroupShell:
         )
         self.loaded.set()
 
+    def _replay_txn_entry(self, partition: int, entry: TxnBatch) -> tuple[int, int]:
+        """Fold one delimiter of the load's record stream: a transactional batch starts (its
+        producer until its end), ends, or a transaction marker is replayed
+        (``CoordinatorLoaderImpl``: control records go to ``replayEndTransactionMarker``)."""
+        if not entry.control:
+            return entry.producer_id, entry.producer_epoch  # TXN_BATCH_END is (-1, -1)
+        marker = parse_end_txn_marker(entry.key, entry.value)
+        if marker is not None:
+            self.core.replay_end_txn_marker(
+                partition, entry.producer_id, entry.producer_epoch, marker.committed, marker.coordinator_epoch
+            )
+        return -1, -1
+
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait for in-flight appends (graceful shutdown: acknowledge what was written)."""
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout)
         if self._timer is not None:
             self._timer.cancel()
+        for task in list(self._moves):  # loads still replaying would read logs about to close
+            task.cancel()
 
     def stats(self) -> dict[str, Any]:
         return {"groups": len(self.core.groups), "pending_appends": self.core.pending_appends}
+
+    def _load_epoch(self, p: int, epochs: dict[int, int] | None) -> int | None:
+        """The epoch partition ``p``'s load began at, None when an unload or a newer election
+        has made that load stale."""
+        epoch = (epochs or self._startup_epochs).pop(p, None)
+        if epoch is None:  # load() without begin_load() (tests)
+            if self.core.partition_state(p) == "active" and self.core.partition_epoch(p) == -1:
+                self.apply(self.core.begin_load(p))
+            epoch = self.core.partition_epoch(p)
+        return epoch if self.core.is_loading(p, epoch) else None
+
+    # --- elections and resignations (a cluster in one process) -----------------------------------
+    def _node(self, node: Node | int) -> Node:
+        if isinstance(node, Node):
+            return node
+        known = self.core.ownership.nodes.get(node)
+        if known is None:
+            raise ValueError(f"unknown broker {node} (known: {sorted(self.core.ownership.nodes)})")
+        return known
+
+    def unload_partition(self, partition: int, epoch: int | None = None) -> None:
+        """Resign ``partition`` now (``GroupCoordinatorService.onResignation``): its groups leave
+        memory, what waited is answered NOT_COORDINATOR, every broker answers its groups
+        NOT_COORDINATOR and FindCoordinator COORDINATOR_NOT_AVAILABLE until it is elected again.
+        Appends already started still finish (``resign`` waits for them)."""
+        self.apply(self.core.unload_partition(self.clock(), partition, epoch))
+
+    async def load_partition(self, partition: int, epoch: int | None = None, node: Node | int | None = None) -> bool:
+        """Elect ``node`` (default: the current leader, else the local node) for ``partition`` and
+        load it from the log (``GroupCoordinatorService.onElection``): COORDINATOR_LOAD_IN_PROGRESS
+        on ``node`` and NOT_COORDINATOR elsewhere until it is loaded, then served. True once
+        loaded; False when the election was stale (``epoch`` not above the partition's) or a later
+        unload or election overtook the load. Whatever the partition held is unloaded first."""
+        return await self._start_load(partition, epoch, None if node is None else self._node(node))
+
+    def _start_load(self, partition: int, epoch: int | None, node: Node | None) -> Awaitable[bool]:
+        """Begin the load now; the awaitable replays the log and ends it."""
+        self.apply(self.core.begin_load(partition, epoch, node))
+        current = self.core.partition_epoch(partition)
+        if epoch is not None and current != epoch:
+            return _resolved(False)
+        return self._finish_load(partition, current)
+
+    def _track(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._moves.add(task)
+        task.add_done_callback(self._moves.discard)
+        return task
+
+    def elect(self, partition: int, node: Node | int, epoch: int | None = None) -> asyncio.Task[bool]:
+        """Make ``node`` the coordinator of ``partition``. The change is made now (the partition
+        loads: COORDINATOR_LOAD_IN_PROGRESS on ``node``); the task resolves when it is loaded (True)
+        or superseded/stale (False). Electing the leader of an active partition again without a
+        newer epoch changes nothing (Kafka: "already active")."""
+        target = self._node(node)
+        owner = self.core.ownership.owner(partition)
+        if (
+            epoch is None
+            and owner is not None
+            and owner.node_id == target.node_id
+            and self.core.partition_state(partition) == "active"
+        ):
+            return self._track(_resolved(True))
+        return self._track(self._start_load(partition, epoch, target))
+
+    async def _finish_load(self, partition: int, epoch: int) -> bool:
+        t0 = time.perf_counter()
+        await self._settle_writes(partition)
+        if not self.core.is_loading(partition, epoch):
+            return False
+        await self.load([partition], {partition: epoch})
+        if self.core.partition_state(partition) != "active" or self.core.partition_epoch(partition) != epoch:
+            return False
+        owner = self.core.ownership.owner(partition)
+        log.info(
+            "offsets_partition_loaded",
+            partition=partition,
+            epoch=epoch,
+            node=owner.node_id if owner else None,
+            seconds=round(time.perf_counter() - t0, 4),
+        )
+        return True
+
+    def resign(self, partition: int, epoch: int | None = None) -> asyncio.Task[None]:
+        """Unload ``partition`` now (see ``unload_partition``); the task resolves once the
+        partition's appends started before it are durable or failed."""
+        self.unload_partition(partition, epoch)
+        return self._track(self._settle_writes(partition))
+
+    def move(self, partition: int, to_node: Node | int, epoch: int | None = None) -> asyncio.Task[bool]:
+        """Move ``partition``'s coordinator to ``to_node`` (one leader change: the old leader's
+        groups are unloaded, their parked requests answered NOT_COORDINATOR, and ``to_node``
+        loads them); resolves as ``elect``."""
+        return self.elect(partition, to_node, epoch)
+
+
+async def _resolved(value: bool) -> bool:
+    return value

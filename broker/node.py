@@ -88,6 +88,8 @@ class Broker:
                 session_timeout_ms=config.group_consumer_session_timeout_ms,
                 heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                 max_size=config.group_consumer_max_size,
+                migration_policy=config.group_consumer_migration_policy.strip().lower(),
+                regex_refresh_interval_ms=config.group_consumer_regex_refresh_interval_ms,
             ),
             topics_image=self.topics_image,
         )

@@ -72,6 +72,20 @@ class Config:
         default=5000, metadata={"help": "heartbeat interval given to consumer-protocol members"}
     )
     group_consumer_max_size: int = 2**31 - 1
+    group_consumer_regex_refresh_interval_ms: int = dataclasses.field(
+        default=10000,
+        metadata={
+            "help": "at most one resolution of a consumer group's regular expressions per interval "
+            "(Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS)"
+        },
+    )
+    group_consumer_migration_policy: str = dataclasses.field(
+        default="bidirectional",
+        metadata={
+            "help": "disabled | upgrade | downgrade | bidirectional: classic groups with members may become "
+            "consumer groups and back (Kafka's group.consumer.migration.policy)"
+        },
+    )
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096

@@ -5,9 +5,11 @@ outcome of log writes (``append_done``) -- and after each call re-arms one wake-
 ``next_deadline()`` (which may be at or before now: then it ticks again straight away). It never
 reads a clock, sleeps or touches a socket; ``ctx`` is whatever the shell needs to route an answer.
 
-Persisted state (each group's last durable group-metadata record, every committed offset) is a
-fold over records: :meth:`GroupCoordinator.replay` is its only mutator, applied after a write is
-durable and, in the same way, when a partition is loaded at start-up. Everything else (who is
+Persisted state (each group's last durable group-metadata record, every committed offset, the
+pending offsets of open transactions and the producer epochs each partition has seen) is a fold
+over records and end-transaction markers: :meth:`GroupCoordinator.replay` (with its transactional
+twins ``replay_transactional`` and ``replay_end_txn_marker``) is its only mutator, applied after a
+write is durable and, in the same way, when a partition is loaded at start-up. Everything else (who is
 parked in JoinGroup, session deadlines, the state of a rebalance in flight) is soft state that a
 restart loses, exactly as in Kafka, where a loaded group with members comes back Stable.
 """
@@ -18,7 +20,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -28,7 +30,9 @@ from . import errors as err
 from . import listener as events
 from .config import CoordinatorConfig
 from .consumer import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupManager, IllegalRecord, TopicsImage
+from .consumer.manager import ClassicMemberSpec, Downgrade, UpgradeRefused
 from .consumer.records import CONSUMER_KEY_TYPES
+from .consumer_protocol import ConsumerProtocolError, decode_subscription
 from .group import CR, PR, ClassicGroup, D, E, Member, S, Waiter
 from .listener import CoordinatorListener
 from .offsets import OffsetManager, Offsets
@@ -66,6 +70,7 @@ HANDLED_APIS = (
     "OffsetCommit",
     "OffsetFetch",
     "OffsetDelete",
+    "TxnOffsetCommit",
     "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe",
 )
@@ -81,6 +86,8 @@ class _PendingAppend:
     # consumer-group (KIP-848) records are applied when produced, as Kafka's runtime does (see
     # _consumer_heartbeat); the others when durable
     applied: bool = False
+    producer: tuple[int, int] | None = None  # (id, epoch) of a transactional batch
+    marker: tuple[bool, int] | None = None  # (committed, coordinator epoch) of an end marker
 
 
 def _hb_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -101,6 +108,10 @@ class GroupCoordinator:
         topics_image: Callable[[], TopicsImage] | None = None,
     ) -> None:
         self.config = config or CoordinatorConfig()
+        # The broker that received the request being handled (its node id): a request is served
+        # only by the leader of its group's partition. A single broker never names itself and
+        # stays the receiver (see the ``ownership`` setter).
+        self._receiver = -1
         self.ownership = ownership or PartitionOwnership(Node(0, "localhost", 9092), self.config.num_offsets_partitions)
         self._uuid = uuid_factory or (lambda: str(uuid.uuid4()))
         # None means "every topic exists": tests of group logic need no topic catalogue.
@@ -108,6 +119,9 @@ class GroupCoordinator:
         self.log = logger or _log
         # Told about rebalances and expiries (metrics); the shell may replace it after construction.
         self.listener = listener or CoordinatorListener()
+        # KIP-890 verification of TxnOffsetCommit by the transaction coordinator (see
+        # OffsetManager._txn_verify_error); wired by the node, None in tests of group logic.
+        self.txn_verifier: Callable[[str, int, int, str, int], int] | None = None
 
         self.groups: dict[str, ClassicGroup] = {}
         # Persisted state, changed only by replay().
@@ -118,6 +132,8 @@ class GroupCoordinator:
         self._replay_offset = self.offset_manager.replay
 
         # KIP-848 consumer groups live beside the classic ones; a group id is one or the other.
+        # a downgrade must fit in a classic group (group.max.size)
+        consumer_config = replace(consumer_config or ConsumerGroupConfig(), classic_max_size=self.config.group_max_size)
         self.consumer = ConsumerGroupManager(consumer_config, uuid_factory=uuid_factory)
         self.consumer.before_write = self._snapshot_consumer_group
         self._topics_image = topics_image
@@ -125,12 +141,23 @@ class GroupCoordinator:
         # the group as it was before the write that is about to be made.
         self._consumer_busy: dict[str, deque[Callable[[], None]]] = {}
         self._consumer_snapshot: dict[str, ConsumerGroup | None] = {}
+        # how to bring back a classic group an upgrade replaced if the upgrade's write fails
+        self._classic_undo: dict[str, Callable[[], None]] = {}
 
         self._deadlines = Deadlines()
         self._join_timer: dict[str, tuple[Any, ...]] = {}
         self._sync_timer_generation: dict[str, int] = {}
         self._loading: set[int] = set()
+        # Partitions resigned and not elected again (Kafka: no CoordinatorContext): NOT_COORDINATOR.
+        self._unloaded: set[int] = set()
+        # The leader epoch each partition was last loaded or unloaded at (CoordinatorContext.epoch):
+        # an election or resignation at an epoch not above it is stale and ignored.
+        self._epochs: dict[int, int] = {}
         self._pending: dict[int, _PendingAppend] = {}
+        # Tokens of appends handed to the shell whose partition was unloaded before they completed:
+        # their outcome is ignored (their requests were answered NOT_COORDINATOR), the records
+        # reach the log or not, and a later load replays what did.
+        self._abandoned: set[int] = set()
         self._next_token = 1
         self._now = 0
         self._out: Result = Result()
@@ -139,6 +166,16 @@ class GroupCoordinator:
         # configured before requests arrive): every ``self.log.debug`` goes through structlog's
         # lazy proxy (~1.5 us) even when the level filters it out.
         self._debug_per_request: bool | None = None
+
+    @property
+    def ownership(self) -> PartitionOwnership:
+        return self._ownership
+
+    @ownership.setter
+    def ownership(self, ownership: PartitionOwnership) -> None:
+        self._ownership = ownership
+        self._local_id = ownership.local.node_id
+        self._receiver = self._local_id
 
     # ==========================================================================================
     # The shell's interface
@@ -154,11 +191,16 @@ class GroupCoordinator:
         *,
         client_id: str = "",
         client_host: str = "",
+        node_id: int | None = None,
     ) -> Result:
-        """Process one request. Its answer is in the returned Result, or in a later one if parked."""
+        """Process one request. Its answer is in the returned Result, or in a later one if parked.
+
+        ``node_id`` is the broker that received it, in a cluster sharing this core (None: the local
+        node): only the leader of the group's partition serves it, the others answer NOT_COORDINATOR."""
         handler = self._handlers.get(api_name)
         if handler is None:
             raise ValueError(f"the coordinator does not handle {api_name!r}; it handles {', '.join(HANDLED_APIS)}")
+        self._receiver = self._local_id if node_id is None else node_id
         self._begin(now_ms)
         handler(self, version, request, ctx, client_id or "", client_host or "")
         return self._finish()
@@ -190,9 +232,22 @@ class GroupCoordinator:
         self._begin(now_ms)
         pending = self._pending.pop(token, None)
         if pending is None:
+            if token in self._abandoned:
+                # its partition was unloaded meanwhile (CoordinatorRuntime fails the deferred
+                # events on unload): the answers went out, and a load replays what is in the log
+                self._abandoned.discard(token)
+                return self._finish()
             raise KeyError(f"unknown append token {token}")
         if error is None:
-            if not pending.applied:
+            if pending.marker is not None:
+                assert pending.producer is not None
+                pid, epoch = pending.producer
+                self.replay_end_txn_marker(pending.partition, pid, epoch, *pending.marker)
+            elif pending.producer is not None:
+                pid, epoch = pending.producer
+                for key, value in pending.records:
+                    self.replay_transactional(key, value, pid, epoch)
+            elif not pending.applied:
                 for key, value in pending.records:
                     self.replay(key, value)
             else:  # a consumer group's records, applied when produced, are durable now
@@ -210,7 +265,15 @@ class GroupCoordinator:
         them (Kafka's GroupCoordinatorShard.onPartitionsDeleted). The Result holds only appends;
         once they are durable the offsets are gone, and they stay gone after a restart."""
         self._begin(now_ms)
+        topic_partitions = list(topic_partitions)
         self.offset_manager.on_partitions_deleted(topic_partitions)
+        # A partition resigned and not yet elected again is this process's to load again (a cluster
+        # shares the core): its offsets of the deleted partitions go when it is loaded, as for a
+        # partition that is loading.
+        for p in self._unloaded:
+            pending = self.offset_manager.deleted_while_loading.setdefault(p, {})
+            for topic, index in topic_partitions:
+                pending.setdefault(topic, set()).add(index)
         return self._finish()
 
     def expire_member(self, now_ms: int, group_id: str, member_id: str) -> tuple[int, Result]:
@@ -268,28 +331,240 @@ class GroupCoordinator:
         else:
             raise TypeError(f"not a __consumer_offsets record key: {key!r}")
 
+    def replay_transactional(
+        self, key: RecordKey, value: RecordValue | None, producer_id: int, producer_epoch: int
+    ) -> None:
+        """Apply one durable record of a transactional batch (``GroupCoordinatorShard.replay`` with a
+        producer id): offset commits become pending for the producer; other records (Kafka writes
+        none transactionally) replay as usual."""
+        if isinstance(key, OffsetCommitKey):
+            assert value is None or isinstance(value, OffsetCommitValue)
+            self.offset_manager.replay_transactional(
+                self.partition_for(key.group), key, value, producer_id, producer_epoch
+            )
+        else:
+            self.replay(key, value)
+
+    def replay_end_txn_marker(
+        self, partition: int, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int = -1
+    ) -> None:
+        """Apply a durable end-transaction marker of ``__consumer_offsets`` partition ``partition``
+        (``replayEndTransactionMarker``): the producer's pending offsets there commit or vanish."""
+        self.offset_manager.replay_end_txn_marker(
+            partition, self._groups_with_pending_of, producer_id, producer_epoch, committed, coordinator_epoch
+        )
+
+    def _groups_with_pending_of(self, partition: int) -> list[str]:
+        n = self.config.num_offsets_partitions
+        return [g for g in self.offset_manager.open_txns if partition_for(g, n) == partition]
+
+    def write_txn_marker(
+        self,
+        now_ms: int,
+        ctx: Any,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+    ) -> Result:
+        """The transaction coordinator ends ``producer_id``'s transaction in ``__consumer_offsets``
+        partition ``partition`` (Kafka's WriteTxnMarkers to a group coordinator partition,
+        ``GroupCoordinatorService.completeTransaction``). ``ctx`` is answered ``{"error_code": ...}``
+        once the marker is durable and replayed (0), or at once with the reason it is not written."""
+        self._begin(now_ms)
+        code = err.NONE
+        if not self.ownership.is_local(partition):
+            code = err.NOT_COORDINATOR
+        elif partition in self._loading:
+            code = err.COORDINATOR_LOAD_IN_PROGRESS
+        else:
+            seen = self.offset_manager.producers.get((partition, producer_id))
+            if seen is not None and producer_epoch < seen[0]:
+                code = err.INVALID_PRODUCER_EPOCH  # ProducerAppendInfo.checkProducerEpoch
+            elif seen is not None and coordinator_epoch < seen[1]:
+                code = err.TRANSACTION_COORDINATOR_FENCED  # ProducerAppendInfo.appendEndTxnMarker
+        if code:
+            self._respond(ctx, {"error_code": code})
+            return self._finish()
+
+        def done(error: int | None) -> None:
+            self._respond(ctx, {"error_code": error or err.NONE})
+
+        self.log.info(
+            "txn_marker_writing",
+            partition=partition,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            result="commit" if committed else "abort",
+        )
+        self._append_to_partition(
+            partition, [], done, producer=(producer_id, producer_epoch), marker=(committed, coordinator_epoch)
+        )
+        return self._finish()
+
     @property
     def offsets(self) -> Offsets:
         """Committed offsets: group -> (topic, partition) -> value (the offset manager's)."""
         return self.offset_manager.offsets
 
-    def begin_load(self, partition: int) -> None:
-        """Forget partition ``partition`` and refuse its groups' requests until ``end_load``."""
+    # ------------------------------------------------------------------------------------------
+    # Elections and resignations: loading and unloading one partition at run time
+    # ------------------------------------------------------------------------------------------
+
+    def partition_state(self, partition: int) -> str:
+        """``"loading"``, ``"unloaded"`` or ``"active"`` (CoordinatorRuntime's CoordinatorState)."""
+        if partition in self._loading:
+            return "loading"
+        return "unloaded" if partition in self._unloaded else "active"
+
+    def partition_epoch(self, partition: int) -> int:
+        """The leader epoch the partition was last loaded or unloaded at (-1: never)."""
+        return self._epochs.get(partition, -1)
+
+    def is_loading(self, partition: int, epoch: int | None = None) -> bool:
+        """Whether a replay of ``partition`` (begun at ``epoch``) is still wanted: an unload or a
+        newer election makes a load in progress stale, and the shell stops replaying."""
+        return partition in self._loading and (epoch is None or self._epochs.get(partition) == epoch)
+
+    def begin_load(self, partition: int, epoch: int | None = None, node: Node | None = None) -> Result:
+        """Start loading ``partition`` (GroupCoordinatorService.onElection ->
+        CoordinatorRuntime.scheduleLoadOperation): its groups answer COORDINATOR_LOAD_IN_PROGRESS
+        until ``end_load``, then the shell replays the partition's records through ``replay``.
+
+        ``node`` becomes the partition's leader (default: the current one, or the local node when
+        nobody leads it); a change of leader bumps the leader epoch unless ``epoch`` is given. An
+        election at an epoch not above the partition's last one is stale and ignored (Kafka:
+        "Ignored loading metadata"): then ``is_loading(partition, epoch)`` is False. Whatever the
+        core still holds of the partition is unloaded first, its parked requests answered
+        NOT_COORDINATOR in the Result (at start-up there is nothing)."""
+        self._begin(self._now)
+        if epoch is not None and epoch <= self._epochs.get(partition, -1):
+            self.log.info("partition_load_ignored", partition=partition, epoch=epoch, current=self._epochs[partition])
+            return self._finish()
+        previous = self._ownership.owner(partition)
+        if partition not in self._unloaded:
+            self._unload(partition)  # an active or half-loaded partition starts from nothing
+        target = node or previous or self._ownership.local
+        if (
+            epoch is None
+            and partition not in self._epochs
+            and previous is not None
+            and previous.node_id == target.node_id
+        ):
+            epoch = self._ownership.epoch(partition)  # the first load, by the leader it starts with
+        epoch = self._ownership.assign(partition, target, epoch)
+        self._epochs[partition] = epoch
+        self._unloaded.discard(partition)
         self._loading.add(partition)
+        return self._finish()
+
+    def unload_partition(self, now_ms: int, partition: int, epoch: int | None = None) -> Result:
+        """Resign ``partition`` (GroupCoordinatorService.onResignation ->
+        CoordinatorRuntime.scheduleUnloadOperation -> GroupMetadataManager.onUnloaded): every
+        group of the partition leaves memory, and its requests are answered NOT_COORDINATOR from
+        now on, by every broker, until the partition is elected again.
+
+        What waited is answered in the Result: parked JoinGroup/SyncGroup requests and requests
+        waiting for a write of the partition get NOT_COORDINATOR (Kafka fails its deferred events
+        and current batch with NOT_COORDINATOR). A write already handed to the shell may still
+        reach the log; its outcome is ignored and the next load replays it. Deadlines of the
+        partition's groups are cancelled. Ignored when ``epoch`` is not above the partition's
+        last epoch (a stale resignation)."""
+        self._begin(now_ms)
+        if epoch is not None and epoch <= self._epochs.get(partition, -1):
+            self.log.info("partition_unload_ignored", partition=partition, epoch=epoch, current=self._epochs[partition])
+            return self._finish()
+        if partition not in self._unloaded:
+            self._unload(partition)
+        self._unloaded.add(partition)
+        self._epochs[partition] = self._ownership.assign(partition, None, epoch)
+        return self._finish()
+
+    def _unload(self, partition: int) -> None:
+        """Drop everything of ``partition``, answering what waits NOT_COORDINATOR (into ``_out``)."""
+        n = self.config.num_offsets_partitions
+        was_loading = partition in self._loading
+        self._loading.discard(partition)
+        # Nobody leads it from here: whatever the failed writes' continuations run next (a consumer
+        # group's queued heartbeats) is answered NOT_COORDINATOR by _route_error.
+        self._ownership.assign(partition, None, self._ownership.epoch(partition))
+        # In-flight writes: CoordinatorRuntime's unload fails the deferred events and the current
+        # batch with NOT_COORDINATOR. A continuation may write again (a failed assignment write
+        # restarts the join phase): that write is failed the same way and never handed out.
+        abandoned: list[int] = []
+        for _round in range(100):
+            tokens = [t for t, pending in self._pending.items() if pending.partition == partition]
+            if not tokens:
+                break
+            for token in tokens:
+                pending = self._pending.pop(token)
+                abandoned.append(token)
+                pending.on_done(err.NOT_COORDINATOR)
+        never_handed_out = {a.token for a in self._out.appends if a.partition == partition}
+        self._out.appends = [a for a in self._out.appends if a.partition != partition]
+        self._abandoned.update(t for t in abandoned if t not in never_handed_out)
+
+        # GroupMetadataManager.onUnloaded: a classic group goes Dead, its members' pending JoinGroup
+        # (PreparingRebalance) and SyncGroup (CompletingRebalance/Stable) answered NOT_COORDINATOR.
+        classic = [g for g in self.groups if partition_for(g, n) == partition]
+        for gid in classic:
+            group = self.groups[gid]
+            for member in list(group.members.values()):
+                waiter = member.join_waiter
+                if waiter is not None:
+                    response = self._join_response(waiter.version, err.NOT_COORDINATOR, member_id=member.member_id)
+                    self._complete_join_waiter(group, member, response)
+                self._complete_sync_waiter(member, self._sync_response(err.NOT_COORDINATOR))
+            group.transition_to(D, self._now)
+        consumer = [g for g in self.consumer.groups.groups if partition_for(g, n) == partition]
+        # Timers of consumer groups, (group, member, kind[, epoch]): of every group of the partition,
+        # including one a failed write just rolled back out of existence.
+        self.consumer.deadlines.cancel_where(lambda key: partition_for(key[0], n) == partition)
+        for gid in consumer:
+            self._consumer_busy.pop(gid, None)
+            self._consumer_snapshot.pop(gid, None)
+        for gid in [g for g in self.offset_manager.inflight if partition_for(g, n) == partition]:
+            del self.offset_manager.inflight[gid]
+        self._forget_partition(partition)
+        if classic or consumer or abandoned:
+            self.log.info(
+                "partition_unloaded",
+                partition=partition,
+                classic_groups=len(classic),
+                consumer_groups=len(consumer),
+                writes_abandoned=len(abandoned),
+                was_loading=was_loading,
+            )
+
+    def _forget_partition(self, partition: int) -> None:
+        """Drop the partition's groups, their deadlines and persisted state from memory."""
         n = self.config.num_offsets_partitions
         for gid in [g for g in self.groups if partition_for(g, n) == partition]:
             self._forget_group(self.groups.pop(gid))
         for store in (self.group_records, self.offsets, self.consumer.groups.groups):
             for gid in [g for g in store if partition_for(g, n) == partition]:
                 del store[gid]
+        self.offset_manager.forget_groups(self._groups_with_pending_of(partition))
+        self.offset_manager.forget_partition_producers(partition)
 
-    def end_load(self, partition: int, now_ms: int | None = None) -> Result:
-        """Bring the groups of a loaded partition to life, as Kafka's loader does."""
+    def end_load(self, partition: int, now_ms: int | None = None, epoch: int | None = None) -> Result:
+        """Bring the groups of a loaded partition to life, as Kafka's loader does
+        (``GroupMetadataManager.onLoaded``: classic groups come back Empty or Stable with a session
+        deadline per member, an over-capacity group rebalances; every consumer-group member gets a
+        session deadline, and a revocation deadline when it still has partitions to revoke). A load
+        that an unload or a newer election made stale is ignored (``CompleteLoad`` of a context no
+        longer LOADING)."""
         self._begin(self._now if now_ms is None else now_ms)
+        if partition in self._unloaded or (epoch is not None and not self.is_loading(partition, epoch)):
+            self.log.info("partition_load_completion_ignored", partition=partition, epoch=epoch)
+            return self._finish()
         self._loading.discard(partition)
         n = self.config.num_offsets_partitions
         gids = {g for g in self.group_records if partition_for(g, n) == partition}
         gids |= {g for g in self.offsets if partition_for(g, n) == partition}
+        # OffsetMetadataManager.replay creates the simple group of a pending transactional offset too.
+        gids |= set(self._groups_with_pending_of(partition))
         gids -= set(self.consumer.groups.groups)  # a consumer group's offsets make no classic group
         for gid in sorted(gids):
             if gid not in self.groups:
@@ -339,21 +614,39 @@ class GroupCoordinator:
         self._out.responses.append((ctx, response))
 
     def _append(
-        self, group_id: str, records: list[Record], on_done: Callable[[int | None], None], *, applied: bool = False
+        self,
+        group_id: str,
+        records: list[Record],
+        on_done: Callable[[int | None], None],
+        *,
+        applied: bool = False,
+        producer: tuple[int, int] | None = None,
     ) -> None:
-        self._append_to_partition(self.partition_for(group_id), records, on_done, applied=applied)
+        self._append_to_partition(self.partition_for(group_id), records, on_done, applied=applied, producer=producer)
 
     def _append_to_partition(
-        self, partition: int, records: list[Record], on_done: Callable[[int | None], None], *, applied: bool = False
+        self,
+        partition: int,
+        records: list[Record],
+        on_done: Callable[[int | None], None],
+        *,
+        applied: bool = False,
+        producer: tuple[int, int] | None = None,
+        marker: tuple[bool, int] | None = None,
     ) -> None:
         token = self._next_token
         self._next_token += 1
-        self._pending[token] = _PendingAppend(partition, records, on_done, applied)
-        self._out.appends.append(Append(token, partition, records))
+        self._pending[token] = _PendingAppend(partition, records, on_done, applied, producer, marker)
+        if producer is None:
+            self._out.appends.append(Append(token, partition, records))
+        else:
+            self._out.appends.append(Append(token, partition, records, producer[0], producer[1], marker))
 
     def _route_error(self, group_id: str) -> int:
-        p = self.partition_for(group_id)
-        if not self.ownership.is_local(p):
+        p = partition_for(group_id, self.config.num_offsets_partitions)
+        # One list index: the leader of the partition must be the broker that received the request
+        # (KafkaApis answers NOT_COORDINATOR from any other broker, and while nobody leads it).
+        if self._ownership.owner_ids[p] != self._receiver:
             return err.NOT_COORDINATOR
         if p in self._loading:
             return err.COORDINATOR_LOAD_IN_PROGRESS
@@ -434,7 +727,9 @@ class GroupCoordinator:
 
     def _restore_group(self, group_id: str) -> None:
         """Undo an in-memory removal whose tombstone could not be written."""
-        if group_id not in self.groups and (group_id in self.group_records or group_id in self.offsets):
+        if group_id not in self.groups and (
+            group_id in self.group_records or group_id in self.offsets or self.offset_manager.has_pending(group_id)
+        ):
             self._materialize(group_id)
 
     # ==========================================================================================
@@ -542,15 +837,15 @@ class GroupCoordinator:
         if code:
             return fail(code)
         consumer_group = self.consumer.group(gid)
-        if consumer_group is not None and gid in self._consumer_busy:
-            # a write of the consumer group is in flight and may yet be rolled back: the client
-            # retries this (retriable) error a moment later, when the group's state is durable
-            return fail(err.COORDINATOR_LOAD_IN_PROGRESS)
+        busy = self._consumer_busy.get(gid) if consumer_group is not None else None
+        if busy is not None:
+            # a write of the consumer group is in flight and may yet be rolled back: the join waits
+            busy.append(lambda: self._join_group(v, req, ctx, client_id, client_host))
+            return None
         if consumer_group is not None:
             if consumer_group.members:
-                # Kafka lets classic members into a consumer group (classicGroupJoinToConsumerGroup);
-                # groupd does not yet, so the group's protocol is the one its members speak.
-                return fail(err.INCONSISTENT_GROUP_PROTOCOL)
+                # classicGroupJoin: a non-empty consumer group answers classic members itself
+                return self._classic_join_to_consumer_group(v, req, ctx, client_id, client_host)
             # maybeDeleteEmptyConsumerGroup: the empty consumer group makes way for a classic one
             self._delete_consumer_group(gid, "replaced by a classic group")
 
@@ -1118,6 +1413,10 @@ class GroupCoordinator:
         code = self._route_error(gid)
         if code:
             return fail(code)
+        if gid not in self.groups and self.consumer.group(gid) is not None:
+            return self._consumer_group_request(
+                gid, lambda: self._sync_group(v, req, ctx, _cid, _host), lambda: self._classic_sync(v, req, ctx)
+            )
         group = self.groups.get(gid)
         if group is None or group.is_in(E):
             return fail(err.UNKNOWN_MEMBER_ID)
@@ -1193,12 +1492,13 @@ class GroupCoordinator:
     # Heartbeat and LeaveGroup
     # ==========================================================================================
 
-    def heartbeat(self, now_ms: int, version: int, request: dict[str, Any]) -> int:
+    def heartbeat(self, now_ms: int, version: int, request: dict[str, Any], node_id: int | None = None) -> int:
         """``handle(now_ms, "Heartbeat", ...)`` without a Result: the error code to answer.
 
         A Heartbeat only checks its member and moves its session deadline later: it never answers
         another request, appends a record or changes a group's state, so the shell's hot path can
         skip the Result plumbing (a third of a steady heartbeat's cost in the core)."""
+        self._receiver = self._local_id if node_id is None else node_id
         if self._retention_armed:
             self._now = now_ms
         else:
@@ -1211,7 +1511,7 @@ class GroupCoordinator:
         )
 
     def _heartbeat(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
-        self._respond(ctx, {"throttle_time_ms": 0, "error_code": self.heartbeat(self._now, v, req)})
+        self._respond(ctx, {"throttle_time_ms": 0, "error_code": self.heartbeat(self._now, v, req, self._receiver)})
 
     def _heartbeat_error(self, gid: str, member_id: str, generation: int, instance_id: str | None) -> int:
         if not gid:
@@ -1223,6 +1523,9 @@ class GroupCoordinator:
             return err.NONE if code == err.COORDINATOR_LOAD_IN_PROGRESS else code
         group = self.groups.get(gid)
         if group is None:
+            if self.consumer.group(gid) is not None:
+                # classicGroupHeartbeatToConsumerGroup (on the group as it is, as Kafka's heartbeats)
+                return self.consumer.classic_heartbeat(self._now, gid, member_id, generation, instance_id)
             return err.UNKNOWN_MEMBER_ID
         # The hot path of a steady group: identity checks on the state and dict lookups only, and
         # no log line (even a filtered debug call paid for building its arguments every time).
@@ -1260,6 +1563,12 @@ class GroupCoordinator:
         code = self._route_error(gid)
         if code:
             return top(code)
+        if gid not in self.groups and self.consumer.group(gid) is not None:
+            return self._consumer_group_request(
+                gid,
+                lambda: self._leave_group(v, req, ctx, _cid, _host),
+                lambda: self._classic_leave(v, gid, identities, ctx),
+            )
         group = self.groups.get(gid)
         if group is None:
             if v >= 3:
@@ -1303,6 +1612,10 @@ class GroupCoordinator:
             elif group.is_in(PR):
                 self._maybe_complete_join_phase(group)
 
+        self._respond_leave(ctx, v, results)
+
+    def _respond_leave(self, ctx: Any, v: int, results: list[dict[str, Any]]) -> None:
+        """LeaveGroup's answer: per member from v3, else the first member's error."""
         if v >= 3:
             self._respond(ctx, {"throttle_time_ms": 0, "error_code": err.NONE, "members": results})
         else:
@@ -1428,7 +1741,9 @@ class GroupCoordinator:
         # every char <= U+0020 at either end); the type filters are only lower-cased.
         states = {s.lower().strip(_JAVA_TRIMMED) for s in (req.get("states_filter") or [])} if v >= 4 else set()
         types = {t.lower() for t in (req.get("types_filter") or [])} if v >= 5 else set()
-        if any(p in self._loading for p in self.ownership.local_partitions()):
+        # Each broker lists the groups it coordinates (KafkaApis asks its own coordinator).
+        owner_ids, receiver, n = self._ownership.owner_ids, self._receiver, self.config.num_offsets_partitions
+        if any(owner_ids[p] == receiver for p in self._loading):
             return self._respond(
                 ctx, {"throttle_time_ms": 0, "error_code": err.COORDINATOR_LOAD_IN_PROGRESS, "groups": []}
             )
@@ -1436,6 +1751,8 @@ class GroupCoordinator:
         if not types or "classic" in types:
             for gid, group in self.groups.items():
                 if group.is_in(D) or (states and str(group.state).lower() not in states):
+                    continue
+                if owner_ids[partition_for(gid, n)] != receiver:
                     continue
                 listed.append(
                     {
@@ -1449,7 +1766,7 @@ class GroupCoordinator:
             # ConsumerGroup: protocol type "consumer", states Empty/Assigning/Reconciling/Stable
             for gid, cgroup in self.consumer.groups.groups.items():
                 state = cgroup.state.value
-                if states and state.lower() not in states:
+                if (states and state.lower() not in states) or owner_ids[partition_for(gid, n)] != receiver:
                     continue
                 listed.append(
                     {"group_id": gid, "protocol_type": "consumer", "group_state": state, "group_type": "consumer"}
@@ -1575,26 +1892,39 @@ class GroupCoordinator:
             return
         busy = self._consumer_busy.get(gid)
         if busy is not None:
-            busy.append(lambda: self._consumer_heartbeat(version, req, ctx, client_id, client_host))
+            receiver = self._receiver  # it is answered later, as the broker it came to
+
+            def later() -> None:
+                self._receiver = receiver
+                self._consumer_heartbeat(version, req, ctx, client_id, client_host)
+
+            busy.append(later)
             return
         pre: list[Record] = []
         classic = self.groups.get(gid)
+        self._refresh_topics()
         if classic is not None or gid in self.group_records:
-            if classic is not None and (classic.members or classic.pending_join_members):
-                # Kafka upgrades a live classic group only with group.consumer.migration.policy; groupd
-                # does not yet (getOrMaybeCreateConsumerGroup)
-                self._respond(
-                    ctx, self._consumer_error(err.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
-                )
-                return
+            if classic is not None and classic.members:  # members only pending: Empty (ClassicGroup.isEmpty)
+                # getOrMaybeCreateConsumerGroup: a joining member upgrades the classic group when
+                # validateOnlineUpgrade allows it; otherwise the group is not a consumer group
+                message = self._online_upgrade_refusal(classic, req)
+                if message is None:
+                    invalid = self.consumer.check_request(req, version)
+                    if invalid is not None:  # answered before the group is touched
+                        self._respond(ctx, invalid)
+                        return
+                    message = self._convert_to_consumer_group(classic, pre)
+                if message is not None:
+                    self._respond(ctx, self._consumer_error(err.GROUP_ID_NOT_FOUND, message))
+                    return
             if req.get("member_epoch") == 0:
                 # an empty classic group makes way for the consumer group (maybeDeleteEmptyClassicGroup)
-                if classic is not None:
-                    self._forget_group(self.groups.pop(gid))
+                old = self.groups.pop(gid, None)
+                if old is not None:
+                    self._forget_group(old)
                 if gid in self.group_records:
                     pre.append((GroupMetadataKey(gid), None))
                     self.group_records.pop(gid)
-        self._refresh_topics()
         result = self.consumer.heartbeat(self._now, req, version, client_id=client_id, client_host=client_host)
         records: list[Record] = [*pre, *result.records]
         if not records:
@@ -1611,6 +1941,9 @@ class GroupCoordinator:
         self._consumer_write(gid, records, on_done)
 
     def _snapshot_consumer_group(self, gid: str) -> None:
+        # the first snapshot before a write wins: an upgrade applies the conversion, then the heartbeat
+        if gid in self._consumer_snapshot:
+            return
         g = self.consumer.group(gid)
         self._consumer_snapshot[gid] = None if g is None else g.copy()
 
@@ -1621,14 +1954,26 @@ class GroupCoordinator:
         was built on the records that are not in the log."""
         snapshot = self._consumer_snapshot.pop(gid, None)
         self._consumer_busy[gid] = deque()
+        downgrade = self.consumer.take_downgrade(gid)
+        if downgrade is not None:
+            records = [*records, self._convert_to_classic_group(downgrade)]
+        undo = self._classic_undo.pop(gid, None)
 
         def done(code: int | None) -> None:
             if code is not None:
                 self.log.warning("consumer_group_write_failed", group=gid, error=code, records=len(records))
+                if downgrade is not None:
+                    classic = self.groups.pop(gid, None)
+                    if classic is not None:
+                        self._forget_group(classic)
+                    self.group_records.pop(gid, None)
                 if snapshot is None:
                     self.consumer.groups.groups.pop(gid, None)
                 else:
                     self.consumer.groups.groups[gid] = snapshot
+                    self.consumer.end_load(self._now, [gid])  # its members' sessions start again
+                if undo is not None:
+                    undo()
             on_done(code)
             waiting = self._consumer_busy.pop(gid)
             while waiting and gid not in self._consumer_busy:
@@ -1655,7 +2000,7 @@ class GroupCoordinator:
         if busy is not None:
             busy.append(lambda: self._fire_consumer(key))
             return
-        records = self.consumer.fire(key)
+        records = self.consumer.fire(key, self._now)
         if records:
             self._consumer_write(gid, list(records), lambda code: None)
 
@@ -1708,7 +2053,8 @@ class GroupCoordinator:
                             "subscribed_topic_regex": m.subscribed_topic_regex,
                             "assignment": assignment(m.assigned),
                             "target_assignment": assignment(g.target.get(m.member_id, {})),
-                            "member_type": 1,  # CONSUMER (v1+): groupd has no classic members in consumer groups yet
+                            # v1+: 0 CLASSIC for a member speaking the classic protocol, 1 CONSUMER
+                            "member_type": 0 if m.uses_classic_protocol else 1,
                         }
                         for m in sorted(g.members.values(), key=lambda m: m.member_id)
                     ],
@@ -1717,6 +2063,194 @@ class GroupCoordinator:
                     entry["authorized_operations"] = GROUP_AUTHORIZED_OPERATIONS
             out.append(entry)
         self._respond(ctx, {"throttle_time_ms": 0, "groups": out})
+
+    # ==========================================================================================
+    # Migration between the classic and the consumer protocol (KIP-848's upgrade path)
+    # ==========================================================================================
+
+    def _online_upgrade_refusal(self, classic: ClassicGroup, req: dict[str, Any]) -> str | None:
+        """``validateOnlineUpgrade`` (why a ConsumerGroupHeartbeat may not turn this live classic group
+        into a consumer group), or None when it may."""
+        gid = classic.group_id
+        refused = f"Group {gid} is not a consumer group."
+        if req.get("member_epoch") != 0:
+            return refused
+        if not self.consumer.config.upgrade_enabled:
+            self.log.info("online_upgrade_refused", group=gid, reason="the online upgrade is disabled")
+            return refused
+        if not classic.uses_consumer_protocol() or not classic.members:
+            self.log.info("online_upgrade_refused", group=gid, reason="not the consumer embedded protocol")
+            return refused
+        if len(classic.members) > self.consumer.config.max_size:
+            self.log.info("online_upgrade_refused", group=gid, reason="larger than group.consumer.max.size")
+            return refused
+        return None
+
+    def _convert_to_consumer_group(self, classic: ClassicGroup, pre: list[Record]) -> str | None:
+        """``convertToConsumerGroup``: parked JoinGroup/SyncGroup requests get REBALANCE_IN_PROGRESS (the
+        members rejoin the consumer group), the classic group's tombstone goes into ``pre`` and the
+        consumer group's records are applied (``ConsumerGroup.fromClassicGroup``). A refusal's message
+        when the embedded protocol cannot be read."""
+        gid = classic.group_id
+        specs = [
+            ClassicMemberSpec(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                tuple(m.protocols),
+                m.assignment,
+            )
+            for m in classic.members.values()
+        ]
+        self._snapshot_consumer_group(gid)
+        try:
+            converted = self.consumer.convert_from_classic(
+                self._now, gid, classic.generation, classic.protocol_name, specs
+            )
+        except UpgradeRefused as e:  # malformed embedded protocol, user data, a partition twice
+            self._consumer_snapshot.pop(gid, None)
+            return e.message
+        for member in list(classic.members.values()):
+            if member.join_waiter is not None:
+                w = member.join_waiter
+                self._complete_join_waiter(
+                    classic,
+                    member,
+                    self._join_response(w.version, err.REBALANCE_IN_PROGRESS, member_id=member.member_id),
+                )
+            self._complete_sync_waiter(member, self._sync_response(err.REBALANCE_IN_PROGRESS))
+        self._forget_group(self.groups.pop(gid))
+        old_record = self.group_records.pop(gid, None)
+        pre.append((GroupMetadataKey(gid), None))
+        pre.extend(converted)  # type: ignore[arg-type]
+
+        def undo() -> None:
+            if old_record is not None:
+                self.group_records[gid] = old_record
+            self._restore_group(gid)
+
+        self._classic_undo[gid] = undo
+        self.log.info("group_upgraded", group=gid, members=len(specs), generation=classic.generation)
+        return None
+
+    def _convert_to_classic_group(self, d: Downgrade) -> Record:
+        """``convertToClassicGroup`` / ``ClassicGroup.fromConsumerGroup``: the classic members that stay
+        form a Stable classic group at the group epoch, each with its target assignment, and a rebalance
+        starts at once. Applied now (Kafka updates the state directly too); its record returned."""
+        cg = d.group
+        gid = cg.group_id
+        group = ClassicGroup(gid, S, self._now, generation=cg.group_epoch, protocol_type="consumer")
+        versions: dict[str, int] = {}
+        for mid, m in cg.members.items():
+            if mid in d.leaving or m.classic is None:
+                continue
+            protocols = [(p.name, p.metadata) for p in m.classic.supported_protocols]
+            group.add(
+                Member(
+                    member_id=mid,
+                    group_instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    session_timeout_ms=m.classic.session_timeout_ms,
+                    protocol_type="consumer",
+                    protocols=protocols,
+                ),
+                None,
+            )
+            try:
+                versions[mid] = decode_subscription(protocols[0][1]).version if protocols else 0
+            except ConsumerProtocolError:
+                versions[mid] = 0
+        group.protocol_name = group.select_protocol()
+        group.subscribed_topics = group.compute_subscribed_topics()
+        for mid, member in group.members.items():
+            member.assignment = self.consumer.assignment_bytes(cg.target.get(mid, {}), versions[mid])
+        value = self._group_metadata_record(group, {mid: m.assignment for mid, m in group.members.items()})
+        self.groups[gid] = group
+        self.group_records[gid] = value
+        for member in group.members.values():
+            self._reschedule_heartbeat(group, member)
+        self.log.info("group_downgraded", group=gid, members=len(group.members), generation=group.generation)
+        if d.rebalance:
+            self._prepare_rebalance(group, f"Downgrade group {gid} from consumer to classic.")
+        return (GroupMetadataKey(gid), value)
+
+    def _consumer_group_request(self, gid: str, retry: Callable[[], None], run: Callable[[], None]) -> None:
+        """A classic request to a consumer group: behind the group's write in flight, if any."""
+        busy = self._consumer_busy.get(gid)
+        if busy is not None:
+            busy.append(retry)
+            return
+        run()
+
+    def _write_then(self, gid: str, records: list[Record], answer: Callable[[int], None]) -> None:
+        """Write a consumer group's applied records, then ``answer`` with NONE or the write's error."""
+        if not records and self.consumer.downgrades.get(gid) is None:
+            answer(err.NONE)
+            return
+        self._consumer_write(
+            gid, records, lambda code: answer(err.NONE if code is None else err.append_error_to_response_error(code))
+        )
+
+    def _classic_join_to_consumer_group(
+        self, v: int, req: dict[str, Any], ctx: Any, client_id: str, client_host: str
+    ) -> None:
+        """``classicGroupJoinToConsumerGroup``: answered when its records are durable."""
+        gid = req["group_id"]
+        result = self.consumer.classic_join(self._now, req, v, client_id=client_id, client_host=client_host)
+        r = result.response
+        if r["error_code"] != err.NONE:
+            self._respond(ctx, self._join_response(v, r["error_code"], member_id=r.get("member_id") or ""))
+            return
+
+        def answer(code: int) -> None:
+            if code != err.NONE:
+                self._respond(ctx, self._join_response(v, code, member_id=r["member_id"]))
+                return
+            self._respond(
+                ctx,
+                self._join_response(
+                    v,
+                    err.NONE,
+                    member_id=r["member_id"],
+                    generation=r["generation_id"],
+                    protocol_type="consumer",
+                    protocol_name=r["protocol_name"],
+                ),
+            )
+
+        self._write_then(gid, list(result.records), answer)
+
+    def _classic_sync(self, v: int, req: dict[str, Any], ctx: Any) -> None:
+        """``classicGroupSyncToConsumerGroup``."""
+        r = self.consumer.classic_sync(self._now, req, v)
+        if r["error_code"] != err.NONE:
+            self._respond(ctx, self._sync_response(r["error_code"]))
+            return
+        self._respond(ctx, self._sync_response(err.NONE, r["assignment"], r["protocol_type"], r["protocol_name"]))
+
+    def _classic_leave(self, v: int, gid: str, identities: list[tuple[str, str | None, str | None]], ctx: Any) -> None:
+        """``classicGroupLeaveToConsumerGroup``: answered when the removal is durable."""
+        codes, records = self.consumer.classic_leave(self._now, gid, [(mid, iid) for mid, iid, _r in identities])
+        results = [
+            {"member_id": mid, "group_instance_id": iid, "error_code": code}
+            for (mid, iid, _r), code in zip(identities, codes, strict=True)
+        ]
+        for (mid, _iid, reason), code in zip(identities, codes, strict=True):
+            if code == err.NONE:
+                self.log.info("member_left", group=gid, member=mid, reason=reason, protocol="classic")
+
+        def answer(code: int) -> None:
+            if code != err.NONE:
+                self._respond(ctx, {"throttle_time_ms": 0, "error_code": code, "members": []})
+            else:
+                self._respond_leave(ctx, v, results)
+
+        self._write_then(gid, records, answer)
 
     _handlers: dict[str, Callable[..., None]] = {
         "ConsumerGroupHeartbeat": _consumer_heartbeat,
@@ -1732,4 +2266,5 @@ class GroupCoordinator:
         "OffsetCommit": lambda self, v, req, ctx, _cid, _host: self.offset_manager.commit(v, req, ctx),
         "OffsetFetch": lambda self, v, req, ctx, _cid, _host: self.offset_manager.fetch(v, req, ctx),
         "OffsetDelete": lambda self, v, req, ctx, _cid, _host: self.offset_manager.delete(v, req, ctx),
+        "TxnOffsetCommit": lambda self, v, req, ctx, _cid, _host: self.offset_manager.commit_transactional(v, req, ctx),
     }

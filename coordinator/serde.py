@@ -373,10 +373,14 @@ def _member_out(v: cr.ConsumerGroupMemberMetadataValue) -> dict:
         )
     }
     d["subscribed_topic_names"] = list(v.subscribed_topic_names)
+    c = v.classic_member_metadata
     d["classic_member_metadata"] = (
         None
-        if v.classic_protocols is None
-        else {"supported_protocols": [{"name": p.name, "metadata": p.metadata} for p in v.classic_protocols]}
+        if c is None
+        else {
+            "session_timeout_ms": c.session_timeout_ms,
+            "supported_protocols": [{"name": p.name, "metadata": p.metadata} for p in c.supported_protocols],
+        }
     )
     return d
 
@@ -392,9 +396,12 @@ def _member_in(d: dict) -> cr.ConsumerGroupMemberMetadataValue:
         subscribed_topic_regex=d["subscribed_topic_regex"],
         rebalance_timeout_ms=d["rebalance_timeout_ms"],
         server_assignor=d["server_assignor"],
-        classic_protocols=None
+        classic_member_metadata=None
         if classic is None
-        else tuple(cr.ClassicProtocol(p["name"], p["metadata"]) for p in classic["supported_protocols"]),
+        else cr.ClassicMemberMetadata(
+            classic["session_timeout_ms"],
+            tuple(cr.ClassicProtocol(p["name"], p["metadata"]) for p in classic["supported_protocols"]),
+        ),
     )
 
 

@@ -122,6 +122,8 @@ DOMAINS: dict[str, Check] = {
     "group_consumer_session_timeout_ms": _positive,
     "group_consumer_heartbeat_interval_ms": _positive,
     "group_consumer_max_size": _positive,
+    "group_consumer_regex_refresh_interval_ms": _positive,
+    "group_consumer_migration_policy": one_of("disabled", "upgrade", "downgrade", "bidirectional"),
     "offsets_retention_minutes": _positive,
     "offsets_retention_check_interval_ms": _positive_long_ms,
     "offset_metadata_max_bytes": _count,

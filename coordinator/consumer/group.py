@@ -256,6 +256,7 @@ class ConsumerGroups:
                     subscribed_topic_regex=value.subscribed_topic_regex,
                     rebalance_timeout_ms=value.rebalance_timeout_ms,
                     server_assignor=value.server_assignor,
+                    classic=value.classic_member_metadata,
                 )
             )
             return

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from .records import TopicPartitionsTuple
+from .records import ClassicMemberMetadata, TopicPartitionsTuple
 
 Partitions = Mapping[uuid.UUID, frozenset[int]]
 EMPTY: Partitions = {}
@@ -101,6 +101,13 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # set while the member speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) in a consumer group
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        """``ConsumerGroupMember.useClassicProtocol``."""
+        return self.classic is not None
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         """``ConsumerGroupMember.isReconciledTo``."""

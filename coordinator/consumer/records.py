@@ -81,6 +81,15 @@ class ClassicProtocol:
 
 
 @dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a member speaking the classic protocol inside a consumer group brought in its JoinGroup
+    (KIP-848's upgrade path): its session timeout and its (name, subscription) protocols."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[ClassicProtocol, ...]
+
+
+@dataclass(frozen=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -90,8 +99,8 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
-    # tagged: set only for a classic member in a consumer group (KIP-848 upgrade path); None here
-    classic_protocols: tuple[ClassicProtocol, ...] | None = None
+    # tagged: set only for a member speaking the classic protocol in a consumer group
+    classic_member_metadata: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True)

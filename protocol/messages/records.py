@@ -134,6 +134,7 @@ CONSUMER_GROUP_MEMBER_METADATA_VALUE = _value(
         "classic_member_metadata",
         "ClassicMemberMetadata",
         "0+",
+        f("session_timeout_ms", "int32", "0+"),
         f("supported_protocols", "[]", "0+", f("name", "string", "0+"), f("metadata", "bytes", "0+")),
         nullable="0+",
         default=None,

@@ -19,6 +19,7 @@ from groupd.coordinator.consumer_protocol import (
     encode_subscription,
 )
 from groupd.coordinator.group import ClassicGroup
+from groupd.coordinator.result import Append
 
 
 def quiet_logger() -> Any:
@@ -53,8 +54,10 @@ class Shell:
     auto_append: bool = True
     topic_partitions: Any = None
     topics_image: Any = None  # KIP-848 consumer groups: () -> TopicsImage
+    consumer_config: Any = None  # KIP-848 consumer groups: ConsumerGroupConfig
     logger: Any = None
     now: int = 0
+    node_id: int | None = None  # the broker requests are sent to (a cluster sharing the core)
 
     def __post_init__(self) -> None:
         counter = itertools.count(1)
@@ -63,13 +66,17 @@ class Shell:
             uuid_factory=lambda: f"uuid{next(counter)}",
             topic_partitions=self.topic_partitions,
             topics_image=self.topics_image,
+            consumer_config=self.consumer_config,
             logger=self.logger or quiet_logger(),
         )
         self.answers: dict[Ctx, dict[str, Any]] = {}
         self.log: list[tuple[int, Record]] = []  # durable records, in append order
-        self.queued: deque[tuple[int, int, list[Record]]] = deque()  # appends not yet completed
+        # Durable appends as batches, in order: what a start-up load reads (producer ids, markers).
+        self.batches: list[Append] = []
+        self.queued: deque[Append] = deque()  # appends not yet completed
         self._ctx = itertools.count(1)
         self.clients: list[Client] = []
+        self.sent: list[Ctx] = []
 
     # -- driving ---------------------------------------------------------------------------
 
@@ -78,7 +85,7 @@ class Shell:
             assert ctx not in self.answers, f"{ctx} answered twice"
             self.answers[ctx] = response
         for a in result.appends:
-            self.queued.append((a.token, a.partition, a.records))
+            self.queued.append(a)
         if self.auto_append:
             self.flush()
 
@@ -86,16 +93,23 @@ class Shell:
         """Complete queued appends in order (all of them, or ``count``), successfully unless ``error``."""
         done = 0
         while self.queued and (count is None or done < count):
-            token, partition, records = self.queued.popleft()
+            a = self.queued.popleft()
             if error is None:
-                self.log.extend((partition, r) for r in records)
-            self.absorb(self.coord.append_done(self.now, token, error))
+                self.log.extend((a.partition, r) for r in a.records)
+                self.batches.append(a)
+            self.absorb(self.coord.append_done(self.now, a.token, error))
             done += 1
 
-    def send(self, api: str, version: int, request: dict[str, Any], client_id: str = "client") -> Ctx:
+    def send(
+        self, api: str, version: int, request: dict[str, Any], client_id: str = "client", node_id: int | None = None
+    ) -> Ctx:
         ctx = Ctx(next(self._ctx), api)
+        self.sent.append(ctx)
+        node = self.node_id if node_id is None else node_id
         self.absorb(
-            self.coord.handle(self.now, api, version, request, ctx, client_id=client_id, client_host="/127.0.0.1")
+            self.coord.handle(
+                self.now, api, version, request, ctx, client_id=client_id, client_host="/127.0.0.1", node_id=node
+            )
         )
         self.settle()
         return ctx
@@ -123,9 +137,23 @@ class Shell:
 
     def end_load(self, partition: int) -> None:
         """What the shell's start-up load does after ``begin_load``: replay the log, end the load."""
-        for key, value in self.records():
-            self.coord.replay(key, value)
+        if self.batches:
+            replay_batches(self.coord, [a for a in self.batches if a.partition == partition])
+        else:  # a log the test wrote itself (plain records)
+            for key, value in self.records():
+                self.coord.replay(key, value)
         self.absorb(self.coord.end_load(partition, self.now))
+
+    def reloaded(self) -> GroupCoordinator:
+        """A fresh coordinator that loaded this log (a restart): batch by batch, as the shell does."""
+        fresh = GroupCoordinator(self.config, topic_partitions=self.topic_partitions, logger=quiet_logger())
+        parts = list(fresh.ownership.local_partitions())
+        for p in parts:
+            fresh.begin_load(p)
+        replay_batches(fresh, self.batches)
+        for p in parts:
+            fresh.end_load(p, self.now)
+        return fresh
 
     def answer(self, ctx: Ctx) -> dict[str, Any] | None:
         return self.answers.get(ctx)
@@ -139,6 +167,27 @@ class Shell:
         g = self.coord.group(gid)
         return "Dead" if g is None else str(g.state)
 
+    def unload(self, partition: int, epoch: int | None = None) -> None:
+        """The partition is resigned (``GroupCoordinator.unload_partition``)."""
+        self.absorb(self.coord.unload_partition(self.now, partition, epoch))
+
+    def begin_load(self, partition: int, epoch: int | None = None, node: Any = None) -> None:
+        self.absorb(self.coord.begin_load(partition, epoch, node))
+
+    def finish_load(self, partition: int) -> None:
+        """What the shell's run-time load does after ``begin_load``: wait for the appends still
+        in flight (GroupShell._settle_writes), replay the partition's durable records (only them:
+        the others are live), then end the load."""
+        self.flush()
+        for p, (key, value) in self.log:
+            if p == partition:
+                self.coord.replay(key, value)
+        self.absorb(self.coord.end_load(partition, self.now, self.coord.partition_epoch(partition)))
+
+    def reload(self, partition: int, epoch: int | None = None, node: Any = None) -> None:
+        self.begin_load(partition, epoch, node)
+        self.finish_load(partition)
+
     def records(self) -> list[Record]:
         return [r for _, r in self.log]
 
@@ -146,6 +195,20 @@ class Shell:
         c = Client(self, name, group, **kw)
         self.clients.append(c)
         return c
+
+
+def replay_batches(coord: GroupCoordinator, batches: list[Append]) -> None:
+    """Replay durable appends as the shell's load replays batches: plain records, transactional
+    records with their producer, end-transaction markers."""
+    for a in batches:
+        if a.marker is not None:
+            coord.replay_end_txn_marker(a.partition, a.producer_id, a.producer_epoch, *a.marker)
+        elif a.producer_id >= 0:
+            for key, value in a.records:
+                coord.replay_transactional(key, value, a.producer_id, a.producer_epoch)
+        else:
+            for key, value in a.records:
+                coord.replay(key, value)
 
 
 @dataclass(eq=False)
@@ -269,7 +332,7 @@ class Client:
         # The shell's hot path (GroupCoordinator.heartbeat, no Result) must answer what the
         # generic path answers, in every state every test reaches; asking twice at the same time
         # is idempotent (the session deadline is set to the same value).
-        fast = self.shell.coord.heartbeat(self.shell.now, version, req)
+        fast = self.shell.coord.heartbeat(self.shell.now, version, req, self.shell.node_id)
         resp = self.shell.answer(self.shell.send("Heartbeat", version, req, client_id=self.name))
         self.shell.deliver()
         assert resp is not None

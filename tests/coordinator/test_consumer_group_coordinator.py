@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from consumer_harness import image, topic_id
+from groupd.coordinator.consumer import ConsumerGroupConfig
 from groupd.coordinator.serde import decode_record, encode_record
 from harness import Shell
 
@@ -70,8 +71,9 @@ def test_failed_write_answers_with_the_mapped_error() -> None:
     assert shell.answer(ctx)["error_code"] == 16
 
 
-def test_a_live_classic_group_is_not_a_consumer_group() -> None:
-    shell = Shell(topics_image=lambda: IMAGE)
+def test_a_live_classic_group_is_not_a_consumer_group_when_the_migration_policy_is_disabled() -> None:
+    # validateOnlineUpgrade: with group.consumer.migration.policy=disabled there is no upgrade
+    shell = Shell(topics_image=lambda: IMAGE, consumer_config=ConsumerGroupConfig(migration_policy="disabled"))
     c = shell.client("a")
     c.join()
     shell.deliver()
@@ -146,7 +148,9 @@ def test_classic_join_replaces_an_empty_consumer_group_and_keeps_its_offsets_may
     c = shell.client("classic", group="cg")
     c.join()
     shell.deliver()
-    assert c.last_join["error_code"] == 23  # INCONSISTENT_GROUP_PROTOCOL: a live consumer group
+    # classicGroupJoinToConsumerGroup: a live consumer group takes the classic member in
+    assert c.last_join["error_code"] == 0 and shell.coord.consumer.group("cg").members[c.member_id].classic
+    assert c.leave()["members"][0]["error_code"] == 0  # classicGroupLeaveToConsumerGroup
     hb(shell, "m1", -1)
     c2 = shell.client("classic2", group="cg")
     c2.join()
@@ -271,7 +275,11 @@ def test_delete_and_classic_join_wait_for_a_consumer_group_write_in_flight() -> 
     c = shell.client("classic", group="cg")
     c.join()
     shell.deliver()
-    assert c.last_join["error_code"] == 14
+    assert c.last_join is None  # the join waits behind the write (a per-group actor)
+    shell.flush()
+    shell.deliver()
+    # then runs on the durable state: the empty consumer group makes way (maybeDeleteEmptyConsumerGroup)
+    assert c.last_join["error_code"] == 79 and shell.coord.consumer.group("cg") is None
     shell.flush()
     ctx = shell.send("DeleteGroups", 2, {"groups_names": ["cg"]})
     shell.flush()

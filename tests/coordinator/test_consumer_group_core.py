@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from consumer_harness import GROUP, Shell, image, topic_id
 from groupd.coordinator.consumer import ConsumerGroupState, MemberState
+from groupd.coordinator.consumer import records as cr
 
 T = topic_id("t")
 
@@ -12,6 +13,7 @@ def settle(clients, rounds: int = 6) -> None:
     for _ in range(rounds):
         for c in clients:
             c.heartbeat()
+            c.shell.advance(0)  # what the shell does: fire what is due now (a regex refresh)
 
 
 def covered_once(clients, n: int) -> bool:
@@ -149,10 +151,52 @@ def test_regex_subscription_picks_up_a_topic_created_later() -> None:
     a = shell.client("a", topics=None, regex="t.*")
     settle([a])
     assert a.owned == {T: frozenset({0, 1})}
+    shell.advance(10001)  # past the batching interval (maybeUpdateRegularExpressions)
     shell.set_topics(image(2, t=2, other=1, t2=3))
     settle([a])
     assert a.owned == {T: frozenset({0, 1}), topic_id("t2"): frozenset({0, 1, 2})}
     assert GROUP in shell.mgr.groups.groups
+
+
+def regex_refreshes(shell: Shell) -> int:
+    return sum(1 for k, v in shell.log if isinstance(k, cr.ConsumerGroupRegularExpressionKey) and v is not None)
+
+
+def test_regex_resolution_is_batched_maybeUpdateRegularExpressions_REGEX_BATCH_REFRESH_INTERVAL() -> None:
+    shell = Shell(topics=image(1, t=2, other=1))
+    a = shell.client("a", topics=None, regex="t.*")
+    r = a.heartbeat()
+    # not resolved in the heartbeat: a refresh is due at once, outside it (Kafka's executor)
+    assert r["assignment"] == {"topic_partitions": []} and regex_refreshes(shell) == 0
+    assert shell.mgr.next_deadline() == shell.now
+    epoch = shell.group().group_epoch
+    shell.advance(0)
+    assert regex_refreshes(shell) == 1 and shell.group().group_epoch == epoch + 1  # one bump for the batch
+    settle([a])
+    assert a.owned == {T: frozenset({0, 1})}
+    # a topic created 1 s later: nothing until 10 s after the last resolution
+    shell.advance(1000)
+    shell.set_topics(image(2, t=2, other=1, t2=3))
+    for _ in range(9):
+        settle([a], rounds=1)
+        shell.advance(1000)
+    assert regex_refreshes(shell) == 1 and topic_id("t2") not in a.owned
+    shell.advance(1)
+    settle([a])
+    assert regex_refreshes(shell) == 2 and topic_id("t2") in a.owned
+    # a second member with a regex new to the group within the interval: it waits for the next batch
+    b = shell.client("b", topics=None, regex="o.*")
+    settle([a, b])
+    assert regex_refreshes(shell) == 2 and b.owned == {}
+    shell.advance(10001)
+    settle([a, b])
+    assert regex_refreshes(shell) == 2 + 2  # both regexes written by one refresh
+    assert b.owned == {topic_id("other"): frozenset({0})}
+    # no new topic since (only partitions added): no resolution, however long it has been
+    shell.advance(20000)
+    shell.set_topics(image(3, t=3, other=1, t2=3))
+    settle([a, b])
+    assert regex_refreshes(shell) == 4 and a.owned[T] == frozenset({0, 1, 2})
 
 
 def test_recovered_state_equals_state_before() -> None:

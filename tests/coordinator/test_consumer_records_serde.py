@@ -68,7 +68,12 @@ values = st.one_of(
         st.none() | names,
         st.integers(-1, 2**31 - 1),
         st.none() | st.sampled_from(["uniform", "range"]),
-        st.none() | st.lists(st.builds(cr.ClassicProtocol, names, st.binary(max_size=8)), max_size=2).map(tuple),
+        st.none()
+        | st.builds(
+            cr.ClassicMemberMetadata,
+            st.integers(0, 2**31 - 1),
+            st.lists(st.builds(cr.ClassicProtocol, names, st.binary(max_size=8)), max_size=2).map(tuple),
+        ),
     ),
     st.builds(cr.ConsumerGroupTargetAssignmentMetadataValue, st.integers(0, 2**31 - 1)),
     st.builds(cr.ConsumerGroupTargetAssignmentMemberValue, tps),

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 
+import harness
 from consumer_harness import GROUP, Client, Shell, image, topic_id
-from groupd.coordinator.consumer import ConsumerGroupState, MemberState
-from hypothesis import HealthCheck, settings
+from groupd.coordinator.consumer import ConsumerGroupConfig, ConsumerGroupState, MemberState
+from groupd.coordinator.consumer_protocol import decode_assignment
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from test_consumer_group_coordinator import hb as consumer_hb
 
 NAMES = ["a", "b", "c", "d", "s"]  # "s" is static
 T = topic_id("t")
@@ -141,3 +144,219 @@ ReconciliationMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestReconciliation = ReconciliationMachine.TestCase
+
+
+# -- classic and consumer-protocol members mixed (KIP-848 migration) ---------------------------------
+
+
+class ClassicMember:
+    """An eager classic consumer (kafka-python's way) driven step by step: JoinGroup, SyncGroup (the
+    leader assigns round robin), then heartbeats; told to rejoin, it drops everything first."""
+
+    def __init__(self, client: harness.Client, partitions: int) -> None:
+        self.c = client
+        self.partitions = partitions
+        self.held: set[int] = set()
+        self.phase = "idle"
+
+    def act(self) -> None:
+        c = self.c
+        c.shell.deliver()
+        if self.phase == "joining" and c.pending_join is None:
+            if c.last_join and c.last_join["error_code"] == 0:
+                members = [m["member_id"] for m in c.members] if c.is_leader else []
+                plan = {m: [p for p in range(self.partitions) if p % len(members) == i] for i, m in enumerate(members)}
+                c.sync({m: harness.assignment("t", *ps) for m, ps in plan.items()})
+                self.phase = "syncing"
+            else:
+                self.rejoin()
+        elif self.phase == "syncing" and c.pending_sync is None:
+            if c.last_sync and c.last_sync["error_code"] == 0:
+                self.held = {p for tp in decode_assignment(c.assignment).assigned_partitions for p in tp.partitions}
+                self.phase = "stable"
+            else:
+                self.rejoin()
+        elif self.phase == "stable":
+            if c.heartbeat() != 0:
+                self.rejoin()
+        elif self.phase == "idle":
+            self.rejoin()
+
+    def rejoin(self) -> None:
+        self.held = set()  # eager: everything is revoked before the JoinGroup
+        if self.c.last_join and self.c.last_join["error_code"] == 25:
+            self.c.member_id = ""
+        self.c.join()
+        self.phase = "joining"
+
+
+class ModernMember:
+    """A consumer-protocol member: owns what its last heartbeat answer gave it, acknowledges revocations
+    in its next heartbeat, rejoins at epoch 0 when fenced or forgotten."""
+
+    def __init__(self, shell: harness.Shell, member_id: str) -> None:
+        self.shell, self.member_id = shell, member_id
+        self.epoch = 0
+        self.owned: set[int] = set()
+
+    def beat(self, epoch: int | None = None) -> None:
+        e = self.epoch if epoch is None else epoch
+        r = consumer_hb(self.shell, self.member_id, e, sorted(self.owned), group="g")
+        if r["error_code"] in (25, 110, 69):  # dropped, fenced, or the group went classic: start over
+            self.epoch, self.owned = 0, set()
+            return
+        assert r["error_code"] == 0, r
+        if e >= 0:
+            self.epoch = r["member_epoch"]
+            if r["assignment"] is not None:
+                self.owned = {p for tp in r["assignment"]["topic_partitions"] for p in tp["partitions"]}
+
+
+class MigrationMachine(RuleBasedStateMachine):
+    """Classic members join and leave a group beside consumer-protocol members: it upgrades and
+    downgrades (group.consumer.migration.policy=bidirectional). No partition is ever held by two
+    members the coordinator still counts, everyone converges, and the log reloads to the live state."""
+
+    @initialize(
+        partitions=st.integers(1, 6),
+        policy=st.sampled_from(["bidirectional", "bidirectional", "upgrade", "downgrade", "disabled"]),
+    )
+    def setup(self, partitions: int, policy: str) -> None:
+        self.partitions = partitions
+        self.policy = policy
+        img = image(1, t=partitions)
+        self.shell = harness.Shell(
+            topics_image=lambda: img, consumer_config=ConsumerGroupConfig(migration_policy=policy)
+        )
+        self.classic: dict[str, ClassicMember] = {}
+        self.modern: dict[str, ModernMember] = {}
+        self.n = 0
+
+    @rule(name=st.sampled_from(["k1", "k2", "k3"]))
+    def classic_join(self, name: str) -> None:
+        if name not in self.classic:
+            self.n += 1
+            self.classic[name] = m = ClassicMember(self.shell.client(f"{name}-{self.n}"), self.partitions)
+            m.act()
+
+    @rule(name=st.sampled_from(["m1", "m2"]))
+    def modern_join(self, name: str) -> None:
+        if name not in self.modern:
+            self.n += 1
+            self.modern[name] = m = ModernMember(self.shell, f"{name}-{self.n}")
+            m.beat()
+
+    @rule(data=st.data())
+    def act(self, data: st.DataObject) -> None:
+        names = sorted(self.classic) + sorted(self.modern)
+        if names:
+            name = data.draw(st.sampled_from(names))
+            if name in self.classic:
+                self.classic[name].act()
+            else:
+                self.modern[name].beat()
+
+    @rule(data=st.data(), crash=st.booleans())
+    def leave(self, data: st.DataObject, crash: bool) -> None:
+        names = sorted(self.classic) + sorted(self.modern)
+        if not names:
+            return
+        name = data.draw(st.sampled_from(names))
+        if name in self.classic:
+            m = self.classic.pop(name)
+            if not crash and m.c.member_id:
+                m.c.leave()
+        else:
+            mm = self.modern.pop(name)
+            if not crash and mm.epoch > 0:
+                mm.beat(-1)
+
+    @rule(ms=st.sampled_from([1000, 5000, 12000, 46000]))
+    def advance(self, ms: int) -> None:
+        self.shell.advance(ms)
+
+    def _counted(self) -> list[tuple[str, set[int]]]:
+        """What each client holds, for the clients the coordinator still counts at their epoch."""
+        out = []
+        cg, classic = self.shell.coord.consumer.group("g"), self.shell.coord.group("g")
+        for name, m in self.classic.items():
+            if m.phase != "stable":
+                continue
+            if (
+                cg is not None
+                and m.c.member_id in cg.members
+                and cg.members[m.c.member_id].member_epoch == m.c.generation
+            ):
+                assert m.held <= set(cg.members[m.c.member_id].assigned.get(T, ())), name
+                out.append((name, m.held))
+            elif classic is not None and m.c.member_id in classic.members and classic.generation == m.c.generation:
+                out.append((name, m.held))
+        for name, mm in self.modern.items():
+            if cg is not None and mm.member_id in cg.members and cg.members[mm.member_id].member_epoch == mm.epoch:
+                out.append((name, mm.owned))
+        return out
+
+    @invariant()
+    def no_partition_held_twice(self) -> None:
+        if hasattr(self, "shell"):
+            held = [p for _name, ps in self._counted() for p in ps]
+            assert len(held) == len(set(held)), self._counted()
+
+    @invariant()
+    def reload_equals_live(self) -> None:
+        if not hasattr(self, "shell"):
+            return
+        fresh = harness.Shell(topics_image=self.shell.topics_image, consumer_config=self.shell.consumer_config)
+        fresh.log = list(self.shell.log)
+        p = fresh.coord.partition_for("g")
+        fresh.coord.begin_load(p)
+        fresh.end_load(p)
+        live, loaded = self.shell.coord.consumer.group("g"), fresh.coord.consumer.group("g")
+        assert (live is None) == (loaded is None)
+        if live is not None:
+            assert loaded.persisted() == live.persisted()
+        assert fresh.coord.group_records.get("g") == self.shell.coord.group_records.get("g")
+
+    @rule()
+    def converge(self) -> None:
+        for _ in range(12):
+            for m in list(self.classic.values()):
+                m.act()
+            for mm in list(self.modern.values()):
+                mm.beat()
+        cg, classic = self.shell.coord.consumer.group("g"), self.shell.coord.group("g")
+        if cg is not None and any(m.uses_classic_protocol for m in cg.members.values()):
+            event("converged with classic members in a consumer group")
+        if classic is not None and classic.generation > 0:
+            event("converged as a classic group")
+        live = {m.c.member_id for m in self.classic.values()} | {mm.member_id for mm in self.modern.values()}
+        members = set(cg.members) if cg is not None else set(classic.members) if classic is not None else set()
+        if not live or members != live:
+            return  # crashed members still count until their sessions expire
+        if cg is not None:
+            assert cg.state == ConsumerGroupState.STABLE, cg.state
+            assert all(m.member_epoch == cg.target_epoch for m in cg.members.values())
+            # a consumer group keeps a consumer-protocol member unless the policy forbids the downgrade
+            assert classic is None
+            assert any(not m.uses_classic_protocol for m in cg.members.values()) or self.policy in (
+                "upgrade",
+                "disabled",
+            )
+        else:
+            assert not self.modern and classic is not None and str(classic.state) == "Stable"
+        held = sorted(p for _name, ps in self._counted() for p in ps)
+        assert held == list(range(self.partitions)), (held, self._counted())
+
+    def teardown(self) -> None:
+        if hasattr(self, "shell"):
+            self.shell.advance(50000)
+            self.converge()
+
+
+MigrationMachine.TestCase.settings = settings(
+    max_examples=int(os.environ.get("GROUPD_STATEFUL_EXAMPLES", "120")),
+    stateful_step_count=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestMigration = MigrationMachine.TestCase

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def subscribe(consumer: Any, topic: str) -> None:
+def subscribe(consumer: Any, topic: str, listener: Any = None) -> None:
     """Subscribe a kafka-python ``KafkaConsumer`` to an existing topic without its join race.
 
     kafka-python 3.0.12 can wedge a group leader for good. When the leader rejoins because its topic
@@ -26,7 +26,7 @@ def subscribe(consumer: Any, topic: str) -> None:
     ``_perform_assignment`` take 250 ms with a 100 ms poll and adding partitions: the leader expires
     every time without this, never with it.)
     """
-    consumer.subscribe([topic])
+    consumer.subscribe([topic], listener=listener)
     coordinator = consumer._coordinator
     if hasattr(coordinator, "_join_task"):
         plain_need_rejoin = coordinator.need_rejoin
