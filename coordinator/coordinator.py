@@ -252,7 +252,9 @@ class GroupCoordinator:
                     self.replay(key, value)
             else:  # a consumer group's records, applied when produced, are durable now
                 key = pending.records[0][0]
-                self.listener.consumer_group_written(getattr(key, "group_id", None) or key.group, pending.records)
+                self.listener.consumer_group_written(
+                    getattr(key, "group_id", None) or getattr(key, "group", ""), pending.records
+                )
             pending.on_done(None)
         else:
             code = error if isinstance(error, int) else err.error_code_of(error)
