@@ -42,7 +42,8 @@ GONE = _group_in(partition_for(GROUP), "gone")  # deleted, in the same partition
 async def start(data: Path, **settings: Any) -> Broker:
     # Small segments so a few thousand commits roll many; delete.retention.ms 0 so tombstones go
     # at the first pass that sees them in an inactive segment.
-    config = Config(data_dir=str(data), port=0, fsync="never", segment_bytes=8192, delete_retention_ms=0, **settings)
+    settings = {"delete_retention_ms": 0, **settings}
+    config = Config(data_dir=str(data), port=0, fsync="never", segment_bytes=8192, **settings)
     broker = Broker(config)
     await broker.start()
     await broker.groups.loaded.wait()
@@ -165,17 +166,33 @@ async def test_compaction_shrinks_the_offsets_partition_and_the_restart_replays_
 
 
 async def test_the_daemon_compacts_the_offsets_partition_on_the_cleaners_cadence(tmp_path: Path) -> None:
-    """log.cleaner.backoff.ms: nobody calls the cleaner, the node's own task shrinks the partition."""
-    broker = await start(tmp_path / "data", log_cleaner_backoff_ms=100)
+    """log.cleaner.backoff.ms: nobody calls the cleaner, the node's own task shrinks the partition.
+    A group deleted within delete.retention.ms (Kafka's default, a day) keeps its tombstones on disk
+    and stays deleted after a restart, its offsets compacted away under them."""
+    data = tmp_path / "data"
+    broker = await start(data, log_cleaner_backoff_ms=100, delete_retention_ms=24 * 3600 * 1000)
+    port = broker.port
     try:
-        await asyncio.to_thread(lambda: Wire(broker.port).create_topic(TOPIC, PARTITIONS))
-        acked = await asyncio.to_thread(commit_many, broker.port, GROUP, 800)
+        await asyncio.to_thread(lambda: Wire(port).create_topic(TOPIC, PARTITIONS))
+        await asyncio.to_thread(commit_many, port, GONE, 40)
+        await asyncio.to_thread(delete_group, port, GONE)
+        acked = await asyncio.to_thread(commit_many, port, GROUP, 800)
         plog = broker.logs.get(OFFSETS, partition_for(GROUP))
         assert plog is not None
         deadline = time.monotonic() + 10
         while plog.size_in_bytes * 5 > 800 * rec.HEADER_SIZE and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         assert plog.size_in_bytes * 5 <= 800 * rec.HEADER_SIZE
+        # Kept for delete.retention.ms: its tombstones (4 offsets, the group), nothing under them.
+        gone = [value for _o, _t, key, value in plog.iter_records() if key is not None and GONE.encode() in key]
+        assert gone == [None] * (PARTITIONS + 1)
+        assert await asyncio.to_thread(committed, port, GROUP) == acked
+    finally:
+        await broker.stop()
+    broker = await start(data)
+    try:
         assert await asyncio.to_thread(committed, broker.port, GROUP) == acked
+        assert await asyncio.to_thread(committed, broker.port, GONE) == {}
+        assert GONE not in broker.core.groups and GONE not in broker.core.offsets
     finally:
         await broker.stop()
