@@ -121,6 +121,10 @@ from .producer_state import AbortedTxn, BatchMeta, PartitionProducers, last_sequ
 from .settings import Config
 from .topics import OFFSETS_TOPIC, Topic, TopicError, TopicRegistry, validate_name
 
+# The broker's own compacted topics (cleanup.policy=compact, Kafka's offsets.topic / transaction
+# state log configs): cleaned on the cleaner's cadence, never under retention.
+INTERNAL_COMPACTED_TOPICS = (OFFSETS_TOPIC,)
+
 T = TypeVar("T")
 
 log = structlog.get_logger("groupd.data")
@@ -1420,10 +1424,14 @@ class DataPlane:
         return results
 
     def _user_logs(self, policy: str) -> list[tuple[str, int, PartitionLog]]:
+        """The open logs ``policy`` applies to: user partitions, and for compaction the internal
+        compacted topics too (Kafka's LogCleaner cleans every compact log, its own included)."""
         out = []
         for topic, p in self.logs.partitions():
+            if topic in INTERNAL_COMPACTED_TOPICS and policy != "compact":
+                continue
             plog = self.logs.get(topic, p)
-            if topic != OFFSETS_TOPIC and plog is not None and not plog.closed and getattr(plog.config, policy):
+            if plog is not None and not plog.closed and getattr(plog.config, policy):
                 out.append((topic, p, plog))
         return out
 
@@ -1435,18 +1443,23 @@ class DataPlane:
             return None
 
     async def run_cleaner(self) -> dict[tuple[str, int], Any]:
-        """Kafka's log cleaner: compact every compacted user partition that is dirty enough."""
+        """Kafka's log cleaner: compact every compacted partition that is dirty enough. The group
+        shell appends to ``__consumer_offsets`` beside it as producers append to user topics: the
+        cleaner only rewrites inactive segments and swaps them in under the log's locks."""
         results: dict[tuple[str, int], Any] = {}
         for topic, p, plog in self._user_logs("compact"):
-            # Transactions bound what may be cleaned: the state is rebuilt first if need be.
-            producers = await self._state_for((topic, p), plog)
-            if producers is None or plog.closed:
-                continue
-            stable = producers.last_stable_offset(plog.log_end_offset, plog.log_start_offset)
-            aborted = _aborted_check(producers.aborted)
-            result = await self._in_executor(
-                topic, p, partial(self.cleaner.clean, stable_offset=stable, aborted=aborted), plog
-            )
+            if topic in INTERNAL_COMPACTED_TOPICS:
+                # No producer state is kept for them: compaction reads their transactions (the
+                # coordinator's transactional batches and markers) from the log itself.
+                clean: Callable[[PartitionLog], Any] = self.cleaner.clean
+            else:
+                # Transactions bound what may be cleaned: the state is rebuilt first if need be.
+                producers = await self._state_for((topic, p), plog)
+                if producers is None or plog.closed:
+                    continue
+                stable = producers.last_stable_offset(plog.log_end_offset, plog.log_start_offset)
+                clean = partial(self.cleaner.clean, stable_offset=stable, aborted=_aborted_check(producers.aborted))
+            result = await self._in_executor(topic, p, clean, plog)
             if result is not None:
                 results[(topic, p)] = result
         return results

@@ -79,6 +79,8 @@ class CompactionResult:
     bytes_after: int = 0
     records_dropped: int = 0
     tombstones_dropped: int = 0
+    # The last stable offset read from the log when none was given (None: every transaction decided).
+    derived_stable_offset: int | None = None
 
 
 def _segment_newest_ms(seg: Segment) -> int:
@@ -196,6 +198,7 @@ def compact(
         segments = plog.segments[:-1]
         if stable_offset is None and aborted is None:
             aborted_bases, stable_offset = _txn_outcomes(plog, segments)
+            result.derived_stable_offset = stable_offset
             if aborted_bases:
                 aborted = lambda _pid, base: base in aborted_bases  # noqa: E731
         if stable_offset is not None:
@@ -393,9 +396,11 @@ class Cleaner:
         # What is appended while the pass runs stays dirty for the next one, and so does what lies
         # at or above the last stable offset (LogCleanerManager.cleanableOffsets).
         upto = plog.active_segment.base_offset
+        result = compact(plog, now=now, stable_offset=stable_offset, aborted=aborted)
+        if stable_offset is None:
+            stable_offset = result.derived_stable_offset  # a log with no producer state given
         if stable_offset is not None:
             upto = min(upto, max((s.base_offset for s in plog.segments if s.base_offset <= stable_offset), default=0))
-        result = compact(plog, now=now, stable_offset=stable_offset, aborted=aborted)
         self._first_dirty[plog.path] = upto
         return result
 

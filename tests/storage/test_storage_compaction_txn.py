@@ -6,7 +6,7 @@ which transactions aborted and which are open (no producer state is kept for the
 from __future__ import annotations
 
 from groupd.storage import records as R
-from groupd.storage.compaction import compact
+from groupd.storage.compaction import Cleaner, compact
 from groupd.storage.log import PartitionLog
 from groupd.storage.markers import end_txn_marker_batch, read_end_txn_marker
 from storage_helpers import small_config
@@ -107,3 +107,24 @@ def test_markers_stay_even_when_their_data_is_gone(tmp_path) -> None:
     assert result.records_dropped == 1
     assert [b for b in batches(plog) if b[2]] == [(9, True, True, 1)]
     assert replayed(plog) == {b"c": b"later"}
+
+
+def test_the_cleaner_keeps_what_an_open_transaction_held_back_dirty(tmp_path) -> None:
+    """LogCleanerManager.cleanableOffsets: the first dirty offset stops at the last stable offset,
+    here read from the log. A pass held back by an open transaction must not count the segments
+    it could not clean as clean, or the marker's arrival would leave them uncleaned for good."""
+    plog = PartitionLog.open(tmp_path / "__consumer_offsets-3", CFG)
+    txn(plog, 8, b"b", b"pending")
+    plog.roll()
+    for i in range(20):
+        plain(plog, b"x", str(i).encode())  # superseded, but past the open transaction
+    plog.roll()
+    cleaner = Cleaner()
+    first = cleaner.clean(plog, now=T0)
+    assert first is not None and first.records_dropped == 0
+    end(plog, 8, True)
+    plain(plog, b"z", b"1")
+    plog.roll()
+    second = cleaner.clean(plog, now=T0)
+    assert second is not None and second.records_dropped == 19
+    assert replayed(plog) == {b"b": b"pending", b"x": b"19", b"z": b"1"}
