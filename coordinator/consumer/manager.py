@@ -658,30 +658,37 @@ class ConsumerGroupManager:
                 if classic is None:
                     self._check_epoch(member, epoch, owned)
 
-        # 3. the subscription
-        updated = replace(member, client_id=client_id, client_host=client_host, classic=None)
+        # 3. the subscription: one replace with what actually changed (a steady heartbeat changes
+        # nothing, and replace() is most of its cost)
+        changed: dict[str, Any] = {}
+        if member.client_id != client_id:
+            changed["client_id"] = client_id
+        if member.client_host != client_host:
+            changed["client_host"] = client_host
         if classic is not None:
-            updated = replace(
-                updated,
-                classic=classic.metadata,
-                subscribed_topic_names=tuple(sorted(set(classic.subscription.topics))),
-            )
+            changed["classic"] = classic.metadata
+            changed["subscribed_topic_names"] = tuple(sorted(set(classic.subscription.topics)))
             if classic.subscription.rack_id is not None:
-                updated = replace(updated, rack_id=classic.subscription.rack_id)
-        if req.get("instance_id") is not None:
-            updated = replace(updated, instance_id=req["instance_id"])
-        if req.get("rack_id") is not None:
-            updated = replace(updated, rack_id=req["rack_id"])
-        if req.get("rebalance_timeout_ms", -1) != -1:
-            updated = replace(updated, rebalance_timeout_ms=req["rebalance_timeout_ms"])
-        if req.get("server_assignor") is not None:
-            updated = replace(updated, server_assignor=req["server_assignor"])
-        if req.get("subscribed_topic_names") is not None:
-            updated = replace(updated, subscribed_topic_names=tuple(sorted(set(req["subscribed_topic_names"]))))
-        if req.get("subscribed_topic_regex") is not None:
-            updated = replace(updated, subscribed_topic_regex=req["subscribed_topic_regex"] or None)
+                changed["rack_id"] = classic.subscription.rack_id
+        elif member.classic is not None:
+            changed["classic"] = None
+        if (v := req.get("instance_id")) is not None and v != member.instance_id:
+            changed["instance_id"] = v
+        if (v := req.get("rack_id")) is not None and v != member.rack_id:
+            changed["rack_id"] = v
+        if (v := req.get("rebalance_timeout_ms", -1)) != -1 and v != member.rebalance_timeout_ms:
+            changed["rebalance_timeout_ms"] = v
+        if (v := req.get("server_assignor")) is not None and v != member.server_assignor:
+            changed["server_assignor"] = v
+        if (v := req.get("subscribed_topic_names")) is not None:
+            names = tuple(sorted(set(v)))
+            if names != member.subscribed_topic_names:
+                changed["subscribed_topic_names"] = names
+        if (v := req.get("subscribed_topic_regex")) is not None and (v or None) != member.subscribed_topic_regex:
+            changed["subscribed_topic_regex"] = v or None
+        updated = replace(member, **changed) if changed else member
         bump = g.group_epoch == 0  # a new group moves away from epoch 0 at once
-        if updated != member or new_member:
+        if new_member or (updated is not member and updated != member):
             records.append(member_metadata_record(gid, updated))
             # hasMemberSubscriptionChanged: only a change of names bumps (a new member subscribed to
             # nothing joins at the current target epoch); a regex change is maybeUpdateRegularExpressions'
@@ -1150,6 +1157,8 @@ class ConsumerGroupManager:
                 require = True  # a regex new to the group: resolve it
             else:
                 bump = new in g.resolved_regexes
+        if not old and not new and not g.regex_counts:
+            return bump  # nobody in the group subscribes with a regex (the common case: no work)
         in_use = self._regexes_in_use(g, members)
         key = (g.group_id, "", "regex")
         if not in_use or key in self.deadlines:
