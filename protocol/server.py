@@ -484,12 +484,16 @@ class Server:
                     conn.close("idle", idle_ms=int((now - conn.last_active) * 1000))
 
     async def close(self) -> None:
-        for srv in self._servers:
+        """Stop listening and close every connection; ``start`` may be called again afterwards
+        (a stopped broker of a cluster listens again)."""
+        servers, self._servers = self._servers, []
+        for srv in servers:
             srv.close()
         if self._idle_task is not None:
             self._idle_task.cancel()
+            self._idle_task = None
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
-        for srv in self._servers:
+        for srv in servers:
             await srv.wait_closed()
