@@ -4,6 +4,7 @@ isolates or moves brokers leaves them as it found them (``healthy_cluster`` rest
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -102,3 +103,17 @@ def create_topic(cluster: GroupdBroker, topic: str, partitions: int = 3, replica
     finally:
         client.close()
     assert answer["topics"][0]["error_code"] == 0, answer
+
+
+@pytest.fixture
+def cluster_with_metrics(groupd_cluster_factory: Any) -> tuple[GroupdBroker, int]:
+    """A cluster of its own with a metrics endpoint (the plugin's ``groupd_cluster`` with a setting)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return groupd_cluster_factory(metrics_port=port), port
+
+
+@pytest.fixture
+def groupd_cluster_factory(groupd_broker_factory: Any) -> Any:
+    return lambda **settings: groupd_broker_factory(brokers=3, **settings)
