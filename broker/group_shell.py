@@ -8,7 +8,10 @@ outcomes go in; responses, records to append and the next deadline come out. Thi
 - every ``Append`` is serialized (``coordinator.serde``) and written to its ``__consumer_offsets``
   partition through the group-commit ``Appender``; when it is durable (or failed) the outcome goes
   back through ``core.append_done`` and only then are the waiting responses released;
-- one ``loop.call_at`` is armed for ``core.next_deadline()`` (design principle 4).
+- one ``loop.call_at`` is armed for ``core.next_deadline()`` (design principle 4);
+- ``elect``/``resign``/``move`` load and unload one ``__consumer_offsets`` partition at run time
+  (Kafka's ``GroupCoordinatorService.onElection``/``onResignation``), for the brokers of a cluster
+  in one process that share this shell and its core: each broker's handlers name its node id.
 
 Why no per-group ``asyncio.Lock``: a core call runs to completion on the loop thread, so requests for
 one group are already serialized, and the one suspension point (the append) is a continuation in
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from groupd.coordinator import GroupCoordinator
+from groupd.coordinator import GroupCoordinator, Node
 from groupd.coordinator.result import Append, Result
 from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_records
 from groupd.protocol.errors import ErrorCode
@@ -88,17 +91,32 @@ class GroupShell:
         # A core without deadline_version (test stubs) gets the heap asked on every call.
         self._deadline_version: Callable[[], int] | None = getattr(core, "deadline_version", None)
         self._tasks: set[asyncio.Task[None]] = set()
+        # Appends in flight per __consumer_offsets partition: a load waits for them, so that what
+        # was written before an unload is in the log before the log is read again.
+        self._writes: dict[int, set[asyncio.Task[None]]] = {}
+        self._moves: set[asyncio.Task[Any]] = set()
         self.loaded = asyncio.Event()
         self.load_stats: dict[str, float] = {}
         self.load_progress = LoadProgress()
 
     # --- requests ---------------------------------------------------------------------------------
-    def handler(self, api_name: str) -> Callable[[Request], None]:
+    def handler(self, api_name: str, node_id: int | None = None) -> Callable[[Request], None]:
+        """The handler of ``api_name`` for the broker ``node_id`` (None: the only broker). In a
+        cluster sharing this shell, each broker registers its own: the core serves a group's
+        request only on the broker leading the group's partition, NOT_COORDINATOR elsewhere."""
         core = self.core
         if api_name == "Heartbeat" and hasattr(core, "heartbeat"):
             heartbeat = core.heartbeat
             clock = self.clock
             arm = self._arm
+            if node_id is not None:
+
+                def handle_broker_heartbeat(req: Request) -> None:
+                    code = heartbeat(clock(), req.api_version, req.body, node_id)
+                    req.respond({"throttle_time_ms": 0, "error_code": code})
+                    arm()
+
+                return handle_broker_heartbeat
 
             def handle_heartbeat(req: Request) -> None:
                 req.respond({"throttle_time_ms": 0, "error_code": heartbeat(clock(), req.api_version, req.body)})
@@ -123,6 +141,7 @@ class GroupShell:
                 req,
                 client_id=req.client_id or "",
                 client_host=host,
+                node_id=node_id,
             )
             self.apply(result)
 
@@ -151,7 +170,15 @@ class GroupShell:
         task = asyncio.get_running_loop().create_task(self._append(append))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        writes = self._writes.setdefault(append.partition, set())
+        writes.add(task)
+        task.add_done_callback(writes.discard)
         return task
+
+    async def _settle_writes(self, partition: int) -> None:
+        """Until every append to ``partition`` handed out so far is durable or failed."""
+        while writes := self._writes.get(partition):
+            await asyncio.wait(list(writes))
 
     async def _append(self, append: Append) -> None:
         error: int | None = None
@@ -200,7 +227,7 @@ class GroupShell:
     def begin_load(self, partitions: list[int]) -> None:
         self.load_progress = LoadProgress(partitions_total=len(partitions), started=time.perf_counter())
         for p in partitions:
-            self.core.begin_load(p)
+            self.apply(self.core.begin_load(p))
 
     async def load(self, partitions: list[int]) -> None:
         """Replay each partition of ``__consumer_offsets`` through ``core.replay``; until a
@@ -211,39 +238,13 @@ class GroupShell:
         progress = self.load_progress
         if progress.started is None:  # load() without begin_load() (tests)
             progress.partitions_total, progress.started = len(partitions), t0
-        replay = self.core.replay
         for p in partitions:
-            n = 0
-            next_yield = _LOAD_CHUNK
-            try:
-                plog = self.partition_logs(p)
-                corrupt_before = plog.corrupt_batches
-                # verify: a damaged batch anywhere is reported and skipped, never replayed (a
-                # flipped bit must not turn a committed 4242 into 4243) and never the end of the load.
-                for _offset, _ts, key, value in plog.iter_records(verify=True):
-                    if key is None:
-                        bad += 1
-                        continue
-                    try:
-                        k, v = decode_record(key, value)
-                    except RecordDecodeError as e:
-                        bad += 1
-                        log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
-                        continue
-                    replay(k, v)
-                    n += 1
-                    if n == next_yield:
-                        next_yield += _LOAD_CHUNK
-                        progress.records, progress.skipped = total + n, bad
-                        await asyncio.sleep(0)
-                progress.corrupt_batches += plog.corrupt_batches - corrupt_before
-            except Exception:
-                # Whatever stopped this partition's replay (an unreadable file), its groups are
-                # served with what was read, and the partitions after it still load: a partition
-                # left loading would answer COORDINATOR_LOAD_IN_PROGRESS for as long as we run.
-                log.exception("offsets_partition_load_failed", partition=p, records=n)
-            total += n
-            self.apply(self.core.end_load(p, self.clock()))
+            # A partition elected or resigned meanwhile is no longer this load's to finish.
+            epoch = self.core.partition_epoch(p)
+            n, skipped, current = await self._replay_partition(p, epoch, progress, total, bad)
+            total, bad = total + n, bad + skipped
+            if current:
+                self.apply(self.core.end_load(p, self.clock(), epoch))
             progress.records, progress.skipped = total, bad
             progress.partitions_loaded += 1
         elapsed = time.perf_counter() - t0
@@ -261,6 +262,137 @@ class GroupShell:
         )
         self.loaded.set()
 
+    async def _replay_partition(
+        self, p: int, epoch: int, progress: LoadProgress | None, total: int = 0, bad_before: int = 0
+    ) -> tuple[int, int, bool]:
+        """Replay partition ``p``'s log: (records replayed, records skipped, whether the load begun
+        at ``epoch`` is still current -- an unload or a newer election stops it at its next yield)."""
+        core = self.core
+        replay = core.replay
+        n = 0
+        bad = 0
+        next_yield = _LOAD_CHUNK
+        try:
+            plog = self.partition_logs(p)
+            corrupt_before = plog.corrupt_batches
+            # verify: a damaged batch anywhere is reported and skipped, never replayed (a
+            # flipped bit must not turn a committed 4242 into 4243) and never the end of the load.
+            for _offset, _ts, key, value in plog.iter_records(verify=True):
+                if key is None:
+                    bad += 1
+                    continue
+                try:
+                    k, v = decode_record(key, value)
+                except RecordDecodeError as e:
+                    bad += 1
+                    log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
+                    continue
+                replay(k, v)
+                n += 1
+                if n == next_yield:
+                    next_yield += _LOAD_CHUNK
+                    if progress is not None:
+                        progress.records, progress.skipped = total + n, bad_before + bad
+                    await asyncio.sleep(0)
+                    if not core.is_loading(p, epoch):
+                        log.info("offsets_partition_load_superseded", partition=p, epoch=epoch, records=n)
+                        return n, bad, False
+            if progress is not None:
+                progress.corrupt_batches += plog.corrupt_batches - corrupt_before
+        except Exception:
+            # Whatever stopped this partition's replay (an unreadable file), its groups are
+            # served with what was read, and the partitions after it still load: a partition
+            # left loading would answer COORDINATOR_LOAD_IN_PROGRESS for as long as we run.
+            log.exception("offsets_partition_load_failed", partition=p, records=n)
+        return n, bad, core.is_loading(p, epoch)
+
+    # --- elections and resignations (a cluster in one process) -----------------------------------
+    def _node(self, node: Node | int) -> Node:
+        if isinstance(node, Node):
+            return node
+        known = self.core.ownership.nodes.get(node)
+        if known is None:
+            raise ValueError(f"unknown broker {node} (known: {sorted(self.core.ownership.nodes)})")
+        return known
+
+    def unload_partition(self, partition: int, epoch: int | None = None) -> None:
+        """Resign ``partition`` now (``GroupCoordinatorService.onResignation``): its groups leave
+        memory, what waited is answered NOT_COORDINATOR, every broker answers its groups
+        NOT_COORDINATOR and FindCoordinator COORDINATOR_NOT_AVAILABLE until it is elected again.
+        Appends already started still finish (``resign`` waits for them)."""
+        self.apply(self.core.unload_partition(self.clock(), partition, epoch))
+
+    async def load_partition(self, partition: int, epoch: int | None = None, node: Node | int | None = None) -> bool:
+        """Elect ``node`` (default: the current leader, else the local node) for ``partition`` and
+        load it from the log (``GroupCoordinatorService.onElection``): COORDINATOR_LOAD_IN_PROGRESS
+        on ``node`` and NOT_COORDINATOR elsewhere until it is loaded, then served. True once
+        loaded; False when the election was stale (``epoch`` not above the partition's) or a later
+        unload or election overtook the load. Whatever the partition held is unloaded first."""
+        return await self._start_load(partition, epoch, None if node is None else self._node(node))
+
+    def _start_load(self, partition: int, epoch: int | None, node: Node | None) -> Awaitable[bool]:
+        """Begin the load now; the awaitable replays the log and ends it."""
+        self.apply(self.core.begin_load(partition, epoch, node))
+        current = self.core.partition_epoch(partition)
+        if epoch is not None and current != epoch:
+            return _resolved(False)
+        return self._finish_load(partition, current)
+
+    def _track(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._moves.add(task)
+        task.add_done_callback(self._moves.discard)
+        return task
+
+    def elect(self, partition: int, node: Node | int, epoch: int | None = None) -> asyncio.Task[bool]:
+        """Make ``node`` the coordinator of ``partition``. The change is made now (the partition
+        loads: COORDINATOR_LOAD_IN_PROGRESS on ``node``); the task resolves when it is loaded (True)
+        or superseded/stale (False). Electing the leader of an active partition again without a
+        newer epoch changes nothing (Kafka: "already active")."""
+        target = self._node(node)
+        owner = self.core.ownership.owner(partition)
+        if (
+            epoch is None
+            and owner is not None
+            and owner.node_id == target.node_id
+            and self.core.partition_state(partition) == "active"
+        ):
+            return self._track(_resolved(True))
+        return self._track(self._start_load(partition, epoch, target))
+
+    async def _finish_load(self, partition: int, epoch: int) -> bool:
+        t0 = time.perf_counter()
+        await self._settle_writes(partition)
+        if not self.core.is_loading(partition, epoch):
+            return False
+        n, bad, still = await self._replay_partition(partition, epoch, None)
+        if not still:
+            return False
+        self.apply(self.core.end_load(partition, self.clock(), epoch))
+        owner = self.core.ownership.owner(partition)
+        log.info(
+            "offsets_partition_loaded",
+            partition=partition,
+            epoch=epoch,
+            node=owner.node_id if owner else None,
+            records=n,
+            skipped=bad,
+            seconds=round(time.perf_counter() - t0, 4),
+        )
+        return True
+
+    def resign(self, partition: int, epoch: int | None = None) -> asyncio.Task[None]:
+        """Unload ``partition`` now (see ``unload_partition``); the task resolves once the
+        partition's appends started before it are durable or failed."""
+        self.unload_partition(partition, epoch)
+        return self._track(self._settle_writes(partition))
+
+    def move(self, partition: int, to_node: Node | int, epoch: int | None = None) -> asyncio.Task[bool]:
+        """Move ``partition``'s coordinator to ``to_node`` (one leader change: the old leader's
+        groups are unloaded, their parked requests answered NOT_COORDINATOR, and ``to_node``
+        loads them); resolves as ``elect``."""
+        return self.elect(partition, to_node, epoch)
+
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait for in-flight appends (graceful shutdown: acknowledge what was written)."""
         if self._tasks:
@@ -270,3 +402,7 @@ class GroupShell:
 
     def stats(self) -> dict[str, Any]:
         return {"groups": len(self.core.groups), "pending_appends": self.core.pending_appends}
+
+
+async def _resolved(value: bool) -> bool:
+    return value

@@ -101,6 +101,10 @@ class GroupCoordinator:
         topics_image: Callable[[], TopicsImage] | None = None,
     ) -> None:
         self.config = config or CoordinatorConfig()
+        # The broker that received the request being handled (its node id): a request is served
+        # only by the leader of its group's partition. A single broker never names itself and
+        # stays the receiver (see the ``ownership`` setter).
+        self._receiver = -1
         self.ownership = ownership or PartitionOwnership(Node(0, "localhost", 9092), self.config.num_offsets_partitions)
         self._uuid = uuid_factory or (lambda: str(uuid.uuid4()))
         # None means "every topic exists": tests of group logic need no topic catalogue.
@@ -130,7 +134,16 @@ class GroupCoordinator:
         self._join_timer: dict[str, tuple[Any, ...]] = {}
         self._sync_timer_generation: dict[str, int] = {}
         self._loading: set[int] = set()
+        # Partitions resigned and not elected again (Kafka: no CoordinatorContext): NOT_COORDINATOR.
+        self._unloaded: set[int] = set()
+        # The leader epoch each partition was last loaded or unloaded at (CoordinatorContext.epoch):
+        # an election or resignation at an epoch not above it is stale and ignored.
+        self._epochs: dict[int, int] = {}
         self._pending: dict[int, _PendingAppend] = {}
+        # Tokens of appends handed to the shell whose partition was unloaded before they completed:
+        # their outcome is ignored (their requests were answered NOT_COORDINATOR), the records
+        # reach the log or not, and a later load replays what did.
+        self._abandoned: set[int] = set()
         self._next_token = 1
         self._now = 0
         self._out: Result = Result()
@@ -139,6 +152,16 @@ class GroupCoordinator:
         # configured before requests arrive): every ``self.log.debug`` goes through structlog's
         # lazy proxy (~1.5 us) even when the level filters it out.
         self._debug_per_request: bool | None = None
+
+    @property
+    def ownership(self) -> PartitionOwnership:
+        return self._ownership
+
+    @ownership.setter
+    def ownership(self, ownership: PartitionOwnership) -> None:
+        self._ownership = ownership
+        self._local_id = ownership.local.node_id
+        self._receiver = self._local_id
 
     # ==========================================================================================
     # The shell's interface
@@ -154,11 +177,16 @@ class GroupCoordinator:
         *,
         client_id: str = "",
         client_host: str = "",
+        node_id: int | None = None,
     ) -> Result:
-        """Process one request. Its answer is in the returned Result, or in a later one if parked."""
+        """Process one request. Its answer is in the returned Result, or in a later one if parked.
+
+        ``node_id`` is the broker that received it, in a cluster sharing this core (None: the local
+        node): only the leader of the group's partition serves it, the others answer NOT_COORDINATOR."""
         handler = self._handlers.get(api_name)
         if handler is None:
             raise ValueError(f"the coordinator does not handle {api_name!r}; it handles {', '.join(HANDLED_APIS)}")
+        self._receiver = self._local_id if node_id is None else node_id
         self._begin(now_ms)
         handler(self, version, request, ctx, client_id or "", client_host or "")
         return self._finish()
@@ -190,6 +218,11 @@ class GroupCoordinator:
         self._begin(now_ms)
         pending = self._pending.pop(token, None)
         if pending is None:
+            if token in self._abandoned:
+                # its partition was unloaded meanwhile (CoordinatorRuntime fails the deferred
+                # events on unload): the answers went out, and a load replays what is in the log
+                self._abandoned.discard(token)
+                return self._finish()
             raise KeyError(f"unknown append token {token}")
         if error is None:
             if not pending.applied:
@@ -270,19 +303,63 @@ class GroupCoordinator:
         """Committed offsets: group -> (topic, partition) -> value (the offset manager's)."""
         return self.offset_manager.offsets
 
-    def begin_load(self, partition: int) -> None:
-        """Forget partition ``partition`` and refuse its groups' requests until ``end_load``."""
-        self._loading.add(partition)
-        n = self.config.num_offsets_partitions
-        for gid in [g for g in self.groups if partition_for(g, n) == partition]:
-            self._forget_group(self.groups.pop(gid))
-        for store in (self.group_records, self.offsets, self.consumer.groups.groups):
-            for gid in [g for g in store if partition_for(g, n) == partition]:
-                del store[gid]
+    # ------------------------------------------------------------------------------------------
+    # Elections and resignations: loading and unloading one partition at run time
+    # ------------------------------------------------------------------------------------------
 
-    def end_load(self, partition: int, now_ms: int | None = None) -> Result:
-        """Bring the groups of a loaded partition to life, as Kafka's loader does."""
+    def partition_state(self, partition: int) -> str:
+        """``"loading"``, ``"unloaded"`` or ``"active"`` (CoordinatorRuntime's CoordinatorState)."""
+        if partition in self._loading:
+            return "loading"
+        return "unloaded" if partition in self._unloaded else "active"
+
+    def partition_epoch(self, partition: int) -> int:
+        """The leader epoch the partition was last loaded or unloaded at (-1: never)."""
+        return self._epochs.get(partition, -1)
+
+    def is_loading(self, partition: int, epoch: int | None = None) -> bool:
+        """Whether a replay of ``partition`` (begun at ``epoch``) is still wanted: an unload or a
+        newer election makes a load in progress stale, and the shell stops replaying."""
+        return partition in self._loading and (epoch is None or self._epochs.get(partition) == epoch)
+
+    def begin_load(self, partition: int, epoch: int | None = None, node: Node | None = None) -> Result:
+        """Start loading ``partition`` (GroupCoordinatorService.onElection ->
+        CoordinatorRuntime.scheduleLoadOperation): its groups answer COORDINATOR_LOAD_IN_PROGRESS
+        until ``end_load``, then the shell replays the partition's records through ``replay``.
+
+        ``node`` becomes the partition's leader (default: the current one, or the local node when
+        nobody leads it); a change of leader bumps the leader epoch unless ``epoch`` is given. An
+        election at an epoch not above the partition's last one is stale and ignored (Kafka:
+        "Ignored loading metadata"): then ``is_loading(partition, epoch)`` is False. Whatever the
+        core still holds of the partition is unloaded first, its parked requests answered
+        NOT_COORDINATOR in the Result (at start-up there is nothing)."""
+        self._begin(self._now)
+        if epoch is not None and epoch <= self._epochs.get(partition, -1):
+            self.log.info("partition_load_ignored", partition=partition, epoch=epoch, current=self._epochs[partition])
+            return self._finish()
+        previous = self._ownership.owner(partition)
+        if partition not in self._unloaded:
+            self._unload(partition)  # an active or half-loaded partition starts from nothing
+        target = node or previous or self._ownership.local
+        if epoch is None and previous is not None and previous.node_id == target.node_id:
+            epoch = self._ownership.epoch(partition)  # the same leader loading again (start-up)
+        epoch = self._ownership.assign(partition, target, epoch)
+        self._epochs[partition] = epoch
+        self._unloaded.discard(partition)
+        self._loading.add(partition)
+        return self._finish()
+
+    def end_load(self, partition: int, now_ms: int | None = None, epoch: int | None = None) -> Result:
+        """Bring the groups of a loaded partition to life, as Kafka's loader does
+        (``GroupMetadataManager.onLoaded``: classic groups come back Empty or Stable with a session
+        deadline per member, an over-capacity group rebalances; every consumer-group member gets a
+        session deadline, and a revocation deadline when it still has partitions to revoke). A load
+        that an unload or a newer election made stale is ignored (``CompleteLoad`` of a context no
+        longer LOADING)."""
         self._begin(self._now if now_ms is None else now_ms)
+        if partition in self._unloaded or (epoch is not None and self._epochs.get(partition) != epoch):
+            self.log.info("partition_load_completion_ignored", partition=partition, epoch=epoch)
+            return self._finish()
         self._loading.discard(partition)
         n = self.config.num_offsets_partitions
         gids = {g for g in self.group_records if partition_for(g, n) == partition}
@@ -294,6 +371,85 @@ class GroupCoordinator:
         self.offset_manager.on_partition_loaded(partition)
         self.consumer.end_load(self._now, [g for g in self.consumer.groups.groups if partition_for(g, n) == partition])
         return self._finish()
+
+    def unload_partition(self, now_ms: int, partition: int, epoch: int | None = None) -> Result:
+        """Resign ``partition`` (GroupCoordinatorService.onResignation ->
+        CoordinatorRuntime.scheduleUnloadOperation -> GroupMetadataManager.onUnloaded): every
+        group of the partition leaves memory, and its requests are answered NOT_COORDINATOR from
+        now on, by every broker, until the partition is elected again.
+
+        What waited is answered in the Result: parked JoinGroup/SyncGroup requests and requests
+        waiting for a write of the partition get NOT_COORDINATOR (Kafka fails its deferred events
+        and current batch with NOT_COORDINATOR). A write already handed to the shell may still
+        reach the log; its outcome is ignored and the next load replays it. Deadlines of the
+        partition's groups are cancelled. Ignored when ``epoch`` is not above the partition's
+        last epoch (a stale resignation)."""
+        self._begin(now_ms)
+        if epoch is not None and epoch <= self._epochs.get(partition, -1):
+            self.log.info("partition_unload_ignored", partition=partition, epoch=epoch, current=self._epochs[partition])
+            return self._finish()
+        if partition not in self._unloaded:
+            self._unload(partition)
+        self._unloaded.add(partition)
+        self._epochs[partition] = self._ownership.assign(partition, None, epoch)
+        return self._finish()
+
+    def _unload(self, partition: int) -> None:
+        """Drop everything of ``partition``, answering what waits NOT_COORDINATOR (into ``_out``)."""
+        n = self.config.num_offsets_partitions
+        was_loading = partition in self._loading
+        self._loading.discard(partition)
+        # Nobody leads it from here: whatever the failed writes' continuations run next (a consumer
+        # group's queued heartbeats) is answered NOT_COORDINATOR by _route_error.
+        self._ownership.assign(partition, None, self._ownership.epoch(partition))
+        # In-flight writes: CoordinatorRuntime's unload fails the deferred events and the current
+        # batch with NOT_COORDINATOR. A continuation may write again (a failed assignment write
+        # restarts the join phase): that write is failed the same way and never handed out.
+        abandoned: list[int] = []
+        for _round in range(100):
+            tokens = [t for t, pending in self._pending.items() if pending.partition == partition]
+            if not tokens:
+                break
+            for token in tokens:
+                pending = self._pending.pop(token)
+                abandoned.append(token)
+                pending.on_done(err.NOT_COORDINATOR)
+        never_handed_out = {a.token for a in self._out.appends if a.partition == partition}
+        self._out.appends = [a for a in self._out.appends if a.partition != partition]
+        self._abandoned.update(t for t in abandoned if t not in never_handed_out)
+
+        # GroupMetadataManager.onUnloaded: a classic group goes Dead, its members' pending JoinGroup
+        # (PreparingRebalance) and SyncGroup (CompletingRebalance/Stable) answered NOT_COORDINATOR.
+        classic = [g for g in self.groups if partition_for(g, n) == partition]
+        for gid in classic:
+            group = self.groups.pop(gid)
+            for member in list(group.members.values()):
+                waiter = member.join_waiter
+                if waiter is not None:
+                    response = self._join_response(waiter.version, err.NOT_COORDINATOR, member_id=member.member_id)
+                    self._complete_join_waiter(group, member, response)
+                self._complete_sync_waiter(member, self._sync_response(err.NOT_COORDINATOR))
+            self._forget_group(group)
+            group.transition_to(D, self._now)
+        consumer = [g for g in self.consumer.groups.groups if partition_for(g, n) == partition]
+        gone = set(consumer)
+        # timers of consumer groups: (group, member, kind[, epoch])
+        self.consumer.deadlines.cancel_where(lambda key: key[0] in gone)
+        for gid in consumer:
+            self._consumer_busy.pop(gid, None)
+            self._consumer_snapshot.pop(gid, None)
+        for store in (self.group_records, self.offsets, self.consumer.groups.groups, self.offset_manager.inflight):
+            for gid in [g for g in store if partition_for(g, n) == partition]:
+                del store[gid]
+        if classic or consumer or abandoned or was_loading:
+            self.log.info(
+                "partition_unloaded",
+                partition=partition,
+                classic_groups=len(classic),
+                consumer_groups=len(consumer),
+                writes_abandoned=len(abandoned),
+                was_loading=was_loading,
+            )
 
     def load(self, now_ms: int, records: Iterable[Record]) -> Result:
         """Load a whole log in one go (start-up of a single node, and tests)."""
@@ -349,8 +505,10 @@ class GroupCoordinator:
         self._out.appends.append(Append(token, partition, records))
 
     def _route_error(self, group_id: str) -> int:
-        p = self.partition_for(group_id)
-        if not self.ownership.is_local(p):
+        p = partition_for(group_id, self.config.num_offsets_partitions)
+        # One list index: the leader of the partition must be the broker that received the request
+        # (KafkaApis answers NOT_COORDINATOR from any other broker, and while nobody leads it).
+        if self._ownership.owner_ids[p] != self._receiver:
             return err.NOT_COORDINATOR
         if p in self._loading:
             return err.COORDINATOR_LOAD_IN_PROGRESS
@@ -1190,12 +1348,13 @@ class GroupCoordinator:
     # Heartbeat and LeaveGroup
     # ==========================================================================================
 
-    def heartbeat(self, now_ms: int, version: int, request: dict[str, Any]) -> int:
+    def heartbeat(self, now_ms: int, version: int, request: dict[str, Any], node_id: int | None = None) -> int:
         """``handle(now_ms, "Heartbeat", ...)`` without a Result: the error code to answer.
 
         A Heartbeat only checks its member and moves its session deadline later: it never answers
         another request, appends a record or changes a group's state, so the shell's hot path can
         skip the Result plumbing (a third of a steady heartbeat's cost in the core)."""
+        self._receiver = self._local_id if node_id is None else node_id
         if self._retention_armed:
             self._now = now_ms
         else:
@@ -1208,7 +1367,7 @@ class GroupCoordinator:
         )
 
     def _heartbeat(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
-        self._respond(ctx, {"throttle_time_ms": 0, "error_code": self.heartbeat(self._now, v, req)})
+        self._respond(ctx, {"throttle_time_ms": 0, "error_code": self.heartbeat(self._now, v, req, self._receiver)})
 
     def _heartbeat_error(self, gid: str, member_id: str, generation: int, instance_id: str | None) -> int:
         if not gid:
@@ -1425,7 +1584,9 @@ class GroupCoordinator:
         # every char <= U+0020 at either end); the type filters are only lower-cased.
         states = {s.lower().strip(_JAVA_TRIMMED) for s in (req.get("states_filter") or [])} if v >= 4 else set()
         types = {t.lower() for t in (req.get("types_filter") or [])} if v >= 5 else set()
-        if any(p in self._loading for p in self.ownership.local_partitions()):
+        # Each broker lists the groups it coordinates (KafkaApis asks its own coordinator).
+        owner_ids, receiver, n = self._ownership.owner_ids, self._receiver, self.config.num_offsets_partitions
+        if any(owner_ids[p] == receiver for p in self._loading):
             return self._respond(
                 ctx, {"throttle_time_ms": 0, "error_code": err.COORDINATOR_LOAD_IN_PROGRESS, "groups": []}
             )
@@ -1433,6 +1594,8 @@ class GroupCoordinator:
         if not types or "classic" in types:
             for gid, group in self.groups.items():
                 if group.is_in(D) or (states and str(group.state).lower() not in states):
+                    continue
+                if owner_ids[partition_for(gid, n)] != receiver:
                     continue
                 listed.append(
                     {
@@ -1446,7 +1609,7 @@ class GroupCoordinator:
             # ConsumerGroup: protocol type "consumer", states Empty/Assigning/Reconciling/Stable
             for gid, cgroup in self.consumer.groups.groups.items():
                 state = cgroup.state.value
-                if states and state.lower() not in states:
+                if (states and state.lower() not in states) or owner_ids[partition_for(gid, n)] != receiver:
                     continue
                 listed.append(
                     {"group_id": gid, "protocol_type": "consumer", "group_state": state, "group_type": "consumer"}
@@ -1572,7 +1735,13 @@ class GroupCoordinator:
             return
         busy = self._consumer_busy.get(gid)
         if busy is not None:
-            busy.append(lambda: self._consumer_heartbeat(version, req, ctx, client_id, client_host))
+            receiver = self._receiver  # it is answered later, as the broker it came to
+
+            def later() -> None:
+                self._receiver = receiver
+                self._consumer_heartbeat(version, req, ctx, client_id, client_host)
+
+            busy.append(later)
             return
         pre: list[Record] = []
         classic = self.groups.get(gid)

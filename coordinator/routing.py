@@ -73,26 +73,69 @@ class Node:
 
 
 class PartitionOwnership:
-    """Which node leads each ``__consumer_offsets`` partition.
+    """Which node leads each ``__consumer_offsets`` partition, and at which leader epoch.
 
-    One node owns everything today; a cluster would hand each node a disjoint set and the same
-    FindCoordinator/NOT_COORDINATOR logic keeps working.
+    ``local`` is the node of a single broker; ``nodes`` are every broker this process runs. A
+    cluster in one process shares one coordinator core, so a partition is the core's to serve
+    (``is_local``) when any of them leads it, while a request is served only by the broker that
+    leads its group's partition (``owner_ids``: what the core compares with the receiving broker's
+    node id, one list index per request). The leader epoch is bumped on every election, as KRaft
+    bumps a partition's leader epoch on every leader change; the core fences stale loads and
+    unloads with it (Kafka's ``CoordinatorRuntime`` context epoch).
     """
 
-    def __init__(self, local: Node, num_partitions: int = 50, owners: dict[int, Node] | None = None):
+    def __init__(
+        self,
+        local: Node,
+        num_partitions: int = 50,
+        owners: dict[int, Node] | None = None,
+        *,
+        nodes: Iterable[Node] = (),
+    ):
         self.local = local
         self.num_partitions = num_partitions
+        self.nodes: dict[int, Node] = {local.node_id: local}
+        for node in nodes:
+            self.nodes[node.node_id] = node
         self._owners: dict[int, Node] = dict(owners) if owners else {p: local for p in range(num_partitions)}
+        # -1: nobody leads the partition (between a resignation and the next election)
+        self.owner_ids: list[int] = [-1] * num_partitions
+        for p, node in self._owners.items():
+            self.owner_ids[p] = node.node_id
+        self.epochs: list[int] = [0] * num_partitions
 
     def owner(self, partition: int) -> Node | None:
         return self._owners.get(partition)
 
+    def epoch(self, partition: int) -> int:
+        return self.epochs[partition]
+
     def is_local(self, partition: int) -> bool:
-        node = self._owners.get(partition)
-        return node is not None and node.node_id == self.local.node_id
+        return self.owner_ids[partition] in self.nodes
+
+    def is_owned_by(self, partition: int, node_id: int) -> bool:
+        return self.owner_ids[partition] == node_id
 
     def local_partitions(self) -> Iterable[int]:
-        return (p for p, n in self._owners.items() if n.node_id == self.local.node_id)
+        return (p for p, n in self._owners.items() if n.node_id in self.nodes)
 
-    def assign(self, partition: int, node: Node) -> None:
-        self._owners[partition] = node
+    def partitions_of(self, node_id: int) -> list[int]:
+        return [p for p, owner in enumerate(self.owner_ids) if owner == node_id]
+
+    def assign(self, partition: int, node: Node | None, epoch: int | None = None) -> int:
+        """Make ``node`` (None: nobody) the leader of ``partition``; returns the new leader epoch,
+        ``epoch`` when given (it must not go back), else the previous one + 1."""
+        current = self.epochs[partition]
+        if epoch is None:
+            epoch = current + 1
+        elif epoch < current:
+            raise ValueError(f"partition {partition}: leader epoch {epoch} is older than {current}")
+        self.epochs[partition] = epoch
+        if node is None:
+            self._owners.pop(partition, None)
+            self.owner_ids[partition] = -1
+        else:
+            self._owners[partition] = node
+            self.owner_ids[partition] = node.node_id
+            self.nodes.setdefault(node.node_id, node)
+        return epoch

@@ -11,7 +11,7 @@ old one, which is recognised by its sequence number and dropped when it surfaces
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 
 class Deadlines:
@@ -38,6 +38,14 @@ class Deadlines:
 
     def cancel(self, key: Hashable) -> None:
         self._due.pop(key, None)
+
+    def cancel_where(self, predicate: Callable[[Hashable], bool]) -> int:
+        """Cancel every deadline whose key satisfies ``predicate`` (a partition unloading: a scan,
+        which is rare); returns how many were cancelled."""
+        keys = [key for key in self._due if predicate(key)]
+        for key in keys:
+            del self._due[key]
+        return len(keys)
 
     def _push(self, key: Hashable, deadline: int) -> None:
         self._seq += 1

@@ -227,11 +227,17 @@ class ConsumerGroupManager:
         return self.deadlines.next_deadline()
 
     def end_load(self, now_ms: int, group_ids: Iterable[str] | None = None) -> None:
-        """``GroupMetadataManager.onLoaded``: every loaded member gets a fresh session deadline."""
+        """``GroupMetadataManager.onLoaded``: every loaded member gets a fresh session deadline, and a
+        member still holding partitions it was asked to revoke a fresh revocation deadline
+        (``scheduleConsumerGroupRebalanceTimeout``)."""
         for gid in self.groups.groups if group_ids is None else group_ids:
             g = self.groups.groups[gid]
-            for mid in g.members:
+            for mid, m in g.members.items():
                 self.deadlines.set((g.group_id, mid, "session"), now_ms + self.config.session_timeout_ms)
+                if m.state == MemberState.UNREVOKED_PARTITIONS:
+                    self.deadlines.set(
+                        (g.group_id, mid, "rebalance", m.member_epoch), now_ms + max(m.rebalance_timeout_ms, 0)
+                    )
 
     def set_topics(self, image: TopicsImage) -> None:
         """A topic was created, deleted or grew (``onNewMetadataImage``): groups look at their

@@ -92,10 +92,14 @@ class Shell:
             self.absorb(self.coord.append_done(self.now, token, error))
             done += 1
 
-    def send(self, api: str, version: int, request: dict[str, Any], client_id: str = "client") -> Ctx:
+    def send(
+        self, api: str, version: int, request: dict[str, Any], client_id: str = "client", node_id: int | None = None
+    ) -> Ctx:
         ctx = Ctx(next(self._ctx), api)
         self.absorb(
-            self.coord.handle(self.now, api, version, request, ctx, client_id=client_id, client_host="/127.0.0.1")
+            self.coord.handle(
+                self.now, api, version, request, ctx, client_id=client_id, client_host="/127.0.0.1", node_id=node_id
+            )
         )
         self.settle()
         return ctx
@@ -126,6 +130,25 @@ class Shell:
         for key, value in self.records():
             self.coord.replay(key, value)
         self.absorb(self.coord.end_load(partition, self.now))
+
+    def unload(self, partition: int, epoch: int | None = None) -> None:
+        """The partition is resigned (``GroupCoordinator.unload_partition``)."""
+        self.absorb(self.coord.unload_partition(self.now, partition, epoch))
+
+    def begin_load(self, partition: int, epoch: int | None = None, node: Any = None) -> None:
+        self.absorb(self.coord.begin_load(partition, epoch, node))
+
+    def finish_load(self, partition: int) -> None:
+        """What the shell's run-time load does after ``begin_load``: replay the partition's
+        durable records (only them: the others are live), then end the load."""
+        for p, (key, value) in self.log:
+            if p == partition:
+                self.coord.replay(key, value)
+        self.absorb(self.coord.end_load(partition, self.now, self.coord.partition_epoch(partition)))
+
+    def reload(self, partition: int, epoch: int | None = None, node: Any = None) -> None:
+        self.begin_load(partition, epoch, node)
+        self.finish_load(partition)
 
     def answer(self, ctx: Ctx) -> dict[str, Any] | None:
         return self.answers.get(ctx)
