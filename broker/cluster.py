@@ -40,12 +40,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
+from groupd.coordinator import Node as CoordinatorNode
+from groupd.coordinator import PartitionOwnership
 from groupd.protocol.dispatch import Dispatcher, Handler
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Connection, Request, Server
 from groupd.security.listeners import Listener, endpoint
 
 from .admin_handlers import AdminHandlers
+from .group_shell import GroupShell
 from .settings import Config
 from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
 
@@ -382,6 +385,7 @@ class Node(Protocol):
     server: Server
     topics: TopicRegistry
     admin: AdminHandlers
+    groups: GroupShell
     ssl_context: Any
 
     def new_server(self, dispatcher: Dispatcher) -> Server: ...
@@ -415,8 +419,12 @@ class Cluster:
         broker.admin.node_ids = list(self.nodes)
         broker.admin.on_topic_deleted.append(lambda t: self.leaders.forget(t.name))
         # Coordinator topics: whose partitions' leaders are coordinators, and who is told when one
-        # moves (topic, partition, new leader). The transaction log registers here when it exists.
-        self.coordinator_topics: dict[str, Callable[[int, int], None]] = {}
+        # moves: ``moved(partition, new leader, leader epoch)`` unloads it where it was and loads it
+        # on the new leader (answering COORDINATOR_LOAD_IN_PROGRESS meanwhile). The transaction
+        # coordinator hooks ``__transaction_state`` in the same way when it exists.
+        self.coordinator_topics: dict[str, Callable[[int, int, int], object]] = {
+            OFFSETS_TOPIC: lambda p, node, epoch: broker.groups.move(p, node, epoch)
+        }
         # Broker actions done, by kind (the metrics read this at scrape time).
         self.counts: Counter[str] = Counter()
 
@@ -510,14 +518,14 @@ class Cluster:
         _host, li.port = await node.server.start(li.host, li.port, ssl=ssl, listener=li)
         log.info("broker_listening", node_id=node.node_id, listen=f"{li.host}:{li.port}", advertised=node.endpoint)
 
-    def assign_coordinators(self) -> None:
-        """Tell the coordinator topics' owners who leads each of their partitions (at start-up)."""
-        for topic, moved in self.coordinator_topics.items():
-            t = self.broker.topics.get(topic)
-            if t is None:
-                continue
-            for p in range(t.partitions):
-                moved(p, self.leaders.get(t, p)[0])
+    def offsets_ownership(self, local: CoordinatorNode) -> PartitionOwnership:
+        """The group coordinator's view of ``__consumer_offsets`` at start-up: every broker, and the
+        leader of each partition (all at leader epoch 0, as the core's loads are)."""
+        nodes = {n.node_id: CoordinatorNode(n.node_id, *n.endpoint) for n in self.nodes.values()}
+        t = self.broker.topics.get(OFFSETS_TOPIC)
+        assert t is not None
+        owners = {p: nodes[self.leaders.get(t, p)[0]] for p in range(t.partitions)}
+        return PartitionOwnership(nodes.get(local.node_id, local), t.partitions, owners, nodes=nodes.values())
 
     # --- actions ------------------------------------------------------------------------------------
     def node(self, node_id: int) -> ClusterNode:
@@ -536,7 +544,7 @@ class Cluster:
         for m in moves:
             moved = self.coordinator_topics.get(m.topic)
             if moved is not None:
-                moved(m.partition, m.new)
+                moved(m.partition, m.new, m.epoch)
         if moves:
             log.info(
                 "leaders_moved",

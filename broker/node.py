@@ -181,7 +181,9 @@ class Broker:
         reg("DescribeAcls", acls.describe_acls)
         reg("DeleteAcls", acls.delete_acls)
         for name in HANDLED_APIS:
-            reg(name, self.groups.handler(name))
+            # In a cluster each broker's handlers name it: the shared core serves a group only on
+            # the broker leading its __consumer_offsets partition (NOT_COORDINATOR elsewhere).
+            reg(name, self.groups.handler(name, node_id if cluster is not None else None))
         for name, handler, (lo, hi) in self.data.handlers():
             reg(name, handler, min_version=lo, max_version=hi)
         # Advertised on every listener, as Kafka does; on a listener without SASL they answer
@@ -221,7 +223,7 @@ class Broker:
         self.core.ownership = self._ownership()
         if self.cluster is not None:
             await self.cluster.listen()
-            self.cluster.assign_coordinators()
+            self.core.ownership = self.cluster.offsets_ownership(self.core.ownership.local)
         self._load_task = asyncio.create_task(self.groups.load(partitions))
         if any(li.sasl for li in self.listeners) and not len(self.authenticator.store):
             log.warning("sasl_without_users", hint="add [users.<name>] entries (groupd scram-credential)")
