@@ -124,7 +124,7 @@ def test_the_image_is_what_the_issue_asks_for(stages: list[Stage]) -> None:
     assert all(s.base == "python:3.11-slim" for s in stages)
     assert final.last("USER") not in ("root", "0", "")
     assert final.last("VOLUME") == "/data"
-    assert final.last("EXPOSE") == "9092"
+    assert final.last("EXPOSE") == "9092 9093 9094"  # 9093-9094: --brokers 3
     env = env_of(final)
     # The settings are ENV defaults and CMD carries no flag, so every GROUPD_* variable is honoured
     # (a flag beats the environment: the issue's "CMD flags override them").
