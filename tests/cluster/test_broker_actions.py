@@ -177,11 +177,28 @@ def test_groupd_fault_broker_commands(
     assert "moved to their preferred broker" in capsys.readouterr().out
 
 
-def test_broker_actions_are_counted_in_metrics(cluster_with_metrics: tuple[GroupdBroker, int]) -> None:
+def test_broker_actions_and_every_brokers_connections_are_in_the_metrics(
+    cluster_with_metrics: tuple[GroupdBroker, int],
+) -> None:
     cluster, metrics_port = cluster_with_metrics
-    cluster.stop_broker(2)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
+            return resp.read().decode()
+
+    body = {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    clients = [raw(cluster, 2), raw(cluster, 3)]
+    try:
+        for c in clients:
+            c.request("Metadata", 12, body)
+        assert "groupd_connections 2.0" in scrape()
+        cluster.stop_broker(2)
+        assert clients[0].closed_by_peer()
+        assert "groupd_connections 1.0" in scrape()
+    finally:
+        for c in clients:
+            c.close()
     cluster.start_broker(2, rebalance=True)
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
+    text = scrape()
     assert 'groupd_faults_injected_total{api="-",kind="stop_broker"} 1.0' in text
     assert 'groupd_faults_injected_total{api="-",kind="start_broker"} 1.0' in text
