@@ -3,16 +3,21 @@ control endpoint (the pytest plugin's methods) and ``groupd fault``: what client
 
 from __future__ import annotations
 
+import json
 import socket
 import urllib.request
+from typing import Any
 
 import pytest
 from groupd.ops.control_client import ControlError
 from groupd.ops.pytest_plugin import GroupdBroker
 from groupd.protocol.errors import ErrorCode
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from groupd.cli import main
 from tests.cluster.conftest import create_topic, leaders, metadata, port_of, raw
+from tests.ops.test_control import JSON, http
 from tests.support.raw_client import RawClient
 
 
@@ -202,3 +207,40 @@ def test_broker_actions_and_every_brokers_connections_are_in_the_metrics(
     text = scrape()
     assert 'groupd_faults_injected_total{api="-",kind="stop_broker"} 1.0' in text
     assert 'groupd_faults_injected_total{api="-",kind="start_broker"} 1.0' in text
+
+
+BROKER_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "broker": st.integers(-1, 5) | JSON,
+        "group": st.sampled_from(["g", "billing"]) | JSON,
+        "rebalance": st.booleans() | JSON,
+        "isolated": st.booleans() | JSON,
+        "extra": JSON,
+    },
+)
+BROKER_ROUTES = [
+    "/actions/stop-broker",
+    "/actions/start-broker",
+    "/actions/isolate-broker",
+    "/actions/rebalance-leaders",
+    "/actions/move-coordinator",
+]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=BROKER_FIELDS | JSON, path=st.sampled_from(BROKER_ROUTES))
+def test_any_json_to_the_broker_actions_is_answered_without_a_5xx(
+    healthy_cluster: GroupdBroker, doc: Any, path: str
+) -> None:
+    status, answer = http(healthy_cluster.control_url or "", "POST", path, json.dumps(doc).encode())
+    assert status in (200, 400, 404, 409), (status, answer)
+    if status >= 400:
+        assert isinstance(answer, dict) and answer["message"]
+
+
+def test_the_cluster_survived_the_fuzzing(healthy_cluster: GroupdBroker) -> None:
+    assert healthy_cluster.proc is not None and healthy_cluster.proc.poll() is None
+    live = [b["node_id"] for b in healthy_cluster.brokers() if b["state"] == "live"]
+    assert live
+    assert len(metadata(healthy_cluster, live[0], [])["brokers"]) >= len(live)
