@@ -55,6 +55,7 @@ class Shell:
     topics_image: Any = None  # KIP-848 consumer groups: () -> TopicsImage
     logger: Any = None
     now: int = 0
+    node_id: int | None = None  # the broker requests are sent to (a cluster sharing the core)
 
     def __post_init__(self) -> None:
         counter = itertools.count(1)
@@ -70,6 +71,7 @@ class Shell:
         self.queued: deque[tuple[int, int, list[Record]]] = deque()  # appends not yet completed
         self._ctx = itertools.count(1)
         self.clients: list[Client] = []
+        self.sent: list[Ctx] = []
 
     # -- driving ---------------------------------------------------------------------------
 
@@ -96,9 +98,11 @@ class Shell:
         self, api: str, version: int, request: dict[str, Any], client_id: str = "client", node_id: int | None = None
     ) -> Ctx:
         ctx = Ctx(next(self._ctx), api)
+        self.sent.append(ctx)
+        node = self.node_id if node_id is None else node_id
         self.absorb(
             self.coord.handle(
-                self.now, api, version, request, ctx, client_id=client_id, client_host="/127.0.0.1", node_id=node_id
+                self.now, api, version, request, ctx, client_id=client_id, client_host="/127.0.0.1", node_id=node
             )
         )
         self.settle()
@@ -139,8 +143,10 @@ class Shell:
         self.absorb(self.coord.begin_load(partition, epoch, node))
 
     def finish_load(self, partition: int) -> None:
-        """What the shell's run-time load does after ``begin_load``: replay the partition's
-        durable records (only them: the others are live), then end the load."""
+        """What the shell's run-time load does after ``begin_load``: wait for the appends still
+        in flight (GroupShell._settle_writes), replay the partition's durable records (only them:
+        the others are live), then end the load."""
+        self.flush()
         for p, (key, value) in self.log:
             if p == partition:
                 self.coord.replay(key, value)
@@ -292,7 +298,7 @@ class Client:
         # The shell's hot path (GroupCoordinator.heartbeat, no Result) must answer what the
         # generic path answers, in every state every test reaches; asking twice at the same time
         # is idempotent (the session deadline is set to the same value).
-        fast = self.shell.coord.heartbeat(self.shell.now, version, req)
+        fast = self.shell.coord.heartbeat(self.shell.now, version, req, self.shell.node_id)
         resp = self.shell.answer(self.shell.send("Heartbeat", version, req, client_id=self.name))
         self.shell.deliver()
         assert resp is not None
