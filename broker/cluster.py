@@ -223,6 +223,7 @@ class _Shape:
     epoch: str | None  # the request's current_leader_epoch field
     blank: Callable[[int], dict[str, Any]]  # an answer entry without data, by API version
     hint_from: int | None = None  # first version with the current_leader hint (KIP-951)
+    endpoints_from: int | None = None  # first version with the answer's node_endpoints (KIP-951)
 
 
 _SHAPES: dict[str, _Shape] = {
@@ -244,6 +245,7 @@ _SHAPES: dict[str, _Shape] = {
             "error_message": None,
         },
         hint_from=10,
+        endpoints_from=10,
     ),
     "Fetch": _Shape(
         "topics",
@@ -364,8 +366,8 @@ def _merge(
         out.append({**tr, shape.r_parts: [*(tr[shape.r_parts] or ()), *errs]} if errs else tr)
     out.extend({shape.r_name: name, shape.r_parts: errs} for name, errs in left.items())
     resp = {**resp, shape.r_topics: out}
-    if shape.r_topics == "responses" and shape.hint_from == 10 and v >= 10:
-        # Produce v10+: the endpoints of the leaders it names (KIP-951's node_endpoints).
+    if shape.endpoints_from is not None and v >= shape.endpoints_from:
+        # The endpoints of the leaders the answer names (KIP-951's node_endpoints).
         named = {e["current_leader"]["leader_id"] for errs in rejected.values() for e in errs}
         resp["node_endpoints"] = [
             {"node_id": n, "host": nodes[n].endpoint[0], "port": nodes[n].endpoint[1], "rack": None}
