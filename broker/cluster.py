@@ -344,6 +344,12 @@ def leader_guard(api: str, handler: Handler, node_id: int, leaders: Leadership, 
         if rejected and api == "Fetch":
             body["max_wait_ms"] = 0  # an error answers at once (Kafka's errorReadingData)
         req.body = body
+        if rejected and api == "Produce" and body.get("acks") == 0:
+            # No answer to carry the error: Kafka closes the connection (KafkaApis.handleProduceRequest),
+            # once the partitions this broker leads are appended (their appends are started by now).
+            result = handler(req)
+            req.conn.close("produce with acks=0 to a partition this broker does not lead", topics=sorted(rejected))
+            return result
         if rejected:
             encode = req.encode_response
 

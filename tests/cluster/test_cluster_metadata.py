@@ -221,3 +221,28 @@ def test_unknown_topic_ids_still_get_kafkas_answer(cluster: GroupdBroker) -> Non
     finally:
         client.close()
     assert answer["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def test_an_acks_0_produce_to_a_non_leader_closes_the_connection(cluster: GroupdBroker, unique: str) -> None:
+    """No answer to carry NOT_LEADER_OR_FOLLOWER: Kafka closes the connection (KafkaApis.handleProduceRequest)."""
+    topic = f"a0-{unique}"
+    create_topic(cluster, topic, partitions=1, replication=3)
+    ((leader, _epoch),) = leaders(cluster, topic).values()
+    other = next(n for n in cluster.nodes if n != leader)
+    at_leader, at_other = raw(cluster, leader), raw(cluster, other)
+    try:
+        at_other.send("Produce", 9, {**_produce(topic, 0), "acks": 0})
+        assert at_other.closed_by_peer()
+        at_leader.send("Produce", 9, {**_produce(topic, 0), "acks": 0})
+        assert not at_leader.closed_by_peer(0.5)
+        lo = {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}
+            ],
+        }
+        assert at_leader.request("ListOffsets", 7, lo)["topics"][0]["partitions"][0]["offset"] == 1
+    finally:
+        at_leader.close()
+        at_other.close()
