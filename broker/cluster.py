@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -433,8 +432,6 @@ class Cluster:
         self.coordinator_topics: dict[str, Callable[[int, int, int], object]] = {
             OFFSETS_TOPIC: lambda p, node, epoch: broker.groups.move(p, node, epoch)
         }
-        # Broker actions done, by kind (the metrics read this at scrape time).
-        self.counts: Counter[str] = Counter()
 
     # --- wiring ---------------------------------------------------------------------------------
     def register_nodes(self) -> None:
@@ -562,7 +559,7 @@ class Cluster:
             )
 
     def _done(self, action: str, node_id: int | None, **fields: Any) -> None:
-        self.counts[action] += 1
+        # Counted by the control endpoint (groupd_faults_injected_total{api="-",kind=<action>}).
         log.warning("broker_action", action=action, broker=node_id, **fields)
 
     async def stop_broker(self, node_id: int) -> dict[str, Any]:
