@@ -382,6 +382,52 @@ def _merge(
     return resp
 
 
+# --- broker configs, asked of any broker ------------------------------------------------------------
+_CONFIG_ANSWERS = {"DescribeConfigs": "results", "AlterConfigs": "responses", "IncrementalAlterConfigs": "responses"}
+_BROKER_RESOURCES = (4, 8)  # BROKER, BROKER_LOGGER (broker.configs)
+_NODE_ID_CONFIGS = ("node.id", "broker.id")
+
+
+def broker_configs_as(api: str, handler: Handler, node_id: int, first: int) -> Handler:
+    """The configs handler knows one broker id (the first node's): a broker resource named by
+    ``node_id`` on broker ``node_id`` (what admin clients send, Kafka's ``ConfigHelper`` accepts only
+    the receiving broker's id) is handed on as the first id's, and its answer named back, with this
+    broker's node.id. The brokers of one process share every other setting."""
+    if node_id == first:
+        return handler
+    mine, theirs = str(node_id), str(first)
+    answers = _CONFIG_ANSWERS[api]
+
+    def as_this_broker(req: Request) -> Any:
+        resources = req.body.get("resources") or ()
+        if not any(r.get("resource_type") in _BROKER_RESOURCES and r.get("resource_name") == mine for r in resources):
+            return handler(req)
+        req.body = {
+            **req.body,
+            "resources": [
+                {**r, "resource_name": theirs}
+                if r.get("resource_type") in _BROKER_RESOURCES and r.get("resource_name") == mine
+                else r
+                for r in resources
+            ],
+        }
+        encode = req.encode_response
+
+        def named_back(r: Request, resp: dict[str, Any]) -> bytes:
+            for entry in resp.get(answers) or ():
+                if entry.get("resource_type") in _BROKER_RESOURCES and entry.get("resource_name") == theirs:
+                    entry["resource_name"] = mine
+                    for c in entry.get("configs") or ():
+                        if c.get("name") in _NODE_ID_CONFIGS:
+                            c["value"] = mine
+            return encode(r, resp)
+
+        req.encode_response = named_back
+        return handler(req)
+
+    return as_this_broker
+
+
 # --- the cluster -------------------------------------------------------------------------------------
 class Node(Protocol):
     """What the cluster needs of the node it extends (``broker.node.Broker``, which imports this)."""
@@ -447,6 +493,8 @@ class Cluster:
             return self._metadata(handler)
         if api == "DescribeCluster":
             return self._describe_cluster(handler)
+        if api in _CONFIG_ANSWERS:
+            return broker_configs_as(api, handler, node_id, self.broker.config.node_id)
         return handler
 
     def _broker_entries(self) -> list[ClusterNode]:

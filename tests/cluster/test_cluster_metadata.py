@@ -246,3 +246,15 @@ def test_an_acks_0_produce_to_a_non_leader_closes_the_connection(cluster: Groupd
     finally:
         at_leader.close()
         at_other.close()
+
+
+@pytest.mark.parametrize("node", [1, 2, 3])
+def test_a_brokers_configs_are_described_by_that_broker(cluster: GroupdBroker, node: int) -> None:
+    """librdkafka sends a broker resource to that broker, which must know its own id (ConfigHelper)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(ResourceType.BROKER, str(node))
+    configs = admin.describe_configs([resource])[resource].result(timeout=15)
+    assert configs["node.id"].value == str(node)
+    assert configs["num.partitions"].value == "3"
