@@ -183,6 +183,35 @@ def test_a_group_whose_coordinator_broker_stops_moves_on_and_loses_nothing(
     assert new_coordinator != coordinator
 
 
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_a_group_follows_its_coordinator_when_it_moves(healthy_cluster: GroupdBroker, unique: str, kind: str) -> None:
+    """The control endpoint's move-coordinator: the old coordinator answers NOT_COORDINATOR, the
+    member finds the new one and carries on committing; nothing is consumed twice or lost."""
+    cluster = healthy_cluster
+    topic, group = f"mvc-{unique}", f"mvc-{unique}"
+    create_topic(cluster, topic, partitions=3, replication=3)
+    coordinator = leaders(cluster, "__consumer_offsets")[partition_for(group)][0]
+    first = [f"a{i}".encode() for i in range(20)]
+    second = [f"b{i}".encode() for i in range(20)]
+    _produce(cluster.bootstrap, topic, first)
+    member = Consuming(kind, cluster.bootstrap, group, topic)
+    member.thread.start()
+    try:
+        member.wait(lambda: member.committed >= len(first), 20, "first batch consumed and committed")
+        before = _committed(cluster.bootstrap, group, topic)
+        target = next(n for n in cluster.nodes if n != coordinator)
+        assert cluster.move_coordinator(group, target)["coordinator"] == target
+        assert _committed(cluster.bootstrap, group, topic) == before
+        _produce(cluster.bootstrap, topic, second)
+        member.wait(lambda: member.committed >= len(first) + len(second), 25, "second batch consumed and committed")
+    finally:
+        member.stop.set()
+        member.thread.join(15)
+    assert member.error is None
+    assert sorted(member.seen) == sorted(first + second)
+    assert sum(_committed(cluster.bootstrap, group, topic).values()) == len(first) + len(second)
+
+
 class Acked:
     """Values acknowledged by the broker (acks=all), and errors reported, from any thread."""
 
