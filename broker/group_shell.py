@@ -95,6 +95,7 @@ class GroupShell:
         # was written before an unload is in the log before the log is read again.
         self._writes: dict[int, set[asyncio.Task[None]]] = {}
         self._moves: set[asyncio.Task[Any]] = set()
+        self._startup_epochs: dict[int, int] = {}  # the epoch each partition's start-up load began at
         self.loaded = asyncio.Event()
         self.load_stats: dict[str, float] = {}
         self.load_progress = LoadProgress()
@@ -228,27 +229,64 @@ class GroupShell:
         self.load_progress = LoadProgress(partitions_total=len(partitions), started=time.perf_counter())
         for p in partitions:
             self.apply(self.core.begin_load(p))
+            self._startup_epochs[p] = self.core.partition_epoch(p)
 
-    async def load(self, partitions: list[int]) -> None:
+    async def load(self, partitions: list[int], epochs: dict[int, int] | None = None) -> None:
         """Replay each partition of ``__consumer_offsets`` through ``core.replay``; until a
-        partition is done its groups answer COORDINATOR_LOAD_IN_PROGRESS."""
+        partition is done its groups answer COORDINATOR_LOAD_IN_PROGRESS. ``epochs``: a run-time
+        load (an election) of partitions begun at these epochs, not the start-up load."""
         t0 = time.perf_counter()
         total = 0
         bad = 0
-        progress = self.load_progress
+        progress = self.load_progress if epochs is None else LoadProgress(started=t0)
         if progress.started is None:  # load() without begin_load() (tests)
             progress.partitions_total, progress.started = len(partitions), t0
+        replay = self.core.replay
         for p in partitions:
-            # A partition elected or resigned meanwhile is no longer this load's to finish.
-            epoch = self.core.partition_epoch(p)
-            n, skipped, current = await self._replay_partition(p, epoch, progress, total, bad)
-            total, bad = total + n, bad + skipped
-            if current:
-                self.apply(self.core.end_load(p, self.clock(), epoch))
+            # A partition elected or resigned since its load began is no longer this load's.
+            epoch = self._load_epoch(p, epochs)
+            if epoch is None:
+                progress.partitions_loaded += 1
+                continue
+            n = 0
+            next_yield = _LOAD_CHUNK
+            try:
+                plog = self.partition_logs(p)
+                corrupt_before = plog.corrupt_batches
+                # verify: a damaged batch anywhere is reported and skipped, never replayed (a
+                # flipped bit must not turn a committed 4242 into 4243) and never the end of the load.
+                for _offset, _ts, key, value in plog.iter_records(verify=True):
+                    if key is None:
+                        bad += 1
+                        continue
+                    try:
+                        k, v = decode_record(key, value)
+                    except RecordDecodeError as e:
+                        bad += 1
+                        log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
+                        continue
+                    replay(k, v)
+                    n += 1
+                    if n == next_yield:
+                        next_yield += _LOAD_CHUNK
+                        progress.records, progress.skipped = total + n, bad
+                        await asyncio.sleep(0)
+                        if not self.core.is_loading(p, epoch):
+                            break
+                progress.corrupt_batches += plog.corrupt_batches - corrupt_before
+            except Exception:
+                # Whatever stopped this partition's replay (an unreadable file), its groups are
+                # served with what was read, and the partitions after it still load: a partition
+                # left loading would answer COORDINATOR_LOAD_IN_PROGRESS for as long as we run.
+                log.exception("offsets_partition_load_failed", partition=p, records=n)
+            total += n
+            self.apply(self.core.end_load(p, self.clock(), epoch))
             progress.records, progress.skipped = total, bad
             progress.partitions_loaded += 1
         elapsed = time.perf_counter() - t0
         progress.finished = time.perf_counter()
+        if epochs is not None:
+            return
         self.load_stats = {"records": total, "seconds": elapsed, "skipped": bad}
         log.info(
             "offsets_loaded",
@@ -262,49 +300,25 @@ class GroupShell:
         )
         self.loaded.set()
 
-    async def _replay_partition(
-        self, p: int, epoch: int, progress: LoadProgress | None, total: int = 0, bad_before: int = 0
-    ) -> tuple[int, int, bool]:
-        """Replay partition ``p``'s log: (records replayed, records skipped, whether the load begun
-        at ``epoch`` is still current -- an unload or a newer election stops it at its next yield)."""
-        core = self.core
-        replay = core.replay
-        n = 0
-        bad = 0
-        next_yield = _LOAD_CHUNK
-        try:
-            plog = self.partition_logs(p)
-            corrupt_before = plog.corrupt_batches
-            # verify: a damaged batch anywhere is reported and skipped, never replayed (a
-            # flipped bit must not turn a committed 4242 into 4243) and never the end of the load.
-            for _offset, _ts, key, value in plog.iter_records(verify=True):
-                if key is None:
-                    bad += 1
-                    continue
-                try:
-                    k, v = decode_record(key, value)
-                except RecordDecodeError as e:
-                    bad += 1
-                    log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
-                    continue
-                replay(k, v)
-                n += 1
-                if n == next_yield:
-                    next_yield += _LOAD_CHUNK
-                    if progress is not None:
-                        progress.records, progress.skipped = total + n, bad_before + bad
-                    await asyncio.sleep(0)
-                    if not core.is_loading(p, epoch):
-                        log.info("offsets_partition_load_superseded", partition=p, epoch=epoch, records=n)
-                        return n, bad, False
-            if progress is not None:
-                progress.corrupt_batches += plog.corrupt_batches - corrupt_before
-        except Exception:
-            # Whatever stopped this partition's replay (an unreadable file), its groups are
-            # served with what was read, and the partitions after it still load: a partition
-            # left loading would answer COORDINATOR_LOAD_IN_PROGRESS for as long as we run.
-            log.exception("offsets_partition_load_failed", partition=p, records=n)
-        return n, bad, core.is_loading(p, epoch)
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait for in-flight appends (graceful shutdown: acknowledge what was written)."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def stats(self) -> dict[str, Any]:
+        return {"groups": len(self.core.groups), "pending_appends": self.core.pending_appends}
+
+    def _load_epoch(self, p: int, epochs: dict[int, int] | None) -> int | None:
+        """The epoch partition ``p``'s load began at, None when an unload or a newer election
+        has made that load stale."""
+        epoch = (epochs or self._startup_epochs).pop(p, None)
+        if epoch is None:  # load() without begin_load() (tests)
+            if self.core.partition_state(p) == "active" and self.core.partition_epoch(p) == -1:
+                self.apply(self.core.begin_load(p))
+            epoch = self.core.partition_epoch(p)
+        return epoch if self.core.is_loading(p, epoch) else None
 
     # --- elections and resignations (a cluster in one process) -----------------------------------
     def _node(self, node: Node | int) -> Node:
@@ -365,18 +379,15 @@ class GroupShell:
         await self._settle_writes(partition)
         if not self.core.is_loading(partition, epoch):
             return False
-        n, bad, still = await self._replay_partition(partition, epoch, None)
-        if not still:
+        await self.load([partition], {partition: epoch})
+        if self.core.partition_state(partition) != "active" or self.core.partition_epoch(partition) != epoch:
             return False
-        self.apply(self.core.end_load(partition, self.clock(), epoch))
         owner = self.core.ownership.owner(partition)
         log.info(
             "offsets_partition_loaded",
             partition=partition,
             epoch=epoch,
             node=owner.node_id if owner else None,
-            records=n,
-            skipped=bad,
             seconds=round(time.perf_counter() - t0, 4),
         )
         return True
@@ -392,16 +403,6 @@ class GroupShell:
         groups are unloaded, their parked requests answered NOT_COORDINATOR, and ``to_node``
         loads them); resolves as ``elect``."""
         return self.elect(partition, to_node, epoch)
-
-    async def drain(self, timeout: float = 10.0) -> None:
-        """Wait for in-flight appends (graceful shutdown: acknowledge what was written)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def stats(self) -> dict[str, Any]:
-        return {"groups": len(self.core.groups), "pending_appends": self.core.pending_appends}
 
 
 async def _resolved(value: bool) -> bool:

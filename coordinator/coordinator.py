@@ -240,7 +240,15 @@ class GroupCoordinator:
         them (Kafka's GroupCoordinatorShard.onPartitionsDeleted). The Result holds only appends;
         once they are durable the offsets are gone, and they stay gone after a restart."""
         self._begin(now_ms)
+        topic_partitions = list(topic_partitions)
         self.offset_manager.on_partitions_deleted(topic_partitions)
+        # A partition resigned and not yet elected again is this process's to load again (a cluster
+        # shares the core): its offsets of the deleted partitions go when it is loaded, as for a
+        # partition that is loading.
+        for p in self._unloaded:
+            pending = self.offset_manager.deleted_while_loading.setdefault(p, {})
+            for topic, index in topic_partitions:
+                pending.setdefault(topic, set()).add(index)
         return self._finish()
 
     def expire_member(self, now_ms: int, group_id: str, member_id: str) -> tuple[int, Result]:
@@ -341,35 +349,17 @@ class GroupCoordinator:
         if partition not in self._unloaded:
             self._unload(partition)  # an active or half-loaded partition starts from nothing
         target = node or previous or self._ownership.local
-        if epoch is None and previous is not None and previous.node_id == target.node_id:
-            epoch = self._ownership.epoch(partition)  # the same leader loading again (start-up)
+        if (
+            epoch is None
+            and partition not in self._epochs
+            and previous is not None
+            and previous.node_id == target.node_id
+        ):
+            epoch = self._ownership.epoch(partition)  # the first load, by the leader it starts with
         epoch = self._ownership.assign(partition, target, epoch)
         self._epochs[partition] = epoch
         self._unloaded.discard(partition)
         self._loading.add(partition)
-        return self._finish()
-
-    def end_load(self, partition: int, now_ms: int | None = None, epoch: int | None = None) -> Result:
-        """Bring the groups of a loaded partition to life, as Kafka's loader does
-        (``GroupMetadataManager.onLoaded``: classic groups come back Empty or Stable with a session
-        deadline per member, an over-capacity group rebalances; every consumer-group member gets a
-        session deadline, and a revocation deadline when it still has partitions to revoke). A load
-        that an unload or a newer election made stale is ignored (``CompleteLoad`` of a context no
-        longer LOADING)."""
-        self._begin(self._now if now_ms is None else now_ms)
-        if partition in self._unloaded or (epoch is not None and self._epochs.get(partition) != epoch):
-            self.log.info("partition_load_completion_ignored", partition=partition, epoch=epoch)
-            return self._finish()
-        self._loading.discard(partition)
-        n = self.config.num_offsets_partitions
-        gids = {g for g in self.group_records if partition_for(g, n) == partition}
-        gids |= {g for g in self.offsets if partition_for(g, n) == partition}
-        gids -= set(self.consumer.groups.groups)  # a consumer group's offsets make no classic group
-        for gid in sorted(gids):
-            if gid not in self.groups:
-                self._materialize(gid)
-        self.offset_manager.on_partition_loaded(partition)
-        self.consumer.end_load(self._now, [g for g in self.consumer.groups.groups if partition_for(g, n) == partition])
         return self._finish()
 
     def unload_partition(self, now_ms: int, partition: int, epoch: int | None = None) -> Result:
@@ -422,26 +412,25 @@ class GroupCoordinator:
         # (PreparingRebalance) and SyncGroup (CompletingRebalance/Stable) answered NOT_COORDINATOR.
         classic = [g for g in self.groups if partition_for(g, n) == partition]
         for gid in classic:
-            group = self.groups.pop(gid)
+            group = self.groups[gid]
             for member in list(group.members.values()):
                 waiter = member.join_waiter
                 if waiter is not None:
                     response = self._join_response(waiter.version, err.NOT_COORDINATOR, member_id=member.member_id)
                     self._complete_join_waiter(group, member, response)
                 self._complete_sync_waiter(member, self._sync_response(err.NOT_COORDINATOR))
-            self._forget_group(group)
             group.transition_to(D, self._now)
         consumer = [g for g in self.consumer.groups.groups if partition_for(g, n) == partition]
-        gone = set(consumer)
-        # timers of consumer groups: (group, member, kind[, epoch])
-        self.consumer.deadlines.cancel_where(lambda key: key[0] in gone)
+        # Timers of consumer groups, (group, member, kind[, epoch]): of every group of the partition,
+        # including one a failed write just rolled back out of existence.
+        self.consumer.deadlines.cancel_where(lambda key: partition_for(key[0], n) == partition)
         for gid in consumer:
             self._consumer_busy.pop(gid, None)
             self._consumer_snapshot.pop(gid, None)
-        for store in (self.group_records, self.offsets, self.consumer.groups.groups, self.offset_manager.inflight):
-            for gid in [g for g in store if partition_for(g, n) == partition]:
-                del store[gid]
-        if classic or consumer or abandoned or was_loading:
+        for gid in [g for g in self.offset_manager.inflight if partition_for(g, n) == partition]:
+            del self.offset_manager.inflight[gid]
+        self._forget_partition(partition)
+        if classic or consumer or abandoned:
             self.log.info(
                 "partition_unloaded",
                 partition=partition,
@@ -450,6 +439,38 @@ class GroupCoordinator:
                 writes_abandoned=len(abandoned),
                 was_loading=was_loading,
             )
+
+    def _forget_partition(self, partition: int) -> None:
+        """Drop the partition's groups, their deadlines and persisted state from memory."""
+        n = self.config.num_offsets_partitions
+        for gid in [g for g in self.groups if partition_for(g, n) == partition]:
+            self._forget_group(self.groups.pop(gid))
+        for store in (self.group_records, self.offsets, self.consumer.groups.groups):
+            for gid in [g for g in store if partition_for(g, n) == partition]:
+                del store[gid]
+
+    def end_load(self, partition: int, now_ms: int | None = None, epoch: int | None = None) -> Result:
+        """Bring the groups of a loaded partition to life, as Kafka's loader does
+        (``GroupMetadataManager.onLoaded``: classic groups come back Empty or Stable with a session
+        deadline per member, an over-capacity group rebalances; every consumer-group member gets a
+        session deadline, and a revocation deadline when it still has partitions to revoke). A load
+        that an unload or a newer election made stale is ignored (``CompleteLoad`` of a context no
+        longer LOADING)."""
+        self._begin(self._now if now_ms is None else now_ms)
+        if partition in self._unloaded or (epoch is not None and not self.is_loading(partition, epoch)):
+            self.log.info("partition_load_completion_ignored", partition=partition, epoch=epoch)
+            return self._finish()
+        self._loading.discard(partition)
+        n = self.config.num_offsets_partitions
+        gids = {g for g in self.group_records if partition_for(g, n) == partition}
+        gids |= {g for g in self.offsets if partition_for(g, n) == partition}
+        gids -= set(self.consumer.groups.groups)  # a consumer group's offsets make no classic group
+        for gid in sorted(gids):
+            if gid not in self.groups:
+                self._materialize(gid)
+        self.offset_manager.on_partition_loaded(partition)
+        self.consumer.end_load(self._now, [g for g in self.consumer.groups.groups if partition_for(g, n) == partition])
+        return self._finish()
 
     def load(self, now_ms: int, records: Iterable[Record]) -> Result:
         """Load a whole log in one go (start-up of a single node, and tests)."""

@@ -231,13 +231,17 @@ class ConsumerGroupManager:
         member still holding partitions it was asked to revoke a fresh revocation deadline
         (``scheduleConsumerGroupRebalanceTimeout``)."""
         for gid in self.groups.groups if group_ids is None else group_ids:
+            self._rearm_revocations(now_ms, self.groups.groups[gid])
             g = self.groups.groups[gid]
-            for mid, m in g.members.items():
+            for mid in g.members:
                 self.deadlines.set((g.group_id, mid, "session"), now_ms + self.config.session_timeout_ms)
-                if m.state == MemberState.UNREVOKED_PARTITIONS:
-                    self.deadlines.set(
-                        (g.group_id, mid, "rebalance", m.member_epoch), now_ms + max(m.rebalance_timeout_ms, 0)
-                    )
+
+    def _rearm_revocations(self, now_ms: int, g: ConsumerGroup) -> None:
+        for mid, m in g.members.items():
+            if m.state == MemberState.UNREVOKED_PARTITIONS:
+                self.deadlines.set(
+                    (g.group_id, mid, "rebalance", m.member_epoch), now_ms + max(m.rebalance_timeout_ms, 0)
+                )
 
     def set_topics(self, image: TopicsImage) -> None:
         """A topic was created, deleted or grew (``onNewMetadataImage``): groups look at their

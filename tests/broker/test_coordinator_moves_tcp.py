@@ -14,7 +14,7 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,8 @@ kafka = pytest.importorskip("kafka")
 
 GROUP_APIS = {API_BY_NAME[n].key: n for n in ("Heartbeat", "OffsetCommit", "OffsetFetch", "JoinGroup", "SyncGroup")}
 FIND_COORDINATOR = API_BY_NAME["FindCoordinator"].key
+TOPIC = "moving"
+RECORDS = 300
 
 
 class BrokerThread:
@@ -39,9 +41,8 @@ class BrokerThread:
 
     def __init__(self, data_dir: Path) -> None:
         self.loop = asyncio.new_event_loop()
-        self.broker = Broker(Config(data_dir=str(data_dir), host="127.0.0.1", port=0, fsync="never"))
+        self.config = Config(data_dir=str(data_dir), host="127.0.0.1", port=0, fsync="never")
         self.errors: Counter[tuple[str, int]] = Counter()  # (api, error code) of every group answer
-        self.broker.dispatcher.observers.append(self._observe)
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="broker")
 
     def _observe(self, req: Request, body: dict[str, Any], _elapsed: float) -> None:
@@ -59,8 +60,14 @@ class BrokerThread:
         future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
         return future.result(timeout)
 
+    async def _make(self) -> Broker:
+        broker = Broker(self.config)  # in its loop's thread: its server takes the running loop
+        broker.dispatcher.observers.append(self._observe)
+        return broker
+
     def start(self) -> BrokerThread:
         self._thread.start()
+        self.broker = self.run(self._make())
         self.run(self.broker.start())
         self.run(self.broker.groups.loaded.wait())
         return self
@@ -85,17 +92,78 @@ def broker(tmp_path: Path) -> Iterator[BrokerThread]:
         b.stop()
 
 
+def consume_through_a_move(
+    broker: BrokerThread, group: str, poll: Callable[[], list[bytes]], commit: Callable[[], None]
+) -> tuple[set[bytes], dict[str, Any]]:
+    """Consume TOPIC with ``poll``, ``commit`` after every batch; once a quarter of the records are
+    in, the group's partition is resigned for a second, loading for another, then loaded again,
+    while the second half of the records is produced. Returns what was seen and the group's
+    offsets and members before and after the move."""
+    p = partition_for(group)
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap)
+    core, groups = broker.broker.core, broker.broker.groups
+    snapshot: dict[str, Any] = {}
+
+    async def away_and_back() -> None:
+        g = core.group(group)
+        snapshot["before"] = (dict(core.offsets.get(group, {})), g.generation, set(g.members))
+        groups.unload_partition(p)  # resigned: nobody coordinates the group
+        await asyncio.sleep(1.0)
+        groups.apply(core.begin_load(p))  # elected again: loading
+        await asyncio.sleep(1.0)
+        assert await groups.load_partition(p)
+        g = core.group(group)
+        snapshot["after"] = (dict(core.offsets.get(group, {})), g.generation, set(g.members))
+
+    seen: set[bytes] = set()
+    moved: Future[Any] | None = None
+    deadline = time.monotonic() + 25
+    while len(seen) < RECORDS and time.monotonic() < deadline:
+        if moved is None and len(seen) >= RECORDS // 4:
+            moved = asyncio.run_coroutine_threadsafe(away_and_back(), broker.loop)
+            produce(producer, RECORDS // 2, RECORDS)
+        batch = poll()
+        seen.update(batch)
+        if batch:
+            commit()
+    assert moved is not None
+    moved.result(10)
+    commit()
+    producer.close()
+    return seen, snapshot
+
+
+def produce(producer: Any, start: int, end: int) -> None:
+    for i in range(start, end):
+        producer.send(TOPIC, str(i).encode())
+    producer.flush()
+
+
+def first_half(broker: BrokerThread) -> None:
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap)
+    produce(producer, 0, RECORDS // 2)
+    producer.close()
+
+
+def check_carried_on(broker: BrokerThread, group: str, seen: set[bytes], snapshot: dict[str, Any]) -> None:
+    assert seen == {str(i).encode() for i in range(RECORDS)}
+    # the acknowledged commit made before the move is there after the reload (or a later one)
+    (before, gen_before, members_before), (after, gen_after, members_after) = snapshot["before"], snapshot["after"]
+    assert before and all(after[k].offset >= v.offset for k, v in before.items())
+    assert broker.broker.core.offsets[group][(TOPIC, 0)].offset == RECORDS
+    # the client met the coordinator going away and loading, and found it again
+    assert broker.errors[("FindCoordinator", 15)] >= 1
+    assert sum(n for (api, code), n in broker.errors.items() if code == 16 and api != "FindCoordinator") >= 1
+    assert broker.errors[("OffsetCommit", 14)] + broker.errors[("OffsetFetch", 14)] >= 1
+    # the group came back from the log with its member and generation: the member carried on in it
+    assert (gen_after, members_after) == (gen_before, members_before) and len(members_before) == 1
+
+
 def test_kafka_python_consumer_carries_on_while_its_coordinator_partition_moves_away_and_back(
     broker: BrokerThread,
 ) -> None:
-    topic, group = "moving", "movers"
-    p = partition_for(group)
-    records = 300
-    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap)
-    for i in range(records // 2):
-        producer.send(topic, str(i).encode())
-    producer.flush()
-
+    group = "movers"
+    first_half(broker)
     consumer = kafka.KafkaConsumer(
         bootstrap_servers=broker.bootstrap,
         group_id=group,
@@ -103,52 +171,13 @@ def test_kafka_python_consumer_carries_on_while_its_coordinator_partition_moves_
         auto_offset_reset="earliest",
         heartbeat_interval_ms=200,
     )
-    subscribe(consumer, topic)
-    seen: set[bytes] = set()
-    moved: Future[Any] | None = None
-    snapshot: dict[str, Any] = {}
-    core = broker.broker.core
-    groups = broker.broker.groups
+    subscribe(consumer, TOPIC)
 
-    async def away_and_back() -> None:
-        snapshot["before"] = dict(core.offsets.get(group, {}))
-        g = core.group(group)
-        snapshot["members_before"] = (g.generation, set(g.members))
-        groups.unload_partition(p)  # resigned: nobody coordinates the group
-        await asyncio.sleep(1.0)
-        groups.apply(core.begin_load(p))  # elected again: loading
-        await asyncio.sleep(1.0)
-        assert await groups.load_partition(p)
-        snapshot["after"] = dict(core.offsets.get(group, {}))
-        g = core.group(group)
-        snapshot["members_after"] = (g.generation, set(g.members))
+    def poll() -> list[bytes]:
+        return [m.value for msgs in consumer.poll(timeout_ms=100).values() for m in msgs]
 
-    deadline = time.monotonic() + 20
-    while len(seen) < records and time.monotonic() < deadline:
-        batch = consumer.poll(timeout_ms=100)
-        for msgs in batch.values():
-            seen.update(m.value for m in msgs)
-        if batch:
-            consumer.commit()
-        if moved is None and len(seen) >= records // 4:
-            moved = asyncio.run_coroutine_threadsafe(away_and_back(), broker.loop)
-            for i in range(records // 2, records):
-                producer.send(topic, str(i).encode())
-            producer.flush()
-    assert moved is not None
-    moved.result(10)
-    consumer.commit()
-    consumer.close()
-    producer.close()
-
-    assert seen == {str(i).encode() for i in range(records)}
-    # the acknowledged commit made before the move is there after the reload (or a later one)
-    before, after = snapshot["before"], snapshot["after"]
-    assert before and all(after[k].offset >= v.offset for k, v in before.items())
-    assert core.offsets[group][(topic, 0)].offset == records
-    # the client met the coordinator going away and loading, and found it again
-    assert broker.errors[("FindCoordinator", 15)] >= 1
-    assert sum(n for (api, code), n in broker.errors.items() if code == 16 and api != "FindCoordinator") >= 1
-    assert broker.errors[("OffsetCommit", 14)] + broker.errors[("OffsetFetch", 14)] >= 1
-    # the group came back from the log with its member and generation: the member carried on in it
-    assert snapshot["members_after"] == snapshot["members_before"] and len(snapshot["members_before"][1]) == 1
+    try:
+        seen, snapshot = consume_through_a_move(broker, group, poll, consumer.commit)
+    finally:
+        consumer.close()
+    check_carried_on(broker, group, seen, snapshot)

@@ -98,19 +98,27 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-@pytest.fixture
-async def node(tmp_path: Path) -> AsyncIterator[Node3]:
-    logs = LogManager(tmp_path)
+async def open_node(data_dir: Path, load: bool = True) -> tuple[Node3, LogManager]:
+    """A shell over the logs in ``data_dir``; its group's partition loaded unless told otherwise
+    (the others stay empty, their logs unopened)."""
+    logs = LogManager(data_dir)
     logs.open_all()
     core = GroupCoordinator(ownership=PartitionOwnership(N1, 50, nodes=[N2, N3]))
     appender = GatedAppender()
     shell = GroupShell(core, lambda p: logs.get_or_create(OFFSETS, p), appender)  # type: ignore[arg-type]
-    shell.begin_load([P])  # the group's partition only: the others stay empty, and their logs unopened
-    await shell.load([P])
+    if load:
+        shell.begin_load([P])
+        await shell.load([P])
+    return Node3(shell, core, appender), logs
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[Node3]:
+    n, logs = await open_node(tmp_path)
     try:
-        yield Node3(shell, core, appender)
+        yield n
     finally:
-        await shell.drain(1)
+        await n.shell.drain(1)
         logs.close()
 
 
@@ -187,3 +195,39 @@ async def test_heartbeat_handlers_of_brokers_not_leading_the_partition_answer_no
     assert node.send("Heartbeat", 3, body, node_id=1).answers[0]["error_code"] == 16
     find = node.send("FindCoordinator", 1, {"key": GROUP, "key_type": 0}, node_id=2)
     assert find.answers[0]["error_code"] == 15
+
+
+async def restart_after_commit(data_dir: Path, offset: int) -> tuple[Node3, LogManager, list[Any]]:
+    """Commit ``offset``, stop, and open the directory again without loading it; the list collects
+    every record the new core replays."""
+    first, logs = await open_node(data_dir)
+    assert await first.committed(offset) == 0
+    logs.close()
+    node, logs = await open_node(data_dir, load=False)
+    replayed: list[Any] = []
+    plain_replay = node.core.replay
+    node.core.replay = lambda k, v: (replayed.append(k), plain_replay(k, v))  # type: ignore[method-assign]
+    return node, logs, replayed
+
+
+async def test_a_partition_elected_during_the_start_up_load_is_replayed_once(tmp_path: Path) -> None:
+    """The cluster assigns coordinators right after the start-up load began: the partition moved
+    away from the start-up load is loaded by its election alone, once."""
+    node, logs, replayed = await restart_after_commit(tmp_path, 41)
+    node.shell.begin_load([P])
+    elected = node.shell.elect(P, N2)
+    await node.shell.load([P])
+    assert await elected
+    assert len(replayed) == 1 and node.core.partition_state(P) == "active"
+    assert node.fetch(node_id=2) == (0, 41)
+    logs.close()
+
+
+async def test_electing_the_start_up_leader_again_during_the_start_up_load_replays_once(tmp_path: Path) -> None:
+    node, logs, replayed = await restart_after_commit(tmp_path, 43)
+    node.shell.begin_load([P])
+    elected = node.shell.elect(P, N1)  # the leader it loads on, named again: a newer epoch
+    await node.shell.load([P])
+    assert await elected
+    assert len(replayed) == 1 and node.fetch() == (0, 43)
+    logs.close()

@@ -135,6 +135,18 @@ class Shell:
             self.coord.replay(key, value)
         self.absorb(self.coord.end_load(partition, self.now))
 
+    def answer(self, ctx: Ctx) -> dict[str, Any] | None:
+        return self.answers.get(ctx)
+
+    def group(self, gid: str = "g") -> ClassicGroup:
+        g = self.coord.group(gid)
+        assert g is not None, f"no group {gid}"
+        return g
+
+    def state(self, gid: str = "g") -> str:
+        g = self.coord.group(gid)
+        return "Dead" if g is None else str(g.state)
+
     def unload(self, partition: int, epoch: int | None = None) -> None:
         """The partition is resigned (``GroupCoordinator.unload_partition``)."""
         self.absorb(self.coord.unload_partition(self.now, partition, epoch))
@@ -155,18 +167,6 @@ class Shell:
     def reload(self, partition: int, epoch: int | None = None, node: Any = None) -> None:
         self.begin_load(partition, epoch, node)
         self.finish_load(partition)
-
-    def answer(self, ctx: Ctx) -> dict[str, Any] | None:
-        return self.answers.get(ctx)
-
-    def group(self, gid: str = "g") -> ClassicGroup:
-        g = self.coord.group(gid)
-        assert g is not None, f"no group {gid}"
-        return g
-
-    def state(self, gid: str = "g") -> str:
-        g = self.coord.group(gid)
-        return "Dead" if g is None else str(g.state)
 
     def records(self) -> list[Record]:
         return [r for _, r in self.log]

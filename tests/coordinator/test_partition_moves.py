@@ -421,3 +421,16 @@ def test_unload_logs_what_it_dropped() -> None:
             "was_loading": False,
         }
     ]
+
+
+def test_offsets_of_partitions_deleted_while_the_partition_is_unloaded_go_when_it_is_loaded() -> None:
+    """OffsetMetadataManager.onPartitionsDeleted runs on the active shards; a partition resigned
+    meanwhile is tombstoned when it is elected again, so a re-created topic starts clean."""
+    s, (a, _b) = stable_group(2)
+    s.send("OffsetCommit", 8, commit_request(a, 11))
+    s.unload(P)
+    s.absorb(s.coord.on_partitions_deleted(s.now, [("t", 0)]))
+    s.reload(P)
+    assert fetch(s) == {}
+    s.reload(P)  # the tombstones are in the log: a later load agrees
+    assert fetch(s) == {}
