@@ -28,17 +28,32 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from groupd.coordinator.routing import partition_for
+
 from .run import CpuProbe
 from .simulator import SimConfig, Simulator
 from .targets import Target, start_groupd, workdir
 
 
-async def _heartbeats(t: Target, groups: int, members: int, seconds: float, conns: int) -> dict[str, Any]:
+def _group_ids(prefix: str, n: int, first_broker_only: bool) -> list[str]:
+    """``n`` fresh group ids; with ``first_broker_only``, only ids whose __consumer_offsets partition
+    the first broker leads (partition p is led by broker p % 3 of three), whatever the broker count."""
+    out: list[str] = []
+    while len(out) < n:
+        gid = f"{prefix}-{len(out)}-{uuid.uuid4().hex[:6]}"
+        if not first_broker_only or partition_for(gid) % 3 == 0:
+            out.append(gid)
+    return out
+
+
+async def _heartbeats(
+    t: Target, groups: int, members: int, seconds: float, conns: int, first_broker_only: bool = False
+) -> dict[str, Any]:
     sim = Simulator(SimConfig(bootstrap=t.bootstrap, client_id="bench-cluster", conns=conns, join_conns=4))
     await sim.start()
     try:
         await sim.ensure_topics({"hb-topic": 16})
-        gs = [sim.add_group(f"hb-{i}-{uuid.uuid4().hex[:6]}", members, ("hb-topic",)) for i in range(groups)]
+        gs = [sim.add_group(gid, members, ("hb-topic",)) for gid in _group_ids("hb", groups, first_broker_only)]
         await sim.attach(gs)
         await sim.join_all(gs, concurrency=groups, timeout=120)
         if sim.long_poll_pools:
@@ -83,8 +98,10 @@ async def amain(args: argparse.Namespace) -> int:
                 try:
                     # The same load: 6 connections x 16 heartbeats in flight in all, spread over
                     # the coordinators (the simulator opens `conns` to each one).
-                    conns = 6 // brokers
-                    row[f"hb{brokers}"] = await _heartbeats(t, args.groups, args.members, args.seconds, conns)
+                    conns = 6 if args.one_coordinator else 6 // brokers
+                    row[f"hb{brokers}"] = await _heartbeats(
+                        t, args.groups, args.members, args.seconds, conns, args.one_coordinator
+                    )
                     row[f"commit{brokers}"] = await _commits(t, args.seconds)
                 finally:
                     t.stop()
@@ -130,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--groups", type=int, default=30)
     ap.add_argument("--members", type=int, default=20)
+    ap.add_argument(
+        "--one-coordinator",
+        action="store_true",
+        help="heartbeats: only groups the first broker coordinates, 6 connections to it in both cases "
+        "(what a cluster costs a broker, without the load being split)",
+    )
     ap.add_argument("--json")
     return asyncio.run(amain(ap.parse_args(argv)))
 
