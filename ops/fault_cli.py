@@ -36,9 +36,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "fault",
         [],
-        "inject faults into a groupd broker (errors, delays, closed connections, expiries, rebalances)",
+        "inject faults into a groupd broker (errors, delays, closed connections, expiries, rebalances, broker stops)",
         "  groupd fault add --api Heartbeat --error NOT_COORDINATOR --count 3 --group billing\n"
-        "  groupd fault list\n  groupd fault clear",
+        "  groupd fault list\n  groupd fault clear\n"
+        "  groupd fault stop-broker 2        # a cluster (groupd serve --brokers 3): also start-, isolate-broker",
     )
     fsub = fault.add_subparsers(
         dest="fault_command",
