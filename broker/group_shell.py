@@ -306,6 +306,8 @@ class GroupShell:
             await asyncio.wait(list(self._tasks), timeout=timeout)
         if self._timer is not None:
             self._timer.cancel()
+        for task in list(self._moves):  # loads still replaying would read logs about to close
+            task.cancel()
 
     def stats(self) -> dict[str, Any]:
         return {"groups": len(self.core.groups), "pending_appends": self.core.pending_appends}

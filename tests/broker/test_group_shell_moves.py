@@ -231,3 +231,14 @@ async def test_electing_the_start_up_leader_again_during_the_start_up_load_repla
     assert await elected
     assert len(replayed) == 1 and node.fetch() == (0, 43)
     logs.close()
+
+
+async def test_drain_cancels_a_load_still_waiting(node: Node3) -> None:
+    node.appender.gate.clear()
+    node.commit(8)
+    await settle()
+    elected = node.shell.move(P, N2)  # waits for the commit's write, which never comes
+    await node.shell.drain(0.01)
+    await asyncio.sleep(0)
+    assert elected.cancelled()
+    node.appender.gate.set()
