@@ -12,9 +12,9 @@ copy of data (which is also why no acknowledged record can be lost across a lead
 
 - ``ClusterNode``: one broker: node id, listener, its own ``Server`` and ``Dispatcher`` (faults
   and metrics observers are shared), and a state: live, stopped (not listening, its connections
-  closed, its partitions led by others) or isolated (listening and reading, never answering: a
-  broker cut off from its clients but not from the cluster, so it keeps its leaderships; clients
-  see requests time out).
+  closed, its partitions led by others) or isolated (accepting connections but reading nothing
+  from them: a broker cut off from its clients but not from the cluster, so it keeps its
+  leaderships; clients see requests time out, and what waited is answered when it ends).
 - ``Leadership``: leader and leader epoch of every partition, replicas (replication factor) and the
   live set. Leaders are spread round-robin (``replicas``); a stopped broker's partitions go to the
   first live replica (else the next live broker: the logs are shared), epoch + 1;
@@ -43,7 +43,7 @@ from groupd.coordinator import Node as CoordinatorNode
 from groupd.coordinator import PartitionOwnership
 from groupd.protocol.dispatch import Dispatcher, Handler
 from groupd.protocol.errors import ErrorCode
-from groupd.protocol.server import Connection, Request, Server
+from groupd.protocol.server import Request, Server
 from groupd.security.listeners import Listener, endpoint
 
 from .admin_handlers import AdminHandlers
@@ -618,7 +618,7 @@ class Cluster:
         if sum(n.state != STOPPED for n in self.nodes.values()) == 1:
             raise ClusterError(409, f"broker {node_id} is the last one running")
         node.state = STOPPED
-        node.server.dispatch = node.dispatcher  # an isolated broker stops being isolated
+        node.server.hold_reading(False)  # an isolated broker stops being isolated
         closed = len(node.server.connections)
         await node.server.close()
         moves = self.leaders.broker_stopped(node_id)
@@ -640,16 +640,13 @@ class Cluster:
         return {**node.describe(), "leaders_moved": moved}
 
     def isolate_broker(self, node_id: int, isolated: bool = True) -> dict[str, Any]:
-        """Isolated: connections are accepted and read, requests never answered (they time out)."""
+        """Isolated: connections are accepted, nothing is read from them (requests wait in the
+        sockets and time out at the client); when it ends, what waited is read and answered."""
         node = self.node(node_id)
         if node.state == STOPPED:
             raise ClusterError(409, f"broker {node_id} is stopped")
-        if isolated:
-            node.server.dispatch = _swallow(node_id)
-            node.state = ISOLATED
-        else:
-            node.server.dispatch = node.dispatcher
-            node.state = LIVE
+        node.server.hold_reading(isolated)
+        node.state = ISOLATED if isolated else LIVE
         self._done("isolate" if isolated else "unisolate", node_id)
         return node.describe()
 
@@ -683,16 +680,3 @@ class Cluster:
     async def close(self) -> None:
         for node in list(self.nodes.values())[1:]:
             await node.server.close()
-
-
-def _swallow(node_id: int) -> Callable[[Connection, bytes], None]:
-    """A dispatch that reads requests and never answers them (an isolated broker)."""
-    dropped = 0
-
-    def swallow(conn: Connection, frame: bytes) -> None:
-        nonlocal dropped
-        dropped += 1
-        if dropped <= 3 or dropped % 1000 == 0:
-            log.info("request_dropped", broker=node_id, conn=conn.id, dropped=dropped, reason="broker isolated")
-
-    return swallow

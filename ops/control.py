@@ -11,7 +11,7 @@
     GET    /brokers                      the brokers of this process and their state (cluster mode: --brokers N)
     POST   /actions/stop-broker          {"broker": 2}  close its listener and connections, move its leaders
     POST   /actions/start-broker         {"broker": 2, "rebalance": true}  listen again (and lead again)
-    POST   /actions/isolate-broker       {"broker": 2, "isolated": true}  read requests, never answer them
+    POST   /actions/isolate-broker       {"broker": 2, "isolated": true}  read nothing (requests time out)
     POST   /actions/rebalance-leaders    {}  every partition back to its preferred (first) replica
     POST   /actions/move-coordinator     {"group": "billing", "broker": 3}  move the group's offsets partition
 

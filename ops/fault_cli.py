@@ -120,7 +120,7 @@ def _add_broker_parsers(fsub: Any, common: argparse.ArgumentParser) -> None:
         fsub,
         "isolate-broker",
         [common],
-        "isolate a broker: it reads requests and never answers (clients time out); --undo ends it",
+        "isolate a broker: it reads nothing from its connections (clients time out); --undo ends it",
         "  groupd fault isolate-broker 2\n  groupd fault isolate-broker 2 --undo",
     )
     isolate.add_argument("broker", type=int, help="node id")

@@ -111,7 +111,7 @@ class GroupdBroker:
         return self.faults.start_broker(node_id, rebalance=rebalance)
 
     def isolate_broker(self, node_id: int, isolated: bool = True) -> dict[str, Any]:
-        """Requests to the broker are read and never answered (``isolated=False`` ends it)."""
+        """Nothing is read from the broker's connections: requests time out (``isolated=False`` ends it)."""
         return self.faults.isolate_broker(node_id, isolated)
 
     def rebalance_leaders(self) -> dict[str, Any]:
