@@ -618,7 +618,8 @@ class Cluster:
         if sum(n.state != STOPPED for n in self.nodes.values()) == 1:
             raise ClusterError(409, f"broker {node_id} is the last one running")
         node.state = STOPPED
-        node.server.hold_reading(False)  # an isolated broker stops being isolated
+        # An isolated broker stops being isolated; what waited in its sockets goes with its connections.
+        node.server.reading_held = False
         closed = len(node.server.connections)
         await node.server.close()
         moves = self.leaders.broker_stopped(node_id)
