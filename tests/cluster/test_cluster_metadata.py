@@ -128,6 +128,17 @@ def _fetch(topic: str, partitions: list[tuple[int, int]]) -> dict[str, Any]:
     }
 
 
+def _list_offsets(topic: str) -> dict[str, Any]:
+    """ListOffsets v7 of partition 0's log end."""
+    return {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}
+        ],
+    }
+
+
 def test_partition_requests_to_a_non_leader_answer_not_leader_or_follower(cluster: GroupdBroker, unique: str) -> None:
     topic = f"nl-{unique}"
     create_topic(cluster, topic, partitions=1, replication=3)
@@ -154,13 +165,7 @@ def test_partition_requests_to_a_non_leader_answer_not_leader_or_follower(cluste
         fp = at_leader.request("Fetch", 12, _fetch(topic, [(0, epoch)]))["responses"][0]["partitions"][0]
         assert fp["error_code"] == 0 and fp["high_watermark"] == 1 and fp["records"]
         # ListOffsets, DeleteRecords, OffsetForLeaderEpoch
-        lo = {
-            "replica_id": -1,
-            "isolation_level": 0,
-            "topics": [
-                {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}
-            ],
-        }
+        lo = _list_offsets(topic)
         assert at_other.request("ListOffsets", 7, lo)["topics"][0]["partitions"][0]["error_code"] == NOT_LEADER
         assert at_leader.request("ListOffsets", 7, lo)["topics"][0]["partitions"][0]["offset"] == 1
         dr = {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout_ms": 1000}
@@ -235,13 +240,7 @@ def test_an_acks_0_produce_to_a_non_leader_closes_the_connection(cluster: Groupd
         assert at_other.closed_by_peer()
         at_leader.send("Produce", 9, {**_produce(topic, 0), "acks": 0})
         assert not at_leader.closed_by_peer(0.5)
-        lo = {
-            "replica_id": -1,
-            "isolation_level": 0,
-            "topics": [
-                {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}
-            ],
-        }
+        lo = _list_offsets(topic)
         assert at_leader.request("ListOffsets", 7, lo)["topics"][0]["partitions"][0]["offset"] == 1
     finally:
         at_leader.close()

@@ -149,67 +149,62 @@ def _live_bootstrap(cluster: GroupdBroker) -> str:
     return ",".join(f"{b['host']}:{b['port']}" for b in cluster.brokers() if b["state"] == "live")
 
 
-@pytest.mark.parametrize("kind", CLIENTS)
-def test_a_group_whose_coordinator_broker_stops_moves_on_and_loses_nothing(
-    healthy_cluster: GroupdBroker, unique: str, kind: str
-) -> None:
-    cluster = healthy_cluster
-    topic, group = f"fo-{unique}", f"fo-{unique}"
-    create_topic(cluster, topic, partitions=3, replication=3)
-    coordinator = leaders(cluster, "__consumer_offsets")[partition_for(group)][0]
-    first = [f"a{i}".encode() for i in range(30)]
-    second = [f"b{i}".encode() for i in range(30)]
-    _produce(cluster.bootstrap, topic, first)
-    member = Consuming(kind, cluster.bootstrap, group, topic)
+def _consume_across(
+    cluster: GroupdBroker, kind: str, name: str, n: int, disrupt: Callable[[int], str]
+) -> tuple[Consuming, list[bytes], str]:
+    """A ``kind`` member of group ``name`` consumes and commits ``n`` records of topic ``name`` (3
+    partitions, replication factor 3); ``disrupt(coordinator)`` acts on the group's coordinator and
+    returns a bootstrap that still works; the offsets committed before it must be intact after it;
+    ``n`` more records are then consumed and committed. Returns the member, every value, the bootstrap."""
+    create_topic(cluster, name, partitions=3, replication=3)
+    coordinator = leaders(cluster, "__consumer_offsets")[partition_for(name)][0]
+    first = [f"a{i}".encode() for i in range(n)]
+    second = [f"b{i}".encode() for i in range(n)]
+    _produce(cluster.bootstrap, name, first)
+    member = Consuming(kind, cluster.bootstrap, name, name)
     member.thread.start()
     try:
-        member.wait(lambda: member.committed >= len(first), 20, "first half consumed and committed")
-        before = _committed(cluster.bootstrap, group, topic)
-        assert sum(before.values()) == len(first)
-        cluster.stop_broker(coordinator)
-        live = _live_bootstrap(cluster)
+        member.wait(lambda: member.committed >= n, 20, "first half consumed and committed")
+        before = _committed(cluster.bootstrap, name, name)
+        assert sum(before.values()) == n
+        bootstrap = disrupt(coordinator)
         # The new coordinator loaded the group's offsets from the shared log: intact.
-        assert _committed(live, group, topic) == before
-        _produce(live, topic, second)
-        member.wait(lambda: member.committed >= len(first) + len(second), 25, "second half consumed and committed")
+        assert _committed(bootstrap, name, name) == before
+        _produce(bootstrap, name, second)
+        member.wait(lambda: member.committed >= 2 * n, 25, "second half consumed and committed")
     finally:
         member.stop.set()
         member.thread.join(15)
     assert member.error is None
-    assert set(member.seen) == set(first) | set(second)
-    after = _committed(live, group, topic)
-    assert sum(after.values()) == len(first) + len(second)
-    new_coordinator = leaders(cluster, "__consumer_offsets")[partition_for(group)][0]
-    assert new_coordinator != coordinator
+    assert sum(_committed(bootstrap, name, name).values()) == 2 * n
+    assert leaders(cluster, "__consumer_offsets")[partition_for(name)][0] != coordinator
+    return member, first + second, bootstrap
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_a_group_whose_coordinator_broker_stops_moves_on_and_loses_nothing(
+    healthy_cluster: GroupdBroker, unique: str, kind: str
+) -> None:
+    def stop(coordinator: int) -> str:
+        healthy_cluster.stop_broker(coordinator)
+        return _live_bootstrap(healthy_cluster)
+
+    member, values, _ = _consume_across(healthy_cluster, kind, f"fo-{unique}", 30, stop)
+    assert set(member.seen) == set(values)
 
 
 @pytest.mark.parametrize("kind", CLIENTS)
 def test_a_group_follows_its_coordinator_when_it_moves(healthy_cluster: GroupdBroker, unique: str, kind: str) -> None:
     """The control endpoint's move-coordinator: the old coordinator answers NOT_COORDINATOR, the
     member finds the new one and carries on committing; nothing is consumed twice or lost."""
-    cluster = healthy_cluster
-    topic, group = f"mvc-{unique}", f"mvc-{unique}"
-    create_topic(cluster, topic, partitions=3, replication=3)
-    coordinator = leaders(cluster, "__consumer_offsets")[partition_for(group)][0]
-    first = [f"a{i}".encode() for i in range(20)]
-    second = [f"b{i}".encode() for i in range(20)]
-    _produce(cluster.bootstrap, topic, first)
-    member = Consuming(kind, cluster.bootstrap, group, topic)
-    member.thread.start()
-    try:
-        member.wait(lambda: member.committed >= len(first), 20, "first batch consumed and committed")
-        before = _committed(cluster.bootstrap, group, topic)
-        target = next(n for n in cluster.nodes if n != coordinator)
-        assert cluster.move_coordinator(group, target)["coordinator"] == target
-        assert _committed(cluster.bootstrap, group, topic) == before
-        _produce(cluster.bootstrap, topic, second)
-        member.wait(lambda: member.committed >= len(first) + len(second), 25, "second batch consumed and committed")
-    finally:
-        member.stop.set()
-        member.thread.join(15)
-    assert member.error is None
-    assert sorted(member.seen) == sorted(first + second)
-    assert sum(_committed(cluster.bootstrap, group, topic).values()) == len(first) + len(second)
+
+    def move(coordinator: int) -> str:
+        target = next(n for n in healthy_cluster.nodes if n != coordinator)
+        assert healthy_cluster.move_coordinator(f"mvc-{unique}", target)["coordinator"] == target
+        return healthy_cluster.bootstrap
+
+    member, values, _ = _consume_across(healthy_cluster, kind, f"mvc-{unique}", 20, move)
+    assert sorted(member.seen) == sorted(values)
 
 
 class Acked:
