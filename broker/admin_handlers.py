@@ -36,6 +36,8 @@ class AdminHandlers:
         # A callback may return an awaitable: DeleteTopics answers once every one is done.
         self.on_topic_deleted: list[Callable[[Topic], Awaitable[Any] | None]] = []
         self.on_partitions_added: list[Callable[[Topic, int], None]] = []
+        # Every node id of this process in cluster mode (``broker.cluster``); empty: one node.
+        self.node_ids: list[int] = []
 
     # --- Metadata ---------------------------------------------------------------------------------
     def _topic_entry(self, t: Topic, include_ops: bool) -> dict[str, Any]:
@@ -60,9 +62,11 @@ class AdminHandlers:
             "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else _NO_AUTH_OPS,
         }
 
-    def _create(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
-        t = self.topics.create(name, partitions, configs)
-        log.info("topic_created", topic=name, partitions=partitions, topic_id=str(t.topic_id))
+    def _create(self, name: str, partitions: int, configs: dict[str, str], replication: int = 1) -> Topic:
+        t = self.topics.create(name, partitions, configs, replication)
+        log.info(
+            "topic_created", topic=name, partitions=partitions, replication_factor=replication, topic_id=str(t.topic_id)
+        )
         for cb in self.on_topic_created:
             cb(t)
         return t
@@ -134,6 +138,11 @@ class AdminHandlers:
         }
 
     # --- CreateTopics -----------------------------------------------------------------------------
+    def _known_brokers(self, broker_ids: list[int]) -> bool:
+        """A replica assignment names distinct brokers of this process (one node, or the cluster's)."""
+        known = self.node_ids or [self.config.node_id]
+        return bool(broker_ids) and len(set(broker_ids)) == len(broker_ids) and set(broker_ids) <= set(known)
+
     def create_topics(self, req: Request) -> dict[str, Any]:
         body = req.body
         validate_only = bool(body.get("validate_only"))
@@ -156,22 +165,24 @@ class AdminHandlers:
                             "Both cannot be used at the same time.",
                         )
                     for a in assignments:
-                        if a["broker_ids"] != [self.config.node_id]:
+                        if not self._known_brokers(a["broker_ids"]):
                             raise TopicError(
                                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                 f"Replica assignment {a['broker_ids']} names brokers that do not exist",
                             )
+                    replication = len(assignments[0]["broker_ids"])
                     if sorted(a["partition_index"] for a in assignments) != list(range(len(assignments))):
                         raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions must be numbered 0..n-1")
                     partitions = len(assignments)
                 configs = {c["name"]: c["value"] for c in item.get("configs") or []}
                 self.topics.default_partitions = self.config.num_partitions
                 partitions = self.topics.check_create(name, partitions, replication, configs)
+                replication = max(replication, 1)  # -1: default.replication.factor, 1
                 if not validate_only:
-                    t = self._create(name, partitions, {k: v for k, v in configs.items() if v is not None})
+                    t = self._create(name, partitions, {k: v for k, v in configs.items() if v is not None}, replication)
                     res["topic_id"] = t.topic_id
                 res["num_partitions"] = partitions
-                res["replication_factor"] = 1
+                res["replication_factor"] = replication
                 res["configs"] = [
                     {"name": k, "value": v, "read_only": False, "config_source": 1, "is_sensitive": False}
                     for k, v in configs.items()
@@ -241,7 +252,7 @@ class AdminHandlers:
                             f"Increasing the number of partitions by {added} but {len(assignments)} assignments provided.",
                         )
                     for a in assignments:
-                        if a["broker_ids"] != [self.config.node_id]:
+                        if not self._known_brokers(a["broker_ids"]):
                             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Unknown broker in assignment")
                 before = self.topics.partition_count(name) or 0
                 t = self.topics.add_partitions(name, item["count"], validate_only=validate_only)

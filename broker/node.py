@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import structlog
 from groupd.coordinator import HANDLED_APIS, CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
@@ -23,6 +24,7 @@ from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
 
 from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
+from .cluster import Cluster
 from .configs import ConfigHandlers
 from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
@@ -44,16 +46,7 @@ class Broker:
         # Fault injection: idle (and free on the request path) until a rule is added through the
         # control endpoint (--control-port); one injector per process, shared by its brokers.
         self.faults = FaultInjector()
-        self.faults.attach(self.dispatcher, config.node_id)
-        self.server = Server(
-            self.dispatcher,
-            max_request_bytes=config.max_request_bytes,
-            max_connections=config.max_connections,
-            idle_timeout_ms=config.connections_max_idle_ms,
-            max_inflight=config.max_inflight_requests,
-            max_inflight_bytes=config.max_inflight_bytes,
-            max_write_buffer_bytes=config.max_write_buffer_bytes,
-        )
+        self.server = self.new_server(self.dispatcher)
         self.topics.max_partitions = config.max_partitions
         # Security: listeners, TLS, SASL and ACLs are all checked here, before anything starts.
         self.listeners: list[Listener] = parse_listeners(config)
@@ -62,8 +55,6 @@ class Broker:
             config.users, config.sasl_mechanisms, config.connection_failed_authentication_delay_ms
         )
         self.authorizer = acl.Authorizer(config.acl, self.data_dir)
-        if any(li.tls or li.sasl for li in self.listeners) or self.authorizer.enabled:
-            self.dispatcher.open_session = self.authenticator.open_session
         self.port = self.listeners[0].port
         self.admin = AdminHandlers(config, self.topics, lambda req: endpoint(req.conn.listener, self.listeners[0]))
         self.logs = LogManager(self.data_dir, self._log_config(), topic_config=self._topic_log_config)
@@ -107,7 +98,11 @@ class Broker:
             config, self.topics, self.logs, self.authorizer, lambda req: endpoint(req.conn.listener, self.listeners[0])
         )
         self.acl_apis = AclApis(self.authorizer)
-        self._register()
+        # Cluster mode (--brokers N): the other brokers of this process, sharing everything above.
+        self.cluster: Cluster | None = Cluster(self) if config.brokers > 1 else None
+        self._register(self.dispatcher, config.node_id, self.listeners[0])
+        if self.cluster is not None:
+            self.cluster.register_nodes()
         # Awaited after the logs are opened and before the listeners (so an observer such as the
         # metrics endpoint sees the whole replay), and first thing on stop: what the process
         # around the node hangs on it (groupd.daemon), without the node knowing what it is.
@@ -147,34 +142,59 @@ class Broker:
     def _offsets_log(self, partition: int) -> PartitionLog:
         return self.logs.get_or_create(OFFSETS_TOPIC, partition)
 
-    def _register(self) -> None:
-        d, a = self.dispatcher, self.admin
-        d.register(API_BY_NAME["Metadata"], a.metadata)
-        d.register(API_BY_NAME["CreateTopics"], a.create_topics)
-        d.register(API_BY_NAME["DeleteTopics"], a.delete_topics)
-        d.register(API_BY_NAME["CreatePartitions"], a.create_partitions)
+    def new_server(self, dispatcher: Dispatcher) -> Server:
+        config = self.config
+        return Server(
+            dispatcher,
+            max_request_bytes=config.max_request_bytes,
+            max_connections=config.max_connections,
+            idle_timeout_ms=config.connections_max_idle_ms,
+            max_inflight=config.max_inflight_requests,
+            max_inflight_bytes=config.max_inflight_bytes,
+            max_write_buffer_bytes=config.max_write_buffer_bytes,
+        )
+
+    def _register(self, d: Dispatcher, node_id: int, listener: Listener) -> None:
+        """Every API on the dispatcher of broker ``node_id`` (each broker of a cluster has one)."""
+        cluster = self.cluster
+
+        def reg(name: str, handler: Callable[[Any], Any], **versions: int) -> None:
+            if cluster is not None:
+                handler = cluster.wrap(name, handler, node_id)
+            d.register(API_BY_NAME[name], handler, **versions)
+
+        self.faults.attach(d, node_id)
+        if any(li.tls or li.sasl for li in self.listeners) or self.authorizer.enabled:
+            d.open_session = self.authenticator.open_session
+        a = self.admin
+        reg("Metadata", a.metadata)
+        reg("CreateTopics", a.create_topics)
+        reg("DeleteTopics", a.delete_topics)
+        reg("CreatePartitions", a.create_partitions)
         c, la, acls = self.configs, self.log_admin, self.acl_apis
-        d.register(API_BY_NAME["DescribeConfigs"], c.describe_configs)
-        d.register(API_BY_NAME["AlterConfigs"], c.alter_configs)
-        d.register(API_BY_NAME["IncrementalAlterConfigs"], c.incremental_alter_configs)
-        d.register(API_BY_NAME["DeleteRecords"], la.delete_records)
-        d.register(API_BY_NAME["OffsetForLeaderEpoch"], la.offset_for_leader_epoch)
-        d.register(API_BY_NAME["DescribeLogDirs"], la.describe_log_dirs)
-        d.register(API_BY_NAME["DescribeCluster"], la.describe_cluster)
-        d.register(API_BY_NAME["CreateAcls"], acls.create_acls)
-        d.register(API_BY_NAME["DescribeAcls"], acls.describe_acls)
-        d.register(API_BY_NAME["DeleteAcls"], acls.delete_acls)
+        reg("DescribeConfigs", c.describe_configs)
+        reg("AlterConfigs", c.alter_configs)
+        reg("IncrementalAlterConfigs", c.incremental_alter_configs)
+        reg("DeleteRecords", la.delete_records)
+        reg("OffsetForLeaderEpoch", la.offset_for_leader_epoch)
+        reg("DescribeLogDirs", la.describe_log_dirs)
+        reg("DescribeCluster", la.describe_cluster)
+        reg("CreateAcls", acls.create_acls)
+        reg("DescribeAcls", acls.describe_acls)
+        reg("DeleteAcls", acls.delete_acls)
         for name in HANDLED_APIS:
-            d.register(API_BY_NAME[name], self.groups.handler(name))
+            # In a cluster each broker's handlers name it: the shared core serves a group only on
+            # the broker leading its __consumer_offsets partition (NOT_COORDINATOR elsewhere).
+            reg(name, self.groups.handler(name, node_id if cluster is not None else None))
         for name, handler, (lo, hi) in self.data.handlers():
-            d.register(API_BY_NAME[name], handler, min_version=lo, max_version=hi)
+            reg(name, handler, min_version=lo, max_version=hi)
         # Advertised on every listener, as Kafka does; on a listener without SASL they answer
         # ILLEGAL_SASL_STATE.
         # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
         d.features["group.version"] = (0, 1, 1)
         d.register(API_BY_NAME["SaslHandshake"], self.authenticator.handshake)
         d.register(API_BY_NAME["SaslAuthenticate"], self.authenticator.authenticate)
-        advertise_per_listener(d, self.config.node_id, self.listeners[0])
+        advertise_per_listener(d, node_id, listener)
         if self.authorizer.enabled:
             acl.install(d, self.authorizer, self._topic_name_for_id)
 
@@ -203,6 +223,9 @@ class Broker:
         first = self.listeners[0]
         self.port = first.port
         self.core.ownership = self._ownership()
+        if self.cluster is not None:
+            await self.cluster.listen()
+            self.core.ownership = self.cluster.offsets_ownership(self.core.ownership.local)
         self._load_task = asyncio.create_task(self.groups.load(partitions))
         if any(li.sasl for li in self.listeners) and not len(self.authenticator.store):
             log.warning("sasl_without_users", hint="add [users.<name>] entries (groupd scram-credential)")
@@ -214,6 +237,7 @@ class Broker:
             data_dir=str(self.data_dir.resolve()),
             cluster_id=self.topics.cluster_id,
             node_id=self.config.node_id,
+            **({"brokers": self.cluster.addresses()} if self.cluster is not None else {}),
             startup_ms=round((time.perf_counter() - t0) * 1000, 1),
             **self.listening_fields,
         )
@@ -222,6 +246,8 @@ class Broker:
         for hook in self.before_stop:
             await hook()
         await self.server.close()
+        if self.cluster is not None:
+            await self.cluster.close()
         await self.data.close()
         await self.groups.drain()
         await self.appender.close()

@@ -22,6 +22,13 @@ class Config:
     )
     data_dir: str = dataclasses.field(default="./data", metadata={"help": "directory for logs and metadata"})
     node_id: int = dataclasses.field(default=1, metadata={"help": "this broker's node id"})
+    brokers: int = dataclasses.field(
+        default=1,
+        metadata={
+            "help": "brokers run in this process (cluster mode): node ids node-id..node-id+N-1 on "
+            "consecutive ports from --port (0: each any free port), one data directory"
+        },
+    )
     log_format: str = dataclasses.field(default="console", metadata={"help": "json | console"})
     log_level: str = dataclasses.field(default="info", metadata={"help": "debug | info | warning | error"})
     max_request_bytes: int = dataclasses.field(

@@ -71,19 +71,31 @@ class Topic:
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    # Reported (replicas, ISR) in cluster mode; every broker of one process shares the logs.
+    replication_factor: int = 1
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "name": self.name,
             "topic_id": str(self.topic_id),
             "partitions": self.partitions,
             "configs": self.configs,
             "internal": self.internal,
         }
+        if self.replication_factor != 1:
+            d["replication_factor"] = self.replication_factor
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Topic:
-        return cls(d["name"], uuid.UUID(d["topic_id"]), int(d["partitions"]), dict(d.get("configs", {})), d["internal"])
+        return cls(
+            d["name"],
+            uuid.UUID(d["topic_id"]),
+            int(d["partitions"]),
+            dict(d.get("configs", {})),
+            d["internal"],
+            int(d.get("replication_factor", 1)),
+        )
 
 
 def validate_name(name: str | None) -> None:
@@ -123,6 +135,8 @@ class TopicRegistry:
         # a cap one CreateTopics with num_partitions=2**31-1, or Metadata auto-creating topic after
         # topic, stalls the event loop and runs the process out of fds (0 = no cap).
         self.max_partitions = 0
+        # Live brokers (cluster mode): the largest replication factor CreateTopics accepts.
+        self.live_brokers = 1
 
     def load(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -189,16 +203,17 @@ class TopicRegistry:
             raise TopicError(
                 ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
             )
-        if replication not in (-1, 1):
+        if replication != -1 and not 1 <= replication <= self.live_brokers:
             if replication <= 0:
                 raise TopicError(
                     ErrorCode.INVALID_REPLICATION_FACTOR,
                     "Replication factor must be larger than 0, or -1 to use the default value.",
                 )
+            # Kafka's ReplicationControlManager / ClusterDescriber.usableBrokers counts unfenced brokers.
             raise TopicError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {replication} time(s): The target replication factor of "
-                f"{replication} cannot be reached because only 1 broker(s) are registered.",
+                f"{replication} cannot be reached because only {self.live_brokers} broker(s) are registered.",
             )
         self._check_room(partitions)
         for k, v in configs.items():
@@ -210,9 +225,11 @@ class TopicRegistry:
 
     default_partitions = 1
 
-    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+    def create(
+        self, name: str, partitions: int, configs: dict[str, str] | None = None, replication_factor: int = 1
+    ) -> Topic:
         self._check_room(partitions)
-        t = Topic(name, _new_topic_id(), partitions, dict(configs or {}))
+        t = Topic(name, _new_topic_id(), partitions, dict(configs or {}), replication_factor=replication_factor)
         self.topics[name] = t
         self._save()
         return t

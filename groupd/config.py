@@ -103,6 +103,7 @@ DOMAINS: dict[str, Check] = {
     "advertised_host": _anything,
     "data_dir": _non_empty,
     "node_id": between(0, INT32_MAX),
+    "brokers": between(1, 64),
     "log_format": one_of("console", "json"),
     "log_level": one_of("debug", "info", "warning", "error"),
     "max_request_bytes": _positive,
@@ -182,9 +183,16 @@ def validate(cfg: Config, origins: dict[str, str] | None = None) -> Config:
             origins.get(name, ""),
         )
     try:
-        parse_listeners(cfg)
+        listeners = parse_listeners(cfg)
     except ValueError as e:
         raise ConfigError("listeners", str(e), origins.get("listeners", "")) from None
+    if cfg.brokers > 1 and len(listeners) > 1:
+        # Cluster mode gives each broker the next port; several listeners per broker would collide.
+        raise ConfigError("brokers", f"{cfg.brokers} brokers need a single listener", origins.get("brokers", ""))
+    if cfg.brokers > 1 and listeners[0].port and listeners[0].port + cfg.brokers - 1 > 65535:
+        raise ConfigError(
+            "brokers", f"ports {listeners[0].port}+{cfg.brokers - 1} pass 65535", origins.get("brokers", "")
+        )
     return cfg
 
 

@@ -40,6 +40,15 @@ def attach_metrics(broker: Broker) -> None:
         logs=broker.logs,
         faults=broker.faults,
     )
+    if broker.cluster is not None:
+        # One process, one gauge: the connections of every broker of the cluster.
+        servers = [node.server for node in broker.cluster.nodes.values()]
+
+        def connections_changed(_n: int) -> None:
+            metrics.connections.set(sum(len(s.connections) for s in servers))
+
+        for server in servers:
+            server.on_connection_change = connections_changed
 
     async def start() -> None:
         await metrics.start(config.metrics_listen_host, config.metrics_port)

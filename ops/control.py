@@ -8,6 +8,12 @@
     DELETE /faults/{id}                  clear one rule
     POST   /actions/expire-member        {"group": "billing", "member": "<member id>"}
     POST   /actions/trigger-rebalance    {"group": "billing"}
+    GET    /brokers                      the brokers of this process and their state (cluster mode: --brokers N)
+    POST   /actions/stop-broker          {"broker": 2}  close its listener and connections, move its leaders
+    POST   /actions/start-broker         {"broker": 2, "rebalance": true}  listen again (and lead again)
+    POST   /actions/isolate-broker       {"broker": 2, "isolated": true}  read nothing (requests time out)
+    POST   /actions/rebalance-leaders    {}  every partition back to its preferred (first) replica
+    POST   /actions/move-coordinator     {"group": "billing", "broker": 3}  move the group's offsets partition
 
 Bad input is a 4xx answer with ``{"error": <kind>, "message": <what is wrong>}``, never an exception
 in the daemon: every document is checked field by field against the same rules the OpenAPI
@@ -23,6 +29,7 @@ from importlib import resources
 from typing import Any
 
 import structlog
+from groupd.broker.cluster import Cluster, ClusterError
 from groupd.broker.node import Broker
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.faults import KINDS, MAX_DELAY_MS, FaultRule
@@ -165,6 +172,12 @@ class Control:
                 "/faults/*": self._fault,
                 "/actions/expire-member": self._expire_member,
                 "/actions/trigger-rebalance": self._trigger_rebalance,
+                "/brokers": self._brokers,
+                "/actions/stop-broker": self._stop_broker,
+                "/actions/start-broker": self._start_broker,
+                "/actions/isolate-broker": self._isolate_broker,
+                "/actions/rebalance-leaders": self._rebalance_leaders,
+                "/actions/move-coordinator": self._move_coordinator,
             },
             not_found="no such path: see /openapi.json",
             methods=("GET", "HEAD", "POST", "DELETE"),
@@ -240,16 +253,86 @@ class Control:
         except BadInput as e:
             return _problem(e)
 
-    def _action_body(self, req: HttpRequest, allowed: set[str]) -> dict[str, Any]:
+    def _action_body(self, req: HttpRequest, allowed: set[str], *, empty: bool = False) -> dict[str, Any]:
         if req.method != "POST":
             raise BadInput("only POST", "405 Method Not Allowed", "method_not_allowed")
-        doc = _check_fields(_body(req), allowed)
+        doc = _check_fields(_body(req) if req.body or not empty else {}, allowed)
         broker = _int(doc, "broker", 0, 2**31 - 1)
-        if broker is not None and broker != self.broker.config.node_id:
-            raise BadInput(
-                f"no broker {broker} (this is broker {self.broker.config.node_id})", "404 Not Found", "not_found"
-            )
+        known = list(self.cluster.nodes) if self.cluster is not None else [self.broker.config.node_id]
+        if broker is not None and broker not in known:
+            raise BadInput(f"no broker {broker} (brokers: {known})", "404 Not Found", "not_found")
         return doc
+
+    # --- broker actions (cluster mode) -------------------------------------------------------------
+    @property
+    def cluster(self) -> Cluster | None:
+        return self.broker.cluster
+
+    def _need_cluster(self) -> Cluster:
+        if self.cluster is None:
+            raise BadInput(
+                "broker actions need several brokers: start groupd with --brokers N", "409 Conflict", "conflict"
+            )
+        return self.cluster
+
+    async def _brokers(self, req: HttpRequest) -> Response:
+        if req.method not in ("GET", "HEAD"):
+            return _problem(BadInput("only GET", "405 Method Not Allowed", "method_not_allowed"))
+        if self.cluster is not None:
+            return _json("200 OK", self.cluster.describe())
+        node = self.broker.config.node_id
+        host, port = self.broker.listeners[0].advertised_host, self.broker.port
+        return _json(
+            "200 OK",
+            {"controller_id": node, "brokers": [{"node_id": node, "host": host, "port": port, "state": "live"}]},
+        )
+
+    async def _broker_action(self, req: HttpRequest, allowed: set[str], action: str, run: Any) -> Response:
+        """Check the body, run ``run(cluster, doc)`` (may be a coroutine), log and count the action."""
+        try:
+            doc = self._action_body(req, allowed, empty=not allowed)
+            cluster = self._need_cluster()
+            if "broker" in allowed and doc.get("broker") is None:
+                raise BadInput("'broker' is required: a node id (GET /brokers lists them)")
+            try:
+                out = run(cluster, doc)
+                if hasattr(out, "__await__"):
+                    out = await out
+            except ClusterError as e:
+                kind = "not_found" if e.status == 404 else "conflict"
+                status = "404 Not Found" if e.status == 404 else "409 Conflict"
+                raise BadInput(e.message, status, kind) from None
+            self.faults.count("-", action)
+            log.info("fault_injected", kind=action, **{k: v for k, v in doc.items() if k != "kind"})
+            return _json("200 OK", {"action": action, **out})
+        except BadInput as e:
+            return _problem(e)
+
+    async def _stop_broker(self, req: HttpRequest) -> Response:
+        return await self._broker_action(req, {"broker"}, "stop_broker", lambda c, d: c.stop_broker(d["broker"]))
+
+    async def _start_broker(self, req: HttpRequest) -> Response:
+        def run(c: Cluster, d: dict[str, Any]) -> Any:
+            return c.start_broker(d["broker"], rebalance=_bool(d, "rebalance", False))
+
+        return await self._broker_action(req, {"broker", "rebalance"}, "start_broker", run)
+
+    async def _isolate_broker(self, req: HttpRequest) -> Response:
+        def run(c: Cluster, d: dict[str, Any]) -> Any:
+            return c.isolate_broker(d["broker"], _bool(d, "isolated", True))
+
+        return await self._broker_action(req, {"broker", "isolated"}, "isolate_broker", run)
+
+    async def _rebalance_leaders(self, req: HttpRequest) -> Response:
+        return await self._broker_action(req, set(), "rebalance_leaders", lambda c, d: c.rebalance_leaders())
+
+    async def _move_coordinator(self, req: HttpRequest) -> Response:
+        def run(c: Cluster, d: dict[str, Any]) -> Any:
+            group = _name(d, "group", required=True)
+            assert group is not None
+            return c.move_coordinator(group, d["broker"])
+
+        return await self._broker_action(req, {"group", "broker"}, "move_coordinator", run)
 
     def _action_done(self, action: str, code: int, result: Any, **fields: str) -> Response:
         if code == ErrorCode.GROUP_ID_NOT_FOUND:
@@ -266,6 +349,13 @@ class Control:
         self.faults.count("-", action)
         log.info("fault_injected", kind=action, broker=self.broker.config.node_id, **fields)
         return _json("200 OK", {"action": action, **fields})
+
+
+def _bool(doc: dict[str, Any], name: str, default: bool) -> bool:
+    value = doc.get(name, default)
+    if not isinstance(value, bool):
+        raise BadInput(f"'{name}' must be true or false, got {value!r}")
+    return value
 
 
 def _body(req: HttpRequest) -> Any:

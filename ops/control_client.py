@@ -50,6 +50,26 @@ class FaultsClient:
     def trigger_rebalance(self, group: str) -> dict[str, Any]:
         return self._call("POST", "/actions/trigger-rebalance", {"group": group})
 
+    # --- brokers (cluster mode: groupd serve --brokers N) -----------------------------------------
+    def brokers(self) -> dict[str, Any]:
+        """``{"controller_id": 1, "brokers": [{"node_id", "host", "port", "state"}, ...]}``."""
+        return self._call("GET", "/brokers")
+
+    def stop_broker(self, broker: int) -> dict[str, Any]:
+        return self._call("POST", "/actions/stop-broker", {"broker": broker})
+
+    def start_broker(self, broker: int, *, rebalance: bool = False) -> dict[str, Any]:
+        return self._call("POST", "/actions/start-broker", {"broker": broker, "rebalance": rebalance})
+
+    def isolate_broker(self, broker: int, isolated: bool = True) -> dict[str, Any]:
+        return self._call("POST", "/actions/isolate-broker", {"broker": broker, "isolated": isolated})
+
+    def rebalance_leaders(self) -> dict[str, Any]:
+        return self._call("POST", "/actions/rebalance-leaders", {})
+
+    def move_coordinator(self, group: str, broker: int) -> dict[str, Any]:
+        return self._call("POST", "/actions/move-coordinator", {"group": group, "broker": broker})
+
     def _call(self, method: str, path: str, doc: Any = None) -> Any:
         data = None if doc is None else json.dumps(doc).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)

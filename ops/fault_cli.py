@@ -13,6 +13,14 @@ from .control_client import ControlError, FaultsClient
 
 CONTROL_ENV = "GROUPD_CONTROL"
 DEFAULT_CONTROL = "http://127.0.0.1:9644"
+BROKER_COMMANDS = (
+    "brokers",
+    "stop-broker",
+    "start-broker",
+    "isolate-broker",
+    "rebalance-leaders",
+    "move-coordinator",
+)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,11 +36,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "fault",
         [],
-        "inject faults into a groupd broker (errors, delays, closed connections, expiries, rebalances)",
+        "inject faults into a groupd broker (errors, delays, closed connections, expiries, rebalances, broker stops)",
         "  groupd fault add --api Heartbeat --error NOT_COORDINATOR --count 3 --group billing\n"
-        "  groupd fault list\n  groupd fault clear",
+        "  groupd fault list\n  groupd fault clear\n"
+        "  groupd fault stop-broker 2        # a cluster (groupd serve --brokers 3): also start-, isolate-broker",
     )
-    fsub = fault.add_subparsers(dest="fault_command", metavar="{add,list,clear,expire-member,rebalance}")
+    fsub = fault.add_subparsers(
+        dest="fault_command",
+        metavar="{add,list,clear,expire-member,rebalance,brokers,stop-broker,start-broker,isolate-broker,"
+        "rebalance-leaders,move-coordinator}",
+    )
     add = _cmd(
         fsub,
         "add",
@@ -80,6 +93,75 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "  groupd fault rebalance --group billing",
     )
     rebalance.add_argument("--group", required=True)
+    _add_broker_parsers(fsub, common)
+
+
+def _add_broker_parsers(fsub: Any, common: argparse.ArgumentParser) -> None:
+    """The broker actions of a cluster (``groupd serve --brokers N``)."""
+    _cmd(fsub, "brokers", [common], "list the brokers and their state", "  groupd fault brokers")
+    stop = _cmd(
+        fsub,
+        "stop-broker",
+        [common],
+        "stop a broker: its connections close, new ones are refused, its partitions get new leaders",
+        "  groupd fault stop-broker 2",
+    )
+    stop.add_argument("broker", type=int, help="node id")
+    start = _cmd(
+        fsub,
+        "start-broker",
+        [common],
+        "start a stopped broker (it listens again; --rebalance gives it back its partitions)",
+        "  groupd fault start-broker 2\n  groupd fault start-broker 2 --rebalance",
+    )
+    start.add_argument("broker", type=int, help="node id")
+    start.add_argument("--rebalance", action="store_true", help="then elect the preferred leaders")
+    isolate = _cmd(
+        fsub,
+        "isolate-broker",
+        [common],
+        "isolate a broker: it reads nothing from its connections (clients time out); --undo ends it",
+        "  groupd fault isolate-broker 2\n  groupd fault isolate-broker 2 --undo",
+    )
+    isolate.add_argument("broker", type=int, help="node id")
+    isolate.add_argument("--undo", action="store_true", help="answer again")
+    _cmd(
+        fsub,
+        "rebalance-leaders",
+        [common],
+        "move every partition back to its preferred (first) replica (preferred leader election)",
+        "  groupd fault rebalance-leaders",
+    )
+    move = _cmd(
+        fsub,
+        "move-coordinator",
+        [common],
+        "move a group's coordinator (its __consumer_offsets partition) to another broker",
+        "  groupd fault move-coordinator --group billing --broker 3",
+    )
+    move.add_argument("--group", required=True)
+    move.add_argument("--broker", type=int, required=True, help="node id of the new coordinator")
+
+
+def _broker_command(client: FaultsClient, command: str, args: argparse.Namespace) -> tuple[Any, str]:
+    if command == "brokers":
+        out = client.brokers()
+        lines = [f"{b['node_id']:>4}  {b['host']}:{b['port']}  {b['state']}" for b in out["brokers"]]
+        return out, "\n".join(lines)
+    if command == "stop-broker":
+        out = client.stop_broker(args.broker)
+        return out, f"broker {args.broker} stopped ({out['leaders_moved']} partition leaders moved)"
+    if command == "start-broker":
+        out = client.start_broker(args.broker, rebalance=args.rebalance)
+        return out, f"broker {args.broker} started ({out['leaders_moved']} partition leaders moved back)"
+    if command == "isolate-broker":
+        out = client.isolate_broker(args.broker, not args.undo)
+        return out, f"broker {args.broker} is {out['state']}"
+    if command == "rebalance-leaders":
+        out = client.rebalance_leaders()
+        return out, f"{out['leaders_moved']} partition leaders moved to their preferred broker"
+    out = client.move_coordinator(args.group, args.broker)
+    return out, f"group {args.group} (partition {out['partition']}) is coordinated by broker {out['coordinator']}"
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -115,6 +197,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             n = client.clear(args.id)
             out = {"cleared": n}
             text = f"cleared {n} fault(s)"
+        elif command in BROKER_COMMANDS:
+            out, text = _broker_command(client, command, args)
         elif command == "expire-member":
             out = client.expire_member(args.group, args.member)
             text = f"expired member {args.member} of group {args.group}"

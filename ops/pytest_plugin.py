@@ -5,13 +5,19 @@ Fixtures
     ``groupd_broker_session``  one broker for the whole test session
     ``groupd_broker``          a fresh broker for one test (settings from ``@pytest.mark.groupd(...)``)
     ``groupd_broker_factory``  ``factory(**settings)`` starts more brokers; all stop after the test
+    ``groupd_cluster``         a fresh 3-broker cluster in one process (``brokers=3``) for one test
 
 Each yields a :class:`GroupdBroker`: ``.bootstrap`` (and ``str()``) is ``"127.0.0.1:PORT"``, and
 ``.faults`` injects faults through the broker's control endpoint (``--control-port``, on a free port
 of 127.0.0.1 for every fixture broker unless ``control_port=-1``):
 ``broker.faults.add(api="Heartbeat", error="NOT_COORDINATOR", count=3, group="billing")``. A broker
 is a ``python -m groupd serve --port 0`` subprocess with its own temporary data directory; the port
-comes from its ``groupd_listening`` start-up line. Settings are ``groupd serve`` flags in snake case
+comes from its ``groupd_listening`` start-up line.
+
+Cluster mode (``brokers=3``, or the ``groupd_cluster`` fixture): ``.bootstrap`` lists every broker,
+``.nodes`` maps node ids to addresses, and ``stop_broker(node_id)``, ``start_broker(node_id,
+rebalance=False)``, ``isolate_broker(node_id, isolated=True)``, ``rebalance_leaders()``,
+``move_coordinator(group, node_id)`` and ``brokers()`` act on the brokers through the control endpoint. Settings are ``groupd serve`` flags in snake case
 (``num_partitions=3`` is ``--num-partitions 3``). Defaults for every broker come from
 ``--groupd-num-partitions``, ``--groupd-initial-rebalance-delay-ms`` and
 ``--groupd-min-session-timeout-ms`` or the ini options of the same names (``groupd_num_partitions``).
@@ -78,13 +84,42 @@ class GroupdBroker:
         self.startup_timeout = startup_timeout
         self.log_path = self.data_dir.with_name(self.data_dir.name + ".log")
         self.port = 0
+        # node id -> "127.0.0.1:PORT" of each broker (one entry unless brokers=N)
+        self.nodes: dict[int, str] = {}
         self.proc: subprocess.Popen[bytes] | None = None
         self._listening = threading.Event()
         self._reader: threading.Thread | None = None
 
     @property
     def bootstrap(self) -> str:
+        """``"127.0.0.1:PORT"``; every broker's address, comma-separated, in cluster mode."""
+        if len(self.nodes) > 1:
+            return ",".join(self.nodes.values())
         return f"{self.host}:{self.port}"
+
+    # --- broker actions (cluster mode) ---------------------------------------------------------------
+    def brokers(self) -> list[dict[str, Any]]:
+        """Each broker's ``node_id``, ``host``, ``port`` and ``state`` (live, stopped, isolated)."""
+        return self.faults.brokers()["brokers"]
+
+    def stop_broker(self, node_id: int) -> dict[str, Any]:
+        """Close the broker's connections, refuse new ones, move its partitions' leaders elsewhere."""
+        return self.faults.stop_broker(node_id)
+
+    def start_broker(self, node_id: int, *, rebalance: bool = False) -> dict[str, Any]:
+        """Listen again; ``rebalance=True`` also gives every partition back to its preferred broker."""
+        return self.faults.start_broker(node_id, rebalance=rebalance)
+
+    def isolate_broker(self, node_id: int, isolated: bool = True) -> dict[str, Any]:
+        """Nothing is read from the broker's connections: requests time out (``isolated=False`` ends it)."""
+        return self.faults.isolate_broker(node_id, isolated)
+
+    def rebalance_leaders(self) -> dict[str, Any]:
+        return self.faults.rebalance_leaders()
+
+    def move_coordinator(self, group: str, node_id: int) -> dict[str, Any]:
+        """Make broker ``node_id`` the coordinator of ``group`` (and of its offsets partition's groups)."""
+        return self.faults.move_coordinator(group, node_id)
 
     @property
     def faults(self) -> FaultsClient:
@@ -149,6 +184,8 @@ class GroupdBroker:
                         event = json.loads(line)
                         self.control_url = event.get("control")
                         self.port = int(event["listen"].rsplit(":", 1)[1])
+                        brokers = event.get("brokers") or {str(event.get("node_id", 1)): event["listen"]}
+                        self.nodes = {int(k): v for k, v in brokers.items()}
                         self._listening.set()
         self._listening.set()
 
@@ -247,3 +284,12 @@ def groupd_broker_session(
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def groupd_cluster(request: pytest.FixtureRequest, groupd_broker_factory: Callable[..., GroupdBroker]) -> GroupdBroker:
+    """Three brokers in one process (node ids 1-3) for this test; ``@pytest.mark.groupd(...)`` adds settings."""
+    settings: dict[str, Any] = {"brokers": 3}
+    for mark in reversed(list(request.node.iter_markers("groupd"))):
+        settings.update(mark.kwargs)
+    return groupd_broker_factory(**settings)

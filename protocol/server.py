@@ -155,6 +155,7 @@ class Connection(asyncio.Protocol):
         # Called once with this connection when it closes (``add_close_callback``): state parked
         # for its requests (a long-polling Fetch) is dropped then, not when its timer fires.
         self._close_callbacks: dict[Callable[[Connection], None], None] = {}
+        self._unread: list[bytes] = []  # received while the server held reading
 
     # --- asyncio.Protocol -------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -180,6 +181,12 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
+            return
+        if self.server.reading_held:
+            # Read before the pause took (a connection accepted with its first request): kept
+            # unread until the server reads again (Server.hold_reading).
+            self._unread.append(data)
+            self._check_reading()
             return
         self.last_active = self.server.loop.time()
         buf = self._buf
@@ -269,6 +276,13 @@ class Connection(asyncio.Protocol):
         nothing blocks dispatching, and then reading goes on, whatever its size."""
         srv = self.server
         if self._closing or self.transport is None:
+            return
+        if srv.reading_held:
+            # The server is cut off from its clients (Server.hold_reading): bytes stay in the
+            # socket, as behind a network partition, and are read when it heals.
+            if not self._paused:
+                self._paused = True
+                self.transport.pause_reading()
             return
         held = len(self._held)
         held_bytes = self._held_bytes + len(self._buf)
@@ -429,6 +443,17 @@ class Server:
         self._servers: list[asyncio.base_events.Server] = []
         self._idle_task: asyncio.Task[None] | None = None
         self.on_connection_change: Callable[[int], None] | None = None
+        self.reading_held = False  # hold_reading(): connections accepted, nothing read from them
+
+    def hold_reading(self, held: bool) -> None:
+        """Stop (or resume) reading from every connection, new ones included: requests wait in the
+        sockets unanswered, as across a network partition, and are processed once it is over."""
+        self.reading_held = held
+        for conn in list(self.connections):
+            unread, conn._unread = conn._unread, []
+            for data in unread:
+                conn.data_received(data)
+            conn._check_reading()
 
     async def start(
         self, host: str, port: int, *, ssl: ssl_.SSLContext | None = None, listener: Any = None
@@ -464,6 +489,8 @@ class Server:
                 conn.transport.abort()
             return
         self.connections.add(conn)
+        if self.reading_held:
+            conn._check_reading()
         log.debug("connection_opened", conn=conn.id, peer=f"{conn.peer_host}:{conn.peer_port}")
         if self.on_connection_change:
             self.on_connection_change(len(self.connections))
@@ -484,12 +511,16 @@ class Server:
                     conn.close("idle", idle_ms=int((now - conn.last_active) * 1000))
 
     async def close(self) -> None:
-        for srv in self._servers:
+        """Stop listening and close every connection; ``start`` may be called again afterwards
+        (a stopped broker of a cluster listens again)."""
+        servers, self._servers = self._servers, []
+        for srv in servers:
             srv.close()
         if self._idle_task is not None:
             self._idle_task.cancel()
+            self._idle_task = None
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
-        for srv in self._servers:
+        for srv in servers:
             await srv.wait_closed()

@@ -99,6 +99,16 @@ BAD: list[tuple[str, str, bytes | None, int, str]] = [
     ("POST", "/actions/trigger-rebalance", b'{"groups": "g"}', 400, "unknown field(s): groups"),
     ("POST", "/actions/expire-member", b'{"group": "g"}', 400, "'member' must be a non-empty"),
     ("POST", "/actions/expire-member", b'{"group": "no-such", "member": "m"}', 404, "no group 'no-such'"),
+    # broker actions need a cluster (groupd serve --brokers N); tests/cluster has them on one
+    ("POST", "/actions/stop-broker", b'{"broker": 1}', 409, "start groupd with --brokers N"),
+    ("POST", "/actions/rebalance-leaders", None, 409, "start groupd with --brokers N"),
+    ("POST", "/actions/stop-broker", b"{}", 409, "--brokers N"),
+    ("POST", "/actions/stop-broker", b'{"broker": "1"}', 400, "'broker' must be an integer"),
+    ("POST", "/actions/start-broker", b'{"broker": 9}', 404, "no broker 9"),
+    ("POST", "/actions/isolate-broker", b'{"broker": 1, "isolated": "yes"}', 409, "--brokers N"),
+    ("POST", "/actions/move-coordinator", b'{"group": "g", "broker": 1, "x": 1}', 400, "unknown field(s): x"),
+    ("GET", "/actions/stop-broker", None, 405, "only POST"),
+    ("POST", "/brokers", b"{}", 405, "only GET"),
 ]
 
 
@@ -188,6 +198,12 @@ def test_openapi_document_is_served_and_matches_the_endpoint(groupd_broker_sessi
         "/actions/expire-member",
         "/actions/trigger-rebalance",
         "/openapi.json",
+        "/brokers",
+        "/actions/stop-broker",
+        "/actions/start-broker",
+        "/actions/isolate-broker",
+        "/actions/rebalance-leaders",
+        "/actions/move-coordinator",
     }
 
 

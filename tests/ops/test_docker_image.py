@@ -31,6 +31,7 @@ from groupd.broker.settings import Config
 from groupd.ops.kafka_client import KafkaClient
 from groupd.ops.pytest_plugin import GroupdBroker
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient
 
 pytestmark = pytest.mark.e2e
 
@@ -124,7 +125,7 @@ def test_the_image_is_what_the_issue_asks_for(stages: list[Stage]) -> None:
     assert all(s.base == "python:3.11-slim" for s in stages)
     assert final.last("USER") not in ("root", "0", "")
     assert final.last("VOLUME") == "/data"
-    assert final.last("EXPOSE") == "9092"
+    assert final.last("EXPOSE") == "9092 9093 9094"  # 9093-9094: --brokers 3
     env = env_of(final)
     # The settings are ENV defaults and CMD carries no flag, so every GROUPD_* variable is honoured
     # (a flag beats the environment: the issue's "CMD flags override them").
@@ -298,6 +299,35 @@ def test_every_groupd_variable_reaches_the_daemon(
     assert c.proc.stdout is not None
     rest = [json.loads(line) for line in c.proc.stdout]
     assert any(e.get("level") == "debug" for e in c.lines + rest)
+
+
+def test_the_image_runs_a_cluster_with_groupd_brokers(
+    stages: list[Stage], installed: Path, run_image: Callable[..., Container]
+) -> None:
+    """`docker run -e GROUPD_BROKERS=3`: three brokers on consecutive ports from GROUPD_PORT (the
+    image exposes 9092-9094), every one answering with all three; the healthcheck passes."""
+    base = free_port()
+    while base > 65000 or not all(_port_free(base + i) for i in (1, 2)):
+        base = free_port()
+    c = run_image(GROUPD_BROKERS="3", GROUPD_PORT=str(base))
+    assert c.listening["brokers"] == {str(i + 1): f"127.0.0.1:{base + i}" for i in range(3)}
+    admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{base + 2}")
+    try:
+        assert [b["broker_id"] for b in admin.describe_cluster()["brokers"]] == [1, 2, 3]
+    finally:
+        admin.close()
+    assert healthcheck(stages, installed, c.env).returncode == 0
+    c.proc.send_signal(signal.SIGTERM)
+    assert c.proc.wait(15) == 0
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def test_compose_listeners_internal_and_external(

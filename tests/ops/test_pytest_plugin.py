@@ -181,7 +181,7 @@ def test_unknown_settings_are_refused(tmp_path: Path) -> None:
         GroupdBroker(tmp_path / "data", port=9092)
 
 
-@pytest.mark.parametrize("heading", ["### The pytest plugin", "## Fault injection"])
+@pytest.mark.parametrize("heading", ["### The pytest plugin", "## Fault injection", "## Cluster mode"])
 def test_the_readme_example_runs(pytester: pytest.Pytester, heading: str) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split(heading, 1)[1].split("\n## ", 1)[0]

@@ -43,10 +43,14 @@ class RawClient:
         return self._exact(size)
 
     def request(self, api_name: str, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        api = API_BY_NAME[api_name]
         corr = self.send(api_name, version, body)
+        return self.receive(api_name, version, corr)
+
+    def receive(self, api_name: str, version: int, corr: int | None = None) -> dict[str, Any]:
+        """The next answer, decoded as ``api_name`` at ``version`` (of request ``corr``: default the last sent)."""
+        api = API_BY_NAME[api_name]
         frame = self.recv_frame()
-        assert struct.unpack(">i", frame[:4])[0] == corr
+        assert struct.unpack(">i", frame[:4])[0] == (self.corr if corr is None else corr)
         pos = 4
         if api.is_flexible(version) and api.key != 18:
             pos += 1  # response header v1: empty tagged fields

@@ -1,0 +1,683 @@
+"""Cluster mode: several brokers in one process (``groupd serve --brokers N``).
+
+Theory of operation. A real Kafka cluster is N processes replicating each partition; what a client
+*sees* of it is N endpoints, a Metadata answer naming a leader (and replicas, ISR, a leader epoch)
+per partition, a coordinator per group, and the errors a broker answers when it is not the one
+asked for (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, FENCED/UNKNOWN_LEADER_EPOCH). groupd
+reproduces exactly that surface and nothing below it: the brokers of one process share the data
+directory, the partition logs, the topic registry and ONE group coordinator core. So a cluster
+costs one listener, one ``Dispatcher`` and a few wrapped handlers per extra broker, and "moving" a
+partition is a change of who is allowed to answer for it, with its leader epoch bumped, never a
+copy of data (which is also why no acknowledged record can be lost across a leader change).
+
+- ``ClusterNode``: one broker: node id, listener, its own ``Server`` and ``Dispatcher`` (faults
+  and metrics observers are shared), and a state: live, stopped (not listening, its connections
+  closed, its partitions led by others) or isolated (accepting connections but reading nothing
+  from them: a broker cut off from its clients but not from the cluster, so it keeps its
+  leaderships; clients see requests time out, and what waited is answered when it ends).
+- ``Leadership``: leader and leader epoch of every partition, replicas (replication factor) and the
+  live set. Leaders are spread round-robin (``replicas``); a stopped broker's partitions go to the
+  first live replica (else the next live broker: the logs are shared), epoch + 1;
+  ``rebalance_leaders`` moves each back to its preferred (first) replica, as Kafka's preferred
+  leader election does. ``__consumer_offsets`` partitions are ordinary partitions here; their
+  leader is the group coordinator of their groups, handed to the group shell
+  (``on_coordinator_moved``). The transaction log's partitions plug in the same way
+  (``Cluster.coordinator_topics``: add ``__transaction_state`` with its own callback).
+- Per-broker handlers: the data plane's partition APIs are wrapped (``leader_guard``): partitions
+  this broker does not lead (or whose ``current_leader_epoch`` is stale or from the future) are
+  answered here with NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (and the
+  ``current_leader`` hint where the version has it, Kafka's KIP-951), the rest go to the shared
+  data plane. Metadata and DescribeCluster answers are rewritten with the cluster's view.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+from groupd.coordinator import Node as CoordinatorNode
+from groupd.coordinator import PartitionOwnership
+from groupd.protocol.dispatch import Dispatcher, Handler
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.server import Request, Server
+from groupd.security.listeners import Listener, endpoint
+
+from .admin_handlers import AdminHandlers
+from .group_shell import GroupShell
+from .settings import Config
+from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
+
+log = structlog.get_logger("groupd.cluster")
+
+LIVE, STOPPED, ISOLATED = "live", "stopped", "isolated"
+
+
+class ClusterError(Exception):
+    """A broker action that cannot be done: ``status`` 404 (unknown broker/group) or 409 (state)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class ClusterNode:
+    node_id: int
+    dispatcher: Dispatcher
+    server: Server
+    listener: Listener
+    state: str = LIVE
+
+    @property
+    def endpoint(self) -> tuple[str, int]:
+        return endpoint(None, self.listener)
+
+    def describe(self) -> dict[str, Any]:
+        host, port = self.endpoint
+        return {"node_id": self.node_id, "host": host, "port": port, "state": self.state}
+
+
+@dataclass
+class Move:
+    """One leadership change: ``topic``/``partition`` from ``old`` to ``new`` at ``epoch``."""
+
+    topic: str
+    partition: int
+    old: int
+    new: int
+    epoch: int
+
+
+@dataclass
+class Leadership:
+    """Leader and leader epoch of every partition, over the brokers ``node_ids`` (module docstring)."""
+
+    node_ids: list[int]
+    topics: TopicRegistry
+    live: set[int] = field(default_factory=set)
+    # (topic, partition) -> [leader, epoch]; made on first use, dropped with the topic.
+    _state: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.live:
+            self.live = set(self.node_ids)
+
+    def replicas(self, t: Topic, partition: int) -> list[int]:
+        """Kafka's round-robin placement (``StripedReplicaPlacer`` without racks), preferred first.
+        ``__consumer_offsets`` starts at the first broker, so partition p is led by broker p % N;
+        other topics start at a broker picked by their name, so one-partition topics spread too."""
+        n = len(self.node_ids)
+        rf = min(max(t.replication_factor, 1), n)
+        if t.name == OFFSETS_TOPIC:
+            rf = min(3, n)  # offsets.topic.replication.factor
+        start = 0 if t.internal else zlib.crc32(t.name.encode()) % n
+        return [self.node_ids[(start + partition + j) % n] for j in range(rf)]
+
+    def _elect(self, t: Topic, partition: int, exclude: int | None = None) -> int:
+        live = [n for n in self.node_ids if n in self.live and n != exclude]
+        if not live:
+            return -1
+        for r in self.replicas(t, partition):
+            if r in live:
+                return r
+        # No replica is live: another broker takes it (the logs are shared; it shows in the replicas).
+        return live[(self.node_ids.index(self.replicas(t, partition)[0]) + partition) % len(live)]
+
+    def get(self, t: Topic, partition: int) -> list[int]:
+        """[leader, epoch] of a partition of ``t``."""
+        key = (t.name, partition)
+        st = self._state.get(key)
+        if st is None:
+            st = self._state[key] = [self._elect(t, partition), 0]
+        return st
+
+    def describe(self, t: Topic, partition: int) -> tuple[int, int, list[int], list[int], list[int]]:
+        """(leader, epoch, replicas, isr, offline replicas) as Metadata reports them."""
+        leader, epoch = self.get(t, partition)
+        replicas = self.replicas(t, partition)
+        if leader not in replicas and leader >= 0:
+            replicas = [*replicas, leader]
+        isr = [r for r in replicas if r in self.live]
+        offline = [r for r in replicas if r not in self.live]
+        return leader, epoch, replicas, isr, offline
+
+    def _all(self) -> list[tuple[Topic, int]]:
+        return [(t, p) for t in list(self.topics.topics.values()) for p in range(t.partitions)]
+
+    def _set(self, t: Topic, partition: int, new: int) -> Move | None:
+        st = self.get(t, partition)
+        if st[0] == new:
+            return None
+        old = st[0]
+        st[0], st[1] = new, st[1] + 1
+        return Move(t.name, partition, old, new, st[1])
+
+    def broker_stopped(self, node_id: int) -> list[Move]:
+        self.live.discard(node_id)
+        moves = []
+        for t, p in self._all():
+            if self.get(t, p)[0] == node_id:
+                move = self._set(t, p, self._elect(t, p))
+                if move is not None:
+                    moves.append(move)
+        return moves
+
+    def broker_started(self, node_id: int) -> None:
+        self.live.add(node_id)
+
+    def rebalance(self) -> list[Move]:
+        """Kafka's preferred leader election: each partition back to its first replica if it is live."""
+        moves = []
+        for t, p in self._all():
+            preferred = self.replicas(t, p)[0]
+            if preferred in self.live:
+                move = self._set(t, p, preferred)
+                if move is not None:
+                    moves.append(move)
+        return moves
+
+    def move(self, t: Topic, partition: int, to: int) -> Move | None:
+        return self._set(t, partition, to)
+
+    def forget(self, topic: str) -> None:
+        for key in [k for k in self._state if k[0] == topic]:
+            del self._state[key]
+
+    def check(self, node_id: int, topic: str, partition: int, current_epoch: int) -> tuple[int, int, int]:
+        """(error, leader, epoch) for a partition request to ``node_id``; error 0 lets it through.
+        Kafka's ``Partition.localLogWithEpochOrThrow``: the epoch first, then leadership. Unknown
+        partitions pass (the data plane answers UNKNOWN_TOPIC_OR_PARTITION)."""
+        t = self.topics.topics.get(topic)
+        if t is None or not 0 <= partition < t.partitions:
+            return 0, -1, -1
+        leader, epoch = self.get(t, partition)
+        if current_epoch is not None and current_epoch != -1:
+            if current_epoch < epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH, leader, epoch
+            if current_epoch > epoch:
+                return ErrorCode.UNKNOWN_LEADER_EPOCH, leader, epoch
+        if leader != node_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, leader, epoch
+        return 0, leader, epoch
+
+
+# --- the data plane's partition APIs, guarded per broker -------------------------------------------
+@dataclass(frozen=True)
+class _Shape:
+    """Where an API keeps its topics and partitions, in the request and in the answer."""
+
+    topics: str
+    name: str
+    parts: str
+    index: str
+    r_topics: str
+    r_name: str
+    r_parts: str
+    r_index: str
+    epoch: str | None  # the request's current_leader_epoch field
+    blank: Callable[[int], dict[str, Any]]  # an answer entry without data, by API version
+    hint_from: int | None = None  # first version with the current_leader hint (KIP-951)
+    endpoints_from: int | None = None  # first version with the answer's node_endpoints (KIP-951)
+
+
+_SHAPES: dict[str, _Shape] = {
+    "Produce": _Shape(
+        "topic_data",
+        "name",
+        "partition_data",
+        "index",
+        "responses",
+        "name",
+        "partition_responses",
+        "index",
+        None,
+        lambda v: {
+            "base_offset": -1,
+            "log_append_time_ms": -1,
+            "log_start_offset": -1,
+            "record_errors": [],
+            "error_message": None,
+        },
+        hint_from=10,
+        endpoints_from=10,
+    ),
+    "Fetch": _Shape(
+        "topics",
+        "topic",
+        "partitions",
+        "partition",
+        "responses",
+        "topic",
+        "partitions",
+        "partition_index",
+        "current_leader_epoch",
+        lambda v: {
+            "high_watermark": -1,
+            "last_stable_offset": -1,
+            "log_start_offset": -1,
+            "aborted_transactions": None,
+            "preferred_read_replica": -1,
+            "records": None,
+        },
+        hint_from=12,
+    ),
+    "ListOffsets": _Shape(
+        "topics",
+        "name",
+        "partitions",
+        "partition_index",
+        "topics",
+        "name",
+        "partitions",
+        "partition_index",
+        "current_leader_epoch",
+        lambda v: {"old_style_offsets": []} if v == 0 else {"timestamp": -1, "offset": -1, "leader_epoch": -1},
+    ),
+    "DeleteRecords": _Shape(
+        "topics",
+        "name",
+        "partitions",
+        "partition_index",
+        "topics",
+        "name",
+        "partitions",
+        "partition_index",
+        None,
+        lambda v: {"low_watermark": -1},
+    ),
+    "OffsetForLeaderEpoch": _Shape(
+        "topics",
+        "topic",
+        "partitions",
+        "partition",
+        "topics",
+        "topic",
+        "partitions",
+        "partition",
+        "current_leader_epoch",
+        lambda v: {"leader_epoch": -1, "end_offset": -1},
+    ),
+}
+GUARDED_APIS = frozenset(_SHAPES)
+
+
+def leader_guard(api: str, handler: Handler, node_id: int, leaders: Leadership, nodes: Callable[[], Any]) -> Handler:
+    """``handler`` (the shared data plane's) as broker ``node_id`` serves it: partitions it may not
+    answer for are answered here, the others are handed on with their epoch checked (and cleared:
+    the data plane knows no epochs beyond 0). ``nodes()`` maps node ids to ``ClusterNode``."""
+    shape = _SHAPES[api]
+    check = leaders.check
+
+    def guarded(req: Request) -> Any:
+        body = req.body
+        v = req.api_version
+        rejected: dict[str, list[dict[str, Any]]] = {}
+        changed = False
+        topics_out = []
+        for td in body.get(shape.topics) or ():
+            name = td[shape.name]
+            keep = []
+            for pd in td[shape.parts] or ():
+                current = pd.get(shape.epoch, -1) if shape.epoch else -1
+                code, leader, epoch = check(node_id, name, pd[shape.index], current)
+                if code:
+                    entry = {shape.r_index: pd[shape.index], "error_code": code, **shape.blank(v)}
+                    if shape.hint_from is not None and v >= shape.hint_from:
+                        entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
+                    rejected.setdefault(name, []).append(entry)
+                    changed = True
+                elif current not in (-1, None):
+                    keep.append({**pd, shape.epoch: -1})
+                    changed = True
+                else:
+                    keep.append(pd)
+            topics_out.append({**td, shape.parts: keep})
+        if not changed:
+            return handler(req)
+        body = {**body, shape.topics: topics_out}
+        if rejected and api == "Fetch":
+            body["max_wait_ms"] = 0  # an error answers at once (Kafka's errorReadingData)
+        req.body = body
+        if rejected and api == "Produce" and body.get("acks") == 0:
+            # No answer to carry the error: Kafka closes the connection (KafkaApis.handleProduceRequest),
+            # once the partitions this broker leads are appended (their appends are started by now).
+            result = handler(req)
+            req.conn.close("produce with acks=0 to a partition this broker does not lead", topics=sorted(rejected))
+            return result
+        if rejected:
+            encode = req.encode_response
+
+            def merged(r: Request, resp: dict[str, Any]) -> bytes:
+                return encode(r, _merge(shape, resp, rejected, v, nodes()))
+
+            req.encode_response = merged
+        return handler(req)
+
+    return guarded
+
+
+def _merge(
+    shape: _Shape, resp: dict[str, Any], rejected: dict[str, list[dict[str, Any]]], v: int, nodes: dict[int, Any]
+) -> dict[str, Any]:
+    out = []
+    left = dict(rejected)
+    for tr in resp.get(shape.r_topics) or ():
+        errs = left.pop(tr[shape.r_name], None)
+        out.append({**tr, shape.r_parts: [*(tr[shape.r_parts] or ()), *errs]} if errs else tr)
+    out.extend({shape.r_name: name, shape.r_parts: errs} for name, errs in left.items())
+    resp = {**resp, shape.r_topics: out}
+    if shape.endpoints_from is not None and v >= shape.endpoints_from:
+        # The endpoints of the leaders the answer names (KIP-951's node_endpoints).
+        named = {e["current_leader"]["leader_id"] for errs in rejected.values() for e in errs}
+        resp["node_endpoints"] = [
+            {"node_id": n, "host": nodes[n].endpoint[0], "port": nodes[n].endpoint[1], "rack": None}
+            for n in sorted(named)
+            if n in nodes
+        ]
+    return resp
+
+
+# --- broker configs, asked of any broker ------------------------------------------------------------
+_CONFIG_ANSWERS = {"DescribeConfigs": "results", "AlterConfigs": "responses", "IncrementalAlterConfigs": "responses"}
+_BROKER_RESOURCES = (4, 8)  # BROKER, BROKER_LOGGER (broker.configs)
+_NODE_ID_CONFIGS = ("node.id", "broker.id")
+
+
+def broker_configs_as(api: str, handler: Handler, node_id: int, first: int) -> Handler:
+    """The configs handler knows one broker id (the first node's): a broker resource named by
+    ``node_id`` on broker ``node_id`` (what admin clients send, Kafka's ``ConfigHelper`` accepts only
+    the receiving broker's id) is handed on as the first id's, and its answer named back, with this
+    broker's node.id. The brokers of one process share every other setting."""
+    if node_id == first:
+        return handler
+    mine, theirs = str(node_id), str(first)
+    answers = _CONFIG_ANSWERS[api]
+
+    def as_this_broker(req: Request) -> Any:
+        resources = req.body.get("resources") or ()
+        if not any(r.get("resource_type") in _BROKER_RESOURCES and r.get("resource_name") == mine for r in resources):
+            return handler(req)
+        req.body = {
+            **req.body,
+            "resources": [
+                {**r, "resource_name": theirs}
+                if r.get("resource_type") in _BROKER_RESOURCES and r.get("resource_name") == mine
+                else r
+                for r in resources
+            ],
+        }
+        encode = req.encode_response
+
+        def named_back(r: Request, resp: dict[str, Any]) -> bytes:
+            for entry in resp.get(answers) or ():
+                if entry.get("resource_type") in _BROKER_RESOURCES and entry.get("resource_name") == theirs:
+                    entry["resource_name"] = mine
+                    for c in entry.get("configs") or ():
+                        if c.get("name") in _NODE_ID_CONFIGS:
+                            c["value"] = mine
+            return encode(r, resp)
+
+        req.encode_response = named_back
+        return handler(req)
+
+    return as_this_broker
+
+
+# --- the cluster -------------------------------------------------------------------------------------
+class Node(Protocol):
+    """What the cluster needs of the node it extends (``broker.node.Broker``, which imports this)."""
+
+    config: Config
+    listeners: list[Listener]
+    dispatcher: Dispatcher
+    server: Server
+    topics: TopicRegistry
+    admin: AdminHandlers
+    groups: GroupShell
+    ssl_context: Any
+
+    def new_server(self, dispatcher: Dispatcher) -> Server: ...
+
+    def _register(self, d: Dispatcher, node_id: int, listener: Listener) -> None: ...
+
+
+class Cluster:
+    """The brokers of this process and the actions on them (stop, start, isolate, move leaders)."""
+
+    def __init__(self, broker: Node) -> None:
+        self.broker = broker
+        config = broker.config
+        self.size = config.brokers
+        base = broker.listeners[0]
+        self.nodes: dict[int, ClusterNode] = {
+            config.node_id: ClusterNode(config.node_id, broker.dispatcher, broker.server, base)
+        }
+        for i in range(1, self.size):
+            li = dataclasses.replace(
+                base,
+                port=base.port + i if base.port else 0,
+                advertised_port=base.advertised_port + i if base.advertised_port else 0,
+            )
+            d = Dispatcher()
+            d.observers = broker.dispatcher.observers  # the same list: metrics and dashboard see every broker
+            server = broker.new_server(d)
+            self.nodes[config.node_id + i] = ClusterNode(config.node_id + i, d, server, li)
+        self.leaders = Leadership(list(self.nodes), broker.topics)
+        broker.topics.live_brokers = self.size
+        broker.admin.node_ids = list(self.nodes)
+        broker.admin.on_topic_deleted.append(lambda t: self.leaders.forget(t.name))
+        # Coordinator topics: whose partitions' leaders are coordinators, and who is told when one
+        # moves: ``moved(partition, new leader, leader epoch)`` unloads it where it was and loads it
+        # on the new leader (answering COORDINATOR_LOAD_IN_PROGRESS meanwhile). The transaction
+        # coordinator hooks ``__transaction_state`` in the same way when it exists.
+        self.coordinator_topics: dict[str, Callable[[int, int, int], object]] = {
+            OFFSETS_TOPIC: lambda p, node, epoch: broker.groups.move(p, node, epoch)
+        }
+
+    # --- wiring ---------------------------------------------------------------------------------
+    def register_nodes(self) -> None:
+        """Give every broker but the first (``Broker._register`` did it) its handlers."""
+        for node in list(self.nodes.values())[1:]:
+            self.broker._register(node.dispatcher, node.node_id, node.listener)
+
+    def wrap(self, api: str, handler: Handler, node_id: int) -> Handler:
+        """The handler of ``api`` as broker ``node_id`` serves it."""
+        if api in GUARDED_APIS:
+            return leader_guard(api, handler, node_id, self.leaders, lambda: self.nodes)
+        if api == "Metadata":
+            return self._metadata(handler)
+        if api == "DescribeCluster":
+            return self._describe_cluster(handler)
+        if api in _CONFIG_ANSWERS:
+            return broker_configs_as(api, handler, node_id, self.broker.config.node_id)
+        return handler
+
+    def _broker_entries(self) -> list[ClusterNode]:
+        # A stopped broker is not registered (Kafka lists alive brokers only); an isolated one is.
+        return [n for n in self.nodes.values() if n.state != STOPPED]
+
+    def controller_id(self) -> int:
+        entries = self._broker_entries()
+        return entries[0].node_id if entries else -1
+
+    def _metadata(self, inner: Handler) -> Handler:
+        topics = self.broker.topics
+        leaders = self.leaders
+
+        def metadata(req: Request) -> dict[str, Any]:
+            resp = inner(req)
+            resp["brokers"] = [
+                {"node_id": n.node_id, "host": n.endpoint[0], "port": n.endpoint[1], "rack": None}
+                for n in self._broker_entries()
+            ]
+            resp["controller_id"] = self.controller_id()
+            for tr in resp.get("topics") or ():
+                t = topics.get(tr.get("name") or "")
+                if t is None or tr.get("error_code"):
+                    continue
+                for pr in tr.get("partitions") or ():
+                    leader, epoch, replicas, isr, offline = leaders.describe(t, pr["partition_index"])
+                    pr.update(
+                        leader_id=leader,
+                        leader_epoch=epoch,
+                        replica_nodes=replicas,
+                        isr_nodes=isr,
+                        offline_replicas=offline,
+                    )
+            return resp
+
+        return metadata
+
+    def _describe_cluster(self, inner: Handler) -> Handler:
+        def describe_cluster(req: Request) -> dict[str, Any]:
+            resp = inner(req)
+            if resp.get("error_code"):
+                return resp
+            fenced = bool(req.body.get("include_fenced_brokers"))
+            resp["controller_id"] = self.controller_id()
+            resp["brokers"] = [
+                {
+                    "broker_id": n.node_id,
+                    "host": n.endpoint[0],
+                    "port": n.endpoint[1],
+                    "rack": None,
+                    "is_fenced": n.state == STOPPED,
+                }
+                for n in self.nodes.values()
+                if n.state != STOPPED or fenced
+            ]
+            return resp
+
+        return describe_cluster
+
+    # --- start-up ---------------------------------------------------------------------------------
+    def addresses(self) -> dict[str, str]:
+        """node id -> "host:port" each broker listens on (the start-up line)."""
+        return {str(n.node_id): f"{n.listener.host}:{n.listener.port}" for n in self.nodes.values()}
+
+    async def listen(self) -> None:
+        """Start every broker's listener but the first's (the node started it)."""
+        for node in list(self.nodes.values())[1:]:
+            await self._listen(node)
+
+    async def _listen(self, node: ClusterNode) -> None:
+        li = node.listener
+        ssl = self.broker.ssl_context if li.tls else None
+        _host, li.port = await node.server.start(li.host, li.port, ssl=ssl, listener=li)
+        log.info("broker_listening", node_id=node.node_id, listen=f"{li.host}:{li.port}", advertised=node.endpoint)
+
+    def offsets_ownership(self, local: CoordinatorNode) -> PartitionOwnership:
+        """The group coordinator's view of ``__consumer_offsets`` at start-up: every broker, and the
+        leader of each partition (all at leader epoch 0, as the core's loads are)."""
+        nodes = {n.node_id: CoordinatorNode(n.node_id, *n.endpoint) for n in self.nodes.values()}
+        t = self.broker.topics.get(OFFSETS_TOPIC)
+        assert t is not None
+        owners = {p: nodes[self.leaders.get(t, p)[0]] for p in range(t.partitions)}
+        return PartitionOwnership(nodes.get(local.node_id, local), t.partitions, owners, nodes=nodes.values())
+
+    # --- actions ------------------------------------------------------------------------------------
+    def node(self, node_id: int) -> ClusterNode:
+        node = self.nodes.get(node_id)
+        if node is None:
+            raise ClusterError(404, f"no broker {node_id} (brokers: {sorted(self.nodes)})")
+        return node
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "controller_id": self.controller_id(),
+            "brokers": [n.describe() for n in self.nodes.values()],
+        }
+
+    def _apply(self, moves: list[Move], reason: str) -> None:
+        for m in moves:
+            moved = self.coordinator_topics.get(m.topic)
+            if moved is not None:
+                moved(m.partition, m.new, m.epoch)
+        if moves:
+            log.info(
+                "leaders_moved",
+                reason=reason,
+                count=len(moves),
+                moves=[f"{m.topic}-{m.partition}:{m.old}->{m.new}@{m.epoch}" for m in moves[:20]],
+            )
+
+    def _done(self, action: str, node_id: int | None, **fields: Any) -> None:
+        # Counted by the control endpoint (groupd_faults_injected_total{api="-",kind=<action>}).
+        log.warning("broker_action", action=action, broker=node_id, **fields)
+
+    async def stop_broker(self, node_id: int) -> dict[str, Any]:
+        """Close the broker's listener and connections and move its leaderships to live brokers."""
+        node = self.node(node_id)
+        if node.state == STOPPED:
+            raise ClusterError(409, f"broker {node_id} is stopped already")
+        if sum(n.state != STOPPED for n in self.nodes.values()) == 1:
+            raise ClusterError(409, f"broker {node_id} is the last one running")
+        node.state = STOPPED
+        # An isolated broker stops being isolated; what waited in its sockets goes with its connections.
+        node.server.reading_held = False
+        closed = len(node.server.connections)
+        await node.server.close()
+        moves = self.leaders.broker_stopped(node_id)
+        self.broker.topics.live_brokers = len(self.leaders.live)
+        self._apply(moves, f"broker {node_id} stopped")
+        self._done("stop", node_id, connections_closed=closed, leaders_moved=len(moves))
+        return {**node.describe(), "leaders_moved": len(moves)}
+
+    async def start_broker(self, node_id: int, *, rebalance: bool = False) -> dict[str, Any]:
+        node = self.node(node_id)
+        if node.state != STOPPED:
+            raise ClusterError(409, f"broker {node_id} is {node.state}, not stopped")
+        await self._listen(node)
+        node.state = LIVE
+        self.leaders.broker_started(node_id)
+        self.broker.topics.live_brokers = len(self.leaders.live)
+        moved = self.rebalance_leaders()["leaders_moved"] if rebalance else 0
+        self._done("start", node_id, leaders_moved=moved)
+        return {**node.describe(), "leaders_moved": moved}
+
+    def isolate_broker(self, node_id: int, isolated: bool = True) -> dict[str, Any]:
+        """Isolated: connections are accepted, nothing is read from them (requests wait in the
+        sockets and time out at the client); when it ends, what waited is read and answered."""
+        node = self.node(node_id)
+        if node.state == STOPPED:
+            raise ClusterError(409, f"broker {node_id} is stopped")
+        node.server.hold_reading(isolated)
+        node.state = ISOLATED if isolated else LIVE
+        self._done("isolate" if isolated else "unisolate", node_id)
+        return node.describe()
+
+    def rebalance_leaders(self) -> dict[str, Any]:
+        moves = self.leaders.rebalance()
+        self._apply(moves, "preferred leader election")
+        self._done("rebalance_leaders", None, leaders_moved=len(moves))
+        return {"leaders_moved": len(moves)}
+
+    def move_partition(self, topic: str, partition: int, to: int) -> dict[str, Any]:
+        node = self.node(to)
+        if node.state == STOPPED:
+            raise ClusterError(409, f"broker {to} is stopped")
+        t = self.broker.topics.get(topic)
+        if t is None or not 0 <= partition < t.partitions:
+            raise ClusterError(404, f"no partition {topic}-{partition}")
+        move = self.leaders.move(t, partition, to)
+        self._apply([move] if move else [], "moved")
+        leader, epoch = self.leaders.get(t, partition)
+        return {"topic": topic, "partition": partition, "leader": leader, "leader_epoch": epoch}
+
+    def move_coordinator(self, group: str, to: int) -> dict[str, Any]:
+        """Move the ``__consumer_offsets`` partition of ``group`` (and the other groups on it) to ``to``."""
+        from groupd.coordinator.routing import partition_for
+
+        partition = partition_for(group, self.broker.topics.offsets_partitions)
+        out = self.move_partition(OFFSETS_TOPIC, partition, to)
+        self._done("move_coordinator", to, group=group, partition=partition, leader_epoch=out["leader_epoch"])
+        return {"group": group, "partition": partition, "coordinator": to, "leader_epoch": out["leader_epoch"]}
+
+    async def close(self) -> None:
+        for node in list(self.nodes.values())[1:]:
+            await node.server.close()
