@@ -33,9 +33,11 @@ copy of data (which is also why no acknowledged record can be lost across a lead
 from __future__ import annotations
 
 import dataclasses
+import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
@@ -45,6 +47,7 @@ from groupd.protocol.dispatch import Dispatcher, Handler
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request, Server
 from groupd.security.listeners import Listener, endpoint
+from groupd.storage.files import write_atomically
 
 from .admin_handlers import AdminHandlers
 from .group_shell import GroupShell
@@ -54,6 +57,7 @@ from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
 log = structlog.get_logger("groupd.cluster")
 
 LIVE, STOPPED, ISOLATED = "live", "stopped", "isolated"
+LEADERSHIP_FILE = "cluster-leaders.json"
 
 
 class ClusterError(Exception):
@@ -100,12 +104,32 @@ class Leadership:
     node_ids: list[int]
     topics: TopicRegistry
     live: set[int] = field(default_factory=set)
+    # Where leaders and epochs survive a restart (Kafka keeps leader epochs in the metadata log):
+    # a client caches a partition's leader epoch, and after a restart that went back to 0 it would
+    # get UNKNOWN_LEADER_EPOCH for every fetch and ignore the "older" metadata (librdkafka does).
+    path: Path | None = None
     # (topic, partition) -> [leader, epoch]; made on first use, dropped with the topic.
     _state: dict[tuple[str, int], list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.live:
             self.live = set(self.node_ids)
+        if self.path is not None and self.path.exists():
+            for topic, parts in json.loads(self.path.read_text()).items():
+                for p, (leader, epoch) in parts.items():
+                    # a leader this process no longer runs (fewer --brokers): elected anew, epoch + 1
+                    self._state[(topic, int(p))] = [leader if leader in self.node_ids else -2, int(epoch)]
+
+    def _persist(self) -> None:
+        if self.path is None:
+            return
+        doc: dict[str, dict[str, list[int]]] = {}
+        for (topic, p), (leader, epoch) in sorted(self._state.items()):
+            t = self.topics.get(topic)
+            # epoch 0 at the preferred leader is what a fresh start makes anyway
+            if t is not None and (epoch > 0 or leader != self.replicas(t, p)[0]):
+                doc.setdefault(topic, {})[str(p)] = [leader, epoch]
+        write_atomically(self.path, json.dumps(doc, sort_keys=True))
 
     def replicas(self, t: Topic, partition: int) -> list[int]:
         """Kafka's round-robin placement (``StripedReplicaPlacer`` without racks), preferred first.
@@ -134,6 +158,8 @@ class Leadership:
         st = self._state.get(key)
         if st is None:
             st = self._state[key] = [self._elect(t, partition), 0]
+        elif st[0] == -2:
+            st[0], st[1] = self._elect(t, partition), st[1] + 1
         return st
 
     def describe(self, t: Topic, partition: int) -> tuple[int, int, list[int], list[int], list[int]]:
@@ -165,6 +191,11 @@ class Leadership:
                 move = self._set(t, p, self._elect(t, p))
                 if move is not None:
                     moves.append(move)
+        return self._persisted(moves)
+
+    def _persisted(self, moves: list[Move]) -> list[Move]:
+        if moves:  # one durable write per action, before anyone is told of the moves
+            self._persist()
         return moves
 
     def broker_started(self, node_id: int) -> None:
@@ -179,14 +210,19 @@ class Leadership:
                 move = self._set(t, p, preferred)
                 if move is not None:
                     moves.append(move)
-        return moves
+        return self._persisted(moves)
 
     def move(self, t: Topic, partition: int, to: int) -> Move | None:
-        return self._set(t, partition, to)
+        move = self._set(t, partition, to)
+        self._persisted([move] if move is not None else [])
+        return move
 
     def forget(self, topic: str) -> None:
-        for key in [k for k in self._state if k[0] == topic]:
+        keys = [k for k in self._state if k[0] == topic]
+        for key in keys:
             del self._state[key]
+        if keys:
+            self._persist()
 
     def check(self, node_id: int, topic: str, partition: int, current_epoch: int) -> tuple[int, int, int]:
         """(error, leader, epoch) for a partition request to ``node_id``; error 0 lets it through.
@@ -467,7 +503,7 @@ class Cluster:
             d.observers = broker.dispatcher.observers  # the same list: metrics and dashboard see every broker
             server = broker.new_server(d)
             self.nodes[config.node_id + i] = ClusterNode(config.node_id + i, d, server, li)
-        self.leaders = Leadership(list(self.nodes), broker.topics)
+        self.leaders = Leadership(list(self.nodes), broker.topics, path=broker.data_dir / LEADERSHIP_FILE)
         broker.topics.live_brokers = self.size
         broker.admin.node_ids = list(self.nodes)
         broker.admin.on_topic_deleted.append(lambda t: self.leaders.forget(t.name))

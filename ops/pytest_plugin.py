@@ -151,6 +151,9 @@ class GroupdBroker:
 
     def start(self) -> GroupdBroker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # a restart (stop() then start()) waits for the new process's start-up line, not the old one's
+        self._listening.clear()
+        self.port, self.control_url = 0, None
         env = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
         self.proc = subprocess.Popen(
             self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env

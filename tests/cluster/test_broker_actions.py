@@ -246,3 +246,31 @@ def test_the_cluster_survived_the_fuzzing(healthy_cluster: GroupdBroker) -> None
     live = [b["node_id"] for b in healthy_cluster.brokers() if b["state"] == "live"]
     assert live
     assert len(metadata(healthy_cluster, live[0], [])["brokers"]) >= len(live)
+
+
+def test_leader_epochs_survive_a_restart_of_the_daemon(tmp_path: Any, unique: str) -> None:
+    """A client that cached a leader epoch fetches with it after the daemon restarts: the epoch must
+    not have gone back to 0 (it would be UNKNOWN_LEADER_EPOCH, and librdkafka ignores metadata whose
+    leader epoch went back), so leaders and epochs are kept in the data directory."""
+    from tests.cluster.test_cluster_metadata import _fetch
+
+    cluster = GroupdBroker(tmp_path / "data", brokers=3, num_partitions=1)
+    cluster.start()
+    try:
+        topic = f"kept-{unique}"
+        create_topic(cluster, topic, partitions=1, replication=3)
+        ((leader, epoch),) = leaders(cluster, topic).values()
+        cluster.stop_broker(leader)
+        ((moved_to, moved_epoch),) = leaders(cluster, topic).values()
+        assert moved_epoch == epoch + 1
+        cluster.stop()
+        cluster.start()
+        assert leaders(cluster, topic) == {0: (moved_to, moved_epoch)}
+        client = raw(cluster, moved_to)
+        try:
+            part = client.request("Fetch", 12, _fetch(topic, [(0, moved_epoch)]))["responses"][0]["partitions"][0]
+            assert part["error_code"] == 0
+        finally:
+            client.close()
+    finally:
+        cluster.stop()

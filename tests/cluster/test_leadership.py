@@ -67,3 +67,48 @@ def test_the_check_looks_at_the_epoch_before_the_leader(tmp_path: Path) -> None:
     assert leaders.check(leader, "t", 5, -1) == (0, -1, -1)
     leaders.forget("t")
     assert leaders.get(t, 0)[1] == 0
+
+
+def test_leaders_and_epochs_survive_a_restart_and_a_missing_broker_is_replaced_at_the_next_epoch(
+    tmp_path: Path,
+) -> None:
+    """Kafka keeps leader epochs in its metadata log; a client that cached epoch 2 must not meet
+    epoch 0 after the daemon restarts (UNKNOWN_LEADER_EPOCH on every fetch, and librdkafka ignores
+    metadata whose epoch went back)."""
+    topics = _registry(tmp_path)
+    path = tmp_path / "cluster-leaders.json"
+    leaders = Leadership([1, 2, 3], topics, path=path)
+    t = topics.create("t", 2, replication_factor=3)
+    home = leaders.get(t, 0)[0]
+    leaders.move(t, 0, home % 3 + 1)
+    leaders.move(t, 0, home)  # epoch 2, back at its preferred leader
+    offsets = topics.get(OFFSETS_TOPIC)
+    assert offsets is not None
+    assert leaders.get(t, 0) == [home, 2]
+    assert leaders.get(offsets, 2)[0] == 3
+    leaders.broker_stopped(3)
+    before = {(x.name, p): list(leaders.get(x, p)) for x in (t, offsets) for p in range(x.partitions)}
+    assert before[(OFFSETS_TOPIC, 2)][1] == 1  # broker 3 led it: moved once
+
+    again = Leadership([1, 2, 3], topics, path=path)
+    assert {(x.name, p): again.get(x, p) for x in (t, offsets) for p in range(x.partitions)} == before
+
+    # restarted with --brokers 2 after broker 3 had come back and led again: its partitions are
+    # elected anew, one epoch on
+    leaders.broker_started(3)
+    leaders.rebalance()
+    assert leaders.get(offsets, 2) == [3, 2]
+    fewer = Leadership([1, 2], topics, path=path)
+    leader, epoch = fewer.get(offsets, 2)
+    assert leader in (1, 2) and epoch == 3
+    assert fewer.get(offsets, 0) == leaders.get(offsets, 0)
+
+
+def test_forgetting_a_topic_forgets_its_epochs_for_good(tmp_path: Path) -> None:
+    topics = _registry(tmp_path)
+    path = tmp_path / "cluster-leaders.json"
+    leaders = Leadership([1, 2, 3], topics, path=path)
+    t = topics.create("gone", 1, replication_factor=1)
+    leaders.move(t, 0, leaders.get(t, 0)[0] % 3 + 1)
+    leaders.forget("gone")
+    assert Leadership([1, 2, 3], topics, path=path).get(t, 0)[1] == 0
