@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import structlog
 from groupd.broker.group_shell import GroupShell
+from groupd.broker.txn_shell import TxnShell
 from groupd.coordinator import GroupCoordinator
 from groupd.coordinator import listener as events
 from groupd.ops.metrics import REQUEST_BUCKETS, Metrics, RequestStats
@@ -33,6 +34,8 @@ from groupd.protocol.faults import FaultInjector
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.server import Server
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
+from groupd.transactions.coordinator import TransactionConfig, TransactionCoordinator
+from groupd.transactions.producer_ids import CountingProducerIds
 from prometheus_client.parser import text_string_to_metric_families
 
 from groupd.logs import add_request_context
@@ -385,7 +388,8 @@ async def test_metrics_endpoint_serves_prometheus_text_and_refuses_the_rest() ->
 def test_readme_documents_every_groupd_metric() -> None:
     core = GroupCoordinator()
     m = Metrics(process_metrics=False)
-    m.bind(core=core, shell=GroupShell(core, lambda p: None, None), faults=FaultInjector())  # type: ignore[arg-type,return-value]
+    txns = TxnShell(TransactionCoordinator(TransactionConfig(), CountingProducerIds()), None, None, None, None)  # type: ignore[arg-type]
+    m.bind(core=core, shell=GroupShell(core, lambda p: None, None), faults=FaultInjector(), txns=txns)  # type: ignore[arg-type,return-value]
     exported = set()
     for family in m.registry.collect():
         if family.name.startswith("groupd_"):
