@@ -78,10 +78,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
+import struct
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -104,7 +105,9 @@ from groupd.storage.errors import (
     UnsupportedCompressionError,
 )
 from groupd.storage.files import write_atomically
+from groupd.storage.markers import end_txn_marker_batch
 
+from .producer_state import BatchMeta, PartitionProducers, last_sequence, scan_producers
 from .settings import Config
 from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
 
@@ -145,7 +148,8 @@ INT64_MAX = 2**63 - 1
 FETCH_MAX_BYTES = 57_671_680
 PRODUCER_ID_BLOCK = 1000
 PRODUCER_ID_FILE = "producer-ids"
-CACHED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")
 KAFKA_DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
@@ -251,147 +255,6 @@ class ProducerIdManager:
 
 
 # ------------------------------------------------------------------------------------------------
-# idempotent producer state
-
-
-def _last_sequence(base_sequence: int, last_offset_delta: int) -> int:
-    """Kafka's DefaultRecordBatch.incrementSequence: sequences wrap from INT32_MAX to 0."""
-    if base_sequence > INT32_MAX - last_offset_delta:
-        return last_offset_delta - (INT32_MAX - base_sequence) - 1
-    return base_sequence + last_offset_delta
-
-
-def _in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
-
-
-class _BatchMeta:
-    __slots__ = ("first_offset", "first_seq", "last_offset", "last_seq", "pending", "timestamp")
-
-    def __init__(
-        self,
-        first_seq: int,
-        last_seq: int,
-        first_offset: int = -1,
-        last_offset: int = -1,
-        timestamp: int = -1,
-        pending: asyncio.Future[Any] | None = None,
-    ) -> None:
-        self.first_seq = first_seq
-        self.last_seq = last_seq
-        self.first_offset = first_offset
-        self.last_offset = last_offset
-        self.timestamp = timestamp
-        self.pending = pending
-
-
-class _ProducerEntry:
-    __slots__ = ("batches", "epoch", "last_ms")
-
-    def __init__(self, epoch: int) -> None:
-        self.epoch = epoch
-        self.batches: deque[_BatchMeta] = deque(maxlen=CACHED_BATCHES)
-        self.last_ms = -1
-
-
-class PartitionProducers:
-    """The idempotent-producer state of one partition (Kafka's ProducerStateManager, minus
-    transactions)."""
-
-    def __init__(self) -> None:
-        self.producers: dict[int, _ProducerEntry] = {}
-
-    def check(self, pid: int, epoch: int, first_seq: int, last_seq: int) -> tuple[int, str | None, _BatchMeta | None]:
-        """(error code, message, duplicate) for a batch about to be appended."""
-        e = self.producers.get(pid)
-        if e is None:
-            return ErrorCode.NONE, None, None
-        if epoch < e.epoch:
-            return (
-                ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"Epoch of producer {pid} at offset -1 is {epoch}, which is smaller than the last seen epoch {e.epoch}",
-                None,
-            )
-        if epoch == e.epoch:
-            for m in e.batches:
-                if m.first_seq == first_seq and m.last_seq == last_seq:
-                    return ErrorCode.NONE, None, m
-            if e.batches and not _in_sequence(e.batches[-1].last_seq, first_seq):
-                return (
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"Out of order sequence number for producer {pid}: {first_seq} (incoming seq. number), "
-                    f"{e.batches[-1].last_seq} (current end sequence number)",
-                    None,
-                )
-        elif first_seq != 0:
-            return (
-                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                f"Invalid sequence number for new epoch of producer {pid}: {epoch} (request epoch), "
-                f"{first_seq} (seq. number), {e.epoch} (current producer epoch)",
-                None,
-            )
-        return ErrorCode.NONE, None, None
-
-    def record(self, pid: int, epoch: int, meta: _BatchMeta, now_ms: int) -> None:
-        e = self.producers.get(pid)
-        if e is None or e.epoch != epoch:
-            e = self.producers[pid] = _ProducerEntry(epoch)
-        e.batches.append(meta)
-        e.last_ms = max(e.last_ms, now_ms)
-
-    def forget(self, pid: int, meta: _BatchMeta) -> None:
-        """Take back a batch whose append failed, so that its retry is in sequence again."""
-        e = self.producers.get(pid)
-        if e is None:
-            return
-        with contextlib.suppress(ValueError):
-            e.batches.remove(meta)
-        if not e.batches:
-            del self.producers[pid]
-
-    def expire(self, older_than_ms: int) -> int:
-        dead = [
-            pid
-            for pid, e in self.producers.items()
-            if e.last_ms < older_than_ms and not any(m.pending is not None for m in e.batches)
-        ]
-        for pid in dead:
-            del self.producers[pid]
-        return len(dead)
-
-    @classmethod
-    def from_batches(cls, batches: Iterable[rec.BatchView]) -> PartitionProducers:
-        self = cls()
-        for v in batches:
-            if v.producer_id < 0 or v.is_control or v.base_sequence < 0:
-                continue
-            meta = _BatchMeta(
-                v.base_sequence,
-                _last_sequence(v.base_sequence, v.last_offset_delta),
-                v.base_offset,
-                v.last_offset,
-                v.max_timestamp,
-            )
-            self.record(v.producer_id, v.producer_epoch, meta, v.max_timestamp)
-        return self
-
-
-def scan_producers(plog: PartitionLog, since_ms: int) -> PartitionProducers:
-    """Rebuild a partition's producer state from the headers of its batches, skipping segments
-    whose newest timestamp is older than `since_ms` (their producers would have expired)."""
-    start = plog.log_start_offset
-    for seg in plog.segments:
-        if seg.max_timestamp < 0 or seg.max_timestamp >= since_ms:
-            start = max(start, seg.base_offset)
-            break
-    else:
-        return PartitionProducers()
-    if start >= plog.log_end_offset:
-        return PartitionProducers()
-    return PartitionProducers.from_batches(plog.iter_batches(start))
-
-
-# ------------------------------------------------------------------------------------------------
 # requests in flight
 
 
@@ -406,7 +269,7 @@ class _PendingAppend:
         plog: PartitionLog,
         future: asyncio.Future[Any] | None,
         lat: int,
-        duplicate: _BatchMeta | None = None,
+        duplicate: BatchMeta | None = None,
     ) -> None:
         self.index = index
         self.plog = plog
@@ -428,10 +291,11 @@ class _Load:
 class _ParkedFetch:
     """A Fetch waiting for min_bytes or max_wait_ms."""
 
-    __slots__ = ("accumulated", "caps", "done", "keys", "min_bytes", "req", "timer")
+    __slots__ = ("accumulated", "caps", "done", "keys", "min_bytes", "read_committed", "req", "timer")
 
     def __init__(self, req: Request, min_bytes: int, accumulated: int, caps: dict[tuple[str, int], int]) -> None:
         self.req = req
+        self.read_committed = req.body.get("isolation_level", 0) == 1
         self.min_bytes = min_bytes
         self.accumulated = accumulated
         self.caps = caps  # remaining bytes each partition may still contribute
@@ -494,6 +358,11 @@ class DataPlane:
         self.cleaner_backoff_ms = config.log_cleaner_backoff_ms
         self.cleaner = Cleaner()
         self._maintenance: list[asyncio.Task[None]] = []
+        # KIP-890 part 1, set by the transaction shell: (transactional id, producer id, epoch, topic,
+        # partition) -> NONE when the partition is in that producer's ongoing transaction, else the
+        # coordinator's error (INVALID_TXN_STATE, TRANSACTION_ABORTABLE, PRODUCER_FENCED...).
+        # None: transactional batches are not verified.
+        self.txn_verifier: Callable[[str, int, int, str, int], int] | None = None
 
     # --- wiring -----------------------------------------------------------------------------------
     def handlers(self) -> list[tuple[str, Callable[[Request], Any], tuple[int, int]]]:
@@ -594,7 +463,10 @@ class DataPlane:
         acks = body["acks"]
         now = self.clock()
         topic_data = body["topic_data"] or []
-        transactional = any(
+        txn_id = body.get("transactional_id")
+        # KafkaApis.handleProduceRequest: transactional batches need the request's transactional id
+        # (and WRITE on it); without one the whole request is refused before topics are looked at.
+        refused = txn_id is None and any(
             _is_transactional(pd.get("records")) for td in topic_data for pd in (td["partition_data"] or [])
         )
         results: list[tuple[str, list[dict[str, Any] | _PendingAppend]]] = []
@@ -604,13 +476,12 @@ class DataPlane:
             parts: list[dict[str, Any] | _PendingAppend] = []
             for pd in td["partition_data"] or []:
                 index = pd["index"]
-                if transactional:
-                    # Kafka answers the whole request with this before it looks at topics.
+                if refused:
                     parts.append(
                         _partition_error(
                             index,
                             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                            "groupd does not support transactions: transactional batches are refused",
+                            "Transactional records need the request's transactional id",
                         )
                     )
                 elif t is None or not 0 <= index < t.partitions:
@@ -624,12 +495,12 @@ class DataPlane:
                 elif acks not in (-1, 0, 1):
                     parts.append(_partition_error(index, ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid acks {acks}"))
                 else:
-                    parts.append(self._produce_partition(t, index, pd.get("records"), v, now))
+                    parts.append(self._produce_partition(t, index, pd.get("records"), v, now, txn_id))
             results.append((name, parts))
         return self._finish_produce(req, acks, results)
 
     def _produce_partition(
-        self, t: Topic, index: int, raw: bytes | None, v: int, now: int
+        self, t: Topic, index: int, raw: bytes | None, v: int, now: int, txn_id: str | None = None
     ) -> dict[str, Any] | _PendingAppend:
         if t.internal:
             return _partition_error(
@@ -661,8 +532,8 @@ class DataPlane:
             if load is not None:
                 # The partition's producer state is being rebuilt from the log: this batch, and every
                 # idempotent batch after it, waits for that and is then checked in arrival order.
-                return _PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v), lat)
-            return self._idempotent_append(self._producers[key], key, plog, index, view, raw, lat, now)
+                return _PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v, txn_id), lat)
+            return self._idempotent_append(self._producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
         fut = self._start_append(key, plog, raw, lat)  # type: ignore[arg-type]
         return _PendingAppend(index, plog, fut, lat)
 
@@ -676,24 +547,53 @@ class DataPlane:
         raw: bytes | None,
         lat: int,
         now: int,
+        v: int,
+        txn_id: str | None,
     ) -> dict[str, Any] | _PendingAppend:
         pid, epoch = view.producer_id, view.producer_epoch
         first_seq = view.base_sequence
-        last_seq = _last_sequence(first_seq, view.last_offset_delta)
-        code, message, duplicate = producers.check(pid, epoch, first_seq, last_seq)
+        last_seq = last_sequence(first_seq, view.last_offset_delta)
+        transactional = view.is_transactional
+        if transactional and txn_id is not None and not producers.has_ongoing_transaction(pid, epoch):
+            code = self._verify(txn_id, pid, epoch, key, v)
+            if code != ErrorCode.NONE:
+                log.info("produce_txn_unverified", topic=key[0], partition=index, producer_id=pid, error=code)
+                return _partition_error(index, code, f"Partition {key[0]}-{index} is not in the transaction")
+        code, message, duplicate = producers.check(pid, epoch, first_seq, last_seq, transactional)
         if code != ErrorCode.NONE:
             log.info("produce_sequence_error", topic=key[0], partition=index, producer_id=pid, error=message)
             return _partition_error(index, code, message)
         if duplicate is not None:
             return _PendingAppend(index, plog, duplicate.pending, lat, duplicate)
-        meta = _BatchMeta(first_seq, last_seq, timestamp=view.max_timestamp)
-        producers.record(pid, epoch, meta, now)
+        meta = BatchMeta(first_seq, last_seq, timestamp=view.max_timestamp)
+        producers.record(pid, epoch, meta, now, transactional=transactional, end_offset=plog.log_end_offset)
         fut = self._start_append(key, plog, raw, lat, producers=producers, pid=pid, meta=meta)  # type: ignore[arg-type]
         meta.pending = fut
         return _PendingAppend(index, plog, fut, lat)
 
+    def _verify(self, txn_id: str, pid: int, epoch: int, key: tuple[str, int], v: int) -> int:
+        """KIP-890 part 1: is this partition in the producer's ongoing transaction? The codes as
+        AddPartitionsToTxnManager hands them to Produce: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH,
+        TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE below Produce v11 (``defaultError``)."""
+        if self.txn_verifier is None:
+            return ErrorCode.NONE
+        code = self.txn_verifier(txn_id, pid, epoch, key[0], key[1])
+        if code == ErrorCode.PRODUCER_FENCED:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if code == ErrorCode.TRANSACTION_ABORTABLE and v < 11:
+            return ErrorCode.INVALID_TXN_STATE
+        return code
+
     def _after_load(
-        self, load: _Load, key: tuple[str, int], plog: PartitionLog, t: Topic, index: int, raw: bytes | None, v: int
+        self,
+        load: _Load,
+        key: tuple[str, int],
+        plog: PartitionLog,
+        t: Topic,
+        index: int,
+        raw: bytes | None,
+        v: int,
+        txn_id: str | None,
     ) -> asyncio.Future[Any]:
         load.waiting += 1
 
@@ -707,7 +607,7 @@ class DataPlane:
                 if isinstance(checked, dict):
                     return checked
                 lat = now if plog.config.message_timestamp_type == "LogAppendTime" else -1
-                r = self._idempotent_append(producers, key, plog, index, checked, raw, lat, now)
+                r = self._idempotent_append(producers, key, plog, index, checked, raw, lat, now, v, txn_id)
             finally:
                 # The last waiter lets later batches take the direct path again; until then they
                 # queue here, behind the ones that arrived during the load.
@@ -818,6 +718,10 @@ class DataPlane:
                 ErrorCode.INVALID_RECORD,
                 f"Record count {view.record_count} does not match lastOffsetDelta {view.last_offset_delta}",
             )
+        if view.is_transactional and view.producer_id < 0:
+            return _partition_error(
+                index, ErrorCode.INVALID_RECORD, "Transactional record batches must have a producer id"
+            )
         if view.producer_id >= 0 and view.base_sequence < 0:
             return _partition_error(
                 index,
@@ -893,7 +797,7 @@ class DataPlane:
         *,
         producers: PartitionProducers | None = None,
         pid: int = -1,
-        meta: _BatchMeta | None = None,
+        meta: BatchMeta | None = None,
     ) -> asyncio.Future[Any]:
         # The task's first step queues the batch in the appender; tasks start in creation order, so
         # batches reach the log in the order they were checked.
@@ -904,12 +808,10 @@ class DataPlane:
             if f.cancelled() or f.exception() is not None:
                 if producers is not None and meta is not None:
                     producers.forget(pid, meta)
-                    meta.pending = None
                 return
             base, last = f.result()
-            if meta is not None:
-                meta.first_offset, meta.last_offset = base, last
-                meta.pending = None
+            if producers is not None and meta is not None:
+                producers.written(meta, base, last)
             self._notify(key, size)
 
         fut.add_done_callback(done)
@@ -980,6 +882,94 @@ class DataPlane:
         log.error("produce_failed", topic=topic, partition=index, exc_info=(type(exc), exc, exc.__traceback__))
         return _partition_error(index, ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
 
+    # --- transaction markers -----------------------------------------------------------------------
+    async def write_txn_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+        partitions: list[tuple[str, int]],
+    ) -> dict[tuple[str, int], int]:
+        """End ``producer_id``'s transaction in each user partition (Kafka's WriteTxnMarkers as the
+        coordinator's marker channel sends it): the Kafka error code per partition, NONE once the
+        marker is in the log (fsynced first under ``--fsync always``). A partition of an unknown or
+        deleted topic answers UNKNOWN_TOPIC_OR_PARTITION (the coordinator counts it as done, as
+        Kafka's TransactionMarkerRequestCompletionHandler does); a marker older than the producer's
+        epoch INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED
+        (ProducerAppendInfo.appendEndTxnMarker). ``__consumer_offsets`` is the group shell's: its
+        partitions answer INVALID_TOPIC_EXCEPTION here."""
+        keys = list(dict.fromkeys(partitions))
+        codes = await asyncio.gather(
+            *(self._write_marker(key, producer_id, producer_epoch, committed, coordinator_epoch) for key in keys)
+        )
+        return dict(zip(keys, codes, strict=True))
+
+    async def _write_marker(
+        self, key: tuple[str, int], pid: int, epoch: int, committed: bool, coordinator_epoch: int
+    ) -> int:
+        topic, index = key
+        if topic == OFFSETS_TOPIC:
+            log.error("txn_marker_misrouted", topic=topic, partition=index, producer_id=pid)
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        t = self.topics.get(topic)
+        if t is None or not 0 <= index < t.partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            plog = self._log(t, index)
+        except (StorageError, ValueError) as exc:
+            log.error("txn_marker_failed", topic=topic, partition=index, error=str(exc))
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        producers = await self._state_for(key, plog)
+        if producers is None or self.logs.get(topic, index) is not plog:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        code, message = producers.check_marker(pid, epoch, coordinator_epoch)
+        if code != ErrorCode.NONE:
+            log.info("txn_marker_refused", topic=topic, partition=index, producer_id=pid, error=message)
+            return code
+        now = self.clock()
+        raw = end_txn_marker_batch(pid, epoch, committed, coordinator_epoch, now, partition_leader_epoch=LEADER_EPOCH)
+        lat = now if plog.config.message_timestamp_type == "LogAppendTime" else None
+        # Applied as it is queued, like a data batch, so state and log order agree (module docstring
+        # of producer_state); the LSO moves once the marker is written.
+        txn = producers.begin_marker(pid, epoch, coordinator_epoch, now)
+        # A task, as for data batches: tasks start in creation order, so the appender queues the
+        # marker and the batches checked before or after it in the order the state saw them.
+        append = asyncio.ensure_future(self.appender.append(plog, raw, log_append_time_ms=lat))
+        try:
+            base, _last = await append
+        except Exception as exc:
+            producers.marker_failed(pid, txn)
+            return self._append_error(topic, index, exc)["error_code"]
+        producers.marker_written(txn, committed, base)
+        log.debug("txn_marker_written", topic=topic, partition=index, producer_id=pid, committed=committed, offset=base)
+        self._notify(key, len(raw), stable_moved=txn is not None)
+        return ErrorCode.NONE
+
+    async def _state_for(self, key: tuple[str, int], plog: PartitionLog) -> PartitionProducers | None:
+        """The partition's producer state, rebuilt from the log first if needed; taking a place
+        in the queue of batches waiting for that rebuild, so the order of arrival holds."""
+        load = self._loading.get(key)
+        if load is None:
+            producers = self._producers.get(key)
+            if producers is not None:
+                return producers
+            load = self._loading[key] = _Load(asyncio.ensure_future(self._load_producers(key, plog)))
+        load.waiting += 1
+        try:
+            producers = await load.future
+        finally:
+            load.waiting -= 1
+            if load.waiting == 0 and self._loading.get(key) is load:
+                del self._loading[key]
+        return producers if self.logs.get(*key) is plog else None
+
+    def _ready_state(self, key: tuple[str, int]) -> PartitionProducers | None:
+        """The producer state if it can be used now (loaded, nobody queued behind its load)."""
+        if key in self._loading:
+            return None
+        return self._producers.get(key)
+
     # --- Fetch ------------------------------------------------------------------------------------
     def fetch(self, req: Request) -> dict[str, Any] | None:
         body = req.body
@@ -989,6 +979,10 @@ class DataPlane:
                 return _fetch_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
             if body["session_epoch"] not in (0, -1):
                 return _fetch_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if body.get("isolation_level", 0) == 1:
+            missing = self._unloaded(body)
+            if missing:
+                return self._fetch_after_load(req, missing)
         response, total, error, caps = self._read_fetch(body, v)
         if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not caps:
             return response
@@ -1006,6 +1000,34 @@ class DataPlane:
             add_close_callback(self._connection_closed)
         return None
 
+    def _unloaded(
+        self, body: dict[str, Any], field: str = "topic", parts: str = "partitions", index: str = "partition"
+    ) -> list[tuple[tuple[str, int], PartitionLog]]:
+        """The partitions a read_committed request names whose producer state (hence LSO and
+        aborted index) must be rebuilt from the log first."""
+        out = []
+        for tp in body["topics"] or []:
+            t = self.topics.get(tp[field])
+            for fp in tp[parts] or []:
+                i = fp[index]
+                key = (tp[field], i)
+                if t is None or not 0 <= i < t.partitions or key in self._producers:
+                    continue
+                plog = self.logs.get(*key)
+                if plog is not None:
+                    out.append((key, plog))
+        return out
+
+    async def _fetch_after_load(
+        self, req: Request, missing: list[tuple[tuple[str, int], PartitionLog]]
+    ) -> dict[str, Any] | None:
+        for key, plog in missing:
+            await self._state_for(key, plog)
+        result = self.fetch(req)
+        if inspect.isawaitable(result):  # deleted and recreated meanwhile: bounded by the topics' churn
+            return await result
+        return result
+
     @property
     def parked_fetches(self) -> int:
         """Fetches waiting for min_bytes or max_wait_ms (the ``groupd_fetch_parked`` gauge)."""
@@ -1015,11 +1037,21 @@ class DataPlane:
         for w in list(self._parked.pop(conn, ())):
             self._complete(w)
 
-    def _notify(self, key: tuple[str, int], size: int) -> None:
+    def _notify(self, key: tuple[str, int], size: int, *, stable_moved: bool = False) -> None:
         waiters = self._waiters.get(key)
         if not waiters:
             return
         for w in list(waiters):
+            if w.read_committed:
+                if stable_moved:
+                    # The LSO moved: how much became readable is only known by reading.
+                    response, total, error, _caps = self._read_fetch(w.req.body, w.req.api_version)
+                    if error or total >= w.min_bytes:
+                        self._complete(w, response)
+                    continue
+                producers = self._producers.get(key)
+                if producers is not None and producers.unstable:
+                    continue  # the append is above the LSO: nothing new for a read_committed reader
             cap = w.caps.get(key, 0)
             n = min(size, cap)
             w.caps[key] = cap - n
@@ -1027,7 +1059,7 @@ class DataPlane:
             if w.accumulated >= w.min_bytes:
                 self._complete(w)
 
-    def _complete(self, w: _ParkedFetch) -> None:
+    def _complete(self, w: _ParkedFetch, response: dict[str, Any] | None = None) -> None:
         if w.done:
             return
         w.done = True
@@ -1047,7 +1079,8 @@ class DataPlane:
         if w.req.conn.closed:
             return
         try:
-            response = self._read_fetch(w.req.body, w.req.api_version)[0]
+            if response is None:
+                response = self._read_fetch(w.req.body, w.req.api_version)[0]
         except Exception:
             log.exception("fetch_failed")
             w.req.conn.close("internal error while handling fetch")
@@ -1103,6 +1136,11 @@ class DataPlane:
                         data = b""
                     else:
                         data = plog.read(offset, max(want, 0), min_one_batch=min_one)
+                    if read_committed:
+                        producers = self._producers.get((name, index)) or PartitionProducers()
+                        lso = producers.last_stable_offset(hw, start)
+                        data, upper = _stable_prefix(data, lso)
+                        aborted = producers.collect_aborted(offset, upper) if data else []
                     if v <= LEGACY_FETCH_MAX and data:
                         data = legacy.down_convert(data, 0 if v <= 1 else 1, offset)
                 except OffsetOutOfRangeError:
@@ -1122,7 +1160,11 @@ class DataPlane:
                     error = True
                     continue
                 out["high_watermark"] = hw
-                out["last_stable_offset"] = hw
+                out["last_stable_offset"] = lso if read_committed else hw
+                if read_committed:
+                    out["aborted_transactions"] = [
+                        {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
+                    ]
                 out["log_start_offset"] = start
                 out["records"] = data
                 n = len(data)
@@ -1136,10 +1178,15 @@ class DataPlane:
         return response, total, error, caps
 
     # --- ListOffsets ------------------------------------------------------------------------------
-    def list_offsets(self, req: Request) -> dict[str, Any]:
+    def list_offsets(self, req: Request) -> Any:
         body = req.body
         if req.api_version == 0:
             return self._list_offsets_v0(body)
+        read_committed = body.get("isolation_level", 0) == 1
+        if read_committed:
+            missing = self._unloaded(body, "name", "partitions", "partition_index")
+            if missing:
+                return self._list_offsets_after_load(req, missing)
         seen: dict[tuple[str, int], int] = {}
         for tp in body["topics"] or []:
             for pp in tp["partitions"] or []:
@@ -1168,7 +1215,12 @@ class DataPlane:
                     out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
                 else:
                     try:
-                        ts, offset = self._offset_for(self._log(t, index), pp["timestamp"])
+                        plog = self._log(t, index)
+                        fetchable = plog.log_end_offset
+                        if read_committed:
+                            producers = self._producers.get((name, index)) or PartitionProducers()
+                            fetchable = producers.last_stable_offset(fetchable, plog.log_start_offset)
+                        ts, offset = self._offset_for(plog, pp["timestamp"], fetchable)
                     except (StorageError, CorruptRecordError, ValueError) as exc:
                         log.error("list_offsets_failed", topic=name, partition=index, error=str(exc))
                         out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
@@ -1208,20 +1260,31 @@ class DataPlane:
             topics.append({"name": tp["name"], "partitions": parts})
         return {"topics": topics}
 
+    async def _list_offsets_after_load(
+        self, req: Request, missing: list[tuple[tuple[str, int], PartitionLog]]
+    ) -> dict[str, Any]:
+        for key, plog in missing:
+            await self._state_for(key, plog)
+        result = self.list_offsets(req)
+        return await result if inspect.isawaitable(result) else result
+
     @staticmethod
-    def _offset_for(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
-        """(timestamp, offset) as Kafka's UnifiedLog.fetchOffsetByTimestamp answers it."""
+    def _offset_for(plog: PartitionLog, timestamp: int, last_fetchable: int) -> tuple[int, int]:
+        """(timestamp, offset) as Kafka's Partition.fetchOffsetForTimestamp answers a consumer:
+        LATEST is the last fetchable offset (the LSO for read_committed, else the high watermark),
+        EARLIEST the log start, and a timestamp lookup (UnifiedLog.fetchOffsetByTimestamp) only
+        counts below the last fetchable offset."""
         if timestamp == LATEST_TIMESTAMP:
-            return -1, plog.log_end_offset
+            return -1, last_fetchable
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return -1, plog.log_start_offset
         if timestamp == MAX_TIMESTAMP:
             ts, offset = plog.max_timestamp()
-            if ts < 0 or offset < plog.log_start_offset:
+            if ts < 0 or offset < plog.log_start_offset or offset >= last_fetchable:
                 return -1, -1
             return ts, offset
         found = plog.offset_for_timestamp(timestamp)
-        if found is None:
+        if found is None or found[0] >= last_fetchable:
             return -1, -1
         offset, ts = found
         return ts, offset
@@ -1298,6 +1361,10 @@ class DataPlane:
         for topic, p, plog in self._user_logs("delete"):
             results[(topic, p)] = await self._in_executor(topic, p, PartitionLog.apply_retention, plog)
         horizon = self.clock() - self.producer_id_expiration_ms
+        for (topic, p), pp in self._producers.items():
+            plog = self.logs.get(topic, p)
+            if plog is not None and not plog.closed:
+                pp.truncate_head(plog.log_start_offset)
         expired = sum(pp.expire(horizon) for pp in self._producers.values())
         if expired:
             log.info("producers_expired", count=expired)
@@ -1360,6 +1427,21 @@ def _up_convert(index: int, raw: bytes) -> bytes | dict[str, Any]:
         return _partition_error(index, ErrorCode.INVALID_RECORD, str(exc))
     except UnsupportedCompressionError as exc:
         return _partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc))
+
+
+def _stable_prefix(data: bytes, end: int) -> tuple[bytes, int]:
+    """The whole batches of ``data`` that lie below offset ``end`` (the LSO: it always falls on a
+    batch boundary), and the offset after the last of them (collectAbortedTxns' upper bound)."""
+    pos = 0
+    n = len(data)
+    upper = -1
+    while pos + rec.HEADER_SIZE <= n:
+        base, length = _BASE_AND_LENGTH.unpack_from(data, pos)
+        if base >= end:
+            break
+        upper = base + _LAST_DELTA.unpack_from(data, pos + 23)[0] + 1
+        pos += rec.LOG_OVERHEAD + length
+    return (data if pos >= n else data[:pos]), upper
 
 
 def _fetch_error(code: int) -> dict[str, Any]:

@@ -159,11 +159,16 @@ class Appender:
         for plog, state in ready:
             batch, state.pending = state.pending, []
             state.writing = True
-            # One write per distinct log-append time; in practice all items share None or now.
-            groups: dict[int | None, list] = {}
+            # One write per run of items with the same log-append time (in practice all share None
+            # or now): runs, not a grouping, because queue order is log order (a partition's
+            # produce batches and transaction markers are checked in that order).
+            groups: list[tuple[int | None, list]] = []
             for entry in batch:
-                groups.setdefault(entry[1], []).append(entry)
-            units.append((plog, state, list(groups.items())))
+                if groups and groups[-1][0] == entry[1]:
+                    groups[-1][1].append(entry)
+                else:
+                    groups.append((entry[1], [entry]))
+            units.append((plog, state, groups))
         if self.policy.mode == "always":
             # Separate jobs so the partitions' fsyncs overlap in the executor's threads.
             for unit in units:

@@ -129,18 +129,27 @@ class Harness:
         version: int = 9,
         acks: int = -1,
         conn: FakeConn | None = None,
+        txn_id: str | None = None,
     ) -> dict[str, Any]:
-        req = self.produce_request(topic, batch, partition, version=version, acks=acks, conn=conn)
+        req = self.produce_request(topic, batch, partition, version=version, acks=acks, conn=conn, txn_id=txn_id)
         resp = await call(self.dp.produce, req)
         if resp is None:
             return {}
         return resp["responses"][0]["partition_responses"][0]
 
     def produce_request(
-        self, topic: str, batch: bytes | None, partition: int = 0, *, version: int = 9, acks: int = -1, conn=None
+        self,
+        topic: str,
+        batch: bytes | None,
+        partition: int = 0,
+        *,
+        version: int = 9,
+        acks: int = -1,
+        conn=None,
+        txn_id: str | None = None,
     ) -> FakeRequest:
         body = {
-            "transactional_id": None,
+            "transactional_id": txn_id,
             "acks": acks,
             "timeout_ms": 1000,
             "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
@@ -204,10 +213,12 @@ class Harness:
         }
         return FakeRequest("Fetch", version, body)
 
-    async def list_offsets(self, topic: str, partition: int, timestamp: int, version: int = 8) -> dict[str, Any]:
+    async def list_offsets(
+        self, topic: str, partition: int, timestamp: int, version: int = 8, isolation_level: int = 0
+    ) -> dict[str, Any]:
         body = {
             "replica_id": -1,
-            "isolation_level": 0,
+            "isolation_level": isolation_level,
             "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}],
         }
         resp = await call(self.dp.list_offsets, FakeRequest("ListOffsets", version, body))
@@ -410,10 +421,11 @@ async def test_internal_topic_is_not_writable(h: Harness) -> None:
     assert r["error_code"] == E.INVALID_TOPIC_EXCEPTION
 
 
-async def test_transactional_batches_are_refused_for_the_whole_request(h: Harness) -> None:
+async def test_transactional_batches_without_a_transactional_id_are_refused_for_the_whole_request(h: Harness) -> None:
+    # KafkaApis.handleProduceRequest: hasTransactionalRecords needs the request's transactional id.
     h.create("t", 2)
     body = {
-        "transactional_id": "tx",
+        "transactional_id": None,
         "acks": -1,
         "timeout_ms": 1000,
         "topic_data": [
@@ -429,7 +441,8 @@ async def test_transactional_batches_are_refused_for_the_whole_request(h: Harnes
     resp = await call(h.dp.produce, FakeRequest("Produce", 9, body))
     codes = [p["error_code"] for p in resp["responses"][0]["partition_responses"]]
     assert codes == [E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED] * 2
-    assert "transactions" in resp["responses"][0]["partition_responses"][0]["error_message"]
+    assert "transactional id" in resp["responses"][0]["partition_responses"][0]["error_message"]
+    assert h.logs.get("t", 1).log_end_offset == 0
 
 
 async def test_acks_zero_sends_nothing_and_closes_on_error(h: Harness) -> None:

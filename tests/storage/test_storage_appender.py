@@ -310,3 +310,18 @@ async def test_listeners_hear_about_each_write_that_added_data(tmp_path):
     assert heard == [(plog, 4)]
     await appender.close()
     plog.close()
+
+
+async def test_appends_with_different_log_append_times_keep_queue_order(tmp_path):
+    # Produce batches and transaction markers of one partition are queued in the order the
+    # producer state saw them; a write split by log-append time must not reorder them.
+    plog = PartitionLog.open(tmp_path / "t-0", small_config(segment_bytes=10**6))
+    appender = Appender("never")
+    stamps = [5000, None, 5000, 6000, None]
+    results = await asyncio.gather(
+        *(appender.append(plog, rec(i), log_append_time_ms=ts) for i, ts in enumerate(stamps))
+    )
+    assert [base for base, _last in results] == [0, 1, 2, 3, 4]
+    assert [(r[0], r[2]) for r in plog.iter_records()] == [(i, b"k%d" % i) for i in range(5)]
+    await appender.close()
+    plog.close()

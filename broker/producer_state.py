@@ -1,0 +1,368 @@
+"""Per-partition producer state: idempotent sequences, ongoing transactions, aborted transactions.
+
+Theory of operation
+-------------------
+Kafka's ``ProducerStateManager`` (with ``ProducerAppendInfo``'s checks) for one partition. Per
+producer id: its epoch, the metadata of its last five batches (duplicates and sequence checks),
+its coordinator epoch, and the transaction it has open in this partition, if any.
+
+State changes happen when a batch or a marker is *handed to the appender*, on the event-loop
+thread, in the same synchronous step as the checks, so the state follows log order exactly (the
+appender keeps a partition's appends in the order they were queued). What is only known once the
+write is done (offsets) is filled in then:
+
+* a transactional batch that opens a transaction records an ``OpenTxn`` whose first offset is,
+  until the write is done, the log end offset at check time: a lower bound of the real one, so a
+  reader can never be handed the batch as stable while its offset is unknown;
+* a marker detaches the producer's ``OpenTxn`` at once (the producer's next transaction starts
+  afresh, as in Kafka where the marker is appended before the next batch is checked) but the
+  transaction stays *unstable* until the marker is written: only then does the last stable offset
+  move and, for an abort, the aborted transaction (producer id, first offset, marker offset) join
+  the index (Kafka's ``.txnindex``).
+
+The last stable offset is the first offset of the oldest unstable transaction, else the high
+watermark (``UnifiedLog.firstUnstableOffset``), never below the log start offset.
+
+After a restart the state is rebuilt from the batch headers of the whole log (``from_batches``):
+data batches replay the sequences, transactional ones open transactions, markers close them and
+aborts rebuild the aborted index; what is still open at the end holds the LSO until the
+coordinator's marker comes. Producers idle for ``producer.id.expiration.ms`` are dropped, except
+those with an open transaction (Kafka's ``isProducerExpired``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+from collections import deque
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from groupd.protocol.errors import ErrorCode
+from groupd.storage import PartitionLog
+from groupd.storage import records as rec
+from groupd.storage.markers import read_end_txn_marker
+
+__all__ = [
+    "AbortedTxn",
+    "BatchMeta",
+    "OpenTxn",
+    "PartitionProducers",
+    "ProducerEntry",
+    "last_sequence",
+    "scan_producers",
+]
+
+INT32_MAX = 2**31 - 1
+CACHED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+
+
+def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
+    """Kafka's DefaultRecordBatch.incrementSequence: sequences wrap from INT32_MAX to 0."""
+    if base_sequence > INT32_MAX - last_offset_delta:
+        return last_offset_delta - (INT32_MAX - base_sequence) - 1
+    return base_sequence + last_offset_delta
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class AbortedTxn(NamedTuple):
+    """An entry of Kafka's transaction index: ``last_offset`` is the ABORT marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+class OpenTxn:
+    """A transaction that is not stable yet: open, or closed by a marker still being written."""
+
+    __slots__ = ("first_offset", "pending", "producer_id", "provisional")
+
+    def __init__(self, producer_id: int, first_offset: int, provisional: bool) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.provisional = provisional  # first_offset is a lower bound until the batch is written
+        self.pending = 0  # its batches being written
+
+
+class BatchMeta:
+    __slots__ = ("first_offset", "first_seq", "last_offset", "last_seq", "pending", "timestamp", "txn")
+
+    def __init__(
+        self,
+        first_seq: int,
+        last_seq: int,
+        first_offset: int = -1,
+        last_offset: int = -1,
+        timestamp: int = -1,
+        pending: asyncio.Future[Any] | None = None,
+    ) -> None:
+        self.first_seq = first_seq
+        self.last_seq = last_seq
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.timestamp = timestamp
+        self.pending = pending
+        self.txn: OpenTxn | None = None
+
+
+class ProducerEntry:
+    __slots__ = ("batches", "coordinator_epoch", "epoch", "last_ms", "last_timestamp", "txn")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.batches: deque[BatchMeta] = deque(maxlen=CACHED_BATCHES)
+        self.last_ms = -1  # wall clock of the last append (expiry)
+        self.last_timestamp = -1  # the newest batch or marker timestamp (DescribeProducers)
+        self.coordinator_epoch = -1
+        self.txn: OpenTxn | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        # ProducerStateEntry.maybeUpdateProducerEpoch: a new epoch forgets the old one's batches.
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.batches.clear()
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+class PartitionProducers:
+    """The producer state of one partition (module docstring)."""
+
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+        self.unstable: list[OpenTxn] = []
+        self.aborted: list[AbortedTxn] = []  # ordered by last_offset (markers are appended in order)
+
+    # --- data batches -----------------------------------------------------------------------------
+    def check(
+        self, pid: int, epoch: int, first_seq: int, last_seq: int, transactional: bool = False
+    ) -> tuple[int, str | None, BatchMeta | None]:
+        """(error code, message, duplicate) for a batch about to be appended (ProducerAppendInfo's
+        checkProducerEpoch, checkSequence, then the transaction-state check of appendDataBatch)."""
+        e = self.producers.get(pid)
+        if e is None:
+            return ErrorCode.NONE, None, None
+        if epoch < e.epoch:
+            return (
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"Epoch of producer {pid} at offset -1 is {epoch}, which is smaller than the last seen epoch {e.epoch}",
+                None,
+            )
+        if epoch == e.epoch:
+            for m in e.batches:
+                if m.first_seq == first_seq and m.last_seq == last_seq:
+                    return ErrorCode.NONE, None, m
+            if not _in_sequence(e.last_seq, first_seq):
+                return (
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"Out of order sequence number for producer {pid}: {first_seq} (incoming seq. number), "
+                    f"{e.last_seq} (current end sequence number)",
+                    None,
+                )
+        elif first_seq != 0:
+            return (
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"Invalid sequence number for new epoch of producer {pid}: {epoch} (request epoch), "
+                f"{first_seq} (seq. number), {e.epoch} (current producer epoch)",
+                None,
+            )
+        if e.txn is not None and not transactional:
+            return (
+                ErrorCode.INVALID_TXN_STATE,
+                f"Expected transactional write from producer {pid}",
+                None,
+            )
+        return ErrorCode.NONE, None, None
+
+    def has_ongoing_transaction(self, pid: int, epoch: int) -> bool:
+        """UnifiedLog.hasOngoingTransaction: no KIP-890 verification is needed then."""
+        e = self.producers.get(pid)
+        return e is not None and e.txn is not None and e.epoch == epoch
+
+    def record(
+        self,
+        pid: int,
+        epoch: int,
+        meta: BatchMeta,
+        now_ms: int,
+        *,
+        transactional: bool = False,
+        end_offset: int = -1,
+    ) -> None:
+        """Apply a checked batch; ``end_offset`` (the log end offset now) bounds the first offset
+        of a transaction it opens until the write tells the real one."""
+        e = self.producers.get(pid)
+        if e is None:
+            e = self.producers[pid] = ProducerEntry(epoch)
+        e.set_epoch(epoch)
+        e.batches.append(meta)
+        e.last_ms = max(e.last_ms, now_ms)
+        e.last_timestamp = max(e.last_timestamp, meta.timestamp)
+        if transactional:
+            if e.txn is None:
+                provisional = meta.first_offset < 0
+                e.txn = OpenTxn(pid, end_offset if provisional else meta.first_offset, provisional)
+                self.unstable.append(e.txn)
+            meta.txn = e.txn
+            if meta.first_offset < 0:
+                e.txn.pending += 1
+
+    def written(self, meta: BatchMeta, base: int, last: int) -> None:
+        meta.first_offset, meta.last_offset = base, last
+        meta.pending = None
+        t = meta.txn
+        if t is not None:
+            t.pending -= 1
+            if t.provisional:
+                # The first successful write of the transaction: appends keep queue order, so no
+                # later batch of it can have a lower offset.
+                t.first_offset, t.provisional = base, False
+
+    def forget(self, pid: int, meta: BatchMeta) -> None:
+        """Take back a batch whose append failed, so that its retry is in sequence again."""
+        meta.pending = None
+        t = meta.txn
+        e = self.producers.get(pid)
+        if t is not None:
+            t.pending -= 1
+            if t.provisional and t.pending == 0:
+                # Nothing of the transaction reached the log: it is not open here after all.
+                self._drop_unstable(t)
+                if e is not None and e.txn is t:
+                    e.txn = None
+        if e is None:
+            return
+        with contextlib.suppress(ValueError):
+            e.batches.remove(meta)
+        if not e.batches and e.txn is None and e.coordinator_epoch < 0:
+            del self.producers[pid]
+
+    # --- markers ----------------------------------------------------------------------------------
+    def check_marker(self, pid: int, epoch: int, coordinator_epoch: int) -> tuple[int, str | None]:
+        """ProducerAppendInfo.appendEndTxnMarker's checks (transaction version 0/1)."""
+        e = self.producers.get(pid)
+        if e is None:
+            return ErrorCode.NONE, None
+        if epoch < e.epoch:
+            return (
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"Epoch of producer {pid} is {epoch}, which is < the last seen epoch {e.epoch} (TV1)",
+            )
+        if coordinator_epoch < e.coordinator_epoch:
+            return (
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"Invalid coordinator epoch for producerId {pid}: {coordinator_epoch} (zombie), "
+                f"{e.coordinator_epoch} (current)",
+            )
+        return ErrorCode.NONE, None
+
+    def begin_marker(self, pid: int, epoch: int, coordinator_epoch: int, timestamp: int) -> OpenTxn | None:
+        """Apply a checked marker as it is queued: the producer's transaction here ends (it stays
+        unstable until ``marker_written``). Returns that transaction (None: nothing was open)."""
+        e = self.producers.get(pid)
+        if e is None:
+            e = self.producers[pid] = ProducerEntry(epoch)
+        e.set_epoch(epoch)
+        e.coordinator_epoch = coordinator_epoch
+        e.last_timestamp = max(e.last_timestamp, timestamp)
+        t, e.txn = e.txn, None
+        return t
+
+    def marker_written(self, txn: OpenTxn | None, committed: bool, offset: int) -> AbortedTxn | None:
+        if txn is None:
+            return None  # ProducerAppendInfo: a marker without data leaves no index entry
+        self._drop_unstable(txn)
+        if committed:
+            return None
+        entry = AbortedTxn(txn.producer_id, txn.first_offset, offset)
+        self.aborted.append(entry)
+        return entry
+
+    def marker_failed(self, pid: int, txn: OpenTxn | None) -> None:
+        """The marker is not in the log: its transaction is open again (the coordinator retries)."""
+        e = self.producers.get(pid)
+        if txn is not None and e is not None and e.txn is None:
+            e.txn = txn
+
+    def _drop_unstable(self, txn: OpenTxn) -> None:
+        with contextlib.suppress(ValueError):
+            self.unstable.remove(txn)
+
+    # --- reads ------------------------------------------------------------------------------------
+    def first_unstable_offset(self) -> int | None:
+        return min((t.first_offset for t in self.unstable), default=None)
+
+    def last_stable_offset(self, high_watermark: int, log_start: int = 0) -> int:
+        first = self.first_unstable_offset()
+        if first is None:
+            return high_watermark
+        return min(max(first, log_start), high_watermark)
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """TransactionIndex.collectAbortedTxns over the whole log: the aborted transactions that
+        overlap [fetch_offset, upper_bound)."""
+        i = bisect.bisect_left(self.aborted, fetch_offset, key=lambda a: a.last_offset)
+        return [a for a in self.aborted[i:] if a.first_offset < upper_bound]
+
+    def truncate_head(self, log_start: int) -> None:
+        """Retention / DeleteRecords: index entries wholly below the log start go (Kafka deletes
+        the segments' .txnindex files with them)."""
+        i = bisect.bisect_left(self.aborted, log_start, key=lambda a: a.last_offset)
+        if i:
+            del self.aborted[:i]
+
+    def expire(self, older_than_ms: int) -> int:
+        dead = [
+            pid
+            for pid, e in self.producers.items()
+            if e.last_ms < older_than_ms and e.txn is None and not any(m.pending is not None for m in e.batches)
+        ]
+        for pid in dead:
+            del self.producers[pid]
+        return len(dead)
+
+    # --- rebuild ----------------------------------------------------------------------------------
+    @classmethod
+    def from_batches(cls, batches: Iterable[rec.BatchView], since_ms: int = -1) -> PartitionProducers:
+        """Replay batch headers in log order (ProducerStateManager's recovery from the log)."""
+        self = cls()
+        for v in batches:
+            pid = v.producer_id
+            if pid < 0:
+                continue
+            if v.is_control:
+                marker = read_end_txn_marker(v)
+                if marker is None:
+                    continue
+                txn = self.begin_marker(pid, v.producer_epoch, marker.coordinator_epoch, v.max_timestamp)
+                self.producers[pid].last_ms = max(self.producers[pid].last_ms, v.max_timestamp)
+                self.marker_written(txn, marker.committed, v.base_offset)
+                continue
+            if v.base_sequence < 0:
+                continue
+            meta = BatchMeta(
+                v.base_sequence,
+                last_sequence(v.base_sequence, v.last_offset_delta),
+                v.base_offset,
+                v.last_offset,
+                v.max_timestamp,
+            )
+            self.record(pid, v.producer_epoch, meta, v.max_timestamp, transactional=v.is_transactional)
+        if since_ms >= 0:
+            self.expire(since_ms)
+        return self
+
+
+def scan_producers(plog: PartitionLog, since_ms: int) -> PartitionProducers:
+    """Rebuild a partition's producer state from the headers of all its batches (transactions
+    may span any age; producers idle since before `since_ms` are then dropped)."""
+    if plog.log_start_offset >= plog.log_end_offset:
+        return PartitionProducers()
+    return PartitionProducers.from_batches(plog.iter_batches(plog.log_start_offset), since_ms)
