@@ -1,0 +1,163 @@
+"""Transactions end to end: real transactional producers (confluent-kafka, aiokafka, kafka-python)
+against a real daemon process, read back with read_committed and read_uncommitted consumers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from groupd.ops.kafka_client import KafkaClient
+from tests.support.daemon import GroupdProcess
+
+
+def read_all(bootstrap: str, topic: str, isolation: str, partitions: int = 1, timeout: float = 15.0) -> list[bytes]:
+    """Every value of ``topic`` up to its end, as a consumer at ``isolation`` sees it."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{topic}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"{topic} not read to its end: {len(values)} values so far"
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
+                    continue
+                raise KafkaException(m.error())
+            at_end.discard(m.partition())
+            values.append(m.value())
+    finally:
+        c.close()
+    return values
+
+
+def txn_producer(bootstrap: str, txn_id: str, **extra: Any) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, **extra})
+    p.init_transactions(15)
+    return p
+
+
+def describe(bootstrap: str, txn_id: str) -> dict[str, Any]:
+    """``groupd transactions describe <id> --json``, the operator's view."""
+    out = subprocess.run(
+        [sys.executable, "-m", "groupd", "transactions", "describe", txn_id, "--bootstrap-server", bootstrap, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stderr
+    (d,) = json.loads(out.stdout)
+    return d
+
+
+def wait_state(bootstrap: str, txn_id: str, state: str, timeout: float = 10.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    with KafkaClient(bootstrap) as client:
+        while True:
+            d = client.describe_transaction(txn_id)
+            if d is not None and d.state == state:
+                return describe(bootstrap, txn_id)
+            assert time.monotonic() < deadline, f"{txn_id}: {d}"
+            time.sleep(0.05)
+
+
+def test_confluent_commit_and_abort_read_committed_and_uncommitted(groupd: GroupdProcess, unique: str) -> None:
+    topic, txn_id = f"txn-out-{unique}", f"txn-{unique}"
+    p = txn_producer(groupd.bootstrap, txn_id)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, f"a{i}".encode())
+    p.commit_transaction(15)
+    p.begin_transaction()
+    for i in range(7):
+        p.produce(topic, f"aborted{i}".encode())
+    p.flush(15)  # in the log before the abort: read_uncommitted consumers will see them
+    p.abort_transaction(15)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, f"b{i}".encode())
+    p.commit_transaction(15)
+
+    committed = read_all(groupd.bootstrap, topic, "read_committed")
+    assert committed == [f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(5)]
+    uncommitted = read_all(groupd.bootstrap, topic, "read_uncommitted")
+    assert sorted(uncommitted) == sorted(committed + [f"aborted{i}".encode() for i in range(7)])
+
+    d = describe(groupd.bootstrap, txn_id)
+    assert (d["state"], d["producer_epoch"], d["partitions"]) == ("CompleteCommit", 0, [])
+    out = subprocess.run(
+        [sys.executable, "-m", "groupd", "transactions", "list", "--bootstrap-server", groupd.bootstrap, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    listed = {t["transactional_id"]: t for t in json.loads(out.stdout)}
+    assert listed[txn_id] == {"transactional_id": txn_id, "producer_id": d["producer_id"], "state": "CompleteCommit"}
+
+
+def test_a_successor_fences_a_producer_that_died_mid_transaction(groupd: GroupdProcess, unique: str) -> None:
+    # TransactionCoordinator.handleInitProducerId over an Ongoing transaction: the epoch is bumped,
+    # the open transaction aborted, and the old producer can no longer commit
+    topic, txn_id = f"txn-fence-{unique}", f"txn-{unique}"
+    old = txn_producer(groupd.bootstrap, txn_id)
+    old.begin_transaction()
+    for i in range(20):
+        old.produce(topic, f"zombie{i}".encode())
+    old.flush(15)
+    assert describe(groupd.bootstrap, txn_id)["state"] == "Ongoing"
+
+    new = txn_producer(groupd.bootstrap, txn_id)
+    d = wait_state(groupd.bootstrap, txn_id, "CompleteAbort")
+    assert d["producer_epoch"] == 2  # +1 for the fence, +1 for the successor's own epoch
+    with pytest.raises(KafkaException) as raised:
+        old.commit_transaction(15)
+    assert raised.value.args[0].fatal()
+    new.begin_transaction()
+    new.produce(topic, b"successor")
+    new.commit_transaction(15)
+    assert read_all(groupd.bootstrap, topic, "read_committed") == [b"successor"]
+    assert len(read_all(groupd.bootstrap, topic, "read_uncommitted")) == 21
+
+
+def test_a_hung_transaction_is_aborted_after_its_timeout(groupd: GroupdProcess, unique: str) -> None:
+    # TransactionCoordinator.abortTimedOutTransactions
+    topic, txn_id = f"txn-hung-{unique}", f"txn-{unique}"
+    p = txn_producer(groupd.bootstrap, txn_id, **{"transaction.timeout.ms": 1000})
+    p.begin_transaction()
+    p.produce(topic, b"never")
+    p.flush(15)
+    t0 = time.monotonic()
+    d = wait_state(groupd.bootstrap, txn_id, "CompleteAbort", timeout=10)
+    assert time.monotonic() - t0 < 3
+    assert d["producer_epoch"] == 1  # bumped by the abort: the producer is fenced
+    with pytest.raises(KafkaException):
+        p.commit_transaction(15)
+    assert read_all(groupd.bootstrap, topic, "read_committed") == []
+
+
+def test_a_timeout_above_the_maximum_is_refused(groupd: GroupdProcess, unique: str) -> None:
+    # validateTransactionTimeoutMs: transaction.max.timeout.ms (900000 by default)
+    p = Producer(
+        {"bootstrap.servers": groupd.bootstrap, "transactional.id": f"txn-{unique}", "transaction.timeout.ms": 900_001}
+    )
+    with pytest.raises(KafkaException) as raised:
+        p.init_transactions(15)
+    assert raised.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
