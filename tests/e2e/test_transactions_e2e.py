@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-
 from groupd.ops.kafka_client import KafkaClient
+
 from tests.support.daemon import GroupdProcess
 
 
@@ -124,9 +124,9 @@ def test_a_successor_fences_a_producer_that_died_mid_transaction(groupd: GroupdP
     old.flush(15)
     assert describe(groupd.bootstrap, txn_id)["state"] == "Ongoing"
 
-    new = txn_producer(groupd.bootstrap, txn_id)
-    d = wait_state(groupd.bootstrap, txn_id, "CompleteAbort")
-    assert d["producer_epoch"] == 2  # +1 for the fence, +1 for the successor's own epoch
+    new = txn_producer(groupd.bootstrap, txn_id)  # answered once the fenced transaction is aborted
+    d = describe(groupd.bootstrap, txn_id)
+    assert (d["state"], d["producer_epoch"]) == ("Empty", 2)  # +1 for the fence, +1 for the successor
     with pytest.raises(KafkaException) as raised:
         old.commit_transaction(15)
     assert raised.value.args[0].fatal()
