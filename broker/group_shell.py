@@ -33,6 +33,8 @@ from groupd.protocol.errors import ErrorCode
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog, StorageError
+from groupd.storage.markers import end_txn_marker_batch
+from groupd.storage.records import build_batch
 
 log = structlog.get_logger("groupd.groups")
 limited_log = LogLimiter(log)
@@ -67,6 +69,19 @@ class LoadProgress:
 # Deadlines fire outside any request: without a context of their own, the timer would run in the
 # context of whichever request armed it and its log events would carry that request's client_id.
 _TIMER_CONTEXT = contextvars.Context()
+
+
+class _Reply:
+    """The ``ctx`` of a call made by another part of the node (not a client): its answer resolves a future."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[dict[str, Any]]) -> None:
+        self.future = future
+
+    def respond(self, response: dict[str, Any]) -> None:
+        if not self.future.done():
+            self.future.set_result(response)
 
 
 class GroupShell:
@@ -158,8 +173,22 @@ class GroupShell:
         try:
             plog = self.partition_logs(append.partition)
             now = self.clock()
-            records = [(k, v, (), now) for k, v in encode_records(append.records)]
-            await self.appender.append(plog, records)
+            if append.marker is not None:
+                committed, coordinator_epoch = append.marker
+                await self.appender.append(
+                    plog,
+                    end_txn_marker_batch(append.producer_id, append.producer_epoch, committed, coordinator_epoch, now),
+                )
+            elif append.producer_id >= 0:
+                # TxnOffsetCommit: the producer's own transactional batch, never merged with others.
+                records = [(k, v, (), now) for k, v in encode_records(append.records)]
+                batch = build_batch(
+                    records, producer_id=append.producer_id, producer_epoch=append.producer_epoch, transactional=True
+                )
+                await self.appender.append(plog, batch)
+            else:
+                records = [(k, v, (), now) for k, v in encode_records(append.records)]
+                await self.appender.append(plog, records)
         except StorageError as e:
             limited_log.error("offsets_append_failed", key=append.partition, partition=append.partition, error=str(e))
             error = ErrorCode.KAFKA_STORAGE_ERROR
@@ -167,6 +196,29 @@ class GroupShell:
             log.exception("offsets_append_failed", partition=append.partition)
             error = ErrorCode.KAFKA_STORAGE_ERROR
         self.apply(self.core.append_done(self.clock(), append.token, error))
+
+    # --- transactions -----------------------------------------------------------------------------
+    async def write_txn_marker(
+        self, partition: int, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int
+    ) -> int:
+        """End ``producer_id``'s transaction in ``__consumer_offsets`` partition ``partition`` (the
+        transaction coordinator's WriteTxnMarkers, Kafka's ``GroupCoordinator.completeTransaction``).
+
+        Returns the Kafka error code: 0 once the marker is durable and the producer's pending
+        offsets of that partition are committed (visible to OffsetFetch) or dropped;
+        NOT_COORDINATOR when this node does not own the partition, COORDINATOR_LOAD_IN_PROGRESS
+        while it loads, INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED for a marker older
+        than what the partition has seen, or the append's error (KAFKA_STORAGE_ERROR). Kafka's
+        KafkaApis.handleWriteTxnMarkersRequest tells the transaction coordinator
+        NOT_LEADER_OR_FOLLOWER for the three coordinator errors (it retries them); that mapping is
+        the caller's."""
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.apply(
+            self.core.write_txn_marker(
+                self.clock(), _Reply(fut), partition, producer_id, producer_epoch, committed, coordinator_epoch
+            )
+        )
+        return int((await fut)["error_code"])
 
     # --- time -------------------------------------------------------------------------------------
     def _arm(self) -> None:

@@ -66,6 +66,7 @@ HANDLED_APIS = (
     "OffsetCommit",
     "OffsetFetch",
     "OffsetDelete",
+    "TxnOffsetCommit",
     "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe",
 )
@@ -81,6 +82,8 @@ class _PendingAppend:
     # consumer-group (KIP-848) records are applied when produced, as Kafka's runtime does (see
     # _consumer_heartbeat); the others when durable
     applied: bool = False
+    producer: tuple[int, int] | None = None  # (id, epoch) of a transactional batch
+    marker: tuple[bool, int] | None = None  # (committed, coordinator epoch) of an end marker
 
 
 def _hb_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -192,7 +195,15 @@ class GroupCoordinator:
         if pending is None:
             raise KeyError(f"unknown append token {token}")
         if error is None:
-            if not pending.applied:
+            if pending.marker is not None:
+                assert pending.producer is not None
+                pid, epoch = pending.producer
+                self.replay_end_txn_marker(pending.partition, pid, epoch, *pending.marker)
+            elif pending.producer is not None:
+                pid, epoch = pending.producer
+                for key, value in pending.records:
+                    self.replay_transactional(key, value, pid, epoch)
+            elif not pending.applied:
                 for key, value in pending.records:
                     self.replay(key, value)
             pending.on_done(None)
@@ -265,6 +276,78 @@ class GroupCoordinator:
         else:
             raise TypeError(f"not a __consumer_offsets record key: {key!r}")
 
+    def replay_transactional(
+        self, key: RecordKey, value: RecordValue | None, producer_id: int, producer_epoch: int
+    ) -> None:
+        """Apply one durable record of a transactional batch (``GroupCoordinatorShard.replay`` with a
+        producer id): offset commits become pending for the producer; other records (Kafka writes
+        none transactionally) replay as usual."""
+        if isinstance(key, OffsetCommitKey):
+            assert value is None or isinstance(value, OffsetCommitValue)
+            self.offset_manager.replay_transactional(
+                self.partition_for(key.group), key, value, producer_id, producer_epoch
+            )
+        else:
+            self.replay(key, value)
+
+    def replay_end_txn_marker(
+        self, partition: int, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int = -1
+    ) -> None:
+        """Apply a durable end-transaction marker of ``__consumer_offsets`` partition ``partition``
+        (``replayEndTransactionMarker``): the producer's pending offsets there commit or vanish."""
+        self.offset_manager.replay_end_txn_marker(
+            partition, self._groups_with_pending_of, producer_id, producer_epoch, committed, coordinator_epoch
+        )
+
+    def _groups_with_pending_of(self, partition: int) -> list[str]:
+        n = self.config.num_offsets_partitions
+        return [g for g in self.offset_manager.open_txns if partition_for(g, n) == partition]
+
+    def write_txn_marker(
+        self,
+        now_ms: int,
+        ctx: Any,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+    ) -> Result:
+        """The transaction coordinator ends ``producer_id``'s transaction in ``__consumer_offsets``
+        partition ``partition`` (Kafka's WriteTxnMarkers to a group coordinator partition,
+        ``GroupCoordinatorService.completeTransaction``). ``ctx`` is answered ``{"error_code": ...}``
+        once the marker is durable and replayed (0), or at once with the reason it is not written."""
+        self._begin(now_ms)
+        code = err.NONE
+        if not self.ownership.is_local(partition):
+            code = err.NOT_COORDINATOR
+        elif partition in self._loading:
+            code = err.COORDINATOR_LOAD_IN_PROGRESS
+        else:
+            seen = self.offset_manager.producers.get((partition, producer_id))
+            if seen is not None and producer_epoch < seen[0]:
+                code = err.INVALID_PRODUCER_EPOCH  # ProducerAppendInfo.checkProducerEpoch
+            elif seen is not None and coordinator_epoch < seen[1]:
+                code = err.TRANSACTION_COORDINATOR_FENCED  # ProducerAppendInfo.appendEndTxnMarker
+        if code:
+            self._respond(ctx, {"error_code": code})
+            return self._finish()
+
+        def done(error: int | None) -> None:
+            self._respond(ctx, {"error_code": error or err.NONE})
+
+        self.log.info(
+            "txn_marker_writing",
+            partition=partition,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            result="commit" if committed else "abort",
+        )
+        self._append_to_partition(
+            partition, [], done, producer=(producer_id, producer_epoch), marker=(committed, coordinator_epoch)
+        )
+        return self._finish()
+
     @property
     def offsets(self) -> Offsets:
         """Committed offsets: group -> (topic, partition) -> value (the offset manager's)."""
@@ -279,6 +362,8 @@ class GroupCoordinator:
         for store in (self.group_records, self.offsets, self.consumer.groups.groups):
             for gid in [g for g in store if partition_for(g, n) == partition]:
                 del store[gid]
+        self.offset_manager.forget_groups(self._groups_with_pending_of(partition))
+        self.offset_manager.forget_partition_producers(partition)
 
     def end_load(self, partition: int, now_ms: int | None = None) -> Result:
         """Bring the groups of a loaded partition to life, as Kafka's loader does."""
@@ -287,6 +372,8 @@ class GroupCoordinator:
         n = self.config.num_offsets_partitions
         gids = {g for g in self.group_records if partition_for(g, n) == partition}
         gids |= {g for g in self.offsets if partition_for(g, n) == partition}
+        # OffsetMetadataManager.replay creates the simple group of a pending transactional offset too.
+        gids |= set(self._groups_with_pending_of(partition))
         gids -= set(self.consumer.groups.groups)  # a consumer group's offsets make no classic group
         for gid in sorted(gids):
             if gid not in self.groups:
@@ -336,17 +423,33 @@ class GroupCoordinator:
         self._out.responses.append((ctx, response))
 
     def _append(
-        self, group_id: str, records: list[Record], on_done: Callable[[int | None], None], *, applied: bool = False
+        self,
+        group_id: str,
+        records: list[Record],
+        on_done: Callable[[int | None], None],
+        *,
+        applied: bool = False,
+        producer: tuple[int, int] | None = None,
     ) -> None:
-        self._append_to_partition(self.partition_for(group_id), records, on_done, applied=applied)
+        self._append_to_partition(self.partition_for(group_id), records, on_done, applied=applied, producer=producer)
 
     def _append_to_partition(
-        self, partition: int, records: list[Record], on_done: Callable[[int | None], None], *, applied: bool = False
+        self,
+        partition: int,
+        records: list[Record],
+        on_done: Callable[[int | None], None],
+        *,
+        applied: bool = False,
+        producer: tuple[int, int] | None = None,
+        marker: tuple[bool, int] | None = None,
     ) -> None:
         token = self._next_token
         self._next_token += 1
-        self._pending[token] = _PendingAppend(partition, records, on_done, applied)
-        self._out.appends.append(Append(token, partition, records))
+        self._pending[token] = _PendingAppend(partition, records, on_done, applied, producer, marker)
+        if producer is None:
+            self._out.appends.append(Append(token, partition, records))
+        else:
+            self._out.appends.append(Append(token, partition, records, producer[0], producer[1], marker))
 
     def _route_error(self, group_id: str) -> int:
         p = self.partition_for(group_id)
@@ -431,7 +534,9 @@ class GroupCoordinator:
 
     def _restore_group(self, group_id: str) -> None:
         """Undo an in-memory removal whose tombstone could not be written."""
-        if group_id not in self.groups and (group_id in self.group_records or group_id in self.offsets):
+        if group_id not in self.groups and (
+            group_id in self.group_records or group_id in self.offsets or self.offset_manager.has_pending(group_id)
+        ):
             self._materialize(group_id)
 
     # ==========================================================================================
@@ -1729,4 +1834,5 @@ class GroupCoordinator:
         "OffsetCommit": lambda self, v, req, ctx, _cid, _host: self.offset_manager.commit(v, req, ctx),
         "OffsetFetch": lambda self, v, req, ctx, _cid, _host: self.offset_manager.fetch(v, req, ctx),
         "OffsetDelete": lambda self, v, req, ctx, _cid, _host: self.offset_manager.delete(v, req, ctx),
+        "TxnOffsetCommit": lambda self, v, req, ctx, _cid, _host: self.offset_manager.commit_transactional(v, req, ctx),
     }

@@ -1,7 +1,18 @@
-"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and retention (Kafka's OffsetMetadataManager).
+"""Committed offsets: OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete and retention (Kafka's
+OffsetMetadataManager).
 
 Offsets are persisted state only: a commit becomes visible to OffsetFetch when its record is
 durable and replayed, and is acknowledged to the committer at that moment too.
+
+Transactional commits (TxnOffsetCommit, exactly-once consume-transform-produce) are written in a
+transactional batch carrying the producer id and epoch. Replayed, they are *pending*: kept per
+producer id, invisible to OffsetFetch (which answers the last committed offset, or
+UNSTABLE_OFFSET_COMMIT when the fetch requires stable offsets). The transaction coordinator ends
+the transaction with a marker in the same ``__consumer_offsets`` partition: COMMIT moves that
+producer's pending offsets of the partition's groups into the committed ones, ABORT drops them
+(``replayEndTransactionMarker``). A pending offset older than a later plain commit of the same
+partition is not materialized: Kafka keeps "the most recent committed offset" by record offset;
+here the replay order (the log order within a partition) stands for the record offset.
 
 The group coordinator holds an ``OffsetManager`` and hands it itself as the ``GroupHost``: what
 offsets need of groups (is this member of this generation, route this append, answer this request)
@@ -23,6 +34,27 @@ from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Recor
 from .routing import PartitionOwnership
 
 Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
+TopicPartition = tuple[str, int]
+
+
+class PendingOffset:
+    """One pending transactional offset: its value, its place in the replay order, and whether a
+    later commit of the same partition makes it stale (then a COMMIT marker skips it)."""
+
+    __slots__ = ("seq", "stale", "value")
+
+    def __init__(self, value: OffsetCommitValue, seq: int) -> None:
+        self.value = value
+        self.seq = seq
+        self.stale = False
+
+    def __eq__(self, other: object) -> bool:
+        # The replay position is relative (a reload numbers records afresh); what it decides is
+        # the staleness, which is compared.
+        return isinstance(other, PendingOffset) and (self.value, self.stale) == (other.value, other.stale)
+
+    def __repr__(self) -> str:
+        return f"PendingOffset({self.value!r}, stale={self.stale})"
 
 
 class GroupHost(Protocol):
@@ -40,7 +72,14 @@ class GroupHost(Protocol):
 
     def partition_for(self, group_id: str) -> int: ...
     def _respond(self, ctx: Any, response: dict[str, Any]) -> None: ...
-    def _append(self, group_id: str, records: list[Record], on_done: Callable[[int | None], None]) -> None: ...
+    def _append(
+        self,
+        group_id: str,
+        records: list[Record],
+        on_done: Callable[[int | None], None],
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None: ...
     def _append_to_partition(
         self, partition: int, records: list[Record], on_done: Callable[[int | None], None]
     ) -> None: ...
@@ -54,15 +93,20 @@ class GroupHost(Protocol):
     def _delete_consumer_group(self, group_id: str, reason: str) -> None: ...
 
 
-def consumer_commit_error(group: ConsumerGroup, v: int, member_epoch: int, member_id: str) -> int:
+def consumer_commit_error(
+    group: ConsumerGroup, v: int, member_epoch: int, member_id: str, *, transactional: bool = False
+) -> int:
     """``ConsumerGroup.validateOffsetCommit``: without an epoch only an empty group takes commits (admin
     tools, consumers managing their own partitions); otherwise the member must exist, speak
-    OffsetCommit v9+ (KIP-848 members), and commit at its current epoch (STALE_MEMBER_EPOCH)."""
+    OffsetCommit v9+ (KIP-848 members; any TxnOffsetCommit version), and commit at its current epoch
+    (STALE_MEMBER_EPOCH, which ``validateTransactionalOffsetCommit`` answers as ILLEGAL_GENERATION)."""
     if member_epoch < 0 and not group.members:
         return err.NONE
     member = group.members.get(member_id)
     if member is None:
         return err.UNKNOWN_MEMBER_ID
+    if transactional:
+        return err.ILLEGAL_GENERATION if member_epoch != member.member_epoch else err.NONE
     if v < 9:
         return err.UNSUPPORTED_VERSION
     return err.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else err.NONE
@@ -78,6 +122,15 @@ class OffsetManager:
         # Partitions of deleted topics whose offsets wait for a __consumer_offsets partition to
         # finish loading: __consumer_offsets partition -> topic -> partition indexes.
         self.deleted_while_loading: dict[int, dict[str, set[int]]] = {}
+        # Persisted too (replay only): Kafka's pendingTransactionalOffsets, producer id -> group ->
+        # partition -> pending offset, and its openTransactions index, group -> partition ->
+        # producer ids with a pending offset there.
+        self.pending: dict[int, dict[str, dict[TopicPartition, PendingOffset]]] = {}
+        self.open_txns: dict[str, dict[TopicPartition, set[int]]] = {}
+        # The producer state of each __consumer_offsets partition (what Kafka's log keeps in its
+        # ProducerStateManager): (partition, producer id) -> [epoch, coordinator epoch] last seen.
+        self.producers: dict[tuple[int, int], list[int]] = {}
+        self._seq = 0
 
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         """Apply one durable offset record (a commit, or a tombstone when ``value`` is None)."""
@@ -86,14 +139,123 @@ class OffsetManager:
             if group_offsets is None:
                 group_offsets = self.offsets[key.group] = {}
             group_offsets[(key.topic, key.partition)] = value
-        elif group_offsets is not None:
-            group_offsets.pop((key.topic, key.partition), None)
-            if not group_offsets:
-                del self.offsets[key.group]
+            if self.open_txns:
+                self._supersede(key.group, (key.topic, key.partition), None)
+        else:
+            if group_offsets is not None:
+                group_offsets.pop((key.topic, key.partition), None)
+                if not group_offsets:
+                    del self.offsets[key.group]
+            if self.open_txns:
+                self._drop_pending(key.group, (key.topic, key.partition))
+
+    def replay_transactional(
+        self, partition: int, key: OffsetCommitKey, value: OffsetCommitValue | None, producer_id: int, epoch: int
+    ) -> None:
+        """Apply one offset record of a transactional batch (``OffsetMetadataManager.replay`` with a
+        producer id): a value becomes pending for that producer; a tombstone acts as any other."""
+        self._seen_producer(partition, producer_id, epoch, None)
+        if value is None:
+            return self.replay(key, None)
+        gid, tp = key.group, (key.topic, key.partition)
+        self._seq += 1
+        self.pending.setdefault(producer_id, {}).setdefault(gid, {})[tp] = PendingOffset(value, self._seq)
+        self.open_txns.setdefault(gid, {}).setdefault(tp, set()).add(producer_id)
+
+    def replay_end_txn_marker(
+        self,
+        partition: int,
+        groups_of: Callable[[int], Iterable[str]],
+        producer_id: int,
+        epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+    ) -> None:
+        """``replayEndTransactionMarker`` for one ``__consumer_offsets`` partition: the producer's
+        pending offsets of that partition's groups are committed or dropped."""
+        self._seen_producer(partition, producer_id, epoch, coordinator_epoch)
+        by_group = self.pending.get(producer_id)
+        if not by_group:
+            return
+        for gid in [g for g in groups_of(partition) if g in by_group]:
+            for tp, entry in by_group.pop(gid).items():
+                self._close_txn(gid, tp, producer_id)
+                if committed and not entry.stale:
+                    self.offsets.setdefault(gid, {})[tp] = entry.value
+                    self._supersede(gid, tp, entry.seq)
+        if not by_group:
+            del self.pending[producer_id]
+
+    def _seen_producer(self, partition: int, producer_id: int, epoch: int, coordinator_epoch: int | None) -> None:
+        state = self.producers.get((partition, producer_id))
+        if state is None:
+            self.producers[(partition, producer_id)] = [epoch, -1 if coordinator_epoch is None else coordinator_epoch]
+            return
+        state[0] = max(state[0], epoch)
+        if coordinator_epoch is not None:
+            state[1] = max(state[1], coordinator_epoch)
+
+    def _supersede(self, gid: str, tp: TopicPartition, seq: int | None) -> None:
+        """A commit of ``tp`` became visible: pending offsets written before it (all of them for a
+        plain commit, ``seq`` None) must not overwrite it when their transaction commits."""
+        pids = self.open_txns.get(gid, {}).get(tp)
+        for pid in pids or ():
+            entry = self.pending[pid][gid][tp]
+            if seq is None or entry.seq < seq:
+                entry.stale = True
+
+    def _drop_pending(self, gid: str, tp: TopicPartition) -> None:
+        """A tombstone removes the partition's pending offsets too (of every open transaction)."""
+        by_tp = self.open_txns.get(gid)
+        pids = by_tp.pop(tp, None) if by_tp is not None else None
+        if not pids:
+            return
+        if not by_tp:
+            del self.open_txns[gid]
+        for pid in pids:
+            by_group = self.pending[pid]
+            entries = by_group[gid]
+            del entries[tp]
+            if not entries:
+                del by_group[gid]
+                if not by_group:
+                    del self.pending[pid]
+
+    def _close_txn(self, gid: str, tp: TopicPartition, producer_id: int) -> None:
+        by_tp = self.open_txns[gid]
+        pids = by_tp[tp]
+        pids.discard(producer_id)
+        if not pids:
+            del by_tp[tp]
+            if not by_tp:
+                del self.open_txns[gid]
+
+    def forget_groups(self, gids: Iterable[str]) -> None:
+        """Drop the pending offsets of these groups (their partition is about to be reloaded)."""
+        for gid in gids:
+            self.open_txns.pop(gid, None)
+            for pid in list(self.pending):
+                by_group = self.pending[pid]
+                by_group.pop(gid, None)
+                if not by_group:
+                    del self.pending[pid]
+
+    def forget_partition_producers(self, partition: int) -> None:
+        for k in [k for k in self.producers if k[0] == partition]:
+            del self.producers[k]
+
+    def has_pending(self, group_id: str, tp: TopicPartition | None = None) -> bool:
+        """``hasPendingTransactionalOffsets`` (of one partition, or of any when ``tp`` is None)."""
+        by_tp = self.open_txns.get(group_id)
+        return bool(by_tp) if tp is None else bool(by_tp and tp in by_tp)
 
     def keys_of(self, group_id: str) -> set[tuple[str, int]]:
-        """Every partition the group has an offset for, durable or being written."""
-        return set(self.offsets.get(group_id, ())) | set(self.inflight.get(group_id, ()))
+        """Every partition the group has an offset for, durable, pending or being written."""
+        return (
+            set(self.offsets.get(group_id, ()))
+            | set(self.inflight.get(group_id, ()))
+            | set(self.open_txns.get(group_id, ()))
+        )
 
     # ------------------------------------------------------------------------------------------
     # OffsetCommit
@@ -162,13 +324,26 @@ class OffsetManager:
         response = {"throttle_time_ms": 0, "topics": resp_topics}
         if not records:
             return self.host._respond(ctx, response)
-
-        inflight = self.inflight.setdefault(gid, Counter())
-        inflight.update(keys)
         if self.host._debug_enabled():  # README: --log-level debug shows every commit
             self.host.log.debug(
                 "offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records)
             )
+        self._write_commits(gid, records, keys, ok_partitions, response, ctx, None)
+
+    def _write_commits(
+        self,
+        gid: str,
+        records: list[Record],
+        keys: list[tuple[str, int]],
+        ok_partitions: list[dict[str, Any]],
+        response: dict[str, Any],
+        ctx: Any,
+        producer: tuple[int, int] | None,
+    ) -> None:
+        """Append the commit records (transactionally when ``producer`` is given) and answer once
+        they are durable; until then the group counts them as in flight (it is not deleted under them)."""
+        inflight = self.inflight.setdefault(gid, Counter())
+        inflight.update(keys)
 
         def done(error: int | None) -> None:
             counter = self.inflight.get(gid)
@@ -189,7 +364,129 @@ class OffsetManager:
                     entry["error_code"] = code
             self.host._respond(ctx, response)
 
-        self.host._append(gid, records, done)
+        self.host._append(gid, records, done, producer=producer)
+
+    # ------------------------------------------------------------------------------------------
+    # TxnOffsetCommit
+    # ------------------------------------------------------------------------------------------
+
+    def commit_transactional(self, v: int, req: dict[str, Any], ctx: Any) -> None:
+        """``KafkaApis.handleTxnOffsetCommitRequest`` + ``GroupCoordinatorService.commitTransactionalOffsets``
+        + ``OffsetMetadataManager.commitTransactionalOffset``: the offsets are written in a
+        transactional batch of the producer and stay pending until the transaction's marker."""
+        gid = req.get("group_id") or ""
+        producer_id = int(req.get("producer_id", -1))
+        producer_epoch = int(req.get("producer_epoch", -1))
+        generation = int(req.get("generation_id", -1)) if v >= 3 else -1
+        member_id = (req.get("member_id") or "") if v >= 3 else ""
+        instance_id = req.get("group_instance_id") if v >= 3 else None
+        topics = req.get("topics") or []
+        topic_partitions = self.host._topic_partitions
+
+        def known(name: str, index: int) -> bool:
+            # KafkaApis answers partitions missing from the metadata itself, before the coordinator.
+            if topic_partitions is None:
+                return True
+            count = topic_partitions(name)
+            return count is not None and 0 <= index < count
+
+        wanted = [(t.get("name") or "", p) for t in topics for p in t.get("partitions") or []]
+        code = err.NONE
+        if any(known(name, int(p.get("partition_index", 0))) for name, p in wanted):
+            code = self._txn_commit_error(gid, producer_id, producer_epoch, generation, member_id, instance_id)
+
+        resp_topics: dict[str, list[dict[str, Any]]] = {}
+        records: list[Record] = []
+        keys: list[tuple[str, int]] = []
+        ok_partitions: list[dict[str, Any]] = []
+        max_metadata = self.host.config.offset_metadata_max_bytes
+        now = self.host._now
+        for name, p in wanted:
+            index = int(p.get("partition_index", 0))
+            entry = {"partition_index": index, "error_code": err.NONE}
+            resp_topics.setdefault(name, []).append(entry)
+            metadata = p.get("committed_metadata")
+            if not known(name, index):
+                entry["error_code"] = err.UNKNOWN_TOPIC_OR_PARTITION
+            elif code:
+                entry["error_code"] = code
+            elif metadata is not None and len(metadata) > max_metadata:
+                entry["error_code"] = err.OFFSET_METADATA_TOO_LARGE
+            else:
+                leader_epoch = int(p.get("committed_leader_epoch", -1)) if v >= 2 else -1
+                value = OffsetCommitValue(
+                    int(p.get("committed_offset", -1)), leader_epoch if leader_epoch >= 0 else -1, metadata or "", now
+                )
+                records.append((OffsetCommitKey(gid, name, index), value))
+                keys.append((name, index))
+                ok_partitions.append(entry)
+        response = {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in resp_topics.items()]}
+        if not records:
+            return self.host._respond(ctx, response)
+        self.host.log.debug(
+            "txn_offset_commit",
+            group=gid,
+            transactional_id=req.get("transactional_id"),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            partitions=len(records),
+        )
+        self._write_commits(gid, records, keys, ok_partitions, response, ctx, (producer_id, producer_epoch))
+
+    def _txn_commit_error(
+        self,
+        gid: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+    ) -> int:
+        if not gid:
+            # GroupCoordinatorService.commitTransactionalOffsets (isGroupIdNotEmpty), unlike OffsetCommit.
+            return err.INVALID_GROUP_ID
+        code = self.host._route_error(gid)
+        if code:
+            return code
+        if producer_id < 0 or producer_epoch < 0:
+            # A transactional batch needs a producer; clients always send theirs (groupd's choice
+            # of answer: Kafka's path for a request without one is not modelled).
+            return err.INVALID_REQUEST
+        code = self._txn_group_error(gid, generation, member_id, instance_id)
+        if code:
+            return code
+        seen = self.producers.get((self.host.partition_for(gid), producer_id))
+        if seen is not None and producer_epoch < seen[0]:
+            # ProducerAppendInfo.checkProducerEpoch when the batch reaches the __consumer_offsets
+            # log: a zombie fenced by a newer epoch (the abort marker of the fence carries it).
+            return err.INVALID_PRODUCER_EPOCH
+        if gid not in self.host.groups and self.host.consumer.group(gid) is None:
+            # validateTransactionalOffsetCommit: a commit without generation creates a simple group.
+            self.host.groups[gid] = ClassicGroup(gid, E, self.host._now)
+            self.host.log.info("simple_group_created", group=gid, generation=0)
+        return err.NONE
+
+    def _txn_group_error(self, gid: str, generation: int, member_id: str, instance_id: str | None) -> int:
+        consumer_group = self.host.consumer.group(gid)
+        if consumer_group is not None:
+            return consumer_commit_error(consumer_group, 5, generation, member_id, transactional=True)
+        group = self.host.groups.get(gid)
+        if group is None:
+            # validateTransactionalOffsetCommit: ILLEGAL_GENERATION whatever the version.
+            return err.NONE if generation < 0 else err.ILLEGAL_GENERATION
+        # ClassicGroup.validateOffsetCommit with isTransactional: no REBALANCE_IN_PROGRESS, no
+        # member needed, and no heartbeat rescheduling (only OffsetCommit keeps a session alive).
+        if group.is_in(D):
+            return err.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.is_in(E):
+            return err.NONE
+        if generation >= 0 or member_id or instance_id is not None:
+            code = self.host._validate_member(group, member_id, instance_id)
+            if code:
+                return code
+            if generation != group.generation:
+                return err.ILLEGAL_GENERATION
+        return err.NONE
 
     def _commit_group_error(self, v: int, gid: str, generation: int, member_id: str, instance_id: str | None) -> int:
         # "" is a valid group id for commits and fetches (GroupCoordinatorService.commitOffsets /
@@ -237,12 +534,13 @@ class OffsetManager:
     # ------------------------------------------------------------------------------------------
 
     def fetch(self, v: int, req: dict[str, Any], ctx: Any) -> None:
+        stable = bool(req.get("require_stable")) if v >= 7 else False
         if v >= 8:
             groups = []
             for g in req.get("groups") or []:
                 gid = g.get("group_id") or ""
                 topics = g.get("topics")
-                code, topics_out = self._fetch_group(gid, topics)
+                code, topics_out = self._fetch_group(gid, topics, stable)
                 if not code and v >= 9:
                     code = self._consumer_fetch_error(gid, g.get("member_id"), g.get("member_epoch", -1))
                     if code:
@@ -252,7 +550,7 @@ class OffsetManager:
 
         gid = req.get("group_id") or ""
         topics = req.get("topics")
-        code, topics_out = self._fetch_group(gid, topics)
+        code, topics_out = self._fetch_group(gid, topics, stable)
         if code and v < 2:
             # No top-level error before v2: the error goes on every requested partition.
             topics_out = [
@@ -294,21 +592,39 @@ class OffsetManager:
             "error_code": code,
         }
 
-    def _fetch_group(self, gid: str, topics: list[dict[str, Any]] | None) -> tuple[int, list[dict[str, Any]]]:
+    def _fetch_group(
+        self, gid: str, topics: list[dict[str, Any]] | None, require_stable: bool = False
+    ) -> tuple[int, list[dict[str, Any]]]:
         code = self.host._route_error(gid)  # "" included (see _commit_group_error)
         if code:
             return code, []
         committed = self.offsets.get(gid, {})
+        # fetchOffsets / fetchAllOffsets with requireStable: a partition with a pending transactional
+        # offset of the group answers UNSTABLE_OFFSET_COMMIT (the client retries until the marker).
+        unstable = self.open_txns.get(gid) if require_stable else None
+        fetched = self._fetched
         if topics is None:
             by_topic: dict[str, list[dict[str, Any]]] = {}
             for (topic, index), value in sorted(committed.items()):
-                by_topic.setdefault(topic, []).append(self._fetched(index, value))
+                if unstable and (topic, index) in unstable:
+                    by_topic.setdefault(topic, []).append(fetched(index, None, err.UNSTABLE_OFFSET_COMMIT))
+                else:
+                    by_topic.setdefault(topic, []).append(fetched(index, value))
             return err.NONE, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
         out = []
         for t in topics:
             name = t.get("name") or ""
             indexes = t.get("partition_indexes") or []
-            out.append({"name": name, "partitions": [self._fetched(i, committed.get((name, i))) for i in indexes]})
+            if unstable:
+                parts = [
+                    fetched(i, None, err.UNSTABLE_OFFSET_COMMIT)
+                    if (name, i) in unstable
+                    else fetched(i, committed.get((name, i)))
+                    for i in indexes
+                ]
+            else:
+                parts = [fetched(i, committed.get((name, i))) for i in indexes]
+            out.append({"name": name, "partitions": parts})
         return err.NONE, out
 
     # ------------------------------------------------------------------------------------------
@@ -360,7 +676,7 @@ class OffsetManager:
                 continue
             for index in indexes:
                 parts.append({"partition_index": index, "error_code": err.NONE})
-                if (name, index) in committed:
+                if (name, index) in committed or self.has_pending(gid, (name, index)):
                     records.append((OffsetCommitKey(gid, name, index), None))
         resp_topics = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
@@ -417,6 +733,10 @@ class OffsetManager:
         for gid, writing in self.inflight.items():
             if gid not in self.offsets and (found := _deleted_keys(wanted, deleted, none, writing)):
                 hits[gid] = found
+        for gid, open_tps in self.open_txns.items():
+            # onTopicsDeleted: the pending transactional offsets of the partitions go too.
+            if found := _deleted_keys(wanted, deleted, open_tps, none):
+                hits[gid] = sorted(set(hits.get(gid, ())) | set(found))
         by_partition: dict[int, list[Record]] = {}
         for gid in sorted(hits):
             p = self.host.partition_for(gid)
@@ -462,7 +782,8 @@ class OffsetManager:
             records.extend(tombstones)
             if tombstones:
                 self.host._glog(group).info("offsets_expired", partitions=len(tombstones))
-            if all_expired and group.is_in(E) and not self.inflight.get(gid):
+            if all_expired and group.is_in(E) and not self.inflight.get(gid) and not self.has_pending(gid):
+                # cleanupExpiredOffsets: not while a transaction has offsets of the group pending.
                 # The group's offset tombstones are already in ``records``; only the group's own.
                 self._delete_group_shell(group)
                 records.append((GroupMetadataKey(gid), None))
@@ -495,7 +816,7 @@ class OffsetManager:
         tombstones: list[Record] = []
         all_expired = True
         for (topic, index), value in sorted(self.offsets.get(gid, {}).items()):
-            if topic in subscribed:
+            if topic in subscribed or self.has_pending(gid, (topic, index)):
                 all_expired = False
                 continue
             if value.expire_timestamp != -1:
@@ -509,7 +830,7 @@ class OffsetManager:
         if tombstones:
             by_partition.setdefault(p, []).extend(tombstones)
             self.host.log.info("offsets_expired", group=gid, partitions=len(tombstones))
-        if all_expired and not group.members and not self.inflight.get(gid):
+        if all_expired and not group.members and not self.inflight.get(gid) and not self.has_pending(gid):
             self.host._delete_consumer_group(gid, "empty and no offsets left")
 
     def _expired_offsets(self, group: ClassicGroup, now: int, retention_ms: int) -> tuple[list[Record], bool]:
@@ -535,7 +856,8 @@ class OffsetManager:
         tombstones: list[Record] = []
         all_expired = True
         for (topic, index), value in sorted(committed.items()):
-            if group.is_subscribed_to_topic(topic):
+            if group.is_subscribed_to_topic(topic) or self.has_pending(gid, (topic, index)):
+                # cleanupExpiredOffsets: an offset with a pending transactional one does not expire yet.
                 all_expired = False
                 continue
             if value.expire_timestamp != -1:

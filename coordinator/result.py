@@ -20,6 +20,12 @@ class Append:
     token: int
     partition: int
     records: list[Record]
+    # A transactional batch of this producer (TxnOffsetCommit) when producer_id >= 0.
+    producer_id: int = -1
+    producer_epoch: int = -1
+    # An end-transaction marker instead of records: (committed, coordinator epoch) of
+    # ``producer_id``'s transaction (``storage.markers.end_txn_marker_batch``).
+    marker: tuple[bool, int] | None = None
 
 
 @dataclass

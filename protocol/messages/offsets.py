@@ -1,6 +1,7 @@
-"""Committed-offset APIs: OffsetCommit, OffsetFetch, OffsetDelete.
+"""Committed-offset APIs: OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit.
 
-Transcribed from Kafka's ``OffsetCommit*.json``, ``OffsetFetch*.json`` and ``OffsetDelete*.json``;
+Transcribed from Kafka's ``OffsetCommit*.json``, ``OffsetFetch*.json``, ``OffsetDelete*.json`` and
+``TxnOffsetCommit*.json``;
 fields that exist only in versions above the ones groupd serves (topic ids, OffsetCommit/OffsetFetch
 v10+) are left out.
 """
@@ -146,6 +147,49 @@ OFFSET_DELETE = api(
     ],
     response=[
         f("error_code", "int16"),
+        f("throttle_time_ms", "int32"),
+        f(
+            "topics",
+            "[]",
+            "0+",
+            f("name", "string"),
+            f("partitions", "[]", "0+", f("partition_index", "int32"), f("error_code", "int16")),
+        ),
+    ],
+)
+
+# v3 adds the member fields (KIP-447); v4 (KIP-890 part 1) and v5 (transaction version 2, the
+# coordinator verifies the transaction itself) change no field, only which errors may be answered.
+TXN_OFFSET_COMMIT = api(
+    28,
+    "TxnOffsetCommit",
+    valid="0-5",
+    flexible="3+",
+    request=[
+        f("transactional_id", "string"),
+        f("group_id", "string"),
+        f("producer_id", "int64"),
+        f("producer_epoch", "int16"),
+        f("generation_id", "int32", "3+", default=-1),
+        f("member_id", "string", "3+", default=""),
+        f("group_instance_id", "string", "3+", nullable="3+", default=None),
+        f(
+            "topics",
+            "[]",
+            "0+",
+            f("name", "string"),
+            f(
+                "partitions",
+                "[]",
+                "0+",
+                f("partition_index", "int32"),
+                f("committed_offset", "int64"),
+                f("committed_leader_epoch", "int32", "2+", default=-1),
+                f("committed_metadata", "string", "0+", nullable="0+"),
+            ),
+        ),
+    ],
+    response=[
         f("throttle_time_ms", "int32"),
         f(
             "topics",

@@ -19,6 +19,7 @@ from groupd.coordinator.consumer_protocol import (
     encode_subscription,
 )
 from groupd.coordinator.group import ClassicGroup
+from groupd.coordinator.result import Append
 
 
 def quiet_logger() -> Any:
@@ -67,7 +68,9 @@ class Shell:
         )
         self.answers: dict[Ctx, dict[str, Any]] = {}
         self.log: list[tuple[int, Record]] = []  # durable records, in append order
-        self.queued: deque[tuple[int, int, list[Record]]] = deque()  # appends not yet completed
+        # Durable appends as batches, in order: what a start-up load reads (producer ids, markers).
+        self.batches: list[Append] = []
+        self.queued: deque[Append] = deque()  # appends not yet completed
         self._ctx = itertools.count(1)
         self.clients: list[Client] = []
 
@@ -78,7 +81,7 @@ class Shell:
             assert ctx not in self.answers, f"{ctx} answered twice"
             self.answers[ctx] = response
         for a in result.appends:
-            self.queued.append((a.token, a.partition, a.records))
+            self.queued.append(a)
         if self.auto_append:
             self.flush()
 
@@ -86,10 +89,11 @@ class Shell:
         """Complete queued appends in order (all of them, or ``count``), successfully unless ``error``."""
         done = 0
         while self.queued and (count is None or done < count):
-            token, partition, records = self.queued.popleft()
+            a = self.queued.popleft()
             if error is None:
-                self.log.extend((partition, r) for r in records)
-            self.absorb(self.coord.append_done(self.now, token, error))
+                self.log.extend((a.partition, r) for r in a.records)
+                self.batches.append(a)
+            self.absorb(self.coord.append_done(self.now, a.token, error))
             done += 1
 
     def send(self, api: str, version: int, request: dict[str, Any], client_id: str = "client") -> Ctx:
@@ -123,9 +127,23 @@ class Shell:
 
     def end_load(self, partition: int) -> None:
         """What the shell's start-up load does after ``begin_load``: replay the log, end the load."""
-        for key, value in self.records():
-            self.coord.replay(key, value)
+        if self.batches:
+            replay_batches(self.coord, [a for a in self.batches if a.partition == partition])
+        else:  # a log the test wrote itself (plain records)
+            for key, value in self.records():
+                self.coord.replay(key, value)
         self.absorb(self.coord.end_load(partition, self.now))
+
+    def reloaded(self) -> GroupCoordinator:
+        """A fresh coordinator that loaded this log (a restart): batch by batch, as the shell does."""
+        fresh = GroupCoordinator(self.config, topic_partitions=self.topic_partitions, logger=quiet_logger())
+        parts = list(fresh.ownership.local_partitions())
+        for p in parts:
+            fresh.begin_load(p)
+        replay_batches(fresh, self.batches)
+        for p in parts:
+            fresh.end_load(p, self.now)
+        return fresh
 
     def answer(self, ctx: Ctx) -> dict[str, Any] | None:
         return self.answers.get(ctx)
@@ -146,6 +164,20 @@ class Shell:
         c = Client(self, name, group, **kw)
         self.clients.append(c)
         return c
+
+
+def replay_batches(coord: GroupCoordinator, batches: list[Append]) -> None:
+    """Replay durable appends as the shell's load replays batches: plain records, transactional
+    records with their producer, end-transaction markers."""
+    for a in batches:
+        if a.marker is not None:
+            coord.replay_end_txn_marker(a.partition, a.producer_id, a.producer_epoch, *a.marker)
+        elif a.producer_id >= 0:
+            for key, value in a.records:
+                coord.replay_transactional(key, value, a.producer_id, a.producer_epoch)
+        else:
+            for key, value in a.records:
+                coord.replay(key, value)
 
 
 @dataclass(eq=False)
