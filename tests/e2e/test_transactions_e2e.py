@@ -161,3 +161,26 @@ def test_a_timeout_above_the_maximum_is_refused(groupd: GroupdProcess, unique: s
     with pytest.raises(KafkaException) as raised:
         p.init_transactions(15)
     assert raised.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
+
+
+def test_confluent_offsets_sent_to_a_transaction_are_committed_with_it(groupd: GroupdProcess, unique: str) -> None:
+    # TxnOffsetCommit offsets stay pending until the marker lands in __consumer_offsets: visible on
+    # commit, gone on abort (GroupMetadataManager/OffsetMetadataManager.replayEndTransactionMarker)
+    topic, group, txn_id, source = f"txn-offs-{unique}", f"g-{unique}", f"txn-{unique}", f"txn-in-{unique}"
+    with KafkaClient(groupd.bootstrap) as client:
+        client.create_topic(source, 1, -1, {})
+    p = txn_producer(groupd.bootstrap, txn_id)
+    c = Consumer({"bootstrap.servers": groupd.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        metadata = c.consumer_group_metadata()
+        for offset, commit in ((5, True), (9, False), (12, True), (20, False)):
+            p.begin_transaction()
+            p.produce(topic, f"up-to-{offset}".encode())
+            p.send_offsets_to_transaction([TopicPartition(source, 0, offset)], metadata, 15)
+            (p.commit_transaction if commit else p.abort_transaction)(15)
+            with KafkaClient(groupd.bootstrap) as client:
+                committed = client.committed_offsets(group)
+            assert committed == {(source, 0): 12 if offset >= 12 else 5}, offset
+    finally:
+        c.close()
+    assert read_all(groupd.bootstrap, topic, "read_committed") == [b"up-to-5", b"up-to-12"]
