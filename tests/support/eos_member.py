@@ -96,9 +96,111 @@ def _retry_commit(producer: Any, error: type[Exception]) -> None:
     producer.commit_transaction(60)
 
 
+def kafka_python(bootstrap: str, group: str, source: str, sink: str, txn_id: str) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.errors import KafkaError
+    from kafka.structs import OffsetAndMetadata
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms=1000,
+    )
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=txn_id, transaction_timeout_ms=TXN_TIMEOUT_MS
+    )
+    producer.init_transactions()
+    consumer.subscribe([source])
+    total = 0
+    while True:
+        batch = consumer.poll(timeout_ms=200, max_records=BATCH)
+        if not batch:
+            continue
+        try:
+            producer.begin_transaction()
+            for msgs in batch.values():
+                for m in msgs:
+                    producer.send(sink, key=m.key, value=b"out:" + m.value)
+            producer.flush()
+            say("open")
+            time.sleep(PAUSE_S)
+            offsets = {tp: OffsetAndMetadata(msgs[-1].offset + 1, "", -1) for tp, msgs in batch.items()}
+            producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+            producer.commit_transaction()
+        except KafkaError as e:
+            if getattr(e, "fatal", False) or type(e).__name__ in ("ProducerFencedError", "InvalidProducerEpochError"):
+                raise
+            say(f"aborting {e!r}")
+            producer.abort_transaction()
+            for tp in consumer.assignment():
+                consumer.seek(tp, consumer.committed(tp) or 0)
+            continue
+        total += sum(len(msgs) for msgs in batch.values())
+        say(f"committed {total}")
+
+
+def aiokafka(bootstrap: str, group: str, source: str, sink: str, txn_id: str) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.errors import KafkaError, ProducerFenced
+
+    async def run() -> None:
+        consumer = AIOKafkaConsumer(
+            source,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            heartbeat_interval_ms=1000,
+        )
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, transactional_id=txn_id, transaction_timeout_ms=TXN_TIMEOUT_MS
+        )
+        await producer.start()
+        await consumer.start()
+        total = 0
+        while True:
+            batch = await consumer.getmany(timeout_ms=200, max_records=BATCH)
+            if not batch:
+                continue
+            try:
+                async with producer.transaction():
+                    for msgs in batch.values():
+                        for m in msgs:
+                            await producer.send(sink, key=m.key, value=b"out:" + m.value)
+                    await producer.flush()
+                    say("open")
+                    await asyncio.sleep(PAUSE_S)
+                    offsets = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items()}
+                    await producer.send_offsets_to_transaction(offsets, group)
+            except ProducerFenced:
+                raise
+            except KafkaError as e:
+                # the transaction() context aborted it: read the batch again
+                say(f"aborted {e!r}")
+                for tp in consumer.assignment():
+                    consumer.seek(tp, await consumer.committed(tp) or 0)
+                continue
+            total += sum(len(msgs) for msgs in batch.values())
+            say(f"committed {total}")
+
+    asyncio.run(run())
+
+
 def main() -> None:
     client, bootstrap, group, source, sink, txn_id = sys.argv[1:7]
-    runners = {"confluent": confluent}
+    if os.environ.get("EOS_DEBUG"):
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+    runners = {"confluent": confluent, "kafka-python": kafka_python, "aiokafka": aiokafka}
     runners[client](bootstrap, group, source, sink, txn_id)
 
 
