@@ -178,9 +178,65 @@ def test_confluent_offsets_sent_to_a_transaction_are_committed_with_it(groupd: G
             p.produce(topic, f"up-to-{offset}".encode())
             p.send_offsets_to_transaction([TopicPartition(source, 0, offset)], metadata, 15)
             (p.commit_transaction if commit else p.abort_transaction)(15)
+            # EndTxn is answered once PrepareCommit/PrepareAbort is durable; the offsets move when
+            # the marker is in __consumer_offsets, before Complete* is written
+            wait_state(groupd.bootstrap, txn_id, "CompleteCommit" if commit else "CompleteAbort")
             with KafkaClient(groupd.bootstrap) as client:
                 committed = client.committed_offsets(group)
             assert committed == {(source, 0): 12 if offset >= 12 else 5}, offset
     finally:
         c.close()
     assert read_all(groupd.bootstrap, topic, "read_committed") == [b"up-to-5", b"up-to-12"]
+
+
+def _kafka_python_batches(bootstrap: str, txn_id: str, topic: str, batches: list[tuple[list[bytes], bool]]) -> None:
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id)
+    try:
+        p.init_transactions()
+        for values, commit in batches:
+            p.begin_transaction()
+            for v in values:
+                p.send(topic, v)
+            p.flush()  # in the log before the transaction ends
+            (p.commit_transaction if commit else p.abort_transaction)()
+    finally:
+        p.close()
+
+
+def _aiokafka_batches(bootstrap: str, txn_id: str, topic: str, batches: list[tuple[list[bytes], bool]]) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id)
+        await p.start()
+        try:
+            for values, commit in batches:
+                await p.begin_transaction()
+                for v in values:
+                    await p.send(topic, v)
+                await p.flush()
+                await (p.commit_transaction() if commit else p.abort_transaction())
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_aborted_on_purpose_read_committed_and_uncommitted(groupd: GroupdProcess, unique: str, client: str) -> None:
+    topic, txn_id = f"txn-{client}-{unique}", f"txn-{client}-{unique}"
+    kept = [f"kept{i}".encode() for i in range(10)]
+    dropped = [f"dropped{i}".encode() for i in range(10)]
+    batches = [(kept[:5], True), (dropped, False), (kept[5:], True)]
+    {"kafka-python": _kafka_python_batches, "aiokafka": _aiokafka_batches}[client](
+        groupd.bootstrap, txn_id, topic, batches
+    )
+    assert read_all(groupd.bootstrap, topic, "read_committed") == kept
+    assert read_all(groupd.bootstrap, topic, "read_uncommitted") == kept[:5] + dropped + kept[5:]
+    with KafkaClient(groupd.bootstrap) as client_:
+        d = client_.describe_transaction(txn_id)
+    assert d is not None and d.state == "CompleteCommit"
