@@ -19,6 +19,8 @@ Workloads (``--only`` takes these names, comma-separated):
   commits     OffsetCommit throughput: 50 committers x 100 partitions, one commit in flight each,
               default fsync policy and --fsync always
   startup     groupd start with an N-record __consumer_offsets log: to listening, to fully loaded
+  txnfetch    read_committed Fetch against read_uncommitted Fetch of the same partition (plain,
+              committed transactions, some aborted), one raw client (``bench/txnfetch.py``)
 
     python -m bench.run [--quick] [--only heartbeats,rebalance] [--json results.json]
 
@@ -40,7 +42,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import logdata
+from . import logdata, txnfetch
 from .simulator import (
     Scenario,
     SimConfig,
@@ -50,7 +52,7 @@ from .simulator import (
 )
 from .targets import Target, start_echo, start_groupd, start_mock, workdir
 
-WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup")
+WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "txnfetch")
 # groupd log events that mean members were lost or rebalances went wrong
 NOTABLE_EVENTS = (
     "member_expired",
@@ -592,6 +594,12 @@ class Bench:
         line("replay records/s", rate, None, 200_000.0)
         line("RSS after load, MiB", rss, None, None)
         shutil.rmtree(d, ignore_errors=True)
+
+    # 6. read_committed Fetch -------------------------------------------------------------------------
+    async def txnfetch(self) -> None:
+        out = await asyncio.to_thread(txnfetch.run, self.quick)
+        self.results["txnfetch"] = out
+        txnfetch.print_results(out, print_figures)
 
 
 def _compile_groupd() -> None:

@@ -84,6 +84,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -107,9 +108,9 @@ from groupd.storage.errors import (
 from groupd.storage.files import write_atomically
 from groupd.storage.markers import end_txn_marker_batch
 
-from .producer_state import BatchMeta, PartitionProducers, last_sequence, scan_producers
+from .producer_state import AbortedTxn, BatchMeta, PartitionProducers, last_sequence, scan_producers
 from .settings import Config
-from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
+from .topics import OFFSETS_TOPIC, Topic, TopicError, TopicRegistry, validate_name
 
 T = TypeVar("T")
 
@@ -135,6 +136,7 @@ LIST_OFFSETS_VERSIONS = (0, 8)
 LEGACY_PRODUCE_MAX = 2
 LEGACY_FETCH_MAX = 3
 INIT_PRODUCER_ID_VERSIONS = (0, 4)
+DESCRIBE_PRODUCERS_VERSIONS = (0, 0)
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -372,6 +374,7 @@ class DataPlane:
             ("Fetch", self.fetch, FETCH_VERSIONS),
             ("ListOffsets", self.list_offsets, LIST_OFFSETS_VERSIONS),
             ("InitProducerId", self.init_producer_id, INIT_PRODUCER_ID_VERSIONS),
+            ("DescribeProducers", self.describe_producers, DESCRIBE_PRODUCERS_VERSIONS),
         ]
 
     def register_topic_callbacks(self, admin: Any) -> None:
@@ -1009,9 +1012,9 @@ class DataPlane:
         for tp in body["topics"] or []:
             t = self.topics.get(tp[field])
             for fp in tp[parts] or []:
-                i = fp[index]
+                i = fp[index] if index else fp
                 key = (tp[field], i)
-                if t is None or not 0 <= i < t.partitions or key in self._producers:
+                if t is None or t.name == OFFSETS_TOPIC or not 0 <= i < t.partitions or key in self._producers:
                     continue
                 plog = self.logs.get(*key)
                 if plog is not None:
@@ -1289,6 +1292,67 @@ class DataPlane:
         offset, ts = found
         return ts, offset
 
+    # --- DescribeProducers -------------------------------------------------------------------------
+    def describe_producers(self, req: Request) -> Any:
+        """KafkaApis.handleDescribeProducersRequest: per partition the producers its state knows
+        (ReplicaManager.activeProducerState); the state is rebuilt from the log first if needed."""
+        missing = self._unloaded(req.body, "name", "partition_indexes", "")
+        if missing:
+            return self._describe_after_load(req, missing)
+        topics = []
+        for tp in req.body["topics"] or []:
+            name = tp["name"]
+            topic_error: int | None = None
+            try:
+                validate_name(name)
+            except TopicError as exc:
+                topic_error = exc.code
+            t = self.topics.get(name)
+            if topic_error is None and t is None:
+                topic_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            parts = []
+            for index in tp["partition_indexes"] or []:
+                out: dict[str, Any] = {
+                    "partition_index": index,
+                    "error_code": ErrorCode.NONE,
+                    "error_message": None,
+                    "active_producers": [],
+                }
+                parts.append(out)
+                if topic_error is not None:
+                    out["error_code"] = topic_error
+                elif t is None or not 0 <= index < t.partitions:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif name == OFFSETS_TOPIC:
+                    continue  # the group shell's partitions: no producer state is kept here
+                else:
+                    plog = self.logs.get(name, index)
+                    producers = self._producers.get((name, index))
+                    if plog is None or plog.closed or producers is None:
+                        out["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER  # no local log (activeProducerState)
+                        continue
+                    out["active_producers"] = [
+                        {
+                            "producer_id": pid,
+                            "producer_epoch": e.epoch,
+                            "last_sequence": e.last_seq,
+                            "last_timestamp": e.last_timestamp,
+                            "coordinator_epoch": e.coordinator_epoch,
+                            "current_txn_start_offset": e.txn.first_offset if e.txn is not None else -1,
+                        }
+                        for pid, e in producers.producers.items()
+                    ]
+            topics.append({"name": name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    async def _describe_after_load(
+        self, req: Request, missing: list[tuple[tuple[str, int], PartitionLog]]
+    ) -> dict[str, Any]:
+        for key, plog in missing:
+            await self._state_for(key, plog)
+        result = self.describe_producers(req)
+        return await result if inspect.isawaitable(result) else result
+
     # --- InitProducerId ---------------------------------------------------------------------------
     def init_producer_id(self, req: Request) -> dict[str, Any]:
         body = req.body
@@ -1350,7 +1414,15 @@ class DataPlane:
         """Kafka's log cleaner: compact every compacted user partition that is dirty enough."""
         results: dict[tuple[str, int], Any] = {}
         for topic, p, plog in self._user_logs("compact"):
-            result = await self._in_executor(topic, p, self.cleaner.clean, plog)
+            # Transactions bound what may be cleaned: the state is rebuilt first if need be.
+            producers = await self._state_for((topic, p), plog)
+            if producers is None or plog.closed:
+                continue
+            stable = producers.last_stable_offset(plog.log_end_offset, plog.log_start_offset)
+            aborted = _aborted_check(producers.aborted)
+            result = await self._in_executor(
+                topic, p, partial(self.cleaner.clean, stable_offset=stable, aborted=aborted), plog
+            )
             if result is not None:
                 results[(topic, p)] = result
         return results
@@ -1427,6 +1499,17 @@ def _up_convert(index: int, raw: bytes) -> bytes | dict[str, Any]:
         return _partition_error(index, ErrorCode.INVALID_RECORD, str(exc))
     except UnsupportedCompressionError as exc:
         return _partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc))
+
+
+def _aborted_check(aborted: list[AbortedTxn]) -> Callable[[int, int], bool] | None:
+    """A snapshot of the aborted index for the cleaner's thread: is (producer id, offset) in an
+    aborted transaction?"""
+    if not aborted:
+        return None
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for a in aborted:
+        ranges.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
+    return lambda pid, offset: any(first <= offset <= last for first, last in ranges.get(pid, ()))
 
 
 def _stable_prefix(data: bytes, end: int) -> tuple[bytes, int]:

@@ -139,6 +139,7 @@ class PartitionProducers:
         self.producers: dict[int, ProducerEntry] = {}
         self.unstable: list[OpenTxn] = []
         self.aborted: list[AbortedTxn] = []  # ordered by last_offset (markers are appended in order)
+        self._max_span = 0  # the longest aborted transaction (last - first): bounds index scans
 
     # --- data batches -----------------------------------------------------------------------------
     def check(
@@ -279,10 +280,13 @@ class PartitionProducers:
         if txn is None:
             return None  # ProducerAppendInfo: a marker without data leaves no index entry
         self._drop_unstable(txn)
+        if txn.provisional:
+            return None  # none of its batches reached the log (their writes failed): nothing to skip
         if committed:
             return None
         entry = AbortedTxn(txn.producer_id, txn.first_offset, offset)
         self.aborted.append(entry)
+        self._max_span = max(self._max_span, offset - txn.first_offset)
         return entry
 
     def marker_failed(self, pid: int, txn: OpenTxn | None) -> None:
@@ -309,7 +313,11 @@ class PartitionProducers:
         """TransactionIndex.collectAbortedTxns over the whole log: the aborted transactions that
         overlap [fetch_offset, upper_bound)."""
         i = bisect.bisect_left(self.aborted, fetch_offset, key=lambda a: a.last_offset)
-        return [a for a in self.aborted[i:] if a.first_offset < upper_bound]
+        # Entries past last_offset >= upper_bound + longest span all start at or after upper_bound.
+        # (Kafka's TransactionIndex stops at the first entry ending past the bound, which can miss a
+        # longer transaction ending later; this does not.)
+        j = bisect.bisect_left(self.aborted, upper_bound + self._max_span, lo=i, key=lambda a: a.last_offset)
+        return [a for a in self.aborted[i:j] if a.first_offset < upper_bound]
 
     def truncate_head(self, log_start: int) -> None:
         """Retention / DeleteRecords: index entries wholly below the log start go (Kafka deletes

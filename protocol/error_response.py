@@ -33,6 +33,7 @@ _MIRRORS: dict[tuple[str, str], str] = {
     ("Produce", "partition_responses"): "partition_data",
     ("Fetch", "responses"): "topics",
     ("OffsetFetch", "partitions"): "partition_indexes",
+    ("DescribeProducers", "partitions"): "partition_indexes",  # DescribeProducersRequest.getErrorResponse
     ("FindCoordinator", "coordinators"): "coordinator_keys",
     ("DeleteGroups", "results"): "groups_names",
     ("DeleteTopics", "responses"): "topic_names",  # v0-5; v6 mirrors "topics" (below)

@@ -95,6 +95,7 @@ _TOPIC_OPS: dict[int, AclOperation] = {
     20: AclOperation.DELETE,  # DeleteTopics
     37: AclOperation.ALTER,  # CreatePartitions
     47: AclOperation.READ,  # OffsetDelete
+    61: AclOperation.READ,  # DescribeProducers
 }
 
 
@@ -727,6 +728,21 @@ def _delete_topics(topic_name_for_id: Callable[[uuid.UUID], str | None]) -> Wrap
     return wrap
 
 
+_describe_producers = _topic_list_api(
+    "topics",
+    "name",
+    "topics",
+    lambda t: {
+        "name": t["name"],
+        "partitions": [
+            {"partition_index": i, "error_code": _TOPIC, "error_message": None, "active_producers": []}
+            for i in t["partition_indexes"] or []
+        ],
+    },
+    lambda denied: {"throttle_time_ms": 0, "topics": denied},
+)
+
+
 # --- installation --------------------------------------------------------------------------------
 def install(
     dispatcher: Dispatcher, authz: Authorizer, topic_name_for_id: Callable[[uuid.UUID], str | None]
@@ -747,6 +763,7 @@ def install(
         "Produce": _produce,
         "Fetch": _fetch,
         "ListOffsets": _list_offsets,
+        "DescribeProducers": _describe_producers,
         "Metadata": _metadata,
         "CreateTopics": _create_topics,
         "DeleteTopics": _delete_topics(topic_name_for_id),

@@ -95,12 +95,24 @@ def _iter_segment_batches(plog: PartitionLog, seg: Segment):
         pos += cut
 
 
-def _build_key_map(plog: PartitionLog, segments: list[Segment]) -> dict[bytes, int]:
+# (producer id, batch base offset) -> whether the batch belongs to an aborted transaction.
+AbortedCheck = Callable[[int, int], bool]
+
+
+def _is_aborted(view: rec.BatchView, aborted: AbortedCheck | None) -> bool:
+    return aborted is not None and view.is_transactional and aborted(view.producer_id, view.base_offset)
+
+
+def _build_key_map(
+    plog: PartitionLog, segments: list[Segment], aborted: AbortedCheck | None = None
+) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
     for seg in segments:
         for _pos, view in _iter_segment_batches(plog, seg):
             if view.is_control or not view.crc_ok():
                 continue  # a damaged batch is kept as it is and skipped by readers: it supersedes nothing
+            if _is_aborted(view, aborted):
+                continue  # LogCleaner: an aborted transaction's records supersede nothing
             try:
                 kv = view.records_kv()
             except (UnsupportedCompressionError, CorruptRecordError):
@@ -130,8 +142,17 @@ def compact(
     *,
     now: int | None = None,
     crash_hook: Callable[[str], None] | None = None,
+    stable_offset: int | None = None,
+    aborted: AbortedCheck | None = None,
 ) -> CompactionResult:
     """Clean every inactive segment of `plog`. Blocking file I/O: run it in an executor.
+
+    Transactions (Kafka's LogCleaner with ``CleanedTransactionMetadata``): only segments wholly
+    below ``stable_offset`` (the last stable offset) are cleaned, so a record of a transaction that
+    may still abort never supersedes anything; batches ``aborted(producer_id, base_offset)`` says
+    belong to an aborted transaction are removed and supersede nothing. Markers are kept (Kafka
+    drops them after ``delete.retention.ms`` once their transaction's data is gone; keeping them
+    costs a few bytes and never changes what a read_committed reader sees).
 
     `crash_hook(step)` is called after each step of a swap (names in SWAP_STEPS) and after each
     single rename ("renamed:<new name>"); tests raise from it to simulate a crash at that point.
@@ -142,13 +163,15 @@ def compact(
     with plog._maintenance_lock:
         plog._check_open()
         segments = plog.segments[:-1]
+        if stable_offset is not None:
+            segments = [s for s in segments if s.read_next_offset() <= stable_offset]
         if not segments:
             return result
         for seg in segments:
             seg.fsync()
-        latest = _build_key_map(plog, segments)
+        latest = _build_key_map(plog, segments, aborted)
         for group in _group_segments(segments, cfg.segment_bytes):
-            _clean_group(plog, group, latest, now, crash_hook, result)
+            _clean_group(plog, group, latest, now, crash_hook, result, aborted)
     if result.groups_cleaned:
         log.info(
             "storage.compaction.done",
@@ -169,6 +192,7 @@ def _clean_group(
     now: int,
     crash_hook: Callable[[str], None] | None,
     result: CompactionResult,
+    aborted: AbortedCheck | None = None,
 ) -> None:
     directory = plog.path
     base = group[0].base_offset
@@ -189,6 +213,7 @@ def _clean_group(
                 # A damaged batch is copied as it is: rebuilding it would give its damaged records
                 # a valid CRC, and readers would take them for real ones.
                 if not view.is_control and view.crc_ok():
+                    drop_all = _is_aborted(view, aborted)
                     try:
                         records = view.records()
                     except (UnsupportedCompressionError, CorruptRecordError):
@@ -197,7 +222,9 @@ def _clean_group(
                     if records is not None:
                         kept = []
                         for r in records:
-                            if r.key is None:
+                            if drop_all:
+                                dropped += 1
+                            elif r.key is None:
                                 kept.append(r)
                             elif latest.get(r.key) != r.offset:
                                 dropped += 1
@@ -316,13 +343,24 @@ class Cleaner:
             first_dirty = 0  # a new log at the same path (the topic was deleted and created again)
         return sum(s.size for s in inactive if s.base_offset >= first_dirty) / total
 
-    def clean(self, plog: PartitionLog, *, now: int | None = None) -> CompactionResult | None:
-        """Compact ``plog`` if it is dirty enough (blocking: run it in an executor); None if not."""
+    def clean(
+        self,
+        plog: PartitionLog,
+        *,
+        now: int | None = None,
+        stable_offset: int | None = None,
+        aborted: AbortedCheck | None = None,
+    ) -> CompactionResult | None:
+        """Compact ``plog`` if it is dirty enough (blocking: run it in an executor); None if not.
+        ``stable_offset`` and ``aborted`` as for ``compact``."""
         if not plog.config.compact or self.dirty_ratio(plog) < self.min_dirty_ratio:
             return None
-        # What is appended while the pass runs stays dirty for the next one.
+        # What is appended while the pass runs stays dirty for the next one, and so does what lies
+        # at or above the last stable offset (LogCleanerManager.cleanableOffsets).
         upto = plog.active_segment.base_offset
-        result = compact(plog, now=now)
+        if stable_offset is not None:
+            upto = min(upto, max((s.base_offset for s in plog.segments if s.base_offset <= stable_offset), default=0))
+        result = compact(plog, now=now, stable_offset=stable_offset, aborted=aborted)
         self._first_dirty[plog.path] = upto
         return result
 

@@ -1,7 +1,7 @@
-"""Data-plane APIs: Produce, Fetch, ListOffsets, InitProducerId.
+"""Data-plane APIs: Produce, Fetch, ListOffsets, InitProducerId, DescribeProducers.
 
-Transcribed from Kafka's ``Produce*.json``, ``Fetch*.json``, ``ListOffsets*.json`` and
-``InitProducerId*.json``. groupd serves only the version ranges below (Produce 0-11, Fetch 0-12,
+Transcribed from Kafka's ``Produce*.json``, ``Fetch*.json``, ``ListOffsets*.json``,
+``InitProducerId*.json`` and ``DescribeProducers*.json``. groupd serves only the version ranges below (Produce 0-11, Fetch 0-12,
 ListOffsets 0-8), so fields that exist only above them (topic ids in Produce v13 / Fetch v13, Fetch's
 ReplicaState and replica directory ids, ListOffsets' TimeoutMs, ...) are left out. The versions Kafka 4.0
 removed (KIP-896: Produce v0-2, Fetch v0-3, ListOffsets v0) are served as Kafka 3.9 served them, for
@@ -241,5 +241,42 @@ INIT_PRODUCER_ID = api(
         f("error_code", "int16"),
         f("producer_id", "int64", "0+", default=-1),
         f("producer_epoch", "int16"),
+    ],
+)
+
+# KIP-664: the producers a partition's leader knows of (Kafka's DescribeProducers*.json).
+DESCRIBE_PRODUCERS = api(
+    61,
+    "DescribeProducers",
+    valid="0",
+    flexible="0+",
+    request=[f("topics", "[]", "0+", f("name", "string"), f("partition_indexes", "[]int32"))],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f(
+            "topics",
+            "[]",
+            "0+",
+            f("name", "string"),
+            f(
+                "partitions",
+                "[]",
+                "0+",
+                f("partition_index", "int32"),
+                f("error_code", "int16"),
+                f("error_message", "string", "0+", nullable="0+", default=None),
+                f(
+                    "active_producers",
+                    "[]",
+                    "0+",
+                    f("producer_id", "int64"),
+                    f("producer_epoch", "int32"),
+                    f("last_sequence", "int32", "0+", default=-1),
+                    f("last_timestamp", "int64", "0+", default=-1),
+                    f("coordinator_epoch", "int32"),
+                    f("current_txn_start_offset", "int64", "0+", default=-1),
+                ),
+            ),
+        ),
     ],
 )

@@ -198,3 +198,22 @@ async def test_restart_keeps_aborted_records_hidden_and_the_open_transaction_unr
     # The coordinator's marker for the open transaction comes after the restart.
     assert await broker.data.write_txn_markers(PID_C, 0, True, 0, [(TOPIC, 0)]) == {(TOPIC, 0): 0}
     assert await asyncio.to_thread(confluent_values, broker.port, 4) == [*COMMITTED, b"c1"]
+
+
+def describe_producers(port: int) -> dict[int, dict]:
+    with Wire(port) as w:
+        w.pipeline(("DescribeProducers", 0, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}))
+        _, resp = w.read()
+    (part,) = resp["topics"][0]["partitions"]
+    assert part["error_code"] == 0
+    return {p["producer_id"]: p for p in part["active_producers"]}
+
+
+async def test_describe_producers_over_the_wire(node) -> None:
+    producers = await asyncio.to_thread(describe_producers, node["broker"].port)
+    assert {pid: p["current_txn_start_offset"] for pid, p in producers.items()} == {
+        PID_A: -1,
+        PID_B: -1,
+        PID_C: 6,  # a1 b1 a2 COMMIT ABORT p1 | c1
+    }
+    assert producers[PID_A]["last_sequence"] == 1

@@ -8,10 +8,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from groupd.broker.producer_state import AbortedTxn, OpenTxn, PartitionProducers
 from groupd.broker.topics import OFFSETS_TOPIC
 from groupd.storage import records as rec
 
-from tests.broker.test_data_plane import NOW, E, Harness, batch
+from tests.broker.test_data_plane import NOW, E, FakeRequest, Harness, batch, call
 
 PID = 7
 
@@ -230,3 +231,107 @@ async def test_delete_records_drops_index_entries_below_the_log_start(h: Harness
     h.logs.get("t", 0).delete_records_before(2)
     await h.dp.run_retention()
     assert h.dp._producers[("t", 0)].aborted == []
+
+
+async def describe(h: Harness, topics: list[tuple[str, list[int]]]) -> list[dict]:
+    body = {"topics": [{"name": n, "partition_indexes": ps} for n, ps in topics]}
+    resp = await call(h.dp.describe_producers, FakeRequest("DescribeProducers", 0, body))
+    assert resp is not None
+    return [p for t in resp["topics"] for p in t["partitions"]]
+
+
+async def test_describe_producers_answers_each_partitions_producers_also_after_a_restart(h: Harness) -> None:
+    await h.produce("t", batch([b"i"], pid=3, epoch=2, seq=0))  # idempotent
+    await txn_produce(h, [b"a", b"b"], 0)  # open at offset 1
+    await h.dp.write_txn_markers(9, 1, False, 4, [("t", 1)])  # a marker alone
+    asked = [("t", [0, 1, 5]), ("nope", [0]), ("bad/name", [0])]
+    before = await describe(h, asked)
+    p0, p1, p5, unknown, invalid = before
+    assert sorted(p0["active_producers"], key=lambda p: p["producer_id"]) == [
+        {
+            "producer_id": 3,
+            "producer_epoch": 2,
+            "last_sequence": 0,
+            "last_timestamp": NOW,
+            "coordinator_epoch": -1,
+            "current_txn_start_offset": -1,
+        },
+        {
+            "producer_id": PID,
+            "producer_epoch": 0,
+            "last_sequence": 1,
+            "last_timestamp": NOW + 1,
+            "coordinator_epoch": -1,
+            "current_txn_start_offset": 1,
+        },
+    ]
+    assert p1["active_producers"] == [
+        {
+            "producer_id": 9,
+            "producer_epoch": 1,
+            "last_sequence": -1,
+            "last_timestamp": NOW,
+            "coordinator_epoch": 4,
+            "current_txn_start_offset": -1,
+        }
+    ]
+    assert [p["error_code"] for p in (p0, p1, p5, unknown, invalid)] == [
+        E.NONE,
+        E.NONE,
+        E.UNKNOWN_TOPIC_OR_PARTITION,
+        E.UNKNOWN_TOPIC_OR_PARTITION,
+        E.INVALID_TOPIC_EXCEPTION,
+    ]
+    await h.restart()
+    after = await describe(h, asked)
+    for p in (*before, *after):
+        p["active_producers"].sort(key=lambda x: x["producer_id"])
+    assert after == before
+
+
+async def test_compaction_never_lets_an_aborted_or_open_transaction_supersede_committed_data(h: Harness) -> None:
+    h.create("c", 1, cleanup_policy="compact")
+    plog = h.logs.get("c", 0)
+
+    async def put(value: bytes, *, pid: int = -1, seq: int = 0) -> None:
+        raw = batch([value], keys=[b"k"], pid=pid, epoch=0 if pid >= 0 else -1, seq=seq, transactional=pid >= 0)
+        r = await h.produce("c", raw, txn_id="tx" if pid >= 0 else None)
+        assert r["error_code"] == E.NONE
+
+    async def committed_values() -> list[bytes]:
+        p = (await h.fetch([("c", 0, plog.log_start_offset)], isolation_level=1))["responses"][0]["partitions"][0]
+        return values_in(p["records"], p["aborted_transactions"])
+
+    await put(b"v1")
+    await put(b"aborted", pid=PID)
+    await h.dp.write_txn_markers(PID, 0, False, 0, [("c", 0)])
+    plog.roll()
+    await h.dp.run_cleaner()
+    assert await committed_values() == [b"v1"]
+    for seq in range(4):  # enough to make the log dirty enough for a pass
+        await put(b"open%d" % seq, pid=PID + 1, seq=seq)
+    plog.roll()
+    await h.dp.run_cleaner()
+    assert await committed_values() == [b"v1"]
+    await h.dp.write_txn_markers(PID + 1, 0, True, 0, [("c", 0)])
+    plog.roll()
+    await h.dp.run_cleaner()
+    # LogCleaner: the aborted record is gone and superseded nothing; the committed one won.
+    assert await committed_values() == [b"open3"]
+    kept = [v for v in rec.iter_batches(plog.read(0, 1 << 20)) if not v.is_control]
+    assert [r.value for v in kept for r in v.records()] == [b"open3"]
+
+
+def test_collect_aborted_finds_a_long_transaction_that_ends_after_a_short_one() -> None:
+    # Kafka's TransactionIndex.collectAbortedTxns stops at the first entry ending past the fetch's
+    # upper bound; a longer transaction ending later but starting inside the range is listed here.
+    pp = PartitionProducers()
+    for pid, first, last in ((3, 2, 5), (1, 0, 10)):
+        txn = OpenTxn(pid, first, provisional=False)
+        pp.unstable.append(txn)
+        pp.marker_written(txn, False, last)
+    assert pp.collect_aborted(0, 3) == [AbortedTxn(3, 2, 5), AbortedTxn(1, 0, 10)]
+    assert pp.collect_aborted(6, 8) == [AbortedTxn(1, 0, 10)]
+    assert pp.collect_aborted(11, 20) == []
+    pp.truncate_head(6)
+    assert pp.aborted == [AbortedTxn(1, 0, 10)]
