@@ -33,8 +33,8 @@ from groupd.protocol.errors import ErrorCode
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog, StorageError
-from groupd.storage.markers import end_txn_marker_batch
-from groupd.storage.records import build_batch
+from groupd.storage.markers import end_txn_marker_batch, parse_end_txn_marker
+from groupd.storage.records import TxnBatch, build_batch
 
 log = structlog.get_logger("groupd.groups")
 limited_log = LogLimiter(log)
@@ -198,6 +198,16 @@ class GroupShell:
         self.apply(self.core.append_done(self.clock(), append.token, error))
 
     # --- transactions -----------------------------------------------------------------------------
+    @property
+    def txn_verifier(self) -> Callable[[str, int, int, str, int], int] | None:
+        """KIP-890 verification of TxnOffsetCommit: the node wires the transaction coordinator's
+        ``verify`` here (``(transactional id, producer id, epoch, topic, partition) -> error code``)."""
+        return self.core.txn_verifier
+
+    @txn_verifier.setter
+    def txn_verifier(self, fn: Callable[[str, int, int, str, int], int] | None) -> None:
+        self.core.txn_verifier = fn
+
     async def write_txn_marker(
         self, partition: int, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int
     ) -> int:
@@ -267,14 +277,20 @@ class GroupShell:
         for p in partitions:
             n = 0
             next_yield = _LOAD_CHUNK
+            # The producer of the transactional batch being replayed (-1: a plain batch).
+            producer_id = producer_epoch = -1
             try:
                 plog = self.partition_logs(p)
                 corrupt_before = plog.corrupt_batches
                 # verify: a damaged batch anywhere is reported and skipped, never replayed (a
                 # flipped bit must not turn a committed 4242 into 4243) and never the end of the load.
-                for _offset, _ts, key, value in plog.iter_records(verify=True):
+                # txn: transactional batches come delimited and markers come too (TxnBatch).
+                for _offset, _ts, key, value in plog.iter_records(verify=True, txn=True):
                     if key is None:
-                        bad += 1
+                        if type(value) is TxnBatch:
+                            producer_id, producer_epoch = self._replay_txn_entry(p, value)
+                        else:
+                            bad += 1
                         continue
                     try:
                         k, v = decode_record(key, value)
@@ -282,7 +298,10 @@ class GroupShell:
                         bad += 1
                         log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
                         continue
-                    replay(k, v)
+                    if producer_id < 0:
+                        replay(k, v)
+                    else:
+                        self.core.replay_transactional(k, v, producer_id, producer_epoch)
                     n += 1
                     if n == next_yield:
                         next_yield += _LOAD_CHUNK
@@ -312,6 +331,19 @@ class GroupShell:
             records_per_s=round(total / elapsed) if elapsed > 0 else None,
         )
         self.loaded.set()
+
+    def _replay_txn_entry(self, partition: int, entry: TxnBatch) -> tuple[int, int]:
+        """Fold one delimiter of the load's record stream: a transactional batch starts (its
+        producer until its end), ends, or a transaction marker is replayed
+        (``CoordinatorLoaderImpl``: control records go to ``replayEndTransactionMarker``)."""
+        if not entry.control:
+            return entry.producer_id, entry.producer_epoch  # TXN_BATCH_END is (-1, -1)
+        marker = parse_end_txn_marker(entry.key, entry.value)
+        if marker is not None:
+            self.core.replay_end_txn_marker(
+                partition, entry.producer_id, entry.producer_epoch, marker.committed, marker.coordinator_epoch
+            )
+        return -1, -1
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait for in-flight appends (graceful shutdown: acknowledge what was written)."""

@@ -111,6 +111,9 @@ class GroupCoordinator:
         self.log = logger or _log
         # Told about rebalances and expiries (metrics); the shell may replace it after construction.
         self.listener = listener or CoordinatorListener()
+        # KIP-890 verification of TxnOffsetCommit by the transaction coordinator (see
+        # OffsetManager._txn_verify_error); wired by the node, None in tests of group logic.
+        self.txn_verifier: Callable[[str, int, int, str, int], int] | None = None
 
         self.groups: dict[str, ClassicGroup] = {}
         # Persisted state, changed only by replay().

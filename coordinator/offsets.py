@@ -34,6 +34,7 @@ from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Recor
 from .routing import PartitionOwnership
 
 Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
+OFFSETS_TOPIC = "__consumer_offsets"
 TopicPartition = tuple[str, int]
 
 
@@ -69,6 +70,9 @@ class GroupHost(Protocol):
     _topic_partitions: Callable[[str], int | None] | None
     consumer: ConsumerGroupManager
     _consumer_busy: dict[str, Any]
+    # (transactional id, producer id, epoch, topic, partition) -> the transaction coordinator's
+    # verify_only answer for that partition (KIP-890); None: transactional writes are not verified.
+    txn_verifier: Callable[[str, int, int, str, int], int] | None
 
     def partition_for(self, group_id: str) -> int: ...
     def _respond(self, ctx: Any, response: dict[str, Any]) -> None: ...
@@ -393,7 +397,9 @@ class OffsetManager:
         wanted = [(t.get("name") or "", p) for t in topics for p in t.get("partitions") or []]
         code = err.NONE
         if any(known(name, int(p.get("partition_index", 0))) for name, p in wanted):
-            code = self._txn_commit_error(gid, producer_id, producer_epoch, generation, member_id, instance_id)
+            code = self._txn_verify_error(v, gid, req.get("transactional_id") or "", producer_id, producer_epoch)
+            if not code:
+                code = self._txn_commit_error(gid, producer_id, producer_epoch, generation, member_id, instance_id)
 
         resp_topics: dict[str, list[dict[str, Any]]] = {}
         records: list[Record] = []
@@ -433,6 +439,27 @@ class OffsetManager:
         )
         self._write_commits(gid, records, keys, ok_partitions, response, ctx, (producer_id, producer_epoch))
 
+    def _txn_verify_error(self, v: int, gid: str, txn_id: str, producer_id: int, producer_epoch: int) -> int:
+        """KIP-890 part 1: before the write, the transaction coordinator confirms that the group's
+        ``__consumer_offsets`` partition is in the producer's ongoing transaction
+        (``CoordinatorRuntime.scheduleTransactionalWriteOperation`` ->
+        ``maybeStartTransactionVerification``), with AddPartitionsToTxnManager's mapping of its
+        answer and the service's (``handleOperationException``) of what is left."""
+        if not gid:
+            # GroupCoordinatorService.commitTransactionalOffsets (isGroupIdNotEmpty), unlike OffsetCommit.
+            return err.INVALID_GROUP_ID
+        verifier = self.host.txn_verifier
+        if verifier is None:
+            return err.NONE
+        code = verifier(txn_id, producer_id, producer_epoch, OFFSETS_TOPIC, self.host.partition_for(gid))
+        if code == err.PRODUCER_FENCED:
+            return err.INVALID_PRODUCER_EPOCH
+        if code == err.TRANSACTION_ABORTABLE and v < 4:
+            return err.INVALID_TXN_STATE  # TxnOffsetCommit v4 is the first to know TRANSACTION_ABORTABLE
+        if code == err.NETWORK_EXCEPTION:
+            return err.COORDINATOR_LOAD_IN_PROGRESS
+        return err.append_error_to_response_error(code)
+
     def _txn_commit_error(
         self,
         gid: str,
@@ -442,9 +469,6 @@ class OffsetManager:
         member_id: str,
         instance_id: str | None,
     ) -> int:
-        if not gid:
-            # GroupCoordinatorService.commitTransactionalOffsets (isGroupIdNotEmpty), unlike OffsetCommit.
-            return err.INVALID_GROUP_ID
         code = self.host._route_error(gid)
         if code:
             return code

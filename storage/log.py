@@ -1198,16 +1198,16 @@ class PartitionLog:
             yield from rec.iter_batches(buf, 0, cut, strict=True)
 
     def iter_records(
-        self, start_offset: int | None = None, *, full: bool = False, verify: bool = False
+        self, start_offset: int | None = None, *, full: bool = False, verify: bool = False, txn: bool = False
     ) -> Iterator[tuple]:
         """Decode records from `start_offset` on: (offset, timestamp, key, value) tuples, or
         `Record`s with headers when `full`. This is the replay path (see iter_record_chunks for
-        `verify`)."""
-        for chunk in self.iter_record_chunks(start_offset, full=full, verify=verify):
+        `verify` and `txn`)."""
+        for chunk in self.iter_record_chunks(start_offset, full=full, verify=verify, txn=txn):
             yield from chunk
 
     def iter_record_chunks(
-        self, start_offset: int | None = None, *, full: bool = False, verify: bool = False
+        self, start_offset: int | None = None, *, full: bool = False, verify: bool = False, txn: bool = False
     ) -> Iterator[list]:
         """Like iter_records, but yields lists of records (a few MiB of log each): the fastest way
         to replay a log, as the consumer's loop then runs over plain lists.
@@ -1216,6 +1216,8 @@ class PartitionLog:
         reported (`storage.batch.corrupt`, `on_corrupt_batch`) and skipped, as is a batch whose
         records cannot be decoded; a damaged header is stepped over by finding the next intact
         batch. Without it, a malformed batch raises CorruptRecordError and CRCs are not checked.
+        With `verify` and `txn`, transactional batches and transaction markers are delimited by
+        `records.TxnBatch` entries (key None) in the stream (the ``__consumer_offsets`` replay).
         """
         segs, bases, sizes, start, end = self._snapshot()
         lo = start if start_offset is None else start_offset
@@ -1235,14 +1237,14 @@ class PartitionLog:
             seg, fd, size = segs[i], segs[i].log_fd, sizes[i]
             buf = _pread_exact(fd, min(READ_CHUNK, size - pos), pos)
             if verify:
-                chunk, used, bad, damaged = rec.decode_window_verified(buf, 0, len(buf), full=full)
+                chunk, used, bad, damaged = rec.decode_window_verified(buf, 0, len(buf), full=full, txn=txn)
                 if used == 0 and not damaged and not bad:  # one batch bigger than the read size
                     (length,) = struct.unpack_from(">i", buf, 8)
                     if pos + rec.LOG_OVERHEAD + length > size:
                         damaged = True
                     else:
                         buf = _pread_exact(fd, rec.LOG_OVERHEAD + length, pos)
-                        chunk, used, bad, damaged = rec.decode_window_verified(buf, 0, len(buf), full=full)
+                        chunk, used, bad, damaged = rec.decode_window_verified(buf, 0, len(buf), full=full, txn=txn)
                 for b in bad:
                     self._report_corrupt(seg, pos + b.position, b.base_offset, b.last_offset, b.reason)
                     expected = max(expected, b.last_offset + 1)

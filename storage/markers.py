@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from .records import BatchView, build_batch
 
-__all__ = ["ABORT", "COMMIT", "EndTxnMarker", "end_txn_marker_batch", "read_end_txn_marker"]
+__all__ = ["ABORT", "COMMIT", "EndTxnMarker", "end_txn_marker_batch", "parse_end_txn_marker", "read_end_txn_marker"]
 
 ABORT = 0
 COMMIT = 1
@@ -57,11 +57,16 @@ def read_end_txn_marker(batch: BatchView) -> EndTxnMarker | None:
     if not batch.is_control:
         return None
     recs = batch.records()
-    if not recs or recs[0].key is None or len(recs[0].key) < _KEY.size:
+    return parse_end_txn_marker(recs[0].key, recs[0].value) if recs else None
+
+
+def parse_end_txn_marker(key: bytes | None, value: bytes | None) -> EndTxnMarker | None:
+    """The marker a control record's key and value carry (None for other control types)."""
+    if key is None or len(key) < _KEY.size:
         return None
-    _version, kind = _KEY.unpack_from(recs[0].key)
+    _version, kind = _KEY.unpack_from(key)
     if kind not in (ABORT, COMMIT):
         return None
-    value = recs[0].value or b""
+    value = value or b""
     epoch = _VALUE.unpack_from(value)[1] if len(value) >= _VALUE.size else -1
     return EndTxnMarker(kind == COMMIT, epoch)

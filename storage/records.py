@@ -66,10 +66,12 @@ __all__ = [
     "TIMESTAMP_LOG_APPEND_TIME",
     "TIMESTAMP_TYPE_FLAG",
     "TRANSACTIONAL_FLAG",
+    "TXN_BATCH_END",
     "BadBatch",
     "BatchView",
     "Record",
     "RecordInput",
+    "TxnBatch",
     "build_batch",
     "compute_crc",
     "decode_records",
@@ -867,12 +869,30 @@ class BadBatch(NamedTuple):
     reason: str
 
 
+class TxnBatch(NamedTuple):
+    """What ``decode_window_verified(txn=True)`` puts in the record stream, as the value of an entry
+    whose key is None, around the records of a transactional batch: before its records (``control``
+    False) a start with the producer, after them ``TXN_BATCH_END``; a control batch (a transaction
+    marker) is one entry with its first record's key and value. Readers that replay a log whose
+    meaning depends on transactions (``__consumer_offsets``) fold these; the others never ask."""
+
+    producer_id: int
+    producer_epoch: int
+    control: bool
+    key: bytes | None = None
+    value: bytes | None = None
+
+
+TXN_BATCH_END = TxnBatch(-1, -1, False)
+
+
 def decode_window_verified(
-    buffer: bytes, position: int = 0, end: int | None = None, *, full: bool = False
+    buffer: bytes, position: int = 0, end: int | None = None, *, full: bool = False, txn: bool = False
 ) -> tuple[list, int, list[BadBatch], bool]:
     """decode_window for data that must be trusted (the start-up replay): every batch's CRC is
     checked, and a batch whose CRC does not match, or whose records cannot be decoded although it
-    does, is skipped and listed instead of decoded. Control batches are skipped.
+    does, is skipped and listed instead of decoded. Control batches are skipped, unless ``txn``:
+    then transactional and control batches are delimited by ``TxnBatch`` entries (see there).
 
     Returns (records, position after the last batch looked at, bad batches, header_damaged).
     `header_damaged` means the batch at the returned position has an impossible length or magic:
@@ -894,8 +914,11 @@ def decode_window_verified(
             break
         if _crc32c(view[position + ATTRIBUTES_OFFSET : position + size]) != crc:
             bad.append(BadBatch(position, base_offset, base_offset + lod, "CRC mismatch"))
-        elif not attributes & CONTROL_FLAG:
+        elif not attributes & CONTROL_FLAG or (txn and attributes & TRANSACTIONAL_FLAG):
             mark = len(out)
+            delimit = txn and attributes & TRANSACTIONAL_FLAG
+            if delimit and not attributes & CONTROL_FLAG:
+                out.append((base_offset, base_ts, None, TxnBatch(_p, _e, False)))
             try:
                 if attributes & COMPRESSION_MASK:
                     out += _decode_batch(buffer, position, size, full, DEFAULT_MAX_DECOMPRESSED)
@@ -907,6 +930,15 @@ def decode_window_verified(
             except (CorruptRecordError, UnsupportedCompressionError) as exc:
                 del out[mark:]
                 bad.append(BadBatch(position, base_offset, base_offset + lod, str(exc)))
+            else:
+                if delimit and attributes & CONTROL_FLAG:
+                    first = out[mark] if len(out) > mark else None
+                    del out[mark:]
+                    key = first[2] if first is not None else None
+                    value = first[3] if first is not None else None
+                    out.append((base_offset, base_ts, None, TxnBatch(_p, _e, True, key, value)))
+                elif delimit:
+                    out.append((base_offset + lod, max_ts, None, TXN_BATCH_END))
         position += size
     return out, position, bad, False
 

@@ -433,3 +433,33 @@ def test_group_with_only_pending_offsets_comes_back_after_a_reload() -> None:
     assert s.coord.group("solo") is not None
     assert marker(s, True, partition=p) == 0
     assert offsets_of(fetch(s, "solo", {"t": [0]})) == {("t", 0): 10}
+
+
+# -- KIP-890 verification (maybeStartTransactionVerification) ----------------------------------------
+
+
+def test_the_transaction_coordinator_verifies_the_offsets_partition_is_in_the_transaction() -> None:
+    s = Shell()
+    asked: list[tuple[str, int, int, str, int]] = []
+    answer = {"code": 0}
+
+    def verifier(txn_id: str, pid: int, epoch: int, topic: str, partition: int) -> int:
+        asked.append((txn_id, pid, epoch, topic, partition))
+        return answer["code"]
+
+    s.coord.txn_verifier = verifier
+    assert txn_errors(s, txn_commit(s, {("t", 0): 1}, epoch=2)) == {("t", 0): 0}
+    assert asked == [("tx", PID, 2, "__consumer_offsets", GROUP_PARTITION)]
+    for code, version, expected in [
+        (90, 5, 47),  # PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH (AddPartitionsToTxnManager)
+        (120, 4, 120),  # TRANSACTION_ABORTABLE from v4
+        (120, 3, 48),  # ... INVALID_TXN_STATE before (TransactionSupportedOperation.DEFAULT_ERROR)
+        (13, 5, 14),  # NETWORK_EXCEPTION -> COORDINATOR_LOAD_IN_PROGRESS (handleOperationException)
+        (7, 5, 15),  # REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE
+        (48, 5, 48),
+    ]:
+        answer["code"] = code
+        ctx = txn_commit(s, {("t", 1): 1}, version=version, epoch=2)
+        assert txn_errors(s, ctx) == {("t", 1): expected}, (code, version)
+    # nothing unverified was written
+    assert set(s.coord.offset_manager.open_txns["my-group"]) == {("t", 0)}
