@@ -1,11 +1,12 @@
-"""The data plane: Produce, Fetch, ListOffsets and InitProducerId over the partition logs.
+"""The data plane: Produce, Fetch, ListOffsets, InitProducerId and DescribeProducers over the
+partition logs, and the partition side of transactions (markers, last stable offset).
 
 Theory of operation
 -------------------
 groupd is the only broker, the leader of every partition and the whole ISR, so the high watermark
 of a partition is its log end offset and ``acks=1`` and ``acks=all`` mean the same thing: the
-append is in the log (and fsynced first under ``--fsync always``). There are no transactions, so
-the last stable offset is the high watermark too.
+append is in the log (and fsynced first under ``--fsync always``). The last stable offset is the
+first offset of the oldest transaction still open in the partition, else the high watermark.
 
 Produce. Each partition's data must be exactly one record batch v2 (Kafka's rule for Produce v3+).
 Everything Kafka checks before an append is checked here first, on the event-loop thread, in
@@ -26,21 +27,29 @@ and is answered NONE with the *original* base offset, without writing anything (
 it); otherwise its first sequence must follow the last one (OUT_OF_ORDER_SEQUENCE_NUMBER), and a
 new epoch must start at sequence 0. An unknown producer may start anywhere (KIP-360). The cache
 counts batches still being written, and a batch whose write fails is taken back out, so its retry
-is in sequence again. After a restart the state of a partition is rebuilt from the batch headers in
-its log (only from segments that can still hold a live producer, as Kafka's
-``producer.id.expiration.ms`` decides), the first time an idempotent batch arrives for it.
+is in sequence again. After a restart the state of a partition is rebuilt from the batch headers of
+its whole log (transactions and their markers may be of any age; producers idle for Kafka's
+``producer.id.expiration.ms`` are then dropped, unless a transaction of theirs is open), the first
+time an idempotent batch, a marker, a read_committed read or DescribeProducers needs it.
 Producer ids come from blocks of 1000 whose end is persisted (``producer-ids`` in the data dir)
 before the first id of a block is handed out, so no id is ever reused, even after a crash.
 
-Transactions are out of scope. InitProducerId with a transactional id, and Produce requests that
-carry transactional batches, are answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED: it is what a Kafka
-broker answers when a transactional id may not be used, and every client treats it as fatal at once
-(``initTransactions()`` fails with a clear exception). The retriable alternatives
-(COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) would make clients retry until ``max.block.ms``
-expires and then report a timeout, which tells the user nothing. Clients look up the transaction
-coordinator first: FindCoordinator (coordinator/) answers a transactional id with this node, as
-Kafka answers with the leader of the id's ``__transaction_state`` partition, so the refusal comes
-from InitProducerId (measured: confluent-kafka, kafka-python and aiokafka fail within 0.1 s).
+Transactions, the partition's side (the producer state is ``producer_state.py``). A Produce whose
+batches are transactional needs the request's transactional id (else the whole request is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as KafkaApis answers); each batch then passes the producer
+checks (a stale epoch is INVALID_PRODUCER_EPOCH at every version, a plain batch inside an open
+transaction INVALID_TXN_STATE) and, when it would open a transaction in the partition, KIP-890's
+verification through ``txn_verifier`` (set by the transaction shell). ``write_txn_markers`` is the
+coordinator's marker channel: a COMMIT/ABORT control batch per partition through the same appender
+queue as produce batches, ending the producer's transaction; once written the LSO moves, an abort
+joins the aborted index and read_committed fetches parked on the partition are read again (appends
+above the LSO do not wake them). read_committed Fetch returns whole batches below the LSO and the
+aborted transactions overlapping them; ListOffsets with isolation level 1 answers the LSO for
+LATEST and ignores timestamps at or past it. All of it is rebuilt from the log after a restart, the
+first time a partition's producer state is needed (start-up reads nothing). InitProducerId with a
+transactional id is still refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED here (fatal at once in
+every client) until the transaction coordinator's shell takes that route over; null ids are served
+here.
 
 Fetch. Partitions are read in request order; the first partition with data may return one batch
 larger than the limits (Kafka's ``minOneMessage``), later ones stay within ``partition_max_bytes``
@@ -470,7 +479,7 @@ class DataPlane:
         # KafkaApis.handleProduceRequest: transactional batches need the request's transactional id
         # (and WRITE on it); without one the whole request is refused before topics are looked at.
         refused = txn_id is None and any(
-            _is_transactional(pd.get("records")) for td in topic_data for pd in (td["partition_data"] or [])
+            rec.is_transactional_batch(pd.get("records")) for td in topic_data for pd in (td["partition_data"] or [])
         )
         results: list[tuple[str, list[dict[str, Any] | _PendingAppend]]] = []
         for td in topic_data:
@@ -1163,7 +1172,12 @@ class DataPlane:
                     error = True
                     continue
                 out["high_watermark"] = hw
-                out["last_stable_offset"] = lso if read_committed else hw
+                if not read_committed:
+                    # Kafka fills the LSO whatever the isolation level (LogReadResult); a partition
+                    # whose producer state is not rebuilt yet answers its high watermark here.
+                    known = self._producers.get((name, index))
+                    lso = known.last_stable_offset(hw, start) if known is not None else hw
+                out["last_stable_offset"] = lso
                 if read_committed:
                     out["aborted_transactions"] = [
                         {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
@@ -1476,15 +1490,6 @@ def _timestamp_limits(configs: dict[str, str]) -> tuple[int | None, int | None]:
     if after is not None and (after < 0 or after >= INT64_MAX):
         after = None
     return before, after
-
-
-def _is_transactional(raw: bytes | None) -> bool:
-    return (
-        bool(raw)
-        and len(raw) >= rec.HEADER_SIZE  # type: ignore[arg-type]
-        and raw[rec.MAGIC_OFFSET] == rec.MAGIC  # type: ignore[index]
-        and bool(raw[rec.ATTRIBUTES_OFFSET + 1] & rec.TRANSACTIONAL_FLAG)  # type: ignore[index]
-    )
 
 
 def _up_convert(index: int, raw: bytes) -> bytes | dict[str, Any]:

@@ -40,6 +40,7 @@ import structlog
 from groupd.protocol.dispatch import Dispatcher, Handler
 from groupd.protocol.errors import ErrorCode, default_message
 from groupd.protocol.server import Request
+from groupd.storage import records as rec
 
 from .acl_model import (
     CLUSTER_NAME,
@@ -531,27 +532,58 @@ def _topic_list_api(
     return wrap
 
 
-_produce = _topic_list_api(
-    "topic_data",
-    "name",
-    "responses",
-    lambda t: {
+def _produce_refused(t: Body, code: int = _TOPIC) -> Body:
+    return {
         "name": t["name"],
         "partition_responses": [
             {
                 "index": x["index"],
-                "error_code": _TOPIC,
+                "error_code": code,
                 "base_offset": -1,
                 "log_append_time_ms": -1,
                 "log_start_offset": -1,
                 "record_errors": [],
                 "error_message": None,
             }
-            for x in t["partition_data"]
+            for x in t["partition_data"] or []
         ],
-    },
-    lambda denied: {"responses": denied, "throttle_time_ms": 0},
+    }
+
+
+_produce_topics = _topic_list_api(
+    "topic_data", "name", "responses", _produce_refused, lambda denied: {"responses": denied, "throttle_time_ms": 0}
 )
+
+
+def _has_transactional_records(body: Body) -> bool:
+    return any(
+        rec.is_transactional_batch(x.get("records"))
+        for t in body.get("topic_data") or []
+        for x in t["partition_data"] or []
+    )
+
+
+def _produce(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    # KafkaApis.handleProduceRequest: transactional records need WRITE on the request's
+    # transactional id, checked before the topics; the whole request is refused otherwise.
+    txn_id = req.body.get("transactional_id")
+    p = subject_of(req)
+    if (
+        txn_id is not None
+        and _has_transactional_records(req.body)
+        and not authz.authorize(p, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    ):
+        _denied(req, "transactional_id", transactional_id=txn_id)
+        if req.body.get("acks") == 0:
+            req.conn.close("transactional produce the principal may not write (acks=0)", principal=p)
+            return None
+        return {
+            "responses": [_produce_refused(t, _TXN) for t in req.body.get("topic_data") or []],
+            "throttle_time_ms": 0,
+        }
+    return _produce_topics(handler, authz, req)
+
+
 _fetch = _topic_list_api(
     "topics",
     "topic",

@@ -343,6 +343,17 @@ def iter_batches(
         position += size
 
 
+def is_transactional_batch(raw: bytes | None) -> bool:
+    """Whether ``raw`` starts with a magic-2 batch whose transactional flag is set (read from the
+    header only, as Kafka's ``ProduceRequest.hasTransactionalRecords`` looks at each batch)."""
+    return (
+        bool(raw)
+        and len(raw) >= HEADER_SIZE  # type: ignore[arg-type]
+        and raw[MAGIC_OFFSET] == MAGIC  # type: ignore[index]
+        and bool(raw[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG)  # type: ignore[index]
+    )
+
+
 def compute_crc(buffer: bytes | bytearray | memoryview, position: int, size: int) -> int:
     return _crc32c(memoryview(buffer)[position + ATTRIBUTES_OFFSET : position + size])
 

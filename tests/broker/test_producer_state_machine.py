@@ -62,7 +62,7 @@ class ProducerStateMachine(RuleBasedStateMachine):
         # generation: the transaction is open in the state while there is one.
         self.txn_batches = dict.fromkeys(PIDS, 0)
         self.generation = dict.fromkeys(PIDS, 0)
-        self.queue: list[tuple] = []  # (raw, apply_written, apply_failed)
+        self.queue: list[tuple] = []  # (producer id, raw, apply_written, apply_failed)
 
     def teardown(self) -> None:
         self.plog.close()
@@ -97,10 +97,10 @@ class ProducerStateMachine(RuleBasedStateMachine):
             if transactional and generation == self.generation[pid]:
                 self.txn_batches[pid] -= 1
             # The producer retries the same sequence later (it was never written).
-            if self.next_seq[pid] == state[1] + n and self.epoch[pid] == epoch:
+            if self.epoch[pid] == epoch:
                 self.next_seq[pid] = state[1]
 
-        self.queue.append((raw, lambda base, last: self.pp.written(meta, base, last), failed))
+        self.queue.append((pid, raw, lambda base, last: self.pp.written(meta, base, last), failed))
 
     @rule(pid=st.sampled_from(PIDS), committed=st.booleans(), fence=st.booleans())
     def marker(self, pid: int, committed: bool, fence: bool) -> None:
@@ -116,6 +116,7 @@ class ProducerStateMachine(RuleBasedStateMachine):
         raw = end_txn_marker_batch(pid, epoch, committed, 0, TS)
         self.queue.append(
             (
+                pid,
                 raw,
                 lambda base, _last: self.pp.marker_written(txn, committed, base),
                 lambda: self.pp.marker_failed(pid, txn),
@@ -134,10 +135,12 @@ class ProducerStateMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.queue)
     @rule(fail=st.booleans())
     def write_next(self, fail: bool) -> None:
-        raw, written, failed = self.queue.pop(0)
-        if fail and read_end_txn_marker(rec.BatchView(raw, 0)) is None:
-            # Only data appends fail here: a failed marker is retried by the coordinator, which
-            # the machine models by the marker step itself.
+        pid, raw, written, failed = self.queue.pop(0)
+        # Only a producer's last queued data batch fails here: its retry is then next in sequence
+        # (when an earlier one fails, a client's later in-flight batches fail with it and are
+        # retried in order). A failed marker is retried by the coordinator: the marker step.
+        last_of_pid = all(q[0] != pid for q in self.queue)
+        if fail and last_of_pid and read_end_txn_marker(rec.BatchView(raw, 0)) is None:
             failed()
             return
         base, last = self.plog.append_batch(raw)

@@ -200,3 +200,33 @@ def test_topic_apis(bob: RawClient, anonymous: RawClient) -> None:
         },
     )
     assert {t["name"]: t["error_code"] for t in r["topics"]} == {"orders-created": 0, "secrets-created": T}
+
+
+def test_transactional_produce_needs_write_on_the_transactional_id(bob: RawClient, anonymous: RawClient) -> None:
+    # KafkaApis.handleProduceRequest: hasTransactionalRecords -> WRITE on TRANSACTIONAL_ID, else the
+    # whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, before any topic is looked at.
+    from groupd.storage import records as rec
+
+    raw = rec.build_batch(
+        [(None, b"v", (), 1)], producer_id=4242, producer_epoch=0, base_sequence=0, transactional=True
+    )
+
+    def produce(txn_id: str) -> list[int]:
+        r = bob.request(
+            "Produce",
+            9,
+            {
+                "transactional_id": txn_id,
+                "acks": -1,
+                "timeout_ms": 1000,
+                "topic_data": [
+                    {"name": "orders", "partition_data": [{"index": 0, "records": raw}]},
+                    {"name": "secrets", "partition_data": [{"index": 0, "records": raw}]},
+                ],
+            },
+        )
+        return [p["error_code"] for t in r["responses"] for p in t["partition_responses"]]
+
+    X = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert produce(f"app-{uuid.uuid4().hex}") == [X, X]
+    assert produce(f"bob-{uuid.uuid4().hex}") == [0, T]
