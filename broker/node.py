@@ -111,7 +111,9 @@ class Broker:
             ensure_log_topic=self._ensure_txn_log_topic,
             log_exists=lambda: self.topics.get(TRANSACTION_STATE_TOPIC) is not None,
         )
+        # KIP-890 part 1: transactional Produce and TxnOffsetCommit are checked against the transaction
         self.data.txn_verifier = self.txns.verify
+        self.groups.txn_verifier = self.txns.verify
         # Kafka's BrokerMetadataPublisher hands deleted partitions to the group coordinator
         # (GroupCoordinator.onPartitionsDeleted): their committed offsets go too.
         self.admin.on_topic_deleted.append(
