@@ -240,3 +240,28 @@ def test_aborted_on_purpose_read_committed_and_uncommitted(groupd: GroupdProcess
     with KafkaClient(groupd.bootstrap) as client_:
         d = client_.describe_transaction(txn_id)
     assert d is not None and d.state == "CompleteCommit"
+
+
+def test_cli_tables_and_an_unknown_id(groupd: GroupdProcess, unique: str) -> None:
+    txn_id = f"txn-cli-{unique}"
+    p = txn_producer(groupd.bootstrap, txn_id)
+    p.begin_transaction()
+    p.produce(f"txn-cli-{unique}", b"x")
+    p.flush(15)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "groupd", "transactions", *args, "--bootstrap-server", groupd.bootstrap]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+
+    out = cli("describe", txn_id)
+    header, row = out.stdout.splitlines()
+    assert header.split() == [
+        "TRANSACTIONAL-ID", "COORDINATOR", "STATE", "PRODUCER-ID", "EPOCH", "TIMEOUT-MS", "DURATION-MS", "PARTITIONS"
+    ]  # fmt: skip
+    assert row.split()[2:] == ["Ongoing", row.split()[3], "0", "60000", row.split()[6], f"txn-cli-{unique}:0"]
+    out = cli("list", "--state", "Ongoing")
+    assert any(line.split()[0] == txn_id for line in out.stdout.splitlines()[1:])
+    out = cli("describe", f"nope-{unique}", "--json")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["error"] == "TRANSACTIONAL_ID_NOT_FOUND"
+    p.abort_transaction(15)
