@@ -21,6 +21,9 @@ Workloads (``--only`` takes these names, comma-separated):
   startup     groupd start with an N-record __consumer_offsets log: to listening, to fully loaded
   txnfetch    read_committed Fetch against read_uncommitted Fetch of the same partition (plain,
               committed transactions, some aborted), one raw client (``bench/txnfetch.py``)
+  txns        transactions/s with 100-record transactions (confluent-kafka; with and without
+              send_offsets_to_transaction) against the same rounds produced idempotently
+              (``bench/txns.py``)
 
     python -m bench.run [--quick] [--only heartbeats,rebalance] [--json results.json]
 
@@ -42,7 +45,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import logdata, txnfetch
+from . import logdata, txnfetch, txns
 from .simulator import (
     Scenario,
     SimConfig,
@@ -52,7 +55,7 @@ from .simulator import (
 )
 from .targets import Target, start_echo, start_groupd, start_mock, workdir
 
-WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "txnfetch")
+WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "txnfetch", "txns")
 # groupd log events that mean members were lost or rebalances went wrong
 NOTABLE_EVENTS = (
     "member_expired",
@@ -600,6 +603,12 @@ class Bench:
         out = await asyncio.to_thread(txnfetch.run, self.quick)
         self.results["txnfetch"] = out
         txnfetch.print_results(out, print_figures)
+
+    # 7. transactions/s ---------------------------------------------------------------------------------
+    async def txns(self) -> None:
+        out = await asyncio.to_thread(txns.run, self.quick)
+        self.results["txns"] = out
+        txns.print_results(out, print_figures)
 
 
 def _compile_groupd() -> None:
