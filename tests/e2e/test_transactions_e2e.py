@@ -4,9 +4,12 @@ against a real daemon process, read back with read_committed and read_uncommitte
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -265,3 +268,41 @@ def test_cli_tables_and_an_unknown_id(groupd: GroupdProcess, unique: str) -> Non
     assert out.returncode == 1
     assert json.loads(out.stdout)["error"] == "TRANSACTIONAL_ID_NOT_FOUND"
     p.abort_transaction(15)
+
+
+def _kafkajs_path() -> str | None:
+    """A ``node_modules`` directory node loads kafkajs from (``GROUPD_KAFKAJS_PATH`` or NODE_PATH)."""
+    for path in (os.environ.get("GROUPD_KAFKAJS_PATH"), os.environ.get("NODE_PATH")):
+        if path and shutil.which("node"):
+            probe = subprocess.run(
+                ["node", "-e", "require('kafkajs')"], env={**os.environ, "NODE_PATH": path}, capture_output=True
+            )
+            if probe.returncode == 0:
+                return path
+    return None
+
+
+def test_kafkajs_transactions_commit_abort_and_send_offsets(groupd: GroupdProcess, unique: str) -> None:
+    node_path = _kafkajs_path()
+    if node_path is None:
+        pytest.skip("kafkajs not found: npm install --prefix DIR kafkajs@2, then GROUPD_KAFKAJS_PATH=DIR/node_modules")
+    topic, source, group, txn_id = f"txn-js-{unique}", f"txn-js-in-{unique}", f"g-js-{unique}", f"txn-js-{unique}"
+    with KafkaClient(groupd.bootstrap) as client:
+        client.create_topic(topic, 1, -1, {})
+        client.create_topic(source, 1, -1, {})
+    script = Path(__file__).resolve().parents[1] / "support" / "kafkajs_txn.js"
+    out = subprocess.run(
+        ["node", str(script), groupd.bootstrap, txn_id, topic, source, group],
+        env={**os.environ, "NODE_PATH": node_path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.stdout.strip().splitlines()[-1:] == ["done"], out.stdout + out.stderr
+    kept = [f"kept{i}".encode() for i in range(10)]
+    assert read_all(groupd.bootstrap, topic, "read_committed") == kept
+    dropped = [f"dropped{i}".encode() for i in range(5)]
+    assert read_all(groupd.bootstrap, topic, "read_uncommitted") == kept[:5] + dropped + kept[5:]
+    wait_state(groupd.bootstrap, txn_id, "CompleteCommit")
+    with KafkaClient(groupd.bootstrap) as client:
+        assert client.committed_offsets(group) == {(source, 0): 7}
