@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from groupd.ops.kafka_client import LATEST_TIMESTAMP, KafkaClient
 
-from tests.e2e.test_transactions_e2e import read_all
+from tests.e2e.test_transactions_e2e import _kafkajs_path, read_all
 from tests.support.daemon import GroupdProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,13 +32,14 @@ class EosMember:
 
     def __init__(self, client: str, bootstrap: str, group: str, source: str, sink: str, txn_id: str, log: Path):
         self.stderr = log.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.eos_member", client, bootstrap, group, source, sink, txn_id],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
+        args = [bootstrap, group, source, sink, txn_id]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        if client == "kafkajs":
+            cmd = ["node", str(ROOT / "tests" / "support" / "kafkajs_eos_member.js"), *args]
+            env["NODE_PATH"] = _kafkajs_path() or ""
+        else:
+            cmd = [sys.executable, "-m", "tests.support.eos_member", client, *args]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=self.stderr, env=env)
         self.txn_id = txn_id
         self.committed = 0
         self.opened = threading.Event()
@@ -122,10 +123,12 @@ def _committed_offsets_are_covered_by_committed_output(
     return len(wanted)
 
 
-@pytest.mark.parametrize("client", ["confluent", "aiokafka", "kafka-python"])
+@pytest.mark.parametrize("client", ["confluent", "aiokafka", "kafka-python", "kafkajs"])
 def test_consume_transform_produce_exactly_once_through_a_member_kill_and_a_daemon_kill(
     tmp_path: Path, client: str
 ) -> None:
+    if client == "kafkajs" and _kafkajs_path() is None:
+        pytest.skip("kafkajs not found: npm install --prefix DIR kafkajs@2, then GROUPD_KAFKAJS_PATH=DIR/node_modules")
     daemon = GroupdProcess(tmp_path / "data", "--group-initial-rebalance-delay-ms", "0").start()
     members: list[EosMember] = []
     source, sink, group = "eos-in", "eos-out", "eos"
