@@ -58,14 +58,14 @@ def txn_producer(bootstrap: str, txn_id: str, **extra: Any) -> Producer:
     return p
 
 
+def transactions_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``groupd transactions ARGS --bootstrap-server BOOTSTRAP``, the operator's view."""
+    cmd = [sys.executable, "-m", "groupd", "transactions", *args, "--bootstrap-server", bootstrap]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+
+
 def describe(bootstrap: str, txn_id: str) -> dict[str, Any]:
-    """``groupd transactions describe <id> --json``, the operator's view."""
-    out = subprocess.run(
-        [sys.executable, "-m", "groupd", "transactions", "describe", txn_id, "--bootstrap-server", bootstrap, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    out = transactions_cli(bootstrap, "describe", txn_id, "--json")
     assert out.returncode == 0, out.stderr
     (d,) = json.loads(out.stdout)
     return d
@@ -106,12 +106,7 @@ def test_confluent_commit_and_abort_read_committed_and_uncommitted(groupd: Group
 
     d = describe(groupd.bootstrap, txn_id)
     assert (d["state"], d["producer_epoch"], d["partitions"]) == ("CompleteCommit", 0, [])
-    out = subprocess.run(
-        [sys.executable, "-m", "groupd", "transactions", "list", "--bootstrap-server", groupd.bootstrap, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    out = transactions_cli(groupd.bootstrap, "list", "--json")
     listed = {t["transactional_id"]: t for t in json.loads(out.stdout)}
     assert listed[txn_id] == {"transactional_id": txn_id, "producer_id": d["producer_id"], "state": "CompleteCommit"}
 
@@ -253,8 +248,7 @@ def test_cli_tables_and_an_unknown_id(groupd: GroupdProcess, unique: str) -> Non
     p.flush(15)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "groupd", "transactions", *args, "--bootstrap-server", groupd.bootstrap]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        return transactions_cli(groupd.bootstrap, *args)
 
     out = cli("describe", txn_id)
     header, row = out.stdout.splitlines()
