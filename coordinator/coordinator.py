@@ -5,9 +5,11 @@ outcome of log writes (``append_done``) -- and after each call re-arms one wake-
 ``next_deadline()`` (which may be at or before now: then it ticks again straight away). It never
 reads a clock, sleeps or touches a socket; ``ctx`` is whatever the shell needs to route an answer.
 
-Persisted state (each group's last durable group-metadata record, every committed offset) is a
-fold over records: :meth:`GroupCoordinator.replay` is its only mutator, applied after a write is
-durable and, in the same way, when a partition is loaded at start-up. Everything else (who is
+Persisted state (each group's last durable group-metadata record, every committed offset, the
+pending offsets of open transactions and the producer epochs each partition has seen) is a fold
+over records and end-transaction markers: :meth:`GroupCoordinator.replay` (with its transactional
+twins ``replay_transactional`` and ``replay_end_txn_marker``) is its only mutator, applied after a
+write is durable and, in the same way, when a partition is loaded at start-up. Everything else (who is
 parked in JoinGroup, session deadlines, the state of a rebalance in flight) is soft state that a
 restart loses, exactly as in Kafka, where a loaded group with members comes back Stable.
 """

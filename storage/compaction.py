@@ -18,15 +18,6 @@ rewritten, as in Kafka (its newest records may not even be on disk yet). A pass:
    kept whole are copied byte for byte; control batches and batches whose codec is not
    installed (or whose compressed payload does not decompress) are kept whole.
 
-Transactions (Kafka's ``LogCleaner`` with its ``CleanedTransactionMetadata``): a transactional
-batch is decided by the end marker of its producer that follows it. The cleaner cleans only below
-the first undecided one (Kafka's first unstable offset bounds ``cleanableOffsets``): an open
-transaction's records, and everything after them, stay as written. Records of aborted transactions
-supersede nothing and are dropped; committed ones are records like any other. A marker goes once
-no record of its transaction is left before it and its segment is older than
-``delete_retention_ms`` (as a tombstone), since a marker with data left still decides that data
-when the log is replayed.
-
 The swap, per group with base offset X (each step ends with an fsync of the directory)::
 
     write X.log.cleaned (+ .index/.timeindex.cleaned), fsync them   -- crash: .cleaned deleted
@@ -88,7 +79,6 @@ class CompactionResult:
     bytes_after: int = 0
     records_dropped: int = 0
     tombstones_dropped: int = 0
-    markers_dropped: int = 0
 
 
 def _segment_newest_ms(seg: Segment) -> int:
@@ -110,9 +100,14 @@ def _iter_segment_batches(plog: PartitionLog, seg: Segment):
 AbortedCheck = Callable[[int, int], bool]
 
 
+def _is_aborted(view: rec.BatchView, aborted: AbortedCheck | None) -> bool:
+    return aborted is not None and view.is_transactional and aborted(view.producer_id, view.base_offset)
+
+
 def _txn_outcomes(plog: PartitionLog, segments: list[Segment]) -> tuple[set[int], int | None]:
-    """The base offsets of the aborted transactional batches in ``segments``, and the base offset of
-    the first transactional batch no marker decides there (None when every one is decided)."""
+    """What a partition's producer state would say, read from ``segments`` themselves: the base
+    offsets of the batches of aborted transactions, and the base offset of the first
+    transactional batch no marker there decides (None when every one is decided)."""
     waiting: dict[int, list[int]] = {}  # producer id -> its batches since its last marker
     aborted: set[int] = set()
     for seg in segments:
@@ -134,28 +129,16 @@ def _txn_outcomes(plog: PartitionLog, segments: list[Segment]) -> tuple[set[int]
     return aborted, min((b for bases in waiting.values() for b in bases), default=None)
 
 
-def _aborted_test(aborted_bases: set[int], aborted: AbortedCheck | None) -> Callable[[rec.BatchView], bool]:
-    """Whether a data batch belongs to an aborted transaction: decided by a marker in the cleaned
-    segments, or by the caller's producer state (``aborted``, the data plane's aborted index)."""
-
-    def test(view: rec.BatchView) -> bool:
-        if view.base_offset in aborted_bases:
-            return True
-        return aborted is not None and view.is_transactional and aborted(view.producer_id, view.base_offset)
-
-    return test
-
-
 def _build_key_map(
-    plog: PartitionLog, segments: list[Segment], is_aborted: Callable[[rec.BatchView], bool]
+    plog: PartitionLog, segments: list[Segment], aborted: AbortedCheck | None = None
 ) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
     for seg in segments:
         for _pos, view in _iter_segment_batches(plog, seg):
-            if view.is_control or not view.crc_ok() or is_aborted(view):
-                # A damaged batch is kept as it is and skipped by readers: it supersedes nothing;
-                # nor does an aborted transaction's (Kafka's buildOffsetMap skips them too).
-                continue
+            if view.is_control or not view.crc_ok():
+                continue  # a damaged batch is kept as it is and skipped by readers: it supersedes nothing
+            if _is_aborted(view, aborted):
+                continue  # LogCleaner: an aborted transaction's records supersede nothing
             try:
                 kv = view.records_kv()
             except (UnsupportedCompressionError, CorruptRecordError):
@@ -190,13 +173,17 @@ def compact(
 ) -> CompactionResult:
     """Clean every inactive segment of `plog`. Blocking file I/O: run it in an executor.
 
-    Transactions (Kafka's LogCleaner with ``CleanedTransactionMetadata``): only whole segments below
-    the first transaction no marker in the log decides yet, and below ``stable_offset`` (the last
-    stable offset, when the caller knows it), are cleaned, so a record of a transaction that may
-    still abort never supersedes anything; batches of an aborted transaction (by a marker in the
-    cleaned segments, or ``aborted(producer_id, base_offset)`` of the caller's producer state) are
-    removed and supersede nothing; a marker goes once no data of its transaction is left and
-    ``delete.retention.ms`` has passed.
+    Transactions (Kafka's LogCleaner with ``CleanedTransactionMetadata``): only segments wholly
+    below ``stable_offset`` (the last stable offset) are cleaned, so a record of a transaction that
+    may still abort never supersedes anything; batches ``aborted(producer_id, base_offset)`` says
+    belong to an aborted transaction are removed and supersede nothing. Markers are kept (Kafka
+    drops them after ``delete.retention.ms`` once their transaction's data is gone; keeping them
+    costs a few bytes and never changes what a read_committed reader sees).
+
+    Without either (a log no producer state is kept for: the ``__consumer_offsets`` partitions,
+    whose transactional batches the group coordinator writes), both are read from the inactive
+    segments themselves: a transactional batch is decided by its producer's next end marker there,
+    and the first undecided one bounds the cleaning as the last stable offset would.
 
     `crash_hook(step)` is called after each step of a swap (names in SWAP_STEPS) and after each
     single rename ("renamed:<new name>"); tests raise from it to simulate a crash at that point.
@@ -206,25 +193,20 @@ def compact(
     result = CompactionResult()
     with plog._maintenance_lock:
         plog._check_open()
-        all_segments = plog.segments
-        segments = all_segments[:-1]
-        aborted_bases, undecided = _txn_outcomes(plog, segments)
-        if undecided is not None:
-            # Only whole segments below the first open transaction (Kafka's first unstable offset).
-            segments = [s for s, nxt in zip(segments, all_segments[1:]) if nxt.base_offset <= undecided]
+        segments = plog.segments[:-1]
+        if stable_offset is None and aborted is None:
+            aborted_bases, stable_offset = _txn_outcomes(plog, segments)
+            if aborted_bases:
+                aborted = lambda _pid, base: base in aborted_bases  # noqa: E731
         if stable_offset is not None:
             segments = [s for s in segments if s.read_next_offset() <= stable_offset]
-        is_aborted = _aborted_test(aborted_bases, aborted)
         if not segments:
             return result
         for seg in segments:
             seg.fsync()
-        latest = _build_key_map(plog, segments, is_aborted)
-        # Per producer: whether records of its current transaction survive in what is written so
-        # far (its marker may only go once none does); carried across groups, which go in order.
-        txn_data: dict[int, bool] = {}
+        latest = _build_key_map(plog, segments, aborted)
         for group in _group_segments(segments, cfg.segment_bytes):
-            _clean_group(plog, group, latest, now, crash_hook, result, is_aborted, txn_data)
+            _clean_group(plog, group, latest, now, crash_hook, result, aborted)
     if result.groups_cleaned:
         log.info(
             "storage.compaction.done",
@@ -245,10 +227,8 @@ def _clean_group(
     now: int,
     crash_hook: Callable[[str], None] | None,
     result: CompactionResult,
-    is_aborted: Callable[[rec.BatchView], bool] = lambda _view: False,
-    txn_data: dict[int, bool] | None = None,
+    aborted: AbortedCheck | None = None,
 ) -> None:
-    txn_data = {} if txn_data is None else txn_data
     directory = plog.path
     base = group[0].base_offset
     name = segment_name(base)
@@ -256,7 +236,7 @@ def _clean_group(
     swap = {s: directory / (name + s + SWAP_SUFFIX) for s in SEGMENT_SUFFIXES}
     horizon = now - plog.config.delete_retention_ms
     cur = _Cursor(_EmptySegmentState(base), plog.config.index_interval_bytes)  # type: ignore[arg-type]
-    dropped = tombstones = markers = 0
+    dropped = tombstones = 0
     out_pos = 0
     bytes_before = sum(s.size for s in group)
     with open(cleaned[LOG_SUFFIX], "wb") as out:
@@ -265,12 +245,10 @@ def _clean_group(
             last_segment = si == len(group) - 1
             for pos, view in _iter_segment_batches(plog, seg):
                 data: bytes | memoryview | None = view.raw
-                is_last = last_segment and pos + view.size == seg.size
-                transactional = view.is_transactional and view.crc_ok()
                 # A damaged batch is copied as it is: rebuilding it would give its damaged records
                 # a valid CRC, and readers would take them for real ones.
                 if not view.is_control and view.crc_ok():
-                    drop_all = is_aborted(view)
+                    drop_all = _is_aborted(view, aborted)
                     try:
                         records = view.records()
                     except (UnsupportedCompressionError, CorruptRecordError):
@@ -278,41 +256,27 @@ def _clean_group(
                         records = None
                     if records is not None:
                         kept = []
-                        if drop_all:
-                            dropped += len(records)  # an aborted transaction's records: never read
-                        else:
-                            for r in records:
-                                if r.key is None:
-                                    kept.append(r)
-                                elif latest.get(r.key) != r.offset:
-                                    dropped += 1
-                                elif r.value is None and drop_tombstones:
-                                    tombstones += 1
-                                else:
-                                    kept.append(r)
+                        for r in records:
+                            if drop_all:
+                                dropped += 1
+                            elif r.key is None:
+                                kept.append(r)
+                            elif latest.get(r.key) != r.offset:
+                                dropped += 1
+                            elif r.value is None and drop_tombstones:
+                                tombstones += 1
+                            else:
+                                kept.append(r)
                         if len(kept) != len(records):
+                            is_last = last_segment and pos + view.size == seg.size
                             data = rec.build_sparse_batch(view, kept) if kept or is_last else None
-                        if transactional and kept:
-                            txn_data[view.producer_id] = True
-                    elif transactional:
-                        txn_data[view.producer_id] = True
-                elif view.is_control and transactional:
-                    pid = view.producer_id
-                    if not txn_data.pop(pid, False) and drop_tombstones and not is_last:
-                        try:
-                            is_marker = read_end_txn_marker(view) is not None
-                        except (UnsupportedCompressionError, CorruptRecordError):
-                            is_marker = False
-                        if is_marker:
-                            markers += 1  # nothing of its transaction is left for it to decide
-                            data = None
                 if data is None:
                     continue
                 (max_ts,) = struct.unpack_from(">q", data, rec.MAX_TIMESTAMP_OFFSET)
                 out.write(data)
                 cur.track(out_pos, view.last_offset, max_ts, len(data))
                 out_pos += len(data)
-        if dropped == 0 and tombstones == 0 and markers == 0:
+        if dropped == 0 and tombstones == 0:
             out.close()
             cleaned[LOG_SUFFIX].unlink()
             return
@@ -372,7 +336,6 @@ def _clean_group(
     result.bytes_after += out_pos
     result.records_dropped += dropped
     result.tombstones_dropped += tombstones
-    result.markers_dropped += markers
 
 
 def _hook(crash_hook: Callable[[str], None] | None, step: str) -> None:
