@@ -10,7 +10,8 @@ is not this layer's), then the daemon starts and one raw Fetch v12 client (1 MiB
 record decoding: the next offset comes from the last batch header) reads each partition from 0 to
 its end, read_uncommitted (the baseline) and read_committed. The first read_committed fetch after
 the start pays the partition's producer-state rebuild (one scan of the batch headers), reported on
-its own; the rates are from a second, warm pass. The daemon's CPU seconds per pass are printed too.
+its own; the rates are the best of three warm passes. The daemon's CPU seconds per pass are printed
+too (the steadier figure on a shared machine: the client decodes every response in Python).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ TOPIC = "txnbench"
 KINDS = ("plain", "committed", "aborted")
 _HEADER = struct.Struct(">qi")
 TXN_BATCHES = 5
+PASSES = 3
 
 
 def write_partition(path: Path, kind: str, batches: int, records: int, size: int) -> dict[str, int]:
@@ -163,10 +165,13 @@ def run(quick: bool, batches: int | None = None, records: int = 10, size: int = 
             end = out[kind]["log"]["end"]
             cold = fetch_all(target, p, end, 1)  # pays the producer-state rebuild
             for label, isolation in (("read_uncommitted", 0), ("read_committed", 1)):
-                cpu0 = target.cpu_s() or 0.0
-                r = fetch_all(target, p, end, isolation)
-                r["daemon_cpu_s"] = (target.cpu_s() or 0.0) - cpu0
-                out[kind][label] = r
+                passes = []
+                for _ in range(PASSES):  # the best of a few: the machine is shared
+                    cpu0 = target.cpu_s() or 0.0
+                    r = fetch_all(target, p, end, isolation)
+                    r["daemon_cpu_s"] = (target.cpu_s() or 0.0) - cpu0
+                    passes.append(r)
+                out[kind][label] = min(passes, key=lambda r: r["seconds"])
             out[kind]["cold_first_fetch_ms"] = cold["first_fetch_ms"]
     finally:
         if target is not None:

@@ -576,6 +576,11 @@ class DataPlane:
             return _partition_error(index, code, message)
         if duplicate is not None:
             return _PendingAppend(index, plog, duplicate.pending, lat, duplicate)
+        if transactional:
+            try:
+                plog.note_transactions()  # once per log: its state is then always rebuilt whole
+            except StorageError as exc:
+                return _partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
         meta = BatchMeta(first_seq, last_seq, timestamp=view.max_timestamp)
         producers.record(pid, epoch, meta, now, transactional=transactional, end_offset=plog.log_end_offset)
         fut = self._start_append(key, plog, raw, lat, producers=producers, pid=pid, meta=meta)  # type: ignore[arg-type]
@@ -938,6 +943,11 @@ class DataPlane:
         if code != ErrorCode.NONE:
             log.info("txn_marker_refused", topic=topic, partition=index, producer_id=pid, error=message)
             return code
+        try:
+            plog.note_transactions()
+        except StorageError as exc:
+            log.error("txn_marker_failed", topic=topic, partition=index, error=str(exc))
+            return ErrorCode.KAFKA_STORAGE_ERROR
         now = self.clock()
         raw = end_txn_marker_batch(pid, epoch, committed, coordinator_epoch, now, partition_leader_epoch=LEADER_EPOCH)
         lat = now if plog.config.message_timestamp_type == "LogAppendTime" else None

@@ -369,8 +369,18 @@ class PartitionProducers:
 
 
 def scan_producers(plog: PartitionLog, since_ms: int) -> PartitionProducers:
-    """Rebuild a partition's producer state from the headers of all its batches (transactions
-    may span any age; producers idle since before `since_ms` are then dropped)."""
-    if plog.log_start_offset >= plog.log_end_offset:
+    """Rebuild a partition's producer state from its batch headers. A log that may hold
+    transactions is read whole (a transaction and its marker may be of any age; producers idle
+    since before `since_ms` are then dropped); any other from its first segment whose newest
+    timestamp is not older than `since_ms` (older ones only hold expired producers)."""
+    start = plog.log_start_offset
+    if not plog.has_transactions:
+        for seg in plog.segments:
+            if seg.max_timestamp < 0 or seg.max_timestamp >= since_ms:
+                start = max(start, seg.base_offset)
+                break
+        else:
+            return PartitionProducers()
+    if start >= plog.log_end_offset:
         return PartitionProducers()
-    return PartitionProducers.from_batches(plog.iter_batches(plog.log_start_offset), since_ms)
+    return PartitionProducers.from_batches(plog.iter_batches(start), since_ms)

@@ -26,6 +26,9 @@ LOG_START_FILE = "log-start-offset"
 # (segment base offset, byte position, next offset) up to which the active segment is known good:
 # fsynced by a flush, or checked by a recovery. Crash recovery truncates only after it (log.py).
 RECOVERY_POINT_FILE = "recovery-point"
+# Present once a transactional batch or marker was ever about to be appended to the log: a log
+# without it holds no transactions, so its producer state can be rebuilt from its recent segments.
+TRANSACTIONS_FILE = "has-transactions"
 RECOVERY_POINT = struct.Struct(">qqqI")  # the three int64s and the CRC-32C of their 24 bytes
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

@@ -81,6 +81,7 @@ from .files import (
     RECOVERY_POINT_FILE,
     TIMEINDEX_ENTRY,
     TIMEINDEX_SUFFIX,
+    TRANSACTIONS_FILE,
     FileOps,
     _Fd,
     _pread_exact,
@@ -494,6 +495,7 @@ class PartitionLog:
         # (the LogManager forwards them to whoever counts them, e.g. the metrics).
         self.corrupt_batches = 0
         self.on_corrupt_batch: Callable[[PartitionLog], None] | None = None
+        self._has_transactions = False
 
     # -- opening and recovery ---------------------------------------------------------------
 
@@ -548,9 +550,29 @@ class PartitionLog:
         self._next_offset = active_seg.next_offset if active_seg.next_offset is not None else active_seg.base_offset
         first = segments[0].base_offset
         self._log_start = first if start is None else min(max(first, start), self._next_offset)
+        self._has_transactions = (self.path / TRANSACTIONS_FILE).exists()
         if clean:
             marker.unlink()
             fsync_dir(self.path, self._ops)
+
+    @property
+    def has_transactions(self) -> bool:
+        """Whether a transactional batch or a transaction marker may be in this log."""
+        return self._has_transactions
+
+    def note_transactions(self) -> None:
+        """Record durably, before the first transactional batch or marker is handed to an append,
+        that the log may hold transactions (``has_transactions``, also after a restart). Raises
+        StorageError if the record cannot be made."""
+        if self._has_transactions:
+            return
+        try:
+            fd = os.open(self.path / TRANSACTIONS_FILE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            os.close(fd)
+            fsync_dir(self.path, self._ops)
+        except OSError as exc:
+            raise StorageError(f"cannot record transactions in {self.path}: {exc}") from exc
+        self._has_transactions = True
 
     def _read_log_start(self) -> int | None:
         try:

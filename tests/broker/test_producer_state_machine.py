@@ -55,6 +55,7 @@ class ProducerStateMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="txndata-"))
         self.plog = PartitionLog.open(self.dir / "t-0", LogConfig(segment_bytes=4096))
+        self.plog.note_transactions()  # as the data plane does before the first transactional append
         self.pp = PartitionProducers()
         self.epoch = dict.fromkeys(PIDS, 0)
         self.next_seq = dict.fromkeys(PIDS, 0)

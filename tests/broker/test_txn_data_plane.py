@@ -194,7 +194,8 @@ async def test_list_offsets_read_committed_answers_the_lso(h: Harness) -> None:
 
 async def test_parked_read_committed_fetch_wakes_on_the_marker_not_the_data(h: Harness) -> None:
     await txn_produce(h, [b"a"], 0)
-    req = h.fetch_request([("t", 0, 0)], max_wait_ms=5000, min_bytes=1, isolation_level=1)
+    # min_bytes above the marker's own size: what the marker made readable is what counts.
+    req = h.fetch_request([("t", 0, 0)], max_wait_ms=5000, min_bytes=100, isolation_level=1)
     result = h.dp.fetch(req)
     assert result is None  # parked: nothing stable yet
     await txn_produce(h, [b"b"], 1)
@@ -335,3 +336,31 @@ def test_collect_aborted_finds_a_long_transaction_that_ends_after_a_short_one() 
     assert pp.collect_aborted(11, 20) == []
     pp.truncate_head(6)
     assert pp.aborted == [AbortedTxn(1, 0, 10)]
+
+
+DAY_MS = 24 * 3600 * 1000
+
+
+async def test_a_transaction_older_than_producer_expiry_still_holds_the_lso_after_a_restart(h: Harness) -> None:
+    # Only logs that never held a transaction are rebuilt from their recent segments.
+    await txn_produce(h, [b"old"], 0, ts=NOW - 30 * DAY_MS)
+    h.logs.get("t", 0).roll()
+    await h.produce("t", batch([b"new"], ts=NOW))
+    await h.restart()
+    p = await read(h, 1)
+    assert (p["last_stable_offset"], p["high_watermark"]) == (0, 2)
+
+
+async def test_a_log_without_transactions_is_rebuilt_from_its_recent_segments(h: Harness) -> None:
+    await h.produce("t", batch([b"old"], pid=3, epoch=0, seq=0, ts=NOW - 30 * DAY_MS))
+    h.logs.get("t", 0).roll()
+    await h.produce("t", batch([b"new"], pid=4, epoch=0, seq=0, ts=NOW))
+    await h.restart()
+    plog = h.logs.get("t", 0)
+    assert not plog.has_transactions
+    starts = []
+    real = plog.iter_batches
+    plog.iter_batches = lambda start=None: starts.append(start) or real(start)  # type: ignore[method-assign]
+    assert (await h.produce("t", batch([b"n2"], pid=4, epoch=0, seq=1)))["error_code"] == E.NONE
+    assert starts == [1]  # the expired producer's segment is not read
+    assert list(h.dp._producers[("t", 0)].producers) == [4]

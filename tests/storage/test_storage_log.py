@@ -300,3 +300,14 @@ def test_operations_on_a_closed_log_fail_cleanly(tmp_path):
     with pytest.raises(LogClosedError):
         plog.read(0, 10)
     assert os.path.exists(tmp_path / "t-0" / "clean-shutdown")
+
+
+def test_note_transactions_is_durable_and_survives_reopen(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    assert not plog.has_transactions
+    plog.note_transactions()
+    plog.note_transactions()  # once is enough
+    assert plog.has_transactions
+    plog.close()
+    assert PartitionLog.open(tmp_path / "t-0", small_config()).has_transactions
+    assert not PartitionLog.open(tmp_path / "t-1", small_config()).has_transactions
