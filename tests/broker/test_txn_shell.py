@@ -236,3 +236,33 @@ async def test_the_produce_check_answers_from_the_transaction(tmp_path: Path) ->
     # the partition is no longer in an ongoing transaction (handleVerifyPartitionsInTransaction)
     assert verify("t", pid, epoch, "out", 1) == E.TRANSACTION_ABORTABLE
     await node.restart(FakeMarkers())
+
+
+async def test_the_node_bounds_transaction_timeouts_by_its_setting(tmp_path: Path) -> None:
+    # transaction.max.timeout.ms (TransactionCoordinator.validateTransactionTimeoutMs), wired from
+    # --transaction-max-timeout-ms; the node answers InitProducerId through the shell
+    from groupd.broker.node import Broker
+
+    from groupd.config import Config
+
+    broker = Broker(Config(data_dir=str(tmp_path), transaction_max_timeout_ms=5000))
+    broker.txns.begin_load()
+    await broker.txns.load()
+    handler = broker.dispatcher.routes[22].handler
+
+    async def init(timeout_ms: int) -> int:
+        body = {"transactional_id": f"t{timeout_ms}", "transaction_timeout_ms": timeout_ms}
+        answer = await call(handler, FakeRequest("InitProducerId", 4, body))
+        assert answer is not None
+        return int(answer["error_code"])
+
+    try:
+        assert await init(5001) == E.INVALID_TRANSACTION_TIMEOUT
+        broker.logs.open_all()
+        broker.data.start()
+        assert await init(5000) == E.NONE
+        assert broker.topics.get(TRANSACTION_STATE_TOPIC).internal  # created on first use
+    finally:
+        await broker.txns.drain()
+        await broker.appender.close()
+        broker.logs.close()
