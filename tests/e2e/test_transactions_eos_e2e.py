@@ -176,7 +176,7 @@ def test_consume_transform_produce_exactly_once_through_a_member_kill_and_a_daem
                     members[i] = EosMember(client, daemon.bootstrap, group, source, sink, m.txn_id, log)
             return all_committed()
 
-        _wait(supervise, "the group never committed every input", 60)
+        _wait(supervise, f"the group never committed every input (restarts: {restarted})", 60)
 
         output = Counter(read_all(daemon.bootstrap, sink, "read_committed", PARTITIONS, timeout=60))
         expected = Counter(b"out:" + v for v in inputs.values())

@@ -96,6 +96,29 @@ def _retry_commit(producer: Any, error: type[Exception]) -> None:
     producer.commit_transaction(60)
 
 
+class _Watchdog:
+    """Ends the process (exit 3) when a block takes longer than ``seconds``: kafka-python 3.0.12's
+    transactional calls wait without a timeout, and after a broker restart its sender can stay
+    "not ready" for the coordinator node for good; a supervisor starts the member again."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __enter__(self) -> None:
+        import threading
+
+        def expire() -> None:
+            say("stuck")
+            os._exit(3)
+
+        self.timer = threading.Timer(self.seconds, expire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timer.cancel()
+
+
 def kafka_python(bootstrap: str, group: str, source: str, sink: str, txn_id: str) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.errors import KafkaError
@@ -121,16 +144,17 @@ def kafka_python(bootstrap: str, group: str, source: str, sink: str, txn_id: str
         if not batch:
             continue
         try:
-            producer.begin_transaction()
-            for msgs in batch.values():
-                for m in msgs:
-                    producer.send(sink, key=m.key, value=b"out:" + m.value)
-            producer.flush()
-            say("open")
-            time.sleep(PAUSE_S)
-            offsets = {tp: OffsetAndMetadata(msgs[-1].offset + 1, "", -1) for tp, msgs in batch.items()}
-            producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
-            producer.commit_transaction()
+            with _Watchdog(15):
+                producer.begin_transaction()
+                for msgs in batch.values():
+                    for m in msgs:
+                        producer.send(sink, key=m.key, value=b"out:" + m.value)
+                producer.flush()
+                say("open")
+                time.sleep(PAUSE_S)
+                offsets = {tp: OffsetAndMetadata(msgs[-1].offset + 1, "", -1) for tp, msgs in batch.items()}
+                producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+                producer.commit_transaction()
         except KafkaError as e:
             if getattr(e, "fatal", False) or type(e).__name__ in ("ProducerFencedError", "InvalidProducerEpochError"):
                 raise
