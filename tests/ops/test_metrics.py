@@ -515,3 +515,32 @@ def test_per_group_series_are_capped_most_lagging_first(tmp_path: Path) -> None:
         assert value(s, "groupd_group_metrics_omitted_groups") == 0
     finally:
         logs.close()
+
+
+@pytest.mark.e2e
+def test_transaction_metrics_of_a_real_daemon(tmp_path: Path) -> None:
+    # the transaction shell counts the core's transaction_completed / transaction_timed_out events
+    from confluent_kafka import Producer
+
+    port = free_port()
+    d = GroupdProcess(tmp_path / "data", "--metrics-port", str(port)).start()
+    try:
+        assert value(scrape(port), "groupd_transactions_committed_total") == 0
+        p = Producer({"bootstrap.servers": d.bootstrap, "transactional.id": "m-tx", "transaction.timeout.ms": 1000})
+        p.init_transactions(15)
+        for commit in (True, True, False):
+            p.begin_transaction()
+            p.produce("m-out", b"x")
+            p.flush(15)  # else librdkafka aborts a transaction it never registered without an EndTxn
+            (p.commit_transaction if commit else p.abort_transaction)(15)
+        p.begin_transaction()
+        p.produce("m-out", b"hung")
+        p.flush(15)
+        assert value(scrape(port), "groupd_transactions_open") == 1
+        s = wait_for(port, lambda s: value(s, "groupd_transactions_timed_out_total") == 1, "a timeout")
+        assert value(s, "groupd_transactions_committed_total") == 2
+        s = wait_for(port, lambda s: value(s, "groupd_transactions_aborted_total") == 2, "two aborts")
+        assert value(s, "groupd_transactions_open") == 0
+        assert value(s, "groupd_transactional_ids") == 1
+    finally:
+        d.stop()
