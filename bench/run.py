@@ -25,6 +25,9 @@ Workloads (``--only`` takes these names, comma-separated):
               heartbeats/s at 1,000 and 10,000 members, and the time for a 1,000-member group to
               converge after one member joins, each against the classic figure of the same run
               (heartbeats/s of a 1,000/10,000-member classic group, rebalance of 1,000 members)
+  txns        transactions/s with 100-record transactions (confluent-kafka; with and without
+              send_offsets_to_transaction) against the same rounds produced idempotently
+              (``bench/txns.py``)
 
     python -m bench.run [--quick] [--only heartbeats,rebalance] [--json results.json]
 
@@ -49,6 +52,7 @@ from typing import Any
 
 from . import consumer_groups as cg
 from . import logdata, txnfetch
+from . import txns as txn_bench
 from .simulator import (
     Scenario,
     SimConfig,
@@ -58,7 +62,7 @@ from .simulator import (
 )
 from .targets import Target, start_echo, start_groupd, start_mock, workdir
 
-WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "txnfetch", "consumer")
+WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "txnfetch", "consumer", "txns")
 # groupd log events that mean members were lost or rebalances went wrong
 NOTABLE_EVENTS = (
     "member_expired",
@@ -766,6 +770,12 @@ def _throttled(check: Callable[[], bool], every_s: float = 0.002) -> Callable[[]
         return check()
 
     return run
+
+    # 8. transactions/s ---------------------------------------------------------------------------------
+    async def txns(self) -> None:
+        out = await asyncio.to_thread(txn_bench.run, self.quick)
+        self.results["txns"] = out
+        txn_bench.print_results(out, print_figures)
 
 
 def _compile_groupd() -> None:

@@ -47,9 +47,8 @@ above the LSO do not wake them). read_committed Fetch returns whole batches belo
 aborted transactions overlapping them; ListOffsets with isolation level 1 answers the LSO for
 LATEST and ignores timestamps at or past it. All of it is rebuilt from the log after a restart, the
 first time a partition's producer state is needed (start-up reads nothing). InitProducerId with a
-transactional id is still refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED here (fatal at once in
-every client) until the transaction coordinator's shell takes that route over; null ids are served
-here.
+transactional id goes to the transaction coordinator (``txn_shell.py`` owns the route and hands
+null ids, idempotent producers, to ``init_producer_id`` here; both draw from ``producer_ids``).
 
 Fetch. Partitions are read in request order; the first partition with data may return one batch
 larger than the limits (Kafka's ``minOneMessage``), later ones stay within ``partition_max_bytes``

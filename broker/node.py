@@ -21,6 +21,7 @@ from groupd.security import acl
 from groupd.security.auth import Authenticator
 from groupd.security.listeners import Listener, advertise_per_listener, endpoint, parse_listeners, server_ssl_context
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
+from groupd.transactions.coordinator import TransactionConfig, TransactionCoordinator
 
 from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
@@ -30,7 +31,8 @@ from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
 from .settings import Config
-from .topics import OFFSETS_TOPIC, TopicRegistry, TopicsImageCache
+from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicRegistry, TopicsImageCache
+from .txn_shell import TxnShell
 
 log = structlog.get_logger("groupd")
 
@@ -87,6 +89,24 @@ class Broker:
         self.groups = GroupShell(self.core, self._offsets_log, self.appender)
         self.data = DataPlane(config, self.topics, self.logs, self.appender)
         self.data.register_topic_callbacks(self.admin)
+        # Transactions (one producer-id sequence with idempotent producers: the data plane's)
+        self.txn_core = TransactionCoordinator(
+            TransactionConfig(transaction_max_timeout_ms=config.transaction_max_timeout_ms),
+            self.data.producer_ids,
+            topic_partitions=self.topics.partition_count,
+        )
+        self.txns = TxnShell(
+            self.txn_core,
+            self._txn_log,
+            self.appender,
+            self.data,
+            self.groups,
+            ensure_log_topic=self._ensure_txn_log_topic,
+            log_exists=lambda: self.topics.get(TRANSACTION_STATE_TOPIC) is not None,
+        )
+        # KIP-890 part 1: transactional Produce and TxnOffsetCommit are checked against the transaction
+        self.data.txn_verifier = self.txns.verify
+        self.groups.txn_verifier = self.txns.verify
         # Kafka's BrokerMetadataPublisher hands deleted partitions to the group coordinator
         # (GroupCoordinator.onPartitionsDeleted): their committed offsets go too.
         self.admin.on_topic_deleted.append(
@@ -121,7 +141,7 @@ class Broker:
         return LogConfig(segment_bytes=self.config.segment_bytes, segment_ms=self.config.segment_ms)
 
     def _topic_log_config(self, topic: str) -> LogConfig | None:
-        if topic == OFFSETS_TOPIC:
+        if topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
             return LogConfig(
                 segment_bytes=self.config.segment_bytes,
                 segment_ms=self.config.segment_ms,
@@ -141,6 +161,20 @@ class Broker:
 
     def _offsets_log(self, partition: int) -> PartitionLog:
         return self.logs.get_or_create(OFFSETS_TOPIC, partition)
+
+    def _txn_log(self, partition: int) -> PartitionLog:
+        return self.logs.get_or_create(TRANSACTION_STATE_TOPIC, partition)
+
+    def _ensure_txn_log_topic(self) -> None:
+        if self.topics.get(TRANSACTION_STATE_TOPIC) is None:
+            # TransactionLogConfig's defaults: compacted, 100 MiB segments, uncompressed
+            t = self.topics.ensure_internal(
+                TRANSACTION_STATE_TOPIC,
+                self.txn_core.config.transaction_state_partitions,
+                {"cleanup.policy": "compact", "compression.type": "uncompressed", "segment.bytes": "104857600"},
+            )
+            for cb in self.admin.on_topic_created:
+                cb(t)
 
     def new_server(self, dispatcher: Dispatcher) -> Server:
         config = self.config
@@ -188,6 +222,14 @@ class Broker:
             reg(name, self.groups.handler(name, node_id if cluster is not None else None))
         for name, handler, (lo, hi) in self.data.handlers():
             reg(name, handler, min_version=lo, max_version=hi)
+        # Transaction version 1 (EndTxn v0-4): EndTxn v5 and the transaction.version feature mean
+        # KIP-890 part 2, which the core does not do.
+        t = self.txns
+        reg("InitProducerId", t.init_producer_id_handler(self.data.init_producer_id))
+        for name, hi in (("AddPartitionsToTxn", 5), ("AddOffsetsToTxn", 4), ("EndTxn", 4)):
+            reg(name, t.handler(name), min_version=0, max_version=hi)
+        reg("DescribeTransactions", t.handler("DescribeTransactions"))
+        reg("ListTransactions", t.handler("ListTransactions"), min_version=0, max_version=2)
         # Advertised on every listener, as Kafka does; on a listener without SASL they answer
         # ILLEGAL_SASL_STATE.
         # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
@@ -214,6 +256,7 @@ class Broker:
         # Groups answer COORDINATOR_LOAD_IN_PROGRESS until their partition is replayed; the server
         # listens straight away, as a Kafka broker does while it loads __consumer_offsets.
         self.groups.begin_load(partitions)
+        self.txns.begin_load()
         for hook in self.before_listen:
             await hook()
         for li in self.listeners:
@@ -227,6 +270,7 @@ class Broker:
             await self.cluster.listen()
             self.core.ownership = self.cluster.offsets_ownership(self.core.ownership.local)
         self._load_task = asyncio.create_task(self.groups.load(partitions))
+        self._txn_load_task = asyncio.create_task(self.txns.load())
         if any(li.sasl for li in self.listeners) and not len(self.authenticator.store):
             log.warning("sasl_without_users", hint="add [users.<name>] entries (groupd scram-credential)")
         log.info(
@@ -249,6 +293,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.close()
         await self.data.close()
+        await self.txns.drain()
         await self.groups.drain()
         await self.appender.close()
         self.logs.close()

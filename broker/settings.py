@@ -110,6 +110,13 @@ class Config:
     producer_id_expiration_ms: int = dataclasses.field(
         default=86_400_000, metadata={"help": "idempotent-producer state of an idle producer is dropped after this"}
     )
+    transaction_max_timeout_ms: int = dataclasses.field(
+        default=900_000,
+        metadata={
+            "help": "largest transaction.timeout.ms a transactional producer may ask for "
+            "(Kafka's transaction.max.timeout.ms); InitProducerId above it answers INVALID_TRANSACTION_TIMEOUT"
+        },
+    )
     # --- security (groupd.security: listeners, auth, acl) ---
     listeners: str = dataclasses.field(
         default="",

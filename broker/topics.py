@@ -20,6 +20,7 @@ from groupd.protocol.errors import ErrorCode
 from groupd.storage.files import write_atomically
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
@@ -153,6 +154,19 @@ class TopicRegistry:
                 internal=True,
             )
             self._save()
+
+    def ensure_internal(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
+        """An internal topic, created on first use (Kafka creates ``__transaction_state`` when the
+        first transactional id looks for its coordinator: ``AutoTopicCreationManager``)."""
+        t = self.topics.get(name)
+        if t is None:
+            t = self.topics[name] = Topic(name, _new_topic_id(), partitions, dict(configs), internal=True)
+            try:
+                self._save()
+            except OSError:
+                del self.topics[name]
+                raise
+        return t
 
     def _load_cluster_id(self) -> str:
         meta = self.data_dir / "meta.properties"

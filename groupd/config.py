@@ -136,6 +136,7 @@ DOMAINS: dict[str, Check] = {
     "log_retention_check_interval_ms": _long_ms,
     "log_cleaner_backoff_ms": _long_ms,
     "producer_id_expiration_ms": _positive_long_ms,
+    "transaction_max_timeout_ms": between(1, INT32_MAX),  # TransactionStateManagerConfig: atLeast(1), an int
     "listeners": _anything,  # parsed as a whole in validate() (it needs --host and --port)
     "listener_security_protocol_map": _anything,  # with --listeners
     "advertised_listeners": _anything,  # with --listeners

@@ -39,6 +39,7 @@ def attach_metrics(broker: Broker) -> None:
         data=broker.data,
         logs=broker.logs,
         faults=broker.faults,
+        txns=broker.txns,
     )
     if broker.cluster is not None:
         # One process, one gauge: the connections of every broker of the cluster.

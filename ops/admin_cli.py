@@ -43,7 +43,7 @@ from .kafka_client import (
     read_properties,
 )
 
-COMMANDS = ("groups", "offsets", "topics", "healthcheck", "completion")
+COMMANDS = ("groups", "offsets", "topics", "transactions", "healthcheck", "completion")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 # Kafka only lets an administrator move offsets of a group that no consumer is using.
 RESETTABLE_STATES = ("Empty", "Dead")
@@ -207,6 +207,37 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "  groupd groups delete billing",
     )
     p.add_argument("group")
+
+    txns = _cmd(
+        sub,
+        "transactions",
+        [],
+        "list and describe the transactions of transactional producers",
+        "  groupd transactions list\n  groupd transactions describe payments-1",
+    )
+    xsub = txns.add_subparsers(dest="transactions_command", metavar="{list,describe}")
+    p = _cmd(
+        xsub,
+        "list",
+        common,
+        "list transactional ids, their producer ids and transaction states",
+        "  groupd transactions list --state Ongoing\n  groupd transactions list --json",
+    )
+    p.add_argument(
+        "--state",
+        action="append",
+        metavar="STATE",
+        help="only transactions in this state (repeatable), e.g. Ongoing, PrepareCommit, CompleteAbort",
+    )
+    p.add_argument("--producer-id", action="append", type=int, metavar="ID", help="only this producer id (repeatable)")
+    p = _cmd(
+        xsub,
+        "describe",
+        common,
+        "state, producer id and epoch, timeout, start time and partitions of transactions",
+        "  groupd transactions describe payments-1\n  groupd transactions describe payments-1 payments-2 --json",
+    )
+    p.add_argument("transactional_id", nargs="+")
 
     offsets = _cmd(
         sub,
@@ -421,6 +452,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         getattr(args, "groups_command", None)
         or getattr(args, "offsets_command", None)
         or getattr(args, "topics_command", None)
+        or getattr(args, "transactions_command", None)
     )
     action = {
         ("groups", "list"): groups_list,
@@ -433,6 +465,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         ("topics", "create"): topics_create,
         ("topics", "delete"): topics_delete,
         ("topics", "alter"): topics_alter,
+        ("transactions", "list"): transactions_list,
+        ("transactions", "describe"): transactions_describe,
         ("healthcheck", None): healthcheck,
     }.get((args.command, sub))
     if action is None:  # `groupd groups` without a subcommand: show what there is
@@ -1094,3 +1128,50 @@ def topics_alter(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, st
     data.update(partitions=args.partitions, previous_partitions=current)
     lines.append(f"topic {args.topic!r}: {current} -> {args.partitions} partitions")
     return data, "\n".join(lines)
+
+
+def transactions_list(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
+    listed = client.list_transactions(args.state, args.producer_id)
+    data = [{"transactional_id": t.transactional_id, "producer_id": t.producer_id, "state": t.state} for t in listed]
+    if not listed:
+        return data, "no transactional ids" + (f" in state {', '.join(args.state)}" if args.state else "")
+    rows = [[t.transactional_id, t.producer_id, t.state] for t in listed]
+    return data, table(["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"], rows)
+
+
+def transactions_describe(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
+    described = []
+    for txn_id in args.transactional_id:
+        d = client.describe_transaction(txn_id)
+        if d is None:
+            raise CommandError(f"transactional id {txn_id!r} does not exist", "TRANSACTIONAL_ID_NOT_FOUND")
+        described.append(d)
+    data = [
+        {
+            "transactional_id": d.transactional_id,
+            "coordinator": d.coordinator,
+            "state": d.state,
+            "producer_id": d.producer_id,
+            "producer_epoch": d.producer_epoch,
+            "transaction_timeout_ms": d.timeout_ms,
+            "transaction_start_time_ms": d.start_time_ms if d.start_time_ms >= 0 else None,
+            "partitions": [{"topic": t, "partition": p} for t, p in d.partitions],
+        }
+        for d in described
+    ]
+    now_ms = time.time() * 1000
+    rows = [
+        [
+            d.transactional_id,
+            d.coordinator,
+            d.state,
+            d.producer_id,
+            d.producer_epoch,
+            d.timeout_ms,
+            round(now_ms - d.start_time_ms) if d.start_time_ms >= 0 else None,
+            _partitions_text(d.partitions),
+        ]
+        for d in described
+    ]
+    headers = ["TRANSACTIONAL-ID", "COORDINATOR", "STATE", "PRODUCER-ID", "EPOCH", "TIMEOUT-MS", "DURATION-MS"]
+    return data, table([*headers, "PARTITIONS"], rows)

@@ -573,6 +573,25 @@ class Metadata:
     internal: set[str] = field(default_factory=set)
 
 
+@dataclass
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass
+class TransactionDescription:
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int  # -1 when no transaction is open
+    partitions: list[TopicPartition]
+    coordinator: str
+
+
 class KafkaClient:
     """Admin operations against a cluster reached through ``bootstrap`` ("host:port[,...]")."""
 
@@ -779,16 +798,17 @@ class KafkaClient:
             raise KafkaError(api, r["error_code"], r.get("error_message"))
         return api
 
-    def coordinator(self, group: str) -> BrokerConnection:
+    def coordinator(self, group: str, key_type: int = 0) -> BrokerConnection:
+        """The coordinator of a group (key type 0) or of a transactional id (key type 1)."""
         conn = self.any_connection()
 
         def find() -> BrokerConnection:
             v = conn.version_for("FindCoordinator")
             if v >= 4:
-                _, resp = conn.send("FindCoordinator", {"key_type": 0, "coordinator_keys": [group]}, v)
+                _, resp = conn.send("FindCoordinator", {"key_type": key_type, "coordinator_keys": [group]}, v)
                 answer = resp["coordinators"][0]
             else:
-                _, answer = conn.send("FindCoordinator", {"key": group, "key_type": 0}, v)
+                _, answer = conn.send("FindCoordinator", {"key": group, "key_type": key_type}, v)
             if answer["error_code"]:
                 raise KafkaError("FindCoordinator", answer["error_code"], answer.get("error_message"))
             return self.connection(answer["host"], answer["port"])
@@ -830,6 +850,55 @@ class KafkaClient:
             wanted = {s.lower() for s in states}
             listed = [g for g in listed if (g.state or "").lower() in wanted]
         return listed
+
+    # --- transactions -------------------------------------------------------------------------
+    def list_transactions(
+        self, states: list[str] | None = None, producer_ids: list[int] | None = None
+    ) -> list[TransactionListing]:
+        """Every transactional id of every broker (ListTransactions; each broker lists the ids it
+        coordinates), as Kafka's ``Admin.listTransactions``."""
+        self.metadata([])
+        found: dict[str, TransactionListing] = {}
+        for host, port in sorted(set(self._brokers.values())) or self.bootstrap:
+            conn = self.connection(host, port)
+
+            def ask(conn: BrokerConnection = conn) -> dict[str, Any]:
+                body = {"state_filters": list(states or []), "producer_id_filters": list(producer_ids or [])}
+                _, resp = conn.send("ListTransactions", body)
+                if resp["error_code"]:
+                    raise KafkaError("ListTransactions", resp["error_code"])
+                return resp
+
+            for t in self._retrying(ask)["transaction_states"]:
+                found[t["transactional_id"]] = TransactionListing(
+                    t["transactional_id"], t["producer_id"], t["transaction_state"]
+                )
+        return sorted(found.values(), key=lambda t: t.transactional_id)
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription | None:
+        """The transaction as its coordinator sees it, or None when the id is unknown."""
+
+        def ask() -> tuple[BrokerConnection, dict[str, Any]]:
+            coord = self.coordinator(transactional_id, key_type=1)
+            _, resp = coord.send("DescribeTransactions", {"transactional_ids": [transactional_id]})
+            t = resp["transaction_states"][0]
+            if t["error_code"] and t["error_code"] != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                raise KafkaError("DescribeTransactions", t["error_code"])
+            return coord, t
+
+        coord, t = self._retrying(ask)
+        if t["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+            return None
+        return TransactionDescription(
+            transactional_id=t["transactional_id"],
+            state=t["transaction_state"],
+            producer_id=t["producer_id"],
+            producer_epoch=t["producer_epoch"],
+            timeout_ms=t["transaction_timeout_ms"],
+            start_time_ms=t["transaction_start_time_ms"],
+            partitions=sorted((x["topic"], p) for x in t["topics"] for p in x["partitions"]),
+            coordinator=coord.address,
+        )
 
     def describe_group(self, group: str) -> GroupDescription | None:
         """The group as its coordinator sees it, or None when it does not exist (Dead). As Kafka's

@@ -41,6 +41,7 @@ from typing import Any
 import structlog
 from groupd.broker.data_plane import DataPlane
 from groupd.broker.group_shell import GroupShell
+from groupd.broker.txn_shell import TxnShell
 from groupd.coordinator import CoordinatorListener, GroupCoordinator, GroupState
 from groupd.coordinator import listener as events
 from groupd.coordinator.consumer import ConsumerGroupState
@@ -260,6 +261,29 @@ class _StateCollector(Collector):
             "Fetch requests waiting for min_bytes or max_wait_ms (dropped when their connection closes)",
             value=m.data.parked_fetches if m.data is not None else 0,
         )
+        if m.txns is not None:
+            t = m.txns.stats()
+            yield GaugeMetricFamily(
+                "groupd_transactions_open",
+                "Transactions begun and not yet complete (Ongoing, PrepareCommit, PrepareAbort)",
+                value=t["open"],
+            )
+            yield GaugeMetricFamily(
+                "groupd_transactional_ids", "Transactional ids the coordinator holds", value=t["transactional_ids"]
+            )
+            yield CounterMetricFamily(
+                "groupd_transactions_committed", "Transactions committed (CompleteCommit written)", value=t["commits"]
+            )
+            yield CounterMetricFamily(
+                "groupd_transactions_aborted",
+                "Transactions aborted (CompleteAbort written): by the producer, by a fence or by a timeout",
+                value=t["aborts"],
+            )
+            yield CounterMetricFamily(
+                "groupd_transactions_timed_out",
+                "Transactions aborted by the coordinator after transaction.timeout.ms",
+                value=t["timeouts"],
+            )
         if shell is not None:
             p = shell.load_progress
             yield CounterMetricFamily(
@@ -372,6 +396,7 @@ class Metrics(CoordinatorListener):
         self.requests = RequestStats()
         self.core: GroupCoordinator | None = None
         self.shell: GroupShell | None = None
+        self.txns: TxnShell | None = None
         self.data: DataPlane | None = None
         self.logs: LogManager | None = None
         self.faults: FaultInjector | None = None
@@ -488,7 +513,10 @@ class Metrics(CoordinatorListener):
         data: DataPlane | None = None,
         logs: LogManager | None = None,
         faults: FaultInjector | None = None,
+        txns: TxnShell | None = None,
     ) -> None:
+        if txns is not None:
+            self.txns = txns
         if faults is not None:
             self.faults = faults
         if dispatcher is not None:

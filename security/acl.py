@@ -775,6 +775,193 @@ _describe_producers = _topic_list_api(
 )
 
 
+# --- transactions (KafkaApis.handle*Txn*, handleInitProducerIdRequest, handle*Transactions*) -------
+def _txn_write(authz: Authorizer, p: Subject, transactional_id: str) -> bool:
+    return authz.authorize(p, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def _init_producer_id(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    # WRITE on a transactional id; a null id (an idempotent producer) is not checked here.
+    txn_id = req.body.get("transactional_id")
+    if txn_id is None or _txn_write(authz, subject_of(req), txn_id):
+        return handler(req)
+    _denied(req, "transactional_id", transactional_id=txn_id)
+    return {"throttle_time_ms": 0, "error_code": _TXN, "producer_id": -1, "producer_epoch": -1}
+
+
+def _partition_results(topics: list[Body], code: Callable[[str], int]) -> list[Body]:
+    return [
+        {
+            "name": t["name"],
+            "results_by_partition": [
+                {"partition_index": i, "partition_error_code": code(t["name"])} for i in t.get("partitions") or []
+            ],
+        }
+        for t in topics
+    ]
+
+
+def _add_partitions_to_txn(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    """v0-3 (producers): WRITE on the transactional id, then WRITE on each topic (refused topics
+    TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED). v4+ (brokers verifying a
+    produce): CLUSTER_ACTION on the cluster, then WRITE on each transactional id."""
+    p, body = subject_of(req), req.body
+    if req.api_version <= 3:
+        txn_id = body.get("v3_and_below_transactional_id") or ""
+        topics = body.get("v3_and_below_topics") or []
+        if not _txn_write(authz, p, txn_id):
+            _denied(req, "transactional_id", transactional_id=txn_id)
+            results = _partition_results(topics, lambda _t: _TXN)
+            return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+        refused = {
+            t["name"] for t in topics if not authz.authorize(p, AclOperation.WRITE, ResourceType.TOPIC, t["name"])
+        }
+        if not refused:
+            return handler(req)
+        _denied(req, "topic", topics=sorted(refused)[:20])
+        results = _partition_results(topics, lambda t: _TOPIC if t in refused else ErrorCode.OPERATION_NOT_ATTEMPTED)
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+    if not authz.authorize(p, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        _denied(req, "cluster", operation="CLUSTER_ACTION")
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "results_by_transaction": [],
+        }
+    transactions = body.get("transactions") or []
+    kept, refused_txns = _split(transactions, lambda t: _txn_write(authz, p, t.get("transactional_id") or ""))
+    if not refused_txns:
+        return handler(req)
+    _denied(req, "transactional_id", transactional_ids=[t.get("transactional_id") for t in refused_txns][:20])
+    denied = [
+        {
+            "transactional_id": t.get("transactional_id"),
+            "topic_results": _partition_results(t.get("topics") or [], lambda _t: _TXN),
+        }
+        for t in refused_txns
+    ]
+    if not kept:
+        return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": denied}
+    _with(req, transactions=kept)
+    _after(req, lambda b: {**b, "results_by_transaction": [*b.get("results_by_transaction", []), *denied]})
+    return handler(req)
+
+
+def _add_offsets_to_txn(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    p, body = subject_of(req), req.body
+    txn_id, group_id = body.get("transactional_id") or "", body.get("group_id") or ""
+    if not _txn_write(authz, p, txn_id):
+        _denied(req, "transactional_id", transactional_id=txn_id)
+        return {"throttle_time_ms": 0, "error_code": _TXN}
+    if not authz.authorize(p, AclOperation.READ, ResourceType.GROUP, group_id):
+        _denied(req, "group", group=group_id)
+        return {"throttle_time_ms": 0, "error_code": _GROUP}
+    return handler(req)
+
+
+def _end_txn(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    txn_id = req.body.get("transactional_id") or ""
+    if _txn_write(authz, subject_of(req), txn_id):
+        return handler(req)
+    _denied(req, "transactional_id", transactional_id=txn_id)
+    return {"throttle_time_ms": 0, "error_code": _TXN, "producer_id": -1, "producer_epoch": -1}
+
+
+def _txn_offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    """WRITE on the transactional id, READ on the group (each refusing every partition), then
+    READ on each topic (its partitions TOPIC_AUTHORIZATION_FAILED)."""
+    p, body = subject_of(req), req.body
+    topics = body.get("topics") or []
+
+    def answer(code: Callable[[str], int], names: list[Body]) -> list[Body]:
+        return [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {"partition_index": x["partition_index"], "error_code": code(t["name"])}
+                    for x in t.get("partitions") or []
+                ],
+            }
+            for t in names
+        ]
+
+    for allowed, code, what in (
+        (_txn_write(authz, p, body.get("transactional_id") or ""), _TXN, "transactional_id"),
+        (authz.authorize(p, AclOperation.READ, ResourceType.GROUP, body.get("group_id") or ""), _GROUP, "group"),
+    ):
+        if not allowed:
+            _denied(req, what)
+            return {"throttle_time_ms": 0, "topics": answer(lambda _t, code=code: code, topics)}
+    kept, refused = _split(topics, lambda t: authz.authorize(p, AclOperation.READ, ResourceType.TOPIC, t["name"]))
+    if not refused:
+        return handler(req)
+    _denied(req, "topic", topics=[t["name"] for t in refused][:20])
+    denied = answer(lambda _t: _TOPIC, refused)
+    if not kept:
+        return {"throttle_time_ms": 0, "topics": denied}
+    _with(req, topics=kept)
+    _after(req, lambda b: {**b, "topics": [*b.get("topics", []), *denied]})
+    return handler(req)
+
+
+def _describe_transactions(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    # DESCRIBE on each transactional id; a described transaction's topics the principal may not
+    # DESCRIBE are left out (KafkaApis.handleDescribeTransactionsRequest).
+    p = subject_of(req)
+    ids = list(req.body.get("transactional_ids") or [])
+    kept, refused = _split(ids, lambda t: authz.authorize(p, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t))
+    if refused:
+        _denied(req, "transactional_id", transactional_ids=refused[:20])
+    denied = [
+        {
+            "error_code": _TXN,
+            "transactional_id": t,
+            "transaction_state": "",
+            "transaction_timeout_ms": 0,
+            "transaction_start_time_ms": -1,
+            "producer_id": -1,
+            "producer_epoch": -1,
+            "topics": [],
+        }
+        for t in refused
+    ]
+
+    def fix(b: Body) -> Body:
+        states = [
+            {
+                **st,
+                "topics": [
+                    t
+                    for t in st.get("topics") or []
+                    if authz.authorize(p, AclOperation.DESCRIBE, ResourceType.TOPIC, t["topic"])
+                ],
+            }
+            for st in b.get("transaction_states") or []
+        ]
+        return {**b, "transaction_states": [*states, *denied]}
+
+    _with(req, transactional_ids=kept)
+    _after(req, fix)
+    return handler(req)
+
+
+def _list_transactions(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    # Only the transactional ids the principal may DESCRIBE are listed (listTransactionStates'
+    # filter with KafkaApis' authorizer check).
+    p = subject_of(req)
+
+    def fix(b: Body) -> Body:
+        listed = [
+            t
+            for t in b.get("transaction_states") or []
+            if authz.authorize(p, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t["transactional_id"])
+        ]
+        return {**b, "transaction_states": listed}
+
+    _after(req, fix)
+    return handler(req)
+
+
 # --- installation --------------------------------------------------------------------------------
 def install(
     dispatcher: Dispatcher, authz: Authorizer, topic_name_for_id: Callable[[uuid.UUID], str | None]
@@ -796,6 +983,13 @@ def install(
         "Fetch": _fetch,
         "ListOffsets": _list_offsets,
         "DescribeProducers": _describe_producers,
+        "InitProducerId": _init_producer_id,
+        "AddPartitionsToTxn": _add_partitions_to_txn,
+        "AddOffsetsToTxn": _add_offsets_to_txn,
+        "EndTxn": _end_txn,
+        "TxnOffsetCommit": _txn_offset_commit,
+        "DescribeTransactions": _describe_transactions,
+        "ListTransactions": _list_transactions,
         "Metadata": _metadata,
         "CreateTopics": _create_topics,
         "DeleteTopics": _delete_topics(topic_name_for_id),

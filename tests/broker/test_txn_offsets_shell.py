@@ -24,6 +24,9 @@ TOPIC = "events"
 
 async def start(data: Path) -> Broker:
     broker = Broker(Config(data_dir=str(data), port=0, fsync="never"))
+    # these TxnOffsetCommits come from producers the transaction coordinator does not know (its
+    # routes are not this layer's): the node's KIP-890 check, which would refuse them, is taken out
+    broker.groups.txn_verifier = None
     await broker.start()
     await broker.groups.loaded.wait()
     return broker

@@ -421,57 +421,6 @@ def test_idempotent_producer_across_a_daemon_kill_writes_each_message_once(tmp_p
         d.stop()
 
 
-# -- transactional producers ----------------------------------------------------------------------
-# No transaction coordinator yet: FindCoordinator answers a transactional id with this node (as
-# KafkaApis.getCoordinator answers with the leader of its __transaction_state partition) and
-# InitProducerId refuses the id, so init_transactions() fails at once with a clear fatal error.
-# librdkafka used to get INVALID_REQUEST from FindCoordinator and re-ask every 500 ms until its timeout.
-
-
-def test_confluent_transactional_producer_fails_promptly_at_init_producer_id(
-    groupd: GroupdProcess, unique: str
-) -> None:
-    from confluent_kafka import KafkaException, Producer
-
-    p = Producer({"bootstrap.servers": groupd.bootstrap, "transactional.id": f"tx-{unique}"})
-    started = time.monotonic()
-    with pytest.raises(KafkaException) as raised:
-        p.init_transactions(10)
-    elapsed = time.monotonic() - started
-    err = raised.value.args[0]
-    assert (err.code(), err.fatal()) == (53, True), err.str()  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert "transactional PID" in err.str(), err.str()  # InitProducerId, after FindCoordinator succeeded
-    assert elapsed < 3, elapsed
-
-
-def test_kafka_python_transactional_producer_fails_promptly(groupd: GroupdProcess, unique: str) -> None:
-    from kafka import KafkaProducer
-    from kafka.errors import TransactionalIdAuthorizationFailedError
-
-    started = time.monotonic()
-    with pytest.raises(TransactionalIdAuthorizationFailedError):
-        p = KafkaProducer(bootstrap_servers=groupd.bootstrap, transactional_id=f"tx-{unique}")
-        try:
-            p.init_transactions()
-        finally:
-            p.close(timeout=1)
-    assert time.monotonic() - started < 5
-
-
-async def test_aiokafka_transactional_producer_fails_promptly(groupd: GroupdProcess, unique: str) -> None:
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.errors import TransactionalIdAuthorizationFailed
-
-    p = AIOKafkaProducer(bootstrap_servers=groupd.bootstrap, transactional_id=f"tx-{unique}")
-    started = time.monotonic()
-    try:
-        with pytest.raises(TransactionalIdAuthorizationFailed):
-            await p.start()
-    finally:
-        await p.stop()
-    assert time.monotonic() - started < 3
-
-
 # --------------------------------------------------------------------------------------------
 # compaction on the cleaner's cadence
 

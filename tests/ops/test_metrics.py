@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import structlog
 from groupd.broker.group_shell import GroupShell
+from groupd.broker.txn_shell import TxnShell
 from groupd.coordinator import GroupCoordinator
 from groupd.coordinator import listener as events
 from groupd.ops.metrics import REQUEST_BUCKETS, Metrics, RequestStats
@@ -33,6 +34,8 @@ from groupd.protocol.faults import FaultInjector
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.server import Server
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
+from groupd.transactions.coordinator import TransactionConfig, TransactionCoordinator
+from groupd.transactions.producer_ids import CountingProducerIds
 from prometheus_client.parser import text_string_to_metric_families
 
 from groupd.logs import add_request_context
@@ -385,7 +388,8 @@ async def test_metrics_endpoint_serves_prometheus_text_and_refuses_the_rest() ->
 def test_readme_documents_every_groupd_metric() -> None:
     core = GroupCoordinator()
     m = Metrics(process_metrics=False)
-    m.bind(core=core, shell=GroupShell(core, lambda p: None, None), faults=FaultInjector())  # type: ignore[arg-type,return-value]
+    txns = TxnShell(TransactionCoordinator(TransactionConfig(), CountingProducerIds()), None, None, None, None)  # type: ignore[arg-type]
+    m.bind(core=core, shell=GroupShell(core, lambda p: None, None), faults=FaultInjector(), txns=txns)  # type: ignore[arg-type,return-value]
     exported = set()
     for family in m.registry.collect():
         if family.name.startswith("groupd_"):
@@ -575,4 +579,31 @@ def test_consumer_group_metrics_of_a_real_daemon_with_kip848_members(tmp_path: P
     finally:
         for m in members:
             m.stop()
+
+
+def test_transaction_metrics_of_a_real_daemon(tmp_path: Path) -> None:
+    # the transaction shell counts the core's transaction_completed / transaction_timed_out events
+    from confluent_kafka import Producer
+
+    port = free_port()
+    d = GroupdProcess(tmp_path / "data", "--metrics-port", str(port)).start()
+    try:
+        assert value(scrape(port), "groupd_transactions_committed_total") == 0
+        p = Producer({"bootstrap.servers": d.bootstrap, "transactional.id": "m-tx", "transaction.timeout.ms": 1000})
+        p.init_transactions(15)
+        for commit in (True, True, False):
+            p.begin_transaction()
+            p.produce("m-out", b"x")
+            p.flush(15)  # else librdkafka aborts a transaction it never registered without an EndTxn
+            (p.commit_transaction if commit else p.abort_transaction)(15)
+        p.begin_transaction()
+        p.produce("m-out", b"hung")
+        p.flush(15)
+        assert value(scrape(port), "groupd_transactions_open") == 1
+        s = wait_for(port, lambda s: value(s, "groupd_transactions_timed_out_total") == 1, "a timeout")
+        assert value(s, "groupd_transactions_committed_total") == 2
+        s = wait_for(port, lambda s: value(s, "groupd_transactions_aborted_total") == 2, "two aborts")
+        assert value(s, "groupd_transactions_open") == 0
+        assert value(s, "groupd_transactional_ids") == 1
+    finally:
         d.stop()

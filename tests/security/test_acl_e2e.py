@@ -229,4 +229,59 @@ def test_transactional_produce_needs_write_on_the_transactional_id(bob: RawClien
 
     X = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert produce(f"app-{uuid.uuid4().hex}") == [X, X]
-    assert produce(f"bob-{uuid.uuid4().hex}") == [0, T]
+    # allowed: on to the partition's KIP-890 check, which refuses a producer the transaction
+    # coordinator does not know
+    assert produce(f"bob-{uuid.uuid4().hex}") == [ErrorCode.INVALID_PRODUCER_ID_MAPPING, T]
+
+
+def test_transaction_apis_need_the_transactional_id(bob: RawClient, anonymous: RawClient) -> None:
+    # KafkaApis: InitProducerId, AddPartitionsToTxn v0-3, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
+    # need WRITE on the transactional id (then WRITE on the topics, READ on the group);
+    # AddPartitionsToTxn v4+ (broker to broker) CLUSTER_ACTION; Describe/ListTransactions DESCRIBE.
+    X, N = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.OPERATION_NOT_ATTEMPTED
+    mine, theirs = f"bob-{uuid.uuid4().hex}", f"app-{uuid.uuid4().hex}"
+    init = {"transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+    assert bob.request("InitProducerId", 4, {"transactional_id": theirs, **init})["error_code"] == X
+    assert anonymous.request("InitProducerId", 4, {"transactional_id": theirs, **init})["error_code"] == 0
+    r = bob.request("InitProducerId", 4, {"transactional_id": mine, **init})
+    assert r["error_code"] == 0
+    ids = {"producer_id": r["producer_id"], "producer_epoch": r["producer_epoch"]}
+    topics = [{"name": "orders", "partitions": [0]}, {"name": "secrets", "partitions": [0]}]
+
+    def add(txn_id: str) -> dict[str, int]:
+        body = {f"v3_and_below_{k}": v for k, v in {"transactional_id": txn_id, **ids, "topics": topics}.items()}
+        r = bob.request("AddPartitionsToTxn", 3, body)
+        return {
+            t["name"]: p["partition_error_code"]
+            for t in r["results_by_topic_v3_and_below"]
+            for p in t["results_by_partition"]
+        }
+
+    assert add(theirs) == {"orders": X, "secrets": X}
+    assert add(mine) == {"orders": N, "secrets": T}
+    r = bob.request(
+        "AddPartitionsToTxn",
+        4,
+        {"transactions": [{"transactional_id": mine, **ids, "verify_only": True, "topics": topics[:1]}]},
+    )
+    assert r["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    offsets = {**ids, "group_id": "bob-g"}
+    assert bob.request("AddOffsetsToTxn", 3, {"transactional_id": theirs, **offsets})["error_code"] == X
+    assert bob.request("AddOffsetsToTxn", 3, {"transactional_id": mine, **ids, "group_id": "app-g"})["error_code"] == G
+    assert bob.request("EndTxn", 3, {"transactional_id": theirs, **ids, "committed": True})["error_code"] == X
+    commit = {
+        **offsets,
+        "transactional_id": theirs,
+        "topics": [{"name": "orders", "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
+    }
+    r = bob.request("TxnOffsetCommit", 3, commit)
+    assert [p["error_code"] for t in r["topics"] for p in t["partitions"]] == [X]
+    r = bob.request("TxnOffsetCommit", 3, {**commit, "transactional_id": mine, "group_id": "app-g"})
+    assert [p["error_code"] for t in r["topics"] for p in t["partitions"]] == [G]
+    r = bob.request("DescribeTransactions", 0, {"transactional_ids": [mine, theirs]})
+    got = {s["transactional_id"]: (s["error_code"], s["transaction_state"]) for s in r["transaction_states"]}
+    assert got == {mine: (0, "Empty"), theirs: (X, "")}
+    listed = {t["transactional_id"] for t in bob.request("ListTransactions", 1, {})["transaction_states"]}
+    assert mine in listed and theirs not in listed
+    listed = {t["transactional_id"] for t in anonymous.request("ListTransactions", 1, {})["transaction_states"]}
+    assert {mine, theirs} <= listed

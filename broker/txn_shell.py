@@ -1,0 +1,411 @@
+"""The asyncio shell around the sans-IO transaction coordinator (``groupd.transactions``).
+
+It is ``group_shell.py``'s twin for ``__transaction_state``:
+
+- each transaction API request goes to ``core.handle`` with the ``Request`` as its ``ctx``; the
+  answers the core returns (now, or in a later result once a record is durable) go to ``ctx.respond``;
+- every ``Append`` is serialized (``transactions.serde``) and written to its ``__transaction_state``
+  partition through the group-commit ``Appender``; ``core.append_done`` hears the outcome only once
+  the records are durable (or failed), so no answer ever depends on a record that could be lost;
+- every ``WriteMarkers`` becomes COMMIT/ABORT control batches: the ``__consumer_offsets``
+  partitions go to the group shell (``write_txn_marker``, which applies or drops the transaction's
+  pending offsets), the rest to the data plane (``write_txn_markers``). A transaction is complete
+  (``core.markers_written``) once every partition answered NONE or UNKNOWN_TOPIC_OR_PARTITION (a
+  deleted partition: Kafka's ``TransactionMarkerChannelManager`` drops the markers of partitions
+  whose leader it cannot find); retriable failures are retried with a growing backoff, as Kafka's
+  marker channel retries. A crash in between loses nothing: the Prepare* record is durable, and
+  the start-up load sends the markers again (``core.load``);
+- one ``loop.call_at`` is armed for ``core.next_deadline()`` (timeouts, id expiry, retries of a
+  failed Complete* append);
+- ``__transaction_state`` (50 partitions, compacted, internal) is created on the first
+  transactional InitProducerId, as Kafka creates it on first use, and replayed at start-up; until
+  the replay is done the core answers COORDINATOR_LOAD_IN_PROGRESS.
+
+The core logs ``transaction_completed`` and ``transaction_timed_out``; the shell counts them (a
+counting wrapper around the core's logger) for the metrics, without the core knowing about metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import structlog
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.ratelimit import LogLimiter
+from groupd.protocol.server import Request
+from groupd.storage import Appender, PartitionLog, StorageError
+from groupd.transactions.coordinator import (
+    OFFSETS_TOPIC,
+    Append,
+    TransactionCoordinator,
+    TxnResult,
+    WriteMarkers,
+)
+from groupd.transactions.records import TransactionState
+from groupd.transactions.serde import RecordDecodeError, decode_record, encode_record
+from groupd.transactions.state import IllegalTransactionTransition
+
+log = structlog.get_logger("groupd.transactions")
+limited_log = LogLimiter(log)
+
+TopicPartition = tuple[str, int]
+
+# A marker write that failed retriably is tried again after this, doubling up to the cap (Kafka's
+# marker channel retries every retry.backoff.ms, 100 ms; the cap keeps a long outage cheap).
+MARKER_RETRY_BACKOFF_S = 0.05
+MARKER_RETRY_BACKOFF_MAX_S = 1.0
+# Kafka's coordinator epoch is the leader epoch of the id's __transaction_state partition; groupd is
+# the only and the permanent leader, so it never changes.
+COORDINATOR_EPOCH = 0
+
+# A marker answered with one of these is finished: NONE; UNKNOWN_TOPIC_OR_PARTITION (the partition
+# is gone: Kafka drops its markers, TransactionMarkerChannelManager.addTxnMarkersToBrokerQueue).
+_MARKER_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+# The partition has seen a newer producer epoch or coordinator (TransactionMarkerRequestCompletionHandler:
+# "producer or coordinator epoch has changed, this txn can now be ignored"): nothing more to write.
+_MARKER_STALE = frozenset(
+    {ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.TRANSACTION_COORDINATOR_FENCED}
+)
+
+_TIMER_CONTEXT = contextvars.Context()
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MarkerPlane(Protocol):
+    """The data plane's side of markers (``DataPlane.write_txn_markers``)."""
+
+    async def write_txn_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> dict[TopicPartition, int]: ...
+
+
+class OffsetsMarkers(Protocol):
+    """The group shell's side of markers (``GroupShell.write_txn_marker``)."""
+
+    async def write_txn_marker(
+        self, partition: int, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int
+    ) -> int: ...
+
+
+class _CountingLog:
+    """The core's logger, counting the events the metrics want (and forwarding every call)."""
+
+    def __init__(self, inner: Any, counts: Counter[str]) -> None:
+        self._inner = inner
+        self._counts = counts
+
+    def info(self, event: str, **kw: Any) -> Any:
+        if event == "transaction_completed":
+            self._counts["commits" if kw.get("state") == "CompleteCommit" else "aborts"] += 1
+        elif event == "transaction_timed_out":
+            self._counts["timeouts"] += 1
+        return self._inner.info(event, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class TxnShell:
+    def __init__(
+        self,
+        core: TransactionCoordinator,
+        partition_logs: Callable[[int], PartitionLog],
+        appender: Appender,
+        data: MarkerPlane,
+        groups: OffsetsMarkers,
+        *,
+        ensure_log_topic: Callable[[], None] = lambda: None,
+        log_exists: Callable[[], bool] = lambda: True,
+        clock: Callable[[], int] = wall_ms,
+    ) -> None:
+        self.core = core
+        self.partition_logs = partition_logs
+        self.appender = appender
+        self.data = data
+        self.groups = groups
+        self.ensure_log_topic = ensure_log_topic
+        self.log_exists = log_exists
+        self.clock = clock
+        self.counts: Counter[str] = Counter()
+        core.log = _CountingLog(core.log, self.counts)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._marker_tasks: set[asyncio.Task[None]] = set()
+        self.loaded = asyncio.Event()
+        self.load_stats: dict[str, float] = {}
+        self.markers_in_flight = 0
+
+    # --- requests ---------------------------------------------------------------------------------
+    def handler(self, api_name: str) -> Callable[[Request], None]:
+        core = self.core
+
+        def handle(req: Request) -> None:
+            self.apply(core.handle(self.clock(), api_name, req.api_version, req.body, req))
+
+        return handle
+
+    def init_producer_id_handler(self, idempotent: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        """InitProducerId: a transactional id goes to the core, a null one to the data plane (an
+        idempotent producer; both draw producer ids from the data plane's allocator)."""
+        transactional = self.handler("InitProducerId")
+
+        def handle(req: Request) -> Any:
+            txn_id = req.body.get("transactional_id")
+            if txn_id is None:
+                return idempotent(req)
+            if txn_id:
+                try:
+                    self.ensure_log_topic()
+                except OSError as e:
+                    log.error("transaction_log_create_failed", error=str(e))
+                    return {
+                        "throttle_time_ms": 0,
+                        "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        "producer_id": -1,
+                        "producer_epoch": -1,
+                    }
+            transactional(req)
+            return None
+
+        return handle
+
+    def apply(self, result: TxnResult) -> list[asyncio.Task[None]]:
+        """Send the answers, start the appends and marker writes (tasks returned), re-arm the timer."""
+        for ctx, response in result.responses:
+            ctx.respond(response)
+        tasks = [self._spawn(self._append(append)) for append in result.appends]
+        for m in result.markers:
+            task = self._spawn(self._write_markers(m))
+            self._marker_tasks.add(task)
+            task.add_done_callback(self._marker_tasks.discard)
+            tasks.append(task)
+        self._arm()
+        return tasks
+
+    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
+        # Tasks start in creation order and enqueue in the appender before their first suspension,
+        # so appends reach a partition in the order the core handed them out.
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # --- the KIP-890 part 1 check the data plane makes on transactional Produce ---------------------
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int) -> int:
+        """NONE when ``(topic, partition)`` is in the ongoing transaction of this producer id and
+        epoch; otherwise what AddPartitionsToTxn's ``verify_only`` answers
+        (``handleVerifyPartitionsInTransaction``): TRANSACTION_ABORTABLE, PRODUCER_FENCED,
+        INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, ..."""
+        request = {
+            "transactions": [
+                {
+                    "transactional_id": transactional_id,
+                    "producer_id": producer_id,
+                    "producer_epoch": producer_epoch,
+                    "verify_only": True,
+                    "topics": [{"name": topic, "partitions": [partition]}],
+                }
+            ]
+        }
+        result = self.core.handle(self.clock(), "AddPartitionsToTxn", 5, request, None)
+        # verify_only changes nothing, so its answer is in this very result
+        for _ctx, response in result.responses:
+            for by_txn in response["results_by_transaction"]:
+                for by_topic in by_txn["topic_results"]:
+                    for p in by_topic["results_by_partition"]:
+                        return int(p["partition_error_code"])
+        return int(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    # --- appends ----------------------------------------------------------------------------------
+    async def _append(self, append: Append) -> None:
+        error: int | None = None
+        try:
+            plog = self.partition_logs(append.partition)
+            now = self.clock()
+            records = [(*encode_record(r), (), now) for r in append.records]
+            await self.appender.append(plog, records)
+        except StorageError as e:
+            limited_log.error("transaction_log_append_failed", key=append.partition, error=str(e))
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+        except Exception:
+            log.exception("transaction_log_append_failed", partition=append.partition)
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+        self.apply(self.core.append_done(self.clock(), append.token, error or 0))
+
+    # --- markers ----------------------------------------------------------------------------------
+    async def _write_markers(self, m: WriteMarkers) -> None:
+        remaining = set(m.partitions)
+        backoff = MARKER_RETRY_BACKOFF_S
+        self.markers_in_flight += 1
+        try:
+            while True:
+                results = await self._write_markers_once(m, sorted(remaining))
+                failed: dict[TopicPartition, int] = {}
+                for tp, code in results.items():
+                    if code in _MARKER_DONE:
+                        remaining.discard(tp)
+                    elif code in _MARKER_STALE:
+                        log.warning(
+                            "transaction_marker_stale",
+                            transactional_id=m.transactional_id,
+                            topic=tp[0],
+                            partition=tp[1],
+                            error=code,
+                        )
+                        remaining.discard(tp)
+                    else:
+                        failed[tp] = code
+                if not remaining:
+                    break
+                limited_log.warning(
+                    "transaction_markers_retry",
+                    key=m.transactional_id,
+                    transactional_id=m.transactional_id,
+                    failed={f"{t}-{p}": c for (t, p), c in sorted(failed.items())},
+                    backoff_s=backoff,
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MARKER_RETRY_BACKOFF_MAX_S)
+        finally:
+            self.markers_in_flight -= 1
+        self.apply(self.core.markers_written(self.clock(), m.transactional_id))
+
+    async def _write_markers_once(self, m: WriteMarkers, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        offsets = [tp for tp in partitions if tp[0] == OFFSETS_TOPIC]
+        user = [tp for tp in partitions if tp[0] != OFFSETS_TOPIC]
+        args = (m.producer_id, m.producer_epoch, m.committed, COORDINATOR_EPOCH)
+        groups, data = self.groups, self.data
+        jobs: list[Awaitable[Any]] = [
+            _guard(lambda p=p: groups.write_txn_marker(p, *args))
+            for _t, p in offsets  # type: ignore[misc]
+        ]
+        if user:
+            jobs.append(_guard(lambda: data.write_txn_markers(*args, user)))
+        answers = await asyncio.gather(*jobs, return_exceptions=True)
+        results: dict[TopicPartition, int] = {}
+        for tp, answer in zip(offsets, answers, strict=False):
+            results[tp] = _code_of(answer, m, [tp])
+        if user:
+            answer = answers[-1]
+            if isinstance(answer, BaseException):
+                results.update(dict.fromkeys(user, _code_of(answer, m, user)))
+            else:
+                results.update({tp: int(answer.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)) for tp in user})
+        return results
+
+    # --- time -------------------------------------------------------------------------------------
+    def _arm(self) -> None:
+        deadline = self.core.next_deadline()
+        if deadline == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline is None:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, (deadline - self.clock()) / 1000)
+        self._timer = loop.call_at(loop.time() + delay, self._fire, context=_TIMER_CONTEXT)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        self.apply(self.core.tick(self.clock()))
+
+    # --- start-up load ----------------------------------------------------------------------------
+    def begin_load(self) -> None:
+        self.core.loading = set(range(self.core.config.transaction_state_partitions))
+
+    async def load(self) -> None:
+        """Replay ``__transaction_state`` (when it exists); then resend the markers of every
+        transaction caught between Prepare* and Complete*."""
+        t0 = time.perf_counter()
+        total = bad = 0
+        partitions = range(self.core.config.transaction_state_partitions)
+        if self.log_exists():
+            for p in partitions:
+                try:
+                    for offset, _ts, key, value in self.partition_logs(p).iter_records(verify=True):
+                        if key is None:
+                            bad += 1
+                            continue
+                        try:
+                            self.core.replay(*decode_record(key, value))
+                        except (RecordDecodeError, IllegalTransactionTransition) as e:
+                            # a record no state can follow from is skipped, as a corrupt one is: the
+                            # id keeps the state the records before it built
+                            bad += 1
+                            log.warning("transaction_record_skipped", partition=p, offset=offset, error=str(e))
+                            continue
+                        total += 1
+                except Exception:
+                    log.exception("transaction_partition_load_failed", partition=p)
+                await asyncio.sleep(0)
+        self.core.loading.clear()
+        self.apply(self.core.load(self.clock(), []))
+        elapsed = time.perf_counter() - t0
+        self.load_stats = {"records": total, "seconds": elapsed, "skipped": bad}
+        log.info(
+            "transactions_loaded",
+            records=total,
+            skipped=bad,
+            transactional_ids=len(self.core.transactions),
+            seconds=round(elapsed, 3),
+        )
+        self.loaded.set()
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Graceful shutdown: wait for in-flight appends; marker writes still retrying are dropped
+        (their Prepare* record is durable, so the next start-up sends them again)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in list(self._marker_tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+
+    def stats(self) -> dict[str, Any]:
+        states = Counter(m.state for m in self.core.transactions.values() if m.producer_epoch >= 0)
+        return {
+            "transactional_ids": sum(states.values()),
+            "open": states[TransactionState.ONGOING]
+            + states[TransactionState.PREPARE_COMMIT]
+            + states[TransactionState.PREPARE_ABORT],
+            "commits": self.counts["commits"],
+            "aborts": self.counts["aborts"],
+            "timeouts": self.counts["timeouts"],
+            "markers_in_flight": self.markers_in_flight,
+        }
+
+
+async def _guard(make: Callable[[], Awaitable[Any]]) -> Any:
+    """Await what ``make`` starts: an exception raised while starting it is gathered like any other."""
+    return await make()
+
+
+def _code_of(answer: Any, m: WriteMarkers, partitions: list[TopicPartition]) -> int:
+    if isinstance(answer, BaseException):
+        log.error(
+            "transaction_marker_write_failed",
+            transactional_id=m.transactional_id,
+            partitions=[f"{t}-{p}" for t, p in partitions],
+            exc_info=(type(answer), answer, answer.__traceback__),
+        )
+        return int(ErrorCode.KAFKA_STORAGE_ERROR)
+    return int(answer)
