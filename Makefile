@@ -21,10 +21,16 @@ $(VENV)/.dev: $(VENV)/.base
 	$(PIP) install -q -e '.[dev]'
 	touch $@
 
+# kafkajs for the Node end-to-end tests (transactions), from the npm registry when npm is
+# there; without it those tests are skipped with a note.
+KAFKAJS_VERSION := 2.2.4
+$(VENV)/node/node_modules/kafkajs/package.json: | $(VENV)/bin/python
+	-command -v npm >/dev/null && npm install -s --no-audit --no-fund --prefix $(VENV)/node kafkajs@$(KAFKAJS_VERSION)
+
 run: $(VENV)/.base
 	$(VENV)/bin/groupd serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
-test: $(VENV)/.dev
+test: $(VENV)/.dev $(VENV)/node/node_modules/kafkajs/package.json
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.dev

@@ -266,7 +266,8 @@ def test_cli_tables_and_an_unknown_id(groupd: GroupdProcess, unique: str) -> Non
 
 def _kafkajs_path() -> str | None:
     """A ``node_modules`` directory node loads kafkajs from (``GROUPD_KAFKAJS_PATH`` or NODE_PATH)."""
-    for path in (os.environ.get("GROUPD_KAFKAJS_PATH"), os.environ.get("NODE_PATH")):
+    local = Path(__file__).resolve().parents[2] / ".venv" / "node" / "node_modules"  # make test installs it
+    for path in (os.environ.get("GROUPD_KAFKAJS_PATH"), os.environ.get("NODE_PATH"), str(local)):
         if path and shutil.which("node"):
             probe = subprocess.run(
                 ["node", "-e", "require('kafkajs')"], env={**os.environ, "NODE_PATH": path}, capture_output=True
