@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from groupd.coordinator import Node as CoordinatorNode
 from groupd.coordinator import PartitionOwnership
 from groupd.protocol.dispatch import Dispatcher, Handler
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.partitioning import coordinator_partition
 from groupd.protocol.server import Request, Server
 from groupd.security.listeners import Listener, endpoint
 from groupd.storage.files import write_atomically
@@ -52,12 +54,13 @@ from groupd.storage.files import write_atomically
 from .admin_handlers import AdminHandlers
 from .group_shell import GroupShell
 from .settings import Config
-from .topics import OFFSETS_TOPIC, Topic, TopicRegistry
+from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Topic, TopicRegistry
 
 log = structlog.get_logger("groupd.cluster")
 
 LIVE, STOPPED, ISOLATED = "live", "stopped", "isolated"
 LEADERSHIP_FILE = "cluster-leaders.json"
+TRANSACTION_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions
 
 
 class ClusterError(Exception):
@@ -137,8 +140,8 @@ class Leadership:
         other topics start at a broker picked by their name, so one-partition topics spread too."""
         n = len(self.node_ids)
         rf = min(max(t.replication_factor, 1), n)
-        if t.name == OFFSETS_TOPIC:
-            rf = min(3, n)  # offsets.topic.replication.factor
+        if t.name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+            rf = min(3, n)  # offsets.topic.replication.factor, transaction.state.log.replication.factor
         start = 0 if t.internal else zlib.crc32(t.name.encode()) % n
         return [self.node_ids[(start + partition + j) % n] for j in range(rf)]
 
@@ -211,6 +214,16 @@ class Leadership:
                 if move is not None:
                     moves.append(move)
         return self._persisted(moves)
+
+    def live_leader(self, t: Topic, partition: int) -> int:
+        """The leader, elected anew (epoch + 1) if it is not live: for partitions of a topic the
+        stop of a broker did not see because it did not exist yet (``__transaction_state``)."""
+        leader = self.get(t, partition)[0]
+        if leader not in self.live:
+            move = self._set(t, partition, self._elect(t, partition))
+            self._persisted([move] if move is not None else [])
+            leader = self.get(t, partition)[0]
+        return leader
 
     def move(self, t: Topic, partition: int, to: int) -> Move | None:
         move = self._set(t, partition, to)
@@ -606,6 +619,20 @@ class Cluster:
         ssl = self.broker.ssl_context if li.tls else None
         _host, li.port = await node.server.start(li.host, li.port, ssl=ssl, listener=li)
         log.info("broker_listening", node_id=node.node_id, listen=f"{li.host}:{li.port}", advertised=node.endpoint)
+
+    def transaction_coordinator(self, transactional_id: str) -> CoordinatorNode | None:
+        """The leader of the id's ``__transaction_state`` partition (FindCoordinator key type 1).
+        The transaction core is shared by the brokers, so any of them serves the id's requests;
+        naming the leader spreads clients over the brokers as Kafka's placement does, and a stopped
+        broker's ids move with its partitions' leadership. Before the log's first use it does not
+        exist yet: the placement is the one it will get."""
+        topics = self.broker.topics
+        t = topics.get(TRANSACTION_STATE_TOPIC) or Topic(
+            TRANSACTION_STATE_TOPIC, uuid.UUID(int=0), TRANSACTION_STATE_PARTITIONS, internal=True
+        )
+        leader = self.leaders.live_leader(t, coordinator_partition(transactional_id, t.partitions))
+        node = self.nodes.get(leader)
+        return None if node is None or node.state == STOPPED else CoordinatorNode(leader, *node.endpoint)
 
     def offsets_ownership(self, local: CoordinatorNode) -> PartitionOwnership:
         """The group coordinator's view of ``__consumer_offsets`` at start-up: every broker, and the

@@ -269,6 +269,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.listen()
             self.core.ownership = self.cluster.offsets_ownership(self.core.ownership.local)
+            self.core.txn_coordinator = self.cluster.transaction_coordinator
         self._load_task = asyncio.create_task(self.groups.load(partitions))
         self._txn_load_task = asyncio.create_task(self.txns.load())
         if any(li.sasl for li in self.listeners) and not len(self.authenticator.store):

@@ -122,6 +122,9 @@ class GroupCoordinator:
         # KIP-890 verification of TxnOffsetCommit by the transaction coordinator (see
         # OffsetManager._txn_verify_error); wired by the node, None in tests of group logic.
         self.txn_verifier: Callable[[str, int, int, str, int], int] | None = None
+        # Who coordinates a transactional id (FindCoordinator key type 1): the leader of its
+        # __transaction_state partition. None: this node (a single broker leads them all).
+        self.txn_coordinator: Callable[[str], Node | None] | None = None
 
         self.groups: dict[str, ClassicGroup] = {}
         # Persisted state, changed only by replay().
@@ -1653,10 +1656,10 @@ class GroupCoordinator:
             if key_type in (0, 1):
                 # KafkaApis.getCoordinator: the leader of the key's partition of __consumer_offsets
                 # (a group) or of __transaction_state (a transactional id, abs(hashCode) % 50).
-                # groupd is one broker, which leads every __transaction_state partition, so a
-                # transactional id is answered with this node; what it then refuses is
-                # InitProducerId (the data plane), the way a broker refuses a transactional id.
-                node = self.ownership.owner(self.partition_for(key)) if key_type == 0 else self.ownership.local
+                if key_type == 0:
+                    node = self.ownership.owner(self.partition_for(key))
+                else:
+                    node = self.ownership.local if self.txn_coordinator is None else self.txn_coordinator(key)
                 code = err.NONE if node is not None else err.COORDINATOR_NOT_AVAILABLE
                 # v1-3 carry Errors.message() (KafkaApis.handleFindCoordinatorRequestLessThanV4 and
                 # FindCoordinatorResponse.prepareOldResponse); v4's per-key message is left at its

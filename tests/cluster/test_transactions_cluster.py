@@ -1,0 +1,89 @@
+"""Transactions in a 3-broker cluster: FindCoordinator for a transactional id names the leader of
+its ``__transaction_state`` partition (the same answer from every broker), and when that broker
+stops a confluent-kafka transactional producer finds the new coordinator and commits its next
+transaction; a read_committed consumer then sees every committed record once and no aborted one."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from groupd.ops.pytest_plugin import GroupdBroker
+from groupd.protocol.partitioning import coordinator_partition
+
+from tests.cluster.conftest import create_topic, raw
+
+
+def _txn_coordinator(cluster: GroupdBroker, node_id: int, txn_id: str) -> tuple[int, int]:
+    client = raw(cluster, node_id)
+    try:
+        answer = client.request("FindCoordinator", 4, {"key_type": 1, "coordinator_keys": [txn_id]})
+    finally:
+        client.close()
+    (c,) = answer["coordinators"]
+    return c["error_code"], c["node_id"]
+
+
+def _read_committed(bootstrap: str, topic: str, expect: int) -> list[bytes]:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"rc-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    c.subscribe([topic])
+    seen: list[bytes] = []
+    try:
+        for _ in range(200):
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                seen.append(m.value())
+            if len(seen) >= expect:
+                # one more short drain: anything beyond ``expect`` would be a duplicate or an abort
+                for _ in range(5):
+                    m = c.poll(0.2)
+                    if m is not None and m.error() is None:
+                        seen.append(m.value())
+                break
+    finally:
+        c.close()
+    return seen
+
+
+def test_a_transactional_producer_follows_its_coordinator_when_its_broker_stops(
+    healthy_cluster: GroupdBroker, unique: str
+) -> None:
+    cluster = healthy_cluster
+    topic, txn_id = f"txc-{unique}", f"txn-{unique}"
+    create_topic(cluster, topic, partitions=3, replication=3)
+    answers = {n: _txn_coordinator(cluster, n, txn_id) for n in cluster.nodes}
+    assert len(set(answers.values())) == 1, answers  # every broker names the same one
+    ((code, coordinator),) = set(answers.values())
+    assert code == 0 and coordinator == sorted(cluster.nodes)[coordinator_partition(txn_id, 50) % 3]
+
+    p: Any = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, f"a{i}".encode())
+    p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, b"aborted")
+    p.abort_transaction(30)
+
+    cluster.stop_broker(coordinator)
+    live = [n for n in cluster.nodes if n != coordinator]
+    moved = {n: _txn_coordinator(cluster, n, txn_id) for n in live}
+    assert len(set(moved.values())) == 1 and next(iter(moved.values()))[1] in live, moved
+
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, f"b{i}".encode())
+    p.commit_transaction(60)
+    p.flush(10)
+
+    seen = _read_committed(",".join(cluster.nodes[n] for n in live), topic, 20)
+    assert sorted(seen) == sorted([f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(10)])
