@@ -118,11 +118,11 @@ from groupd.storage.markers import end_txn_marker_batch
 
 from .producer_state import AbortedTxn, BatchMeta, PartitionProducers, last_sequence, scan_producers
 from .settings import Config
-from .topics import OFFSETS_TOPIC, Topic, TopicError, TopicRegistry, validate_name
+from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Topic, TopicError, TopicRegistry, validate_name
 
 # The broker's own compacted topics (cleanup.policy=compact, Kafka's offsets.topic / transaction
 # state log configs): cleaned on the cleaner's cadence, never under retention.
-INTERNAL_COMPACTED_TOPICS = (OFFSETS_TOPIC,)
+INTERNAL_COMPACTED_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 
 T = TypeVar("T")
 
