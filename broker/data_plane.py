@@ -3,8 +3,8 @@ partition logs, and the partition side of transactions (markers, last stable off
 
 Theory of operation
 -------------------
-groupd is the only broker, the leader of every partition and the whole ISR, so the high watermark
-of a partition is its log end offset and ``acks=1`` and ``acks=all`` mean the same thing: the
+Every broker of the process shares one log per partition (cluster mode only decides which broker
+may answer for it: ``broker/cluster.py``), so the high watermark of a partition is its log end offset and ``acks=1`` and ``acks=all`` mean the same thing: the
 append is in the log (and fsynced first under ``--fsync always``). The last stable offset is the
 first offset of the oldest transaction still open in the partition, else the high watermark.
 
