@@ -579,6 +579,7 @@ def test_consumer_group_metrics_of_a_real_daemon_with_kip848_members(tmp_path: P
     finally:
         for m in members:
             m.stop()
+        d.stop()
 
 
 def test_transaction_metrics_of_a_real_daemon(tmp_path: Path) -> None:
