@@ -22,7 +22,6 @@ and a parked JoinGroup holds nothing but its own connection slot.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -38,6 +37,8 @@ from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog, StorageError
 from groupd.storage.markers import end_txn_marker_batch, parse_end_txn_marker
 from groupd.storage.records import TxnBatch, build_batch
+
+from .wakeup import Wakeup
 
 log = structlog.get_logger("groupd.groups")
 limited_log = LogLimiter(log)
@@ -69,11 +70,6 @@ class LoadProgress:
         return end - self.started
 
 
-# Deadlines fire outside any request: without a context of their own, the timer would run in the
-# context of whichever request armed it and its log events would carry that request's client_id.
-_TIMER_CONTEXT = contextvars.Context()
-
-
 class _Reply:
     """The ``ctx`` of a call made by another part of the node (not a client): its answer resolves a future."""
 
@@ -100,11 +96,14 @@ class GroupShell:
         self.partition_logs = partition_logs
         self.appender = appender
         self.clock = clock
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: int | None = None
-        self._armed_version = -1  # core.deadline_version() when the timer was last (re)armed
         # A core without deadline_version (test stubs) gets the heap asked on every call.
-        self._deadline_version: Callable[[], int] | None = getattr(core, "deadline_version", None)
+        self._wakeup = Wakeup(
+            core.next_deadline,
+            lambda now: self.apply(self.core.tick(now)),
+            clock,
+            version=getattr(core, "deadline_version", None),
+        )
+        self._arm = self._wakeup.arm
         self._tasks: set[asyncio.Task[None]] = set()
         # Appends in flight per __consumer_offsets partition: a load waits for them, so that what
         # was written before an unload is in the log before the log is read again.
@@ -258,34 +257,6 @@ class GroupShell:
         )
         return int((await fut)["error_code"])
 
-    # --- time -------------------------------------------------------------------------------------
-    def _arm(self) -> None:
-        # Nearly every request (heartbeats) only moves deadlines later: then the armed wake-up is
-        # still early enough, and asking the heap for its top on every request is skipped.
-        if self._deadline_version is not None:
-            version = self._deadline_version()
-            if version == self._armed_version:
-                return
-            self._armed_version = version
-        deadline = self.core.next_deadline()
-        if deadline == self._timer_at:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = deadline
-        if deadline is None:
-            return
-        loop = asyncio.get_running_loop()
-        delay = max(0.0, (deadline - self.clock()) / 1000)
-        self._timer = loop.call_at(loop.time() + delay, self._fire, context=_TIMER_CONTEXT)
-
-    def _fire(self) -> None:
-        self._timer = None
-        self._timer_at = None
-        self._armed_version = -1  # the tick popped deadlines: look at the heap again
-        self.apply(self.core.tick(self.clock()))
-
     # --- start-up load ----------------------------------------------------------------------------
     def begin_load(self, partitions: list[int]) -> None:
         self.load_progress = LoadProgress(partitions_total=len(partitions), started=time.perf_counter())
@@ -388,8 +359,7 @@ class GroupShell:
         """Wait for in-flight appends (graceful shutdown: acknowledge what was written)."""
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout)
-        if self._timer is not None:
-            self._timer.cancel()
+        self._wakeup.cancel()
         for task in list(self._moves):  # loads still replaying would read logs about to close
             task.cancel()
 

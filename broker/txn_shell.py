@@ -28,7 +28,6 @@ counting wrapper around the core's logger) for the metrics, without the core kno
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -49,6 +48,8 @@ from groupd.transactions.coordinator import (
 from groupd.transactions.records import TransactionState
 from groupd.transactions.serde import RecordDecodeError, decode_record, encode_record
 from groupd.transactions.state import IllegalTransactionTransition
+
+from .wakeup import Wakeup
 
 log = structlog.get_logger("groupd.transactions")
 limited_log = LogLimiter(log)
@@ -71,8 +72,6 @@ _MARKER_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 _MARKER_STALE = frozenset(
     {ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.TRANSACTION_COORDINATOR_FENCED}
 )
-
-_TIMER_CONTEXT = contextvars.Context()
 
 
 def wall_ms() -> int:
@@ -141,8 +140,8 @@ class TxnShell:
         self.clock = clock
         self.counts: Counter[str] = Counter()
         core.log = _CountingLog(core.log, self.counts)
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: int | None = None
+        self._wakeup = Wakeup(core.next_deadline, lambda now: self.apply(self.core.tick(now)), clock)
+        self._arm = self._wakeup.arm
         self._tasks: set[asyncio.Task[None]] = set()
         self._marker_tasks: set[asyncio.Task[None]] = set()
         self.loaded = asyncio.Event()
@@ -307,26 +306,6 @@ class TxnShell:
                 results.update({tp: int(answer.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)) for tp in user})
         return results
 
-    # --- time -------------------------------------------------------------------------------------
-    def _arm(self) -> None:
-        deadline = self.core.next_deadline()
-        if deadline == self._timer_at:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = deadline
-        if deadline is None:
-            return
-        loop = asyncio.get_running_loop()
-        delay = max(0.0, (deadline - self.clock()) / 1000)
-        self._timer = loop.call_at(loop.time() + delay, self._fire, context=_TIMER_CONTEXT)
-
-    def _fire(self) -> None:
-        self._timer = None
-        self._timer_at = None
-        self.apply(self.core.tick(self.clock()))
-
     # --- start-up load ----------------------------------------------------------------------------
     def begin_load(self) -> None:
         self.core.loading = set(range(self.core.config.transaction_state_partitions))
@@ -372,9 +351,7 @@ class TxnShell:
     async def drain(self, timeout: float = 10.0) -> None:
         """Graceful shutdown: wait for in-flight appends; marker writes still retrying are dropped
         (their Prepare* record is durable, so the next start-up sends them again)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._wakeup.cancel()
         for task in list(self._marker_tasks):
             task.cancel()
         if self._tasks:
