@@ -19,6 +19,8 @@ so these tests keep ``delivery_timeout_ms`` at its default (120 s), longer than 
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 import time
 from typing import Any
@@ -38,6 +40,7 @@ from tests.cluster.test_failover_clients import (
     _read_all,
 )
 
+RDKAFKA_LOG = logging.getLogger("rdkafka")  # librdkafka's log lines, into pytest's log capture
 # The client's own per-request timeout, shortened from 30 s (kafka-python, librdkafka's
 # socket.timeout.ms is 60 s, aiokafka 40 s) so that it gives up on the isolated broker in 2 s.
 # aiokafka differs from the Java client: a non-idempotent producer (its default) fails a batch
@@ -48,14 +51,19 @@ from tests.cluster.test_failover_clients import (
 PRODUCER_TIMEOUTS: dict[str, dict[str, Any]] = {
     "kafka-python": {"request_timeout_ms": 2000},
     "aiokafka": {"request_timeout_ms": 2000, "enable_idempotence": True},
-    "confluent-kafka": {"socket.timeout.ms": 2000},
+    "confluent-kafka": {"socket.timeout.ms": 2000, "logger": RDKAFKA_LOG},
 }
 # Kafka's smallest session (group.min.session.timeout.ms 6 s) and a 1 s heartbeat; kafka-python
 # wants its request timeout above the session timeout.
 CONSUMER_TIMEOUTS: dict[str, dict[str, Any]] = {
     "kafka-python": {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "request_timeout_ms": 7000},
     "aiokafka": {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "request_timeout_ms": 3000},
-    "confluent-kafka": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "socket.timeout.ms": 3000},
+    "confluent-kafka": {
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 1000,
+        "socket.timeout.ms": 3000,
+        "logger": RDKAFKA_LOG,
+    },
 }
 
 
@@ -78,45 +86,110 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("kind", CLIENTS)
-def test_an_acks_all_producer_waits_out_its_leaders_isolation_and_loses_nothing(
-    healthy_cluster: GroupdBroker, unique: str, kind: str
-) -> None:
-    """The leader's broker is isolated mid-stream for 4 s, twice the client's request timeout:
-    nothing is acknowledged meanwhile and no send fails (the timed-out requests are retried, the
-    records wait in the client), and once the partition heals every record is acknowledged and
-    stored, as with a Kafka leader behind a healed partition."""
-    cluster = healthy_cluster
-    topic = f"iso-{unique}"
-    create_topic(cluster, topic, partitions=1, replication=3)
-    ((leader, epoch),) = leaders(cluster, topic).values()
-    values = [f"v{i}".encode() for i in range(300)]
+def _timed_out(caplog: pytest.LogCaptureFixture) -> bool:
+    """Whether the client logged a request timing out (kafka-python, aiokafka and, through its
+    ``logger`` setting, librdkafka log one when they give up on a request)."""
+    return any(re.search(r"timed ?out", r.getMessage(), re.IGNORECASE) for r in caplog.records)
+
+
+def _producing_to(cluster: GroupdBroker, kind: str, topic: str, values: list[bytes]) -> tuple[threading.Thread, Acked]:
+    """Produce ``values`` from a thread (acks=all, one every 10 ms); returns once 30 are acknowledged."""
     acked = Acked()
     thread = threading.Thread(
-        target=_producing,
-        args=(kind, cluster.bootstrap, topic, values, acked, PRODUCER_TIMEOUTS[kind]),
-        daemon=True,
+        target=_producing, args=(kind, cluster.bootstrap, topic, values, acked, PRODUCER_TIMEOUTS[kind]), daemon=True
     )
     thread.start()
     _wait(lambda: len(acked.values) >= 30, 15, f"30 acknowledged before the isolation ({acked.errors})")
-    cluster.isolate_broker(leader)
+    return thread, acked
+
+
+def _unacknowledged_for(acked: Acked, seconds: float) -> None:
     time.sleep(0.5)  # answers already on their way when the isolation began
     at_isolation = len(acked.values)
-    time.sleep(4)
+    time.sleep(seconds)
     assert len(acked.values) == at_isolation, "acknowledged by an isolated leader"
     assert acked.errors == []
-    cluster.isolate_broker(leader, False)
+
+
+def _all_delivered(cluster: GroupdBroker, thread: threading.Thread, acked: Acked, values: list[bytes]) -> None:
     thread.join(25)
     assert not thread.is_alive()
     assert acked.errors == []
     assert sorted(acked.values) == sorted(values)
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_an_acks_all_producer_waits_out_its_leaders_isolation_and_loses_nothing(
+    healthy_cluster: GroupdBroker, unique: str, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The leader's broker is isolated mid-stream: the client's requests time out and are retried
+    (the records wait in the client, no send fails, nothing is acknowledged), and once the
+    partition heals every record is acknowledged and stored, as with a Kafka leader behind a
+    healed partition."""
+    cluster = healthy_cluster
+    caplog.set_level(logging.INFO)
+    topic = f"iso-{unique}"
+    create_topic(cluster, topic, partitions=1, replication=3)
+    ((leader, epoch),) = leaders(cluster, topic).values()
+    values = [f"v{i}".encode() for i in range(300)]
+    thread, acked = _producing_to(cluster, kind, topic, values)
+    cluster.isolate_broker(leader)
+    _unacknowledged_for(acked, 3)  # more than the request timeout
+    assert _timed_out(caplog)
+    cluster.isolate_broker(leader, False)
+    _all_delivered(cluster, thread, acked, values)
+    # A request the client gave up on may still be read and appended once the partition heals (at
+    # least once, as with Kafka: librdkafka's producer is not idempotent by default).
     assert set(_read_all(cluster.bootstrap, topic)) == set(values)
     assert leaders(cluster, topic) == {0: (leader, epoch)}  # it never stopped leading
 
 
 @pytest.mark.parametrize("kind", CLIENTS)
+def test_an_acks_all_producer_follows_the_leadership_off_its_isolated_leader(
+    healthy_cluster: GroupdBroker, unique: str, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A controller failover: the partition's leader is isolated mid-stream and, while it stays
+    isolated, a preferred leader election moves the partition to another broker, as Kafka's
+    controller elects a new leader once the partitioned broker's session has expired
+    (broker.session.timeout.ms, 9 s, shorter than a client's 30 s request.timeout.ms: the move
+    comes before the client gives up). The client's request to the isolated broker times out, its
+    Metadata refresh (answered by another broker) names the new leader, and every record is
+    acknowledged there and stored once. The preferred replica is stopped and started again first,
+    so that another broker leads when the isolation begins and the election has somewhere to move
+    the partition.
+
+    Moved later, after the client has given up once, a client (Java's as well as kafka-python's)
+    first reconnects to the isolated broker it still believes leads, and learns of the move only
+    when that connection's setup times out (socket.connection.setup.timeout.ms, 10 s; KafkaProducer
+    3.0.12 does not let it be set)."""
+    cluster = healthy_cluster
+    caplog.set_level(logging.INFO)
+    topic = f"isom-{unique}"
+    create_topic(cluster, topic, partitions=1, replication=3)
+    ((preferred, epoch),) = leaders(cluster, topic).values()
+    cluster.stop_broker(preferred)
+    cluster.start_broker(preferred)  # without rebalancing: another broker keeps leading
+    ((isolated, _),) = leaders(cluster, topic).values()
+    assert isolated != preferred
+    values = [f"m{i}".encode() for i in range(300)]
+    thread, acked = _producing_to(cluster, kind, topic, values)
+    cluster.isolate_broker(isolated)
+    assert cluster.rebalance_leaders()["leaders_moved"] >= 1
+    assert leaders(cluster, topic, preferred) == {0: (preferred, epoch + 2)}
+    # The client knows nothing of it until its request to the isolated broker times out.
+    _unacknowledged_for(acked, 1)
+    _wait(lambda: _timed_out(caplog), 5, "the client timed out a request to the isolated leader")
+    _all_delivered(cluster, thread, acked, values)
+    assert [b["state"] for b in cluster.brokers() if b["node_id"] == isolated] == ["isolated"]
+    # Healed: the requests that waited in its sockets are read now and refused (it leads no more),
+    # so nothing is stored twice.
+    cluster.isolate_broker(isolated, False)
+    assert sorted(_read_all(cluster.bootstrap, topic)) == sorted(values)
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
 def test_a_group_whose_coordinator_is_isolated_follows_it_when_it_moves(
-    healthy_cluster: GroupdBroker, unique: str, kind: str
+    healthy_cluster: GroupdBroker, unique: str, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The coordinator's broker is isolated and the coordinator moved to another broker (what
     Kafka's controller does once the isolated broker's session expires): the member's heartbeat
@@ -124,6 +197,7 @@ def test_a_group_whose_coordinator_is_isolated_follows_it_when_it_moves(
     the new one and carries on consuming; the offsets committed before are intact and everything
     is consumed. The topic's leader is a third broker, so only the coordinator is cut off."""
     cluster = healthy_cluster
+    caplog.set_level(logging.INFO)
     name = f"isoc-{unique}"
     create_topic(cluster, name, partitions=1, replication=3)
     ((leader, _),) = leaders(cluster, name).values()
@@ -143,6 +217,8 @@ def test_a_group_whose_coordinator_is_isolated_follows_it_when_it_moves(
         assert _committed_at(cluster, target, name) == {0: 20}
         _produce(_live_bootstrap(cluster), name, second)
         member.wait(lambda: member.committed >= 40, 25, "second half consumed and committed")
+        # It learnt of the move by timing out: the isolated broker cannot answer NOT_COORDINATOR.
+        assert _timed_out(caplog)
     finally:
         member.stop.set()
         member.thread.join(15)
