@@ -226,3 +226,36 @@ def test_a_group_whose_coordinator_is_isolated_follows_it_when_it_moves(
     assert set(member.seen) == set(first + second)
     assert _committed_at(cluster, target, name) == {0: 40}
     assert leaders(cluster, "__consumer_offsets")[partition_for(name)][0] == target
+
+
+def test_a_producer_whose_sends_expired_during_an_isolation_delivers_as_soon_as_it_ends(
+    healthy_cluster: GroupdBroker, unique: str
+) -> None:
+    """An isolation outlasting the delivery timeout (the cluster engineer's case): the send fails
+    with KafkaTimeoutError, and once the isolation ends the same producer's next send is
+    acknowledged at once: groupd answers the connection the client opened meanwhile. The producer
+    is not idempotent: an idempotent kafka-python 3.0.12 one would hang here for good (see the
+    module docstring), as it would against Kafka. A timed-out send's outcome is unknown, as with
+    Kafka: the request may have reached the broker and is then appended when the isolation ends."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaTimeoutError
+
+    cluster = healthy_cluster
+    topic = f"isoe-{unique}"
+    create_topic(cluster, topic, partitions=1, replication=3)
+    ((leader, _),) = leaders(cluster, topic).values()
+    p = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, enable_idempotence=False, request_timeout_ms=1000, delivery_timeout_ms=2500
+    )
+    try:
+        p.send(topic, b"before").get(10)
+        cluster.isolate_broker(leader)
+        with pytest.raises(KafkaTimeoutError, match="Expiring 1 record"):
+            p.send(topic, b"during").get(10)
+        cluster.isolate_broker(leader, False)
+        started = time.monotonic()
+        assert p.send(topic, b"after").get(10).offset >= 1
+        assert time.monotonic() - started < 2
+    finally:
+        p.close(2)
+    assert {b"before", b"after"} <= set(_read_all(cluster.bootstrap, topic))
