@@ -26,10 +26,12 @@ CLIENTS = ("kafka-python", "aiokafka", "confluent-kafka")
 
 class Consuming:
     """A group member consuming ``topic`` in a thread: the values it saw and how many of them it
-    had committed (synchronously) when it last committed."""
+    had committed (synchronously) when it last committed. ``config``: settings in the client's own
+    spelling on top of its defaults."""
 
-    def __init__(self, kind: str, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, kind: str, bootstrap: str, group: str, topic: str, config: dict[str, Any] | None = None) -> None:
         self.kind, self.bootstrap, self.group, self.topic = kind, bootstrap, group, topic
+        self.config = config or {}
         self.seen: list[bytes] = []
         self.committed = 0
         self.commit_errors: list[str] = []
@@ -69,6 +71,7 @@ class Consuming:
             group_id=self.group,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
+            **self.config,
         )
         kafka_python.subscribe(c, self.topic)
         try:
@@ -90,6 +93,7 @@ class Consuming:
             group_id=self.group,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
+            **self.config,
         )
         await c.start()
         try:
@@ -115,6 +119,7 @@ class Consuming:
                 "group.id": self.group,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
+                **self.config,
             }
         )
         c.subscribe([self.topic])
@@ -224,11 +229,14 @@ class Acked:
             self.errors.append(repr(error))
 
 
-def _producing(kind: str, bootstrap: str, topic: str, values: list[bytes], acked: Acked) -> None:
+def _producing(
+    kind: str, bootstrap: str, topic: str, values: list[bytes], acked: Acked, config: dict[str, Any] | None = None
+) -> None:
     """Send ``values`` one every 10 ms with the client's default settings (acks=all for each of
-    these three), recording the acknowledged ones."""
+    these three) and ``config`` (in the client's spelling), recording the acknowledged ones."""
+    config = config or {}
     if kind == "kafka-python":
-        p = KafkaProducer(bootstrap_servers=bootstrap)
+        p = KafkaProducer(bootstrap_servers=bootstrap, **config)
         for v in values:
             p.send(topic, v).add_callback(lambda _md, v=v: acked.ok(v)).add_errback(acked.failed)
             time.sleep(0.01)
@@ -239,7 +247,7 @@ def _producing(kind: str, bootstrap: str, topic: str, values: list[bytes], acked
         async def run() -> None:
             from aiokafka import AIOKafkaProducer
 
-            p = AIOKafkaProducer(bootstrap_servers=bootstrap)
+            p = AIOKafkaProducer(bootstrap_servers=bootstrap, **config)
             await p.start()
             try:
                 futures = []
@@ -256,7 +264,7 @@ def _producing(kind: str, bootstrap: str, topic: str, values: list[bytes], acked
     else:
         from confluent_kafka import Producer
 
-        p = Producer({"bootstrap.servers": bootstrap})
+        p = Producer({"bootstrap.servers": bootstrap, **config})
 
         def report(err: Any, msg: Any) -> None:
             acked.failed(err) if err is not None else acked.ok(msg.value())
