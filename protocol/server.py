@@ -146,6 +146,9 @@ class Connection(asyncio.Protocol):
         self._blocked = False
         self._drain_scheduled = False
         self._paused = False  # reading paused (transport.pause_reading)
+        # The client closed its side with requests still held or unanswered: they are processed
+        # (Kafka handles the requests it has received before it sees the close), then we close.
+        self._eof = False
         self.closed = False
         self.last_active = 0.0
         # Set by the application: the listener this connection came in on (``start(listener=...)``)
@@ -266,6 +269,9 @@ class Connection(asyncio.Protocol):
                 self._dispatch(frame)
                 if self.closed:
                     return
+        if self._eof:
+            self._finish_eof()
+            return
         self._check_reading()
 
     def _check_reading(self) -> None:
@@ -318,7 +324,13 @@ class Connection(asyncio.Protocol):
             self.server.loop.call_soon(self._drain)
 
     def eof_received(self) -> bool | None:
-        return None  # close our side too
+        if not (self._held or self._pending) or self._closing:
+            return None  # nothing left to do: close our side too
+        # Requests already received still run (an acks=0 Produce held behind the one before it
+        # would otherwise be lost although the client sent it); the transport is closed once the
+        # last of them is done (_finish_eof).
+        self._eof = True
+        return True
 
     # --- slots ------------------------------------------------------------------------------------
     def enqueue(self, req: Request) -> None:
@@ -346,6 +358,12 @@ class Connection(asyncio.Protocol):
             # The awaited answer is written: the next request's turn.
             self._waiting = False
             self._drain()
+        elif self._eof:
+            self._finish_eof()
+
+    def _finish_eof(self) -> None:
+        if not (self._held or self._pending or self.closed) and self.transport is not None:
+            self.transport.close()
 
     def _drop_buffers(self) -> None:
         self._pending.clear()

@@ -158,3 +158,57 @@ def test_leave_group_pipelined_behind_a_parked_join_group_waits_for_it(groupd: G
         assert name == "LeaveGroup"
         assert left["error_code"] == ErrorCode.NONE
         assert [m["error_code"] for m in left["members"]] == [ErrorCode.NONE]
+
+
+def test_acks_0_produces_sent_just_before_the_client_closes_are_all_written(groupd: GroupdProcess, unique: str) -> None:
+    """A client that sends acks=0 Produce requests and closes at once (kafka-python's flush() then
+    close() does) must not lose them: each is held behind the one before it until its append is
+    done, and the requests a broker has received before it sees the close are still processed
+    (Kafka reads what is in the socket before the end of the stream). groupd dropped the held ones
+    when the connection closed."""
+    from groupd.storage.records import build_batch
+
+    topic = f"acks0-{unique}"
+    n = 40
+    with Wire(groupd.port) as w:
+        w.create_topic(topic)
+        w.pipeline(
+            *(
+                (
+                    "Produce",
+                    7,
+                    {
+                        "transactional_id": None,
+                        "acks": 0,
+                        "timeout_ms": 5000,
+                        "topic_data": [
+                            {
+                                "name": topic,
+                                "partition_data": [{"index": 0, "records": build_batch([(None, b"%d" % i, (), 0)])}],
+                            }
+                        ],
+                    },
+                )
+                for i in range(n)
+            )
+        )
+    with Wire(groupd.port) as w:
+        seen = 0
+        for _ in range(100):
+            w.pipeline(
+                (
+                    "ListOffsets",
+                    5,
+                    {
+                        "replica_id": -1,
+                        "isolation_level": 0,
+                        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+                    },
+                )
+            )
+            _, answer = w.read()
+            seen = answer["topics"][0]["partitions"][0]["offset"]
+            if seen == n:
+                break
+            select.select([], [], [], 0.05)
+        assert seen == n
