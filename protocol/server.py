@@ -44,6 +44,7 @@ limited_log = LogLimiter(log)
 
 _conn_ids = itertools.count(1)
 _FRAME_SIZE = struct.Struct(">i")
+_PRODUCE_KEY = b"\x00\x00"  # a request frame starts with its api key (Produce = 0)
 _FLUSH_EVERY = 64  # answers ready that are written at once rather than at the end of the loop iteration
 
 
@@ -324,11 +325,15 @@ class Connection(asyncio.Protocol):
             self.server.loop.call_soon(self._drain)
 
     def eof_received(self) -> bool | None:
-        if not (self._held or self._pending) or self._closing:
-            return None  # nothing left to do: close our side too
-        # Requests already received still run (an acks=0 Produce held behind the one before it
-        # would otherwise be lost although the client sent it); the transport is closed once the
-        # last of them is done (_finish_eof).
+        if self._closing or not any(frame[:2] == _PRODUCE_KEY for frame in self._held):
+            # Close our side too: what is in progress finishes on its own, a parked fetch is
+            # dropped by the close callbacks, and held requests whose answer can no longer be
+            # read are not worth running.
+            return None
+        # A Produce held behind the request in progress still runs: with acks=0 having sent it
+        # is all the acknowledgement a client gets (kafka-python's flush() then close()), and
+        # Kafka handles what it has read before it sees the close. The transport is closed once
+        # the last held request is dispatched (_finish_eof).
         self._eof = True
         return True
 
@@ -362,7 +367,7 @@ class Connection(asyncio.Protocol):
             self._finish_eof()
 
     def _finish_eof(self) -> None:
-        if not (self._held or self._pending or self.closed) and self.transport is not None:
+        if not (self._held or self.closed) and self.transport is not None:
             self.transport.close()
 
     def _drop_buffers(self) -> None:
