@@ -351,13 +351,14 @@ def test_ten_members_join_and_leave_one_by_one_while_a_producer_writes(fast_grou
             wait_until(lambda m=m: m.owned, f"m{i}'s first partitions")
         d = wait_until(lambda: converged(bootstrap, group, 10, partitions), "10 members covering 12 partitions")
         assert sorted(len(m.assignment or []) for m in d.members) == [1] * 8 + [2] * 2
-        assert sorted(len(m.owned) for m in members) == [1] * 8 + [2] * 2  # as the members see it
+        # as the members see it, once their callbacks have caught up with the coordinator
+        wait_until(lambda: sorted(len(m.owned) for m in members) == [1] * 8 + [2] * 2, "the members' own view")
 
         for n in range(9, 0, -1):
             members[9 - n].close()
             wait_until(lambda n=n: converged(bootstrap, group, n, partitions), f"{n} members after a leave")
         last = members[-1]
-        assert last.owned == set(range(partitions))
+        wait_until(lambda: last.owned == set(range(partitions)), "the last member's callbacks for every partition")
         stop.set()
         writer.join(20)
         assert not failed and len(produced) > 1000
