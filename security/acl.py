@@ -210,6 +210,13 @@ def _after(req: Request, fix: Callable[[Body], Body]) -> None:
     req.encode_response = lambda r, body: encode(r, fix(body))
 
 
+def _append(req: Request, field: str, refused: list[Body]) -> None:
+    """Add the refused entries (already in the response's shape) to the answer's ``field``: the kept
+    ones went to the handler, the refused ones never reach it, and the client gets one answer for all."""
+    if refused:
+        _after(req, lambda b: {**b, field: [*b.get(field, []), *refused]})
+
+
 def _with(req: Request, **changes: Any) -> None:
     req.body = {**req.body, **changes}
 
@@ -304,7 +311,7 @@ def _find_coordinator(handler: Handler, authz: Authorizer, req: Request) -> Any:
     if not kept:
         return {"throttle_time_ms": 0, "coordinators": denied}
     _with(req, coordinator_keys=kept)
-    _after(req, lambda b: {**b, "coordinators": [*b.get("coordinators", []), *denied]})
+    _append(req, "coordinators", denied)
     return handler(req)
 
 
@@ -351,7 +358,7 @@ def _delete_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
     if not kept:
         return {"throttle_time_ms": 0, "results": denied}
     _with(req, groups_names=kept)
-    _after(req, lambda b: {**b, "results": [*b.get("results", []), *denied]})
+    _append(req, "results", denied)
     return handler(req)
 
 
@@ -385,7 +392,7 @@ def _offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any:
     if not kept:
         return {"throttle_time_ms": 0, "topics": errors(refused, _TOPIC)}
     _with(req, topics=kept)
-    _after(req, lambda b: {**b, "topics": [*b.get("topics", []), *errors(refused, _TOPIC)]})
+    _append(req, "topics", errors(refused, _TOPIC))
     return handler(req)
 
 
@@ -428,7 +435,7 @@ def _offset_fetch(handler: Handler, authz: Authorizer, req: Request) -> Any:
     if not kept:
         return {"throttle_time_ms": 0, "topics": _fetch_errors(refused, _TOPIC), "error_code": 0}
     _with(req, topics=kept)
-    _after(req, lambda b: {**b, "topics": [*b.get("topics", []), *_fetch_errors(refused, _TOPIC)]})
+    _append(req, "topics", _fetch_errors(refused, _TOPIC))
     return handler(req)
 
 
@@ -498,7 +505,7 @@ def _offset_delete(handler: Handler, authz: Authorizer, req: Request) -> Any:
     if not kept:
         return {"error_code": 0, "throttle_time_ms": 0, "topics": denied}
     _with(req, topics=kept)
-    _after(req, lambda b: {**b, "topics": [*b.get("topics", []), *denied]})
+    _append(req, "topics", denied)
     return handler(req)
 
 
@@ -705,7 +712,7 @@ def _create_topics(handler: Handler, authz: Authorizer, req: Request) -> Any:
     if not kept:
         return {"throttle_time_ms": 0, "topics": denied}
     _with(req, topics=kept)
-    _after(req, lambda b: {**b, "topics": [*b.get("topics", []), *denied]})
+    _append(req, "topics", denied)
     return handler(req)
 
 
@@ -719,7 +726,7 @@ def _create_partitions(handler: Handler, authz: Authorizer, req: Request) -> Any
     if not kept:
         return {"throttle_time_ms": 0, "results": denied}
     _with(req, topics=kept)
-    _after(req, lambda b: {**b, "results": [*b.get("results", []), *denied]})
+    _append(req, "results", denied)
     return handler(req)
 
 
@@ -754,7 +761,7 @@ def _delete_topics(topic_name_for_id: Callable[[uuid.UUID], str | None]) -> Wrap
         if not kept:
             return {"throttle_time_ms": 0, "responses": denied}
         _with(req, **{field: kept})
-        _after(req, lambda b: {**b, "responses": [*b.get("responses", []), *denied]})
+        _append(req, "responses", denied)
         return handler(req)
 
     return wrap
@@ -843,7 +850,7 @@ def _add_partitions_to_txn(handler: Handler, authz: Authorizer, req: Request) ->
     if not kept:
         return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": denied}
     _with(req, transactions=kept)
-    _after(req, lambda b: {**b, "results_by_transaction": [*b.get("results_by_transaction", []), *denied]})
+    _append(req, "results_by_transaction", denied)
     return handler(req)
 
 
@@ -900,7 +907,7 @@ def _txn_offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any
     if not kept:
         return {"throttle_time_ms": 0, "topics": denied}
     _with(req, topics=kept)
-    _after(req, lambda b: {**b, "topics": [*b.get("topics", []), *denied]})
+    _append(req, "topics", denied)
     return handler(req)
 
 
