@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -453,6 +453,44 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
 }
 
 
+# GroupCoordinatorConfig's group.consumer.* timings: (name after "group.consumer.", Kafka's default, doc)
+_CONSUMER_GROUP_BROKER_CONFIGS = (
+    ("heartbeat.interval.ms", "5000", "The heartbeat interval given to the members of a consumer group."),
+    ("max.heartbeat.interval.ms", "15000", "The maximum heartbeat interval for registered consumers."),
+    ("max.session.timeout.ms", "60000", "The maximum allowed session timeout for registered consumers."),
+    ("min.heartbeat.interval.ms", "5000", "The minimum heartbeat interval for registered consumers."),
+    ("min.session.timeout.ms", "45000", "The minimum allowed session timeout for registered consumers."),
+    ("session.timeout.ms", "45000", "The timeout to detect client failures when using the consumer group protocol."),
+)
+
+
+def group_config_defs(config: Config) -> dict[str, ConfigDef]:
+    """GROUP_CONFIGS as this broker has them: a group's consumer.* defaults are the broker's
+    group.consumer.* settings and its bounds their min/max (``GroupConfig.extractGroupConfigMap``,
+    ``GroupConfig.validateValues`` against GroupCoordinatorConfig)."""
+    return {
+        **GROUP_CONFIGS,
+        "consumer.heartbeat.interval.ms": replace(
+            GROUP_CONFIGS["consumer.heartbeat.interval.ms"],
+            default=str(config.group_consumer_heartbeat_interval_ms),
+            low=config.group_consumer_min_heartbeat_interval_ms,
+            high=config.group_consumer_max_heartbeat_interval_ms,
+        ),
+        "consumer.session.timeout.ms": replace(
+            GROUP_CONFIGS["consumer.session.timeout.ms"],
+            default=str(config.group_consumer_session_timeout_ms),
+            low=config.group_consumer_min_session_timeout_ms,
+            high=config.group_consumer_max_session_timeout_ms,
+        ),
+    }
+
+
+def consumer_group_overrides(configs: dict[str, str]) -> tuple[int | None, int | None]:
+    """(session timeout, heartbeat interval) a group's own configs set, for the coordinator."""
+    session, interval = configs.get("consumer.session.timeout.ms"), configs.get("consumer.heartbeat.interval.ms")
+    return (None if session is None else int(session)), (None if interval is None else int(interval))
+
+
 def _broker_configs(config: Config) -> list[tuple[ConfigDef, str]]:
     """The broker settings groupd has, in Kafka's names, with their value here."""
     listeners = config.listeners or f"PLAINTEXT://{config.host}:{config.port}"
@@ -464,6 +502,13 @@ def _broker_configs(config: Config) -> list[tuple[ConfigDef, str]]:
         (
             _d("connections.max.idle.ms", LONG, "600000", "Idle connections timeout."),
             str(config.connections_max_idle_ms),
+        ),
+        *(
+            (
+                _d(f"group.consumer.{name}", INT, default, doc),
+                str(getattr(config, f"group_consumer_{name[:-3].replace('.', '_')}_ms")),
+            )
+            for name, default, doc in _CONSUMER_GROUP_BROKER_CONFIGS
         ),
         (
             _d(
@@ -568,11 +613,17 @@ class ConfigHandlers:
         self.authz = authorizer
         self.group_path = data_dir / "group-configs.json"
         self.group_configs: dict[str, dict[str, str]] = {}
+        self.group_defs = group_config_defs(config)
         self.on_topic_configs_changed: list[Callable[[str], None]] = []
+        # told (group id, its configs) when a group's configs change, and for every group at load()
+        self.on_group_configs_changed: list[Callable[[str, dict[str, str]], None]] = []
 
     def load(self) -> None:
         if self.group_path.exists():
             self.group_configs = {g: dict(c) for g, c in json.loads(self.group_path.read_text()).items()}
+        for name, configs in self.group_configs.items():
+            for cb in self.on_group_configs_changed:
+                cb(name, configs)
 
     # --- authorization (KafkaApis: DESCRIBE_CONFIGS / ALTER_CONFIGS on the resource) ----------------
     def _refused(self, req: Request, rtype: int, name: str, op: AclOperation) -> int | None:
@@ -666,7 +717,7 @@ class ConfigHandlers:
                 raise ConfigError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
             own = self.group_configs.get(name, {})
             out = []
-            for d in GROUP_CONFIGS.values():
+            for d in self.group_defs.values():
                 syn = []
                 if d.name in own:
                     value, source = own[d.name], GROUP_CONFIG
@@ -758,7 +809,7 @@ class ConfigHandlers:
         elif rtype == GROUP:
             if not name:
                 raise ConfigError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
-            current, table = dict(self.group_configs.get(name, {})), GROUP_CONFIGS
+            current, table = dict(self.group_configs.get(name, {})), self.group_defs
         elif rtype in (BROKER, BROKER_LOGGER):
             if name not in ("", str(self.config.node_id)):
                 raise ConfigError(
@@ -775,7 +826,7 @@ class ConfigHandlers:
         kind = "topic" if rtype == TOPIC else "group"
         new = self._apply(current, table, ops, incremental, kind)
         if rtype == GROUP:
-            _check_group_bounds(new)
+            _check_group_bounds(new, table)
         if validate_only or new == current:
             return
         if rtype == TOPIC:
@@ -796,6 +847,8 @@ class ConfigHandlers:
                 raise ConfigError(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot save group configs: {exc}") from exc
             self.group_configs = groups
             log.info("group_configs_altered", group=name, configs=new)
+            for cb in self.on_group_configs_changed:
+                cb(name, new)
 
     @staticmethod
     def _apply(
@@ -839,13 +892,11 @@ class ConfigHandlers:
         return new
 
 
-def _check_group_bounds(configs: dict[str, str]) -> None:
+def _check_group_bounds(configs: dict[str, str], defs: dict[str, ConfigDef] = GROUP_CONFIGS) -> None:
     """GroupConfig.validate: a heartbeat interval below the session timeout."""
     for proto in ("consumer", "share"):
-        hb = int(
-            configs.get(f"{proto}.heartbeat.interval.ms", GROUP_CONFIGS[f"{proto}.heartbeat.interval.ms"].default or 0)
-        )
-        st = int(configs.get(f"{proto}.session.timeout.ms", GROUP_CONFIGS[f"{proto}.session.timeout.ms"].default or 0))
+        hb = int(configs.get(f"{proto}.heartbeat.interval.ms", defs[f"{proto}.heartbeat.interval.ms"].default or 0))
+        st = int(configs.get(f"{proto}.session.timeout.ms", defs[f"{proto}.session.timeout.ms"].default or 0))
         if hb >= st:
             raise ConfigError(
                 ErrorCode.INVALID_CONFIG,

@@ -26,7 +26,7 @@ from groupd.transactions.coordinator import TransactionConfig, TransactionCoordi
 from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
 from .cluster import Cluster
-from .configs import ConfigHandlers
+from .configs import ConfigHandlers, consumer_group_overrides
 from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
@@ -114,6 +114,10 @@ class Broker:
         )
         self.configs = ConfigHandlers(config, self.topics, self.authorizer, self.data_dir)
         self.configs.on_topic_configs_changed.append(self._apply_topic_configs)
+        # Kafka's GroupConfigManager: the coordinator reads a group's own session timeout and heartbeat interval
+        self.configs.on_group_configs_changed.append(
+            lambda group, configs: self.core.consumer.set_group_config(group, *consumer_group_overrides(configs))
+        )
         self.log_admin = LogAdmin(
             config, self.topics, self.logs, self.authorizer, lambda req: endpoint(req.conn.listener, self.listeners[0])
         )

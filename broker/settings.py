@@ -78,6 +78,12 @@ class Config:
     group_consumer_heartbeat_interval_ms: int = dataclasses.field(
         default=5000, metadata={"help": "heartbeat interval given to consumer-protocol members"}
     )
+    # the bounds a group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms (group
+    # configs, IncrementalAlterConfigs on resource type GROUP) and the two settings above must keep
+    group_consumer_min_session_timeout_ms: int = 45000
+    group_consumer_max_session_timeout_ms: int = 60000
+    group_consumer_min_heartbeat_interval_ms: int = 5000
+    group_consumer_max_heartbeat_interval_ms: int = 15000
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_regex_refresh_interval_ms: int = dataclasses.field(
         default=10000,

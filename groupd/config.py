@@ -122,6 +122,10 @@ DOMAINS: dict[str, Check] = {
     # KIP-848 consumer groups (GroupCoordinatorConfig: atLeast(1) each)
     "group_consumer_session_timeout_ms": _positive,
     "group_consumer_heartbeat_interval_ms": _positive,
+    "group_consumer_min_session_timeout_ms": _positive,
+    "group_consumer_max_session_timeout_ms": _positive,
+    "group_consumer_min_heartbeat_interval_ms": _positive,
+    "group_consumer_max_heartbeat_interval_ms": _positive,
     "group_consumer_max_size": _positive,
     "group_consumer_regex_refresh_interval_ms": _positive,
     "group_consumer_migration_policy": one_of("disabled", "upgrade", "downgrade", "bidirectional"),
@@ -173,6 +177,27 @@ def validate(cfg: Config, origins: dict[str, str] | None = None) -> Config:
             f"{cfg.group_max_session_timeout_ms}",
             origins.get(name, ""),
         )
+    # GroupCoordinatorConfig's constructor checks: each bound pair in order, the two settings between
+    # their bounds (the message names the flag to change, not Kafka's property)
+    for setting, low, high in (
+        (
+            "group_consumer_heartbeat_interval_ms",
+            "group_consumer_min_heartbeat_interval_ms",
+            "group_consumer_max_heartbeat_interval_ms",
+        ),
+        (
+            "group_consumer_session_timeout_ms",
+            "group_consumer_min_session_timeout_ms",
+            "group_consumer_max_session_timeout_ms",
+        ),
+    ):
+        value, lo, hi = getattr(cfg, setting), getattr(cfg, low), getattr(cfg, high)
+        if hi < lo:
+            raise ConfigError(high, f"{hi} is below {flag(low)} {lo}", origins.get(high, ""))
+        if value < lo:
+            raise ConfigError(setting, f"{value} is below {flag(low)} {lo}", origins.get(setting, ""))
+        if value > hi:
+            raise ConfigError(setting, f"{value} is above {flag(high)} {hi}", origins.get(setting, ""))
     if cfg.group_consumer_heartbeat_interval_ms >= cfg.group_consumer_session_timeout_ms:
         # GroupCoordinatorConfig: "group.consumer.heartbeat.interval.ms must be less than
         # group.consumer.session.timeout.ms"

@@ -312,6 +312,9 @@ class ConsumerGroupManager:
         # Groups that a call has just converted back to classic; the shell takes them
         # (``take_downgrade``) and builds the classic group in the same write.
         self.downgrades: dict[str, Downgrade] = {}
+        # A group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms (its group configs,
+        # Kafka's GroupConfigManager): group id -> (session, interval), None where the group has none
+        self.group_configs: dict[str, tuple[int | None, int | None]] = {}
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -332,7 +335,7 @@ class ConsumerGroupManager:
             self._rearm_revocations(now_ms, self.groups.groups[gid])
             g = self.groups.groups[gid]
             for mid, m in g.members.items():
-                self.deadlines.set((g.group_id, mid, "session"), now_ms + self._session_timeout(m))
+                self.deadlines.set((g.group_id, mid, "session"), now_ms + self._session_timeout(g.group_id, m))
 
     def _rearm_revocations(self, now_ms: int, g: ConsumerGroup) -> None:
         for mid, m in g.members.items():
@@ -542,16 +545,16 @@ class ConsumerGroupManager:
             else:
                 records = self._fence(g, mid)
         self._apply(records)
-        return HeartbeatResult(self._response(mid, epoch, None), records)
+        return HeartbeatResult(self._response(gid, mid, epoch, None), records)
 
-    def _response(self, member_id: str, epoch: int, assignment: Partitions | None) -> dict[str, Any]:
+    def _response(self, group_id: str, member_id: str, epoch: int, assignment: Partitions | None) -> dict[str, Any]:
         return {
             "throttle_time_ms": 0,
             "error_code": errors.NONE,
             "error_message": None,
             "member_id": member_id,
             "member_epoch": epoch,
-            "heartbeat_interval_ms": self.config.heartbeat_interval_ms,
+            "heartbeat_interval_ms": self._heartbeat_interval(group_id),
             "assignment": None
             if assignment is None
             else {"topic_partitions": [{"topic_id": t, "partitions": list(ps)} for t, ps in to_tuple(assignment)]},
@@ -704,7 +707,7 @@ class ConsumerGroupManager:
         if bump:
             group_epoch += 1
             records.append((ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(group_epoch)))
-        self.deadlines.set((gid, mid, "session"), now_ms + self._session_timeout(updated))
+        self.deadlines.set((gid, mid, "session"), now_ms + self._session_timeout(gid, updated))
 
         # 4. the target assignment
         resolved = self._resolved_after(g, records)
@@ -779,14 +782,34 @@ class ConsumerGroupManager:
         )
         send = full or reconciled.assigned != member.assigned
         return HeartbeatResult(
-            self._response(mid, reconciled.member_epoch, reconciled.assigned if send else None), records
+            self._response(gid, mid, reconciled.member_epoch, reconciled.assigned if send else None), records
         )
 
     # -- classic members in a consumer group (KIP-848's migration path) ---------------------------
 
-    def _session_timeout(self, m: ConsumerGroupMember) -> int:
-        """A classic member keeps the session timeout of its JoinGroup (``classicProtocolSessionTimeout``)."""
-        return m.classic.session_timeout_ms if m.classic is not None else self.config.session_timeout_ms
+    def set_group_config(
+        self, group_id: str, session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None
+    ) -> None:
+        """The group's configs changed (IncrementalAlterConfigs on its GROUP resource, or loaded at start-up).
+        As in Kafka they take effect at each member's next heartbeat: its next session deadline and the
+        interval in its next answer; deadlines already armed keep running."""
+        if session_timeout_ms is None and heartbeat_interval_ms is None:
+            self.group_configs.pop(group_id, None)
+        else:
+            self.group_configs[group_id] = (session_timeout_ms, heartbeat_interval_ms)
+
+    def _session_timeout(self, group_id: str, m: ConsumerGroupMember) -> int:
+        """A classic member keeps the session timeout of its JoinGroup (``classicProtocolSessionTimeout``);
+        the others get the group's (``consumerGroupSessionTimeoutMs``: its group config, else the broker's)."""
+        if m.classic is not None:
+            return m.classic.session_timeout_ms
+        own = self.group_configs.get(group_id)
+        return own[0] if own is not None and own[0] is not None else self.config.session_timeout_ms
+
+    def _heartbeat_interval(self, group_id: str) -> int:
+        """``consumerGroupHeartbeatIntervalMs``: the group's config, else the broker's."""
+        own = self.group_configs.get(group_id)
+        return own[1] if own is not None and own[1] is not None else self.config.heartbeat_interval_ms
 
     def _owned_from_subscription(self, sub: Subscription) -> list[tuple[uuid.UUID, list[int]]]:
         """``Utils.toTopicPartitions``: the owned partitions a classic member reports, by topic id (an
@@ -891,7 +914,7 @@ class ConsumerGroupManager:
         records += [current_assignment_record(group_id, m) for m in converted]
         self._apply(records)
         for m in converted:
-            self.deadlines.set((group_id, m.member_id, "session"), now_ms + self._session_timeout(m))
+            self.deadlines.set((group_id, m.member_id, "session"), now_ms + self._session_timeout(group_id, m))
         return records
 
     def _can_downgrade(self, g: ConsumerGroup, leaving: set[str]) -> bool:
@@ -1031,7 +1054,7 @@ class ConsumerGroupManager:
         except _Error as e:
             return {"error_code": e.code, "assignment": b""}
         self.deadlines.cancel((g.group_id, m.member_id, "sync"))
-        self.deadlines.set((g.group_id, m.member_id, "session"), now_ms + self._session_timeout(m))
+        self.deadlines.set((g.group_id, m.member_id, "session"), now_ms + self._session_timeout(g.group_id, m))
         try:
             sub_version = decode_subscription(m.classic.supported_protocols[0].metadata).version
         except ConsumerProtocolError:
@@ -1057,7 +1080,7 @@ class ConsumerGroupManager:
             return e.code
         if generation != m.member_epoch:
             return errors.ILLEGAL_GENERATION
-        self.deadlines.set((group_id, m.member_id, "session"), now_ms + self._session_timeout(m))
+        self.deadlines.set((group_id, m.member_id, "session"), now_ms + self._session_timeout(group_id, m))
         if (
             m.member_epoch < g.group_epoch
             or m.state == MemberState.UNREVOKED_PARTITIONS

@@ -16,7 +16,9 @@ from groupd.broker.configs import (
     ConfigError,
     ConfigHandlers,
     _check_group_bounds,
+    group_config_defs,
 )
+from groupd.broker.settings import Config
 from groupd.protocol.errors import ErrorCode
 
 
@@ -106,3 +108,25 @@ def test_group_bounds() -> None:
     with pytest.raises(ConfigError) as exc:
         _check_group_bounds({"share.heartbeat.interval.ms": "45000"})  # the session timeout is 45000 by default
     assert exc.value.message == "share.heartbeat.interval.ms must be less than share.session.timeout.ms"
+
+
+def test_group_config_defaults_and_bounds_are_the_brokers_GroupConfig_extractGroupConfigMap() -> None:
+    """A group's consumer.* defaults are the broker's group.consumer.* settings and its bounds their min/max
+    (GroupConfig.validateValues against GroupCoordinatorConfig), not Kafka's defaults."""
+    cfg = Config(
+        group_consumer_session_timeout_ms=6000,
+        group_consumer_min_session_timeout_ms=3000,
+        group_consumer_heartbeat_interval_ms=500,
+        group_consumer_min_heartbeat_interval_ms=500,
+    )
+    defs = group_config_defs(cfg)
+    assert defs["consumer.session.timeout.ms"].default == "6000"
+    assert defs["consumer.heartbeat.interval.ms"].default == "500"
+    ok = ConfigHandlers._apply({}, defs, [op("consumer.session.timeout.ms", "3000")], True, "group")
+    _check_group_bounds(ok, defs)  # 500 ms heartbeats (the broker's) below a 3 s session
+    with pytest.raises(ConfigError) as exc:
+        ConfigHandlers._apply({}, defs, [op("consumer.session.timeout.ms", "2999")], True, "group")
+    assert exc.value.code == ErrorCode.INVALID_CONFIG
+    with pytest.raises(ConfigError):
+        ConfigHandlers._apply({}, defs, [op("consumer.heartbeat.interval.ms", "499")], True, "group")
+    assert defs["share.session.timeout.ms"] == GROUP_CONFIGS["share.session.timeout.ms"]

@@ -263,3 +263,47 @@ def test_a_refused_record_leaves_the_group_as_it_was_addPartitionEpochs() -> Non
     with pytest.raises(IllegalRecord):
         shell.mgr.replay(record)
     assert shell.group().persisted() == before
+
+
+def test_a_groups_own_session_timeout_and_heartbeat_interval_consumerGroupSessionTimeoutMs() -> None:
+    """Kafka's GroupConfigManager: a group's consumer.session.timeout.ms / consumer.heartbeat.interval.ms
+    override the broker's (45 s / 5 s here) from each member's next heartbeat; other groups keep the broker's."""
+    shell = Shell()
+    a, b = shell.client("a"), shell.client("b")
+    settle([a, b])
+    assert b.heartbeat()["heartbeat_interval_ms"] == 5000
+    shell.mgr.set_group_config(GROUP, session_timeout_ms=10000, heartbeat_interval_ms=2000)
+    assert b.heartbeat()["heartbeat_interval_ms"] == 2000
+    a.heartbeat()  # its next session deadline is the group's 10 s
+    shell.advance(9000)
+    b.heartbeat()
+    shell.advance(1001)  # 45 s at the broker's: a would still be in the group
+    b.heartbeat()
+    assert set(shell.group().members) == {"b"} and b.owned[T] == frozenset(range(6))
+    other = shell.client("c")
+    assert other.heartbeat(group_id="other")["heartbeat_interval_ms"] == 5000
+
+
+def test_a_group_config_with_only_one_setting_keeps_the_brokers_other_and_removing_it_restores_both() -> None:
+    shell = Shell()
+    a = shell.client("a")
+    settle([a])
+    shell.mgr.set_group_config(GROUP, heartbeat_interval_ms=7000)
+    assert a.heartbeat()["heartbeat_interval_ms"] == 7000
+    shell.advance(44000)
+    assert a.heartbeat()["error_code"] == 0  # session: still the broker's 45 s
+    shell.mgr.set_group_config(GROUP)
+    assert a.heartbeat()["heartbeat_interval_ms"] == 5000
+
+
+def test_a_classic_member_keeps_its_own_session_timeout_under_a_group_config() -> None:
+    """classicProtocolSessionTimeout: a classic member of a consumer group keeps its JoinGroup's."""
+    from groupd.coordinator.consumer.member import ConsumerGroupMember
+
+    mgr = Shell().mgr
+    mgr.set_group_config(GROUP, session_timeout_ms=50000)
+    classic = ConsumerGroupMember(
+        member_id="m", classic=cr.ClassicMemberMetadata(6000, (cr.ClassicProtocol("range", b""),))
+    )
+    plain = ConsumerGroupMember(member_id="n")
+    assert (mgr._session_timeout(GROUP, classic), mgr._session_timeout(GROUP, plain)) == (6000, 50000)

@@ -141,16 +141,34 @@ def test_regex_subscription_picks_up_a_topic_created_afterwards(groupd: GroupdPr
         consumer.close()
 
 
-def test_a_sigkilled_member_is_fenced_after_its_session_and_its_partitions_move(tmp_path: Path, unique: str) -> None:
+@pytest.mark.parametrize("where", ["broker-settings", "group-configs"])
+def test_a_sigkilled_member_is_fenced_after_its_session_and_its_partitions_move(
+    tmp_path: Path, unique: str, where: str
+) -> None:
+    """A 6 s session and 1 s heartbeats, from the broker's group.consumer.* settings or from the group's own
+    consumer.session.timeout.ms / consumer.heartbeat.interval.ms (Kafka's GroupConfigManager; set with
+    AdminClient.incremental_alter_configs before the daemon restarts, so they are also read back at
+    start-up). With the broker's 45 s the member would still hold its partitions when the test gives up."""
     from confluent_kafka import Consumer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-    flags = ("--group-consumer-session-timeout-ms", "6000", "--group-consumer-heartbeat-interval-ms", "1000")
-    daemon = GroupdProcess(tmp_path / "data", *flags)
+    bounds = ("--group-consumer-min-session-timeout-ms", "6000", "--group-consumer-min-heartbeat-interval-ms", "1000")
+    timings = ("--group-consumer-session-timeout-ms", "6000", "--group-consumer-heartbeat-interval-ms", "1000")
+    daemon = GroupdProcess(tmp_path / "data", *bounds, *(timings if where == "broker-settings" else ()))
     daemon.start()
     topic, group = f"kip848-k-{unique}", f"kip848-k-g-{unique}"
     admin = AdminClient({"bootstrap.servers": daemon.bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(15)
+    if where == "group-configs":
+        entries = [
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in (("consumer.session.timeout.ms", "6000"), ("consumer.heartbeat.interval.ms", "1000"))
+        ]
+        res = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=entries)
+        admin.incremental_alter_configs([res])[res].result(10)
+        del admin  # it would keep calling the old port
+        daemon.stop()
+        daemon.start()
     owned: set[int] = set()
     survivor = Consumer({"bootstrap.servers": daemon.bootstrap, "group.id": group, "group.protocol": "consumer"})
     survivor.subscribe(
@@ -207,9 +225,12 @@ def test_api_versions_reports_the_group_version_feature(groupd: GroupdProcess) -
 # leaves one by one would take minutes. One daemon for the tests below, at 500 ms.
 
 
+FAST_HEARTBEATS = ("--group-consumer-heartbeat-interval-ms", "500", "--group-consumer-min-heartbeat-interval-ms", "500")
+
+
 @pytest.fixture(scope="module")
 def fast_groupd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupdProcess]:
-    d = GroupdProcess(tmp_path_factory.mktemp("kip848-fast") / "data", "--group-consumer-heartbeat-interval-ms", "500")
+    d = GroupdProcess(tmp_path_factory.mktemp("kip848-fast") / "data", *FAST_HEARTBEATS)
     d.start()
     try:
         yield d

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,7 +142,56 @@ def test_min_session_timeout_above_max_is_refused() -> None:
 def test_consumer_heartbeat_interval_not_below_the_session_timeout_is_refused() -> None:
     # GroupCoordinatorConfig requires group.consumer.heartbeat.interval.ms < group.consumer.session.timeout.ms
     with pytest.raises(config.ConfigError, match=r"^--group-consumer-heartbeat-interval-ms: 45000 must be less"):
-        config.load(_args("--group-consumer-heartbeat-interval-ms", "45000"), env={})
+        config.load(
+            _args(
+                "--group-consumer-heartbeat-interval-ms", "45000", "--group-consumer-max-heartbeat-interval-ms", "60000"
+            ),
+            env={},
+        )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ("--group-consumer-session-timeout-ms", "6000"),
+            "session-timeout-ms: 6000 is below --group-consumer-min-session",
+        ),
+        (
+            ("--group-consumer-session-timeout-ms", "61000"),
+            "session-timeout-ms: 61000 is above --group-consumer-max-session",
+        ),
+        (("--group-consumer-heartbeat-interval-ms", "500"), "interval-ms: 500 is below --group-consumer-min-heartbeat"),
+        (
+            ("--group-consumer-heartbeat-interval-ms", "16000"),
+            "interval-ms: 16000 is above --group-consumer-max-heartbeat",
+        ),
+        (
+            ("--group-consumer-max-session-timeout-ms", "44000"),
+            "max-session-timeout-ms: 44000 is below --group-consumer-min",
+        ),
+        (
+            ("--group-consumer-max-heartbeat-interval-ms", "4000"),
+            "max-heartbeat-interval-ms: 4000 is below --group-consumer-min",
+        ),
+    ],
+)
+def test_consumer_group_timings_outside_their_bounds_are_refused(flags: tuple[str, str], message: str) -> None:
+    """GroupCoordinatorConfig's constructor: group.consumer.session.timeout.ms and heartbeat.interval.ms within
+    their min/max (Kafka's 45000-60000 and 5000-15000), each min below its max."""
+    with pytest.raises(config.ConfigError, match=re.escape(message)):
+        config.load(_args(*flags), env={})
+
+
+def test_consumer_group_timings_below_kafkas_bounds_are_taken_with_lower_bounds() -> None:
+    cfg = config.load(
+        _args(
+            *("--group-consumer-session-timeout-ms", "6000", "--group-consumer-min-session-timeout-ms", "6000"),
+            *("--group-consumer-heartbeat-interval-ms", "500", "--group-consumer-min-heartbeat-interval-ms", "500"),
+        ),
+        env={},
+    )
+    assert (cfg.group_consumer_session_timeout_ms, cfg.group_consumer_heartbeat_interval_ms) == (6000, 500)
 
 
 def test_serve_with_port_99999_exits_2_naming_the_setting(tmp_path: Path) -> None:

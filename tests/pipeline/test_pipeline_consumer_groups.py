@@ -47,7 +47,9 @@ def test_consumer_group_epochs_and_members_from_a_daemons_log(spark: SparkSessio
 
     data = tmp_path / "data"
     running: list[Member] = []
-    with GroupdProcess(data, "--group-consumer-heartbeat-interval-ms", "500") as d:
+    with GroupdProcess(
+        data, "--group-consumer-heartbeat-interval-ms", "500", "--group-consumer-min-heartbeat-interval-ms", "500"
+    ) as d:
         admin = AdminClient({"bootstrap.servers": d.bootstrap})
         admin.create_topics([NewTopic(TOPIC, num_partitions=4, replication_factor=1)])[TOPIC].result(15)
 
