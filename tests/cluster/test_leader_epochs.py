@@ -1,0 +1,190 @@
+"""Leader epochs in the data (Kafka's ``LeaderEpochFileCache``): after a leader change the new
+leader's batches carry its epoch, the partition's ``leader-epoch-checkpoint`` records where each
+epoch started, OffsetForLeaderEpoch and ListOffsets answer from it, and all of it survives a
+SIGKILL. Real clients lean on this (KIP-320): committed offsets carry the leader epoch of the last
+record consumed, and a consumer validates its position with OffsetForLeaderEpoch after a leader
+change; a wrong answer is a false "log truncation detected" or a missed real one."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from groupd.ops.pytest_plugin import GroupdBroker
+from groupd.storage import iter_batches
+from kafka import KafkaProducer
+
+from tests.cluster.conftest import create_topic, leaders, raw
+
+CHECKPOINT = "leader-epoch-checkpoint"
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    try:
+        for v in values:
+            producer.send(topic, v, partition=0).get(timeout=20)  # one batch each
+    finally:
+        producer.close(5)
+
+
+def _live_bootstrap(cluster: GroupdBroker) -> str:
+    return ",".join(f"{b['host']}:{b['port']}" for b in cluster.brokers() if b["state"] == "live")
+
+
+def _batch_epochs(cluster: GroupdBroker, topic: str) -> list[tuple[int, int]]:
+    """(base offset, partition leader epoch) of every batch in the partition's segment files."""
+    out = []
+    for seg in sorted((cluster.data_dir / f"{topic}-0").glob("*.log")):
+        data = seg.read_bytes()
+        out += [(v.base_offset, v.partition_leader_epoch) for v in iter_batches(data, 0, len(data))]
+    return out
+
+
+def _checkpoint(cluster: GroupdBroker, topic: str, want: str, timeout: float = 5.0) -> None:
+    """The file is written by the election (off the event loop) or the next append: wait for it."""
+    path: Path = cluster.data_dir / f"{topic}-0" / CHECKPOINT
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and path.read_text() == want):
+        assert time.monotonic() < deadline, path.read_text() if path.exists() else "no checkpoint"
+        time.sleep(0.05)
+
+
+def _end_offset(cluster: GroupdBroker, node: int, topic: str, epoch: int, version: int = 4) -> tuple[int, int, int]:
+    """(error, leader epoch, end offset) of OffsetForLeaderEpoch for ``epoch`` of partition 0."""
+    client = raw(cluster, node)
+    try:
+        body: dict[str, Any] = {
+            "replica_id": -1,
+            "topics": [
+                {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": epoch}]}
+            ],
+        }
+        answer = client.request("OffsetForLeaderEpoch", version, body)
+    finally:
+        client.close()
+    (p,) = answer["topics"][0]["partitions"]
+    return p["error_code"], p["leader_epoch"], p["end_offset"]
+
+
+def _list_offset(cluster: GroupdBroker, node: int, topic: str, timestamp: int) -> tuple[int, int, int]:
+    """(error, offset, leader epoch) of ListOffsets v7 for partition 0."""
+    client = raw(cluster, node)
+    try:
+        answer = client.request(
+            "ListOffsets",
+            7,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}],
+                    }
+                ],
+            },
+        )
+    finally:
+        client.close()
+    (p,) = answer["topics"][0]["partitions"]
+    return p["error_code"], p["offset"], p["leader_epoch"]
+
+
+def test_after_a_leader_change_batches_carry_the_new_epoch_and_the_cache_answers_for_it(
+    healthy_cluster: GroupdBroker, unique: str
+) -> None:
+    """Partition.makeLeader assigns (epoch, log end); UnifiedLog.appendAsLeader stamps the epoch;
+    KafkaApis.handleOffsetForLeaderEpochRequest -> LeaderEpochFileCache.endOffsetFor;
+    UnifiedLog.fetchOffsetByTimestamp's epochs (latest, earliest, by timestamp)."""
+    cluster = healthy_cluster
+    topic = f"ep-{unique}"
+    create_topic(cluster, topic, partitions=1, replication=3)
+    _produce(cluster.bootstrap, topic, [b"a0", b"a1", b"a2"])
+    first, epoch = leaders(cluster, topic)[0]
+    assert epoch == 0
+    before_move = int(time.time() * 1000)
+    cluster.stop_broker(first)  # leader epoch 1 at offset 3
+    second, epoch = leaders(cluster, topic)[0]
+    assert second != first and epoch == 1
+    _checkpoint(cluster, topic, "0\n2\n0 0\n1 3\n")  # written at the election, before any append
+    assert _end_offset(cluster, second, topic, 0) == (0, 0, 3)
+    _produce(_live_bootstrap(cluster), topic, [b"b0", b"b1"])
+    assert _batch_epochs(cluster, topic) == [(0, 0), (1, 0), (2, 0), (3, 1), (4, 1)]
+    # epoch 0 ended where epoch 1 began; epoch 1 is the latest: it ends at the log end
+    assert _end_offset(cluster, second, topic, 0) == (0, 0, 3)
+    assert _end_offset(cluster, second, topic, 1) == (0, 1, 5)
+    assert _end_offset(cluster, second, topic, 2) == (0, -1, -1)  # unknown epoch: UNDEFINED
+    assert _end_offset(cluster, second, topic, 0, version=2) == (0, 0, 3)
+    assert _list_offset(cluster, second, topic, -1) == (0, 5, 1)  # LATEST: the current epoch
+    assert _list_offset(cluster, second, topic, -2) == (0, 0, 0)  # EARLIEST: the first epoch
+    assert _list_offset(cluster, second, topic, before_move + 1)[1:] in {(3, 1), (4, 1)}  # by timestamp
+    # Back to the preferred leader: epoch 2 at offset 5.
+    cluster.start_broker(first, rebalance=True)
+    assert leaders(cluster, topic)[0] == (first, 2)
+    _checkpoint(cluster, topic, "0\n3\n0 0\n1 3\n2 5\n")
+    _produce(cluster.bootstrap, topic, [b"c0"])
+    assert _batch_epochs(cluster, topic)[-1] == (5, 2)
+    assert _end_offset(cluster, first, topic, 1) == (0, 1, 5)
+    assert _list_offset(cluster, first, topic, -1) == (0, 6, 2)
+
+
+def test_offset_for_leader_epoch_checks_the_current_epoch_against_the_leaders(
+    healthy_cluster: GroupdBroker, unique: str
+) -> None:
+    """Partition.localLogWithEpochOrThrow, now that the epoch is not 0."""
+    cluster = healthy_cluster
+    topic = f"ec-{unique}"
+    create_topic(cluster, topic, partitions=1, replication=3)
+    first, _ = leaders(cluster, topic)[0]
+    cluster.stop_broker(first)
+    second, epoch = leaders(cluster, topic)[0]
+    client = raw(cluster, second)
+    try:
+        codes = []
+        for current in (epoch - 1, epoch, epoch + 1):
+            answer = client.request(
+                "OffsetForLeaderEpoch",
+                4,
+                {
+                    "replica_id": -1,
+                    "topics": [
+                        {
+                            "topic": topic,
+                            "partitions": [{"partition": 0, "current_leader_epoch": current, "leader_epoch": 0}],
+                        }
+                    ],
+                },
+            )
+            codes.append(answer["topics"][0]["partitions"][0]["error_code"])
+    finally:
+        client.close()
+    assert codes == [74, 0, 75]  # FENCED_LEADER_EPOCH, NONE, UNKNOWN_LEADER_EPOCH
+
+
+def test_the_epochs_survive_a_sigkill_after_a_leader_move(groupd_cluster_factory: Any, unique: str) -> None:
+    """On restart the cache agrees with cluster-leaders.json and the batches (LogLoader truncates
+    the cache to the log, the leader assigns its epoch at the log end again)."""
+    cluster: GroupdBroker = groupd_cluster_factory(num_partitions=1)
+    topic = f"ek-{unique}"
+    create_topic(cluster, topic, partitions=1, replication=3)
+    _produce(cluster.bootstrap, topic, [b"a0", b"a1"])
+    first, _ = leaders(cluster, topic)[0]
+    cluster.stop_broker(first)
+    _produce(_live_bootstrap(cluster), topic, [b"b0"])
+    cluster.start_broker(first, rebalance=True)  # epoch 2 at offset 3, nothing appended in it
+    _checkpoint(cluster, topic, "0\n3\n0 0\n1 2\n2 3\n")
+    assert cluster.proc is not None
+    cluster.proc.kill()
+    cluster.proc.wait()
+    cluster.start()
+    leader, epoch = leaders(cluster, topic)[0]
+    assert (leader, epoch) == (first, 2)  # cluster-leaders.json
+    assert _end_offset(cluster, leader, topic, 0) == (0, 0, 2)
+    assert _end_offset(cluster, leader, topic, 1) == (0, 1, 3)
+    assert _end_offset(cluster, leader, topic, 2) == (0, 2, 3)
+    assert _list_offset(cluster, leader, topic, -1) == (0, 3, 2)
+    _produce(cluster.bootstrap, topic, [b"c0"])
+    assert _batch_epochs(cluster, topic) == [(0, 0), (1, 0), (2, 1), (3, 2)]
+    _checkpoint(cluster, topic, "0\n3\n0 0\n1 2\n2 3\n")
