@@ -325,7 +325,10 @@ _SHAPES: dict[str, _Shape] = {
             "log_start_offset": -1,
             "aborted_transactions": None,
             "preferred_read_replica": -1,
-            "records": None,
+            # Kafka's FetchResponse.partitionResponse(tp, error): MemoryRecords.EMPTY, never null
+            # (librdkafka cannot parse a null one: "invalid MessageSetSize -1", and fetches the
+            # old leader again and again after a leader moves away from a live broker).
+            "records": b"",
         },
         hint_from=12,
     ),
