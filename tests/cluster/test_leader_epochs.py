@@ -182,7 +182,8 @@ def test_the_epochs_survive_a_sigkill_after_a_leader_move(groupd_cluster_factory
     _checkpoint(cluster, topic, "0\n3\n0 0\n1 2\n2 3\n")
     assert cluster.proc is not None
     cluster.proc.kill()
-    cluster.proc.wait()
+    # stop() reaps it and waits for its output's reader, which would otherwise wake start() early
+    cluster.stop()
     cluster.start()
     leader, epoch = leaders(cluster, topic)[0]
     assert (leader, epoch) == (first, 2)  # cluster-leaders.json
