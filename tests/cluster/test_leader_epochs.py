@@ -38,10 +38,10 @@ def _live_bootstrap(cluster: GroupdBroker) -> str:
     return ",".join(f"{b['host']}:{b['port']}" for b in cluster.brokers() if b["state"] == "live")
 
 
-def _batch_epochs(cluster: GroupdBroker, topic: str) -> list[tuple[int, int]]:
+def _batch_epochs(cluster: GroupdBroker, topic: str, partition: int = 0) -> list[tuple[int, int]]:
     """(base offset, partition leader epoch) of every batch in the partition's segment files."""
     out = []
-    for seg in sorted((cluster.data_dir / f"{topic}-0").glob("*.log")):
+    for seg in sorted((cluster.data_dir / f"{topic}-{partition}").glob("*.log")):
         data = seg.read_bytes()
         out += [(v.base_offset, v.partition_leader_epoch) for v in iter_batches(data, 0, len(data))]
     return out
@@ -282,3 +282,44 @@ def test_a_consumer_reads_through_two_leader_moves_once_and_commits_the_new_epoc
     assert member.seen == producing.sent  # each once, in order: no false truncation sent it back
     assert _committed(cluster, group, topic) == (len(producing.sent), 2)
     assert not [r.getMessage() for r in caplog.records if "truncat" in r.getMessage().lower()]
+
+
+def test_coordinator_writes_carry_the_offsets_partitions_new_epoch(healthy_cluster: GroupdBroker, unique: str) -> None:
+    """The group coordinator's records (``__consumer_offsets``) are appended by the partition's leader
+    too, so after its leader moves they carry the new epoch (the group shell's appends go through
+    the same stamping partition log)."""
+    cluster = healthy_cluster
+    group = topic = f"eg-{unique}"
+    create_topic(cluster, topic, partitions=1, replication=3)
+    partition = partition_for(group)
+    home, epoch = leaders(cluster, "__consumer_offsets")[partition]
+    to = home % 3 + 1
+    assert cluster.move_coordinator(group, to)["leader_epoch"] == epoch + 1
+    client = raw(cluster, to)
+    try:
+        for _ in range(50):  # the new coordinator loads the partition first
+            answer = client.request(
+                "OffsetCommit",
+                2,
+                {
+                    "group_id": group,
+                    "generation_id_or_member_epoch": -1,
+                    "member_id": "",
+                    "retention_time_ms": -1,
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [{"partition_index": 0, "committed_offset": 7, "committed_metadata": ""}],
+                        }
+                    ],
+                },
+            )
+            code = answer["topics"][0]["partitions"][0]["error_code"]
+            if code != 14:  # COORDINATOR_LOAD_IN_PROGRESS
+                break
+            time.sleep(0.1)
+    finally:
+        client.close()
+    assert code == 0
+    assert _batch_epochs(cluster, "__consumer_offsets", partition)[-1][1] == epoch + 1
+    assert _committed(cluster, group, topic) == (7, -1)  # OffsetCommit v2 has no leader epoch to keep
