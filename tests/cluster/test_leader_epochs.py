@@ -20,7 +20,7 @@ from groupd.storage import iter_batches
 from kafka import KafkaProducer
 
 from tests.cluster.conftest import create_topic, leaders, raw
-from tests.cluster.test_failover_clients import Consuming
+from tests.cluster.test_failover_clients import Consuming, _live_bootstrap
 
 CHECKPOINT = "leader-epoch-checkpoint"
 
@@ -32,10 +32,6 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
             producer.send(topic, v, partition=0).get(timeout=20)  # one batch each
     finally:
         producer.close(5)
-
-
-def _live_bootstrap(cluster: GroupdBroker) -> str:
-    return ",".join(f"{b['host']}:{b['port']}" for b in cluster.brokers() if b["state"] == "live")
 
 
 def _batch_epochs(cluster: GroupdBroker, topic: str, partition: int = 0) -> list[tuple[int, int]]:
