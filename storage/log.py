@@ -860,6 +860,9 @@ class PartitionLog:
         return cache
 
     def _rebuild_epochs(self, reason: str) -> LeaderEpochCache:
+        if self._log_start == self._next_offset:
+            # nothing to rebuild from (a new partition): the first assign writes the file
+            return LeaderEpochCache(self.path / CHECKPOINT_FILE, (), self._ops)
         entries: list[EpochEntry] = []
         try:
             for view in self.iter_batches():
