@@ -66,7 +66,7 @@ def _end_offset(cluster: GroupdBroker, node: int, topic: str, epoch: int, versio
     finally:
         client.close()
     (p,) = answer["topics"][0]["partitions"]
-    return p["error_code"], p["leader_epoch"], p["end_offset"]
+    return p["error_code"], p.get("leader_epoch", -1), p["end_offset"]
 
 
 def _list_offset(cluster: GroupdBroker, node: int, topic: str, timestamp: int) -> tuple[int, int, int]:
@@ -117,7 +117,8 @@ def test_after_a_leader_change_batches_carry_the_new_epoch_and_the_cache_answers
     assert _end_offset(cluster, second, topic, 0) == (0, 0, 3)
     assert _end_offset(cluster, second, topic, 1) == (0, 1, 5)
     assert _end_offset(cluster, second, topic, 2) == (0, -1, -1)  # unknown epoch: UNDEFINED
-    assert _end_offset(cluster, second, topic, 0, version=2) == (0, 0, 3)
+    for version in range(4):  # every version: v0-1 answer the end offset only
+        assert _end_offset(cluster, second, topic, 0, version=version)[::2] == (0, 3), version
     assert _list_offset(cluster, second, topic, -1) == (0, 5, 1)  # LATEST: the current epoch
     assert _list_offset(cluster, second, topic, -2) == (0, 0, 0)  # EARLIEST: the first epoch
     assert _list_offset(cluster, second, topic, before_move + 1)[1:] in {(3, 1), (4, 1)}  # by timestamp
