@@ -8,7 +8,10 @@ reproduces exactly that surface and nothing below it: the brokers of one process
 directory, the partition logs, the topic registry and ONE group coordinator core. So a cluster
 costs one listener, one ``Dispatcher`` and a few wrapped handlers per extra broker, and "moving" a
 partition is a change of who is allowed to answer for it, with its leader epoch bumped, never a
-copy of data (which is also why no acknowledged record can be lost across a leader change).
+copy of data (which is also why no acknowledged record can be lost across a leader change). The
+leader epochs reach the data too, as in Kafka: the shared logs stamp each batch with its partition's
+current epoch and keep Kafka's leader epoch cache (``leader-epoch-checkpoint``, storage/epochs.py),
+so OffsetForLeaderEpoch and ListOffsets answer what a Kafka leader would after a leader change.
 
 - ``ClusterNode``: one broker: node id, listener, its own ``Server`` and ``Dispatcher`` (faults
   and metrics observers are shared), and a state: live, stopped (not listening, its connections
@@ -32,6 +35,7 @@ copy of data (which is also why no acknowledged record can be lost across a lead
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import uuid
@@ -49,6 +53,7 @@ from groupd.protocol.errors import ErrorCode
 from groupd.protocol.partitioning import coordinator_partition
 from groupd.protocol.server import Request, Server
 from groupd.security.listeners import Listener, endpoint
+from groupd.storage import LogManager, StorageError
 from groupd.storage.files import write_atomically
 
 from .admin_handlers import AdminHandlers
@@ -164,6 +169,15 @@ class Leadership:
         elif st[0] == -2:
             st[0], st[1] = self._elect(t, partition), st[1] + 1
         return st
+
+    def epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch, without electing anything: what the partition logs stamp
+        on their batches (``PartitionLog.leader_epoch_source``, read from the appender's threads).
+        A leader to be elected anew (-2) counts at the epoch ``get`` will give it."""
+        st = self._state.get((topic, partition))
+        if st is None:
+            return 0
+        return st[1] + 1 if st[0] == -2 else st[1]
 
     def describe(self, t: Topic, partition: int) -> tuple[int, int, list[int], list[int], list[int]]:
         """(leader, epoch, replicas, isr, offline replicas) as Metadata reports them."""
@@ -311,7 +325,10 @@ _SHAPES: dict[str, _Shape] = {
             "log_start_offset": -1,
             "aborted_transactions": None,
             "preferred_read_replica": -1,
-            "records": None,
+            # Kafka's FetchResponse.partitionResponse(tp, error): MemoryRecords.EMPTY, never null
+            # (librdkafka cannot parse a null one: "invalid MessageSetSize -1", and fetches the
+            # old leader again and again after a leader moves away from a live broker).
+            "records": b"",
         },
         hint_from=12,
     ),
@@ -358,7 +375,7 @@ GUARDED_APIS = frozenset(_SHAPES)
 def leader_guard(api: str, handler: Handler, node_id: int, leaders: Leadership, nodes: Callable[[], Any]) -> Handler:
     """``handler`` (the shared data plane's) as broker ``node_id`` serves it: partitions it may not
     answer for are answered here, the others are handed on with their epoch checked (and cleared:
-    the data plane knows no epochs beyond 0). ``nodes()`` maps node ids to ``ClusterNode``."""
+    the data plane's own check is the one broker's, at epoch 0). ``nodes()`` maps node ids to ``ClusterNode``."""
     shape = _SHAPES[api]
     check = leaders.check
 
@@ -486,6 +503,7 @@ class Node(Protocol):
     dispatcher: Dispatcher
     server: Server
     topics: TopicRegistry
+    logs: LogManager
     admin: AdminHandlers
     groups: GroupShell
     ssl_context: Any
@@ -520,6 +538,9 @@ class Cluster:
         broker.topics.live_brokers = self.size
         broker.admin.node_ids = list(self.nodes)
         broker.admin.on_topic_deleted.append(lambda t: self.leaders.forget(t.name))
+        # The shared logs stamp their batches with the partition's leader epoch and keep Kafka's
+        # leader epoch cache (storage/epochs.py); one broker alone stays at epoch 0 without one.
+        broker.logs.track_leader_epochs(self.leaders.epoch)
         # Coordinator topics: whose partitions' leaders are coordinators, and who is told when one
         # moves: ``moved(partition, new leader, leader epoch)`` unloads it where it was and loads it
         # on the new leader (answering COORDINATOR_LOAD_IN_PROGRESS meanwhile). The transaction
@@ -657,6 +678,7 @@ class Cluster:
         }
 
     def _apply(self, moves: list[Move], reason: str) -> None:
+        self._record_epochs(moves)
         for m in moves:
             moved = self.coordinator_topics.get(m.topic)
             if moved is not None:
@@ -668,6 +690,29 @@ class Cluster:
                 count=len(moves),
                 moves=[f"{m.topic}-{m.partition}:{m.old}->{m.new}@{m.epoch}" for m in moves[:20]],
             )
+
+    def _record_epochs(self, moves: list[Move]) -> None:
+        """``Partition.makeLeader``: each new leader records its epoch at the log end in the
+        partition's leader epoch cache. The logs already stamp the new epoch (they read it from
+        ``Leadership``) and record it before their next append; this writes the checkpoints now,
+        off the event loop (one fsync each)."""
+        logs = [p for m in moves if (p := self.broker.logs.get(m.topic, m.partition)) is not None]
+        if not logs:
+            return
+
+        def record() -> None:
+            for plog in logs:
+                try:
+                    plog.sync_leader_epoch()
+                except StorageError as exc:  # the next append records it
+                    log.warning("leader_epoch_record_failed", path=str(plog.path), error=str(exc))
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            record()
+        else:
+            loop.run_in_executor(None, record)
 
     def _done(self, action: str, node_id: int | None, **fields: Any) -> None:
         # Counted by the control endpoint (groupd_faults_injected_total{api="-",kind=<action>}).

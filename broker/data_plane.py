@@ -103,6 +103,7 @@ from groupd.protocol.server import Request
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog, legacy
 from groupd.storage import records as rec
 from groupd.storage.compaction import Cleaner
+from groupd.storage.epochs import epoch_for_offset
 from groupd.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -155,7 +156,10 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
-LEADER_EPOCH = 0  # groupd never changes leaders; batches are stored with partition leader epoch 0
+# One broker alone leads every partition at epoch 0 for ever; in cluster mode the logs stamp each
+# batch with the partition's current epoch (PartitionLog.leader_epoch) and leader_guard checks the
+# requests' epochs before they get here.
+LEADER_EPOCH = 0
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 # Kafka's broker-side fetch.max.bytes: the most one Fetch response may carry, whatever it asks for.
@@ -1251,12 +1255,12 @@ class DataPlane:
                             producers = self._producers.get((name, index)) or PartitionProducers()
                             fetchable = producers.last_stable_offset(fetchable, plog.log_start_offset)
                         ts, offset = self._offset_for(plog, pp["timestamp"], fetchable)
+                        epoch = self._epoch_of(plog, pp["timestamp"], offset)
                     except (StorageError, CorruptRecordError, ValueError) as exc:
                         log.error("list_offsets_failed", topic=name, partition=index, error=str(exc))
                         out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                         continue
-                    out["timestamp"], out["offset"] = ts, offset
-                    out["leader_epoch"] = LEADER_EPOCH if offset >= 0 else -1
+                    out["timestamp"], out["offset"], out["leader_epoch"] = ts, offset, epoch
             topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
 
@@ -1297,6 +1301,25 @@ class DataPlane:
             await self._state_for(key, plog)
         result = self.list_offsets(req)
         return await result if inspect.isawaitable(result) else result
+
+    @staticmethod
+    def _epoch_of(plog: PartitionLog, timestamp: int, offset: int) -> int:
+        """The leader epoch ListOffsets answers with ``offset`` (-1: none), as Kafka's
+        ``Partition.fetchOffsetForTimestamp`` / ``UnifiedLog.fetchOffsetByTimestamp``: LATEST the
+        current leader epoch; EARLIEST the first cached epoch if it starts at or below the log
+        start; a timestamp (or MAX_TIMESTAMP) lookup the epoch of the batch holding the offset,
+        which is the cache's epoch for it (every batch is stamped with the epoch the cache records
+        before the batch is written)."""
+        if offset < 0:
+            return -1
+        entries = plog.leader_epoch_entries()
+        if timestamp == LATEST_TIMESTAMP:
+            return entries[-1].epoch if entries else -1
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            first = entries[0] if entries else None
+            return first.epoch if first is not None and first.start_offset <= plog.log_start_offset else -1
+        found = epoch_for_offset(entries, offset)
+        return -1 if found is None else found
 
     @staticmethod
     def _offset_for(plog: PartitionLog, timestamp: int, last_fetchable: int) -> tuple[int, int]:

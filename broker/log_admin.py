@@ -1,9 +1,10 @@
 """DeleteRecords, OffsetForLeaderEpoch, DescribeLogDirs and DescribeCluster: the admin APIs about
 partition logs and the node itself.
 
-This node leads every partition at leader epoch 0 for ever (Metadata reports 0; batches are
-stored with partition leader epoch 0), so its leader-epoch cache is one entry, epoch 0 from the
-log start, and the high watermark is the log end offset.
+OffsetForLeaderEpoch answers from the partition's leader epoch cache (``PartitionLog.
+leader_epoch_entries``): one broker alone leads every partition at epoch 0 for ever (one entry,
+epoch 0 from the log start, no file); in cluster mode the epochs change with the leaders
+(storage/epochs.py). The high watermark is the log end offset.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from groupd.protocol.server import Request
 from groupd.security.acl import Authorizer, subject_of
 from groupd.security.acl_model import CLUSTER_NAME, AclOperation, ResourceType
 from groupd.storage import LogManager, PartitionLog
+from groupd.storage.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, end_offset_for
 from groupd.storage.errors import OffsetOutOfRangeError, StorageError
 
 from .settings import Config
@@ -27,9 +29,6 @@ from .topics import OFFSETS_TOPIC, TopicRegistry
 
 log = structlog.get_logger("groupd.admin")
 
-LEADER_EPOCH = 0
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
 HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
 # DescribeClusterRequest's EndpointType
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
@@ -134,16 +133,29 @@ class LogAdmin:
                     out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif plog is None:
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif current > LEADER_EPOCH:
-                    out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH  # Partition.localLogWithEpochOrThrow
-                elif current < -1:
-                    out["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
                 else:
-                    out["leader_epoch"], out["end_offset"] = end_offset_for(
-                        pp["leader_epoch"], plog.log_start_offset, plog.log_end_offset
-                    )
+                    self._end_offset(out, plog, current, pp["leader_epoch"])
             topics.append({"topic": name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
+
+    @staticmethod
+    def _end_offset(out: dict[str, Any], plog: PartitionLog, current: int, requested: int) -> None:
+        """Kafka's ``Partition.lastOffsetForLeaderEpoch``: the current epoch checked
+        (``localLogWithEpochOrThrow``), then ``UnifiedLog.endOffsetForEpoch`` (an UNDEFINED end is
+        answered as (-1, -1))."""
+        try:
+            epoch = plog.leader_epoch
+            if current != -1 and current > epoch:
+                out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+            elif current != -1 and current < epoch:
+                out["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
+            else:
+                found = end_offset_for(plog.leader_epoch_entries(), requested, plog.log_end_offset)
+                if found[1] != UNDEFINED_EPOCH_OFFSET:
+                    out["leader_epoch"], out["end_offset"] = found
+        except StorageError as exc:
+            log.error("offset_for_leader_epoch_failed", path=str(plog.path), error=str(exc))
+            out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
 
     # --- DescribeLogDirs --------------------------------------------------------------------------
     def describe_log_dirs(self, req: Request) -> dict[str, Any]:
@@ -219,14 +231,3 @@ class LogAdmin:
             {"broker_id": self.config.node_id, "host": host, "port": port, "rack": None, "is_fenced": False}
         ]
         return base
-
-
-def end_offset_for(requested: int, log_start: int, log_end: int) -> tuple[int, int]:
-    """Kafka's ``LeaderEpochFileCache.endOffsetFor`` over the one-entry cache {epoch 0: log start}."""
-    if requested == UNDEFINED_EPOCH:
-        return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-    if requested == LEADER_EPOCH:  # the latest epoch: its end is the log end
-        return LEADER_EPOCH, log_end
-    if requested > LEADER_EPOCH:  # no higher entry: unknown
-        return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-    return requested, log_start  # below every known epoch: the first epoch's start offset

@@ -62,6 +62,7 @@ from pathlib import Path
 import structlog
 
 from . import records as rec
+from .epochs import CHECKPOINT_FILE, CheckpointError, EpochEntry, LeaderEpochCache, epoch_for_offset
 from .errors import (
     CorruptRecordError,
     LogClosedError,
@@ -496,6 +497,12 @@ class PartitionLog:
         self.corrupt_batches = 0
         self.on_corrupt_batch: Callable[[PartitionLog], None] | None = None
         self._has_transactions = False
+        # Leader epochs (epochs.py): the owner that leads this log at changing epochs (cluster mode)
+        # hands in where the current one comes from; without it every batch gets epoch 0 and no
+        # cache is kept (single broker: nothing to read or write). The cache loads on first use.
+        self.leader_epoch_source: Callable[[], int] | None = None
+        self._epochs: LeaderEpochCache | None = None
+        self._epoch_lock = threading.Lock()
 
     # -- opening and recovery ---------------------------------------------------------------
 
@@ -823,6 +830,122 @@ class PartitionLog:
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
 
+    # -- leader epochs (epochs.py) ------------------------------------------------------------
+
+    @property
+    def leader_epoch(self) -> int:
+        """The epoch appends are stamped with now: the owner's (``leader_epoch_source``), else 0."""
+        source = self.leader_epoch_source
+        return 0 if source is None else source()
+
+    def _epoch_cache(self) -> LeaderEpochCache:
+        """The cache, loaded on first use (caller holds ``_epoch_lock``). As Kafka's ``LogLoader``
+        does after recovery: entries past the log end or below the log start are cut; a missing
+        or damaged file is rebuilt from the batch headers (``LogSegment.recover`` assigns each
+        batch's epoch at its base offset when it is newer than the latest)."""
+        cache = self._epochs
+        if cache is not None:
+            return cache
+        try:
+            cache = LeaderEpochCache.read(self.path, self._ops)
+            cache.truncate_from_end(self._next_offset)
+            cache.truncate_from_start(self._log_start)
+        except FileNotFoundError:
+            cache = self._rebuild_epochs("missing")
+        except (CheckpointError, UnicodeDecodeError) as exc:
+            cache = self._rebuild_epochs(str(exc))
+        except OSError as exc:
+            raise StorageError(f"cannot read the leader epochs of {self.path}: {exc}") from exc
+        self._epochs = cache
+        return cache
+
+    def _rebuild_epochs(self, reason: str) -> LeaderEpochCache:
+        if self._log_start == self._next_offset:
+            # nothing to rebuild from (a new partition): the first assign writes the file
+            return LeaderEpochCache(self.path / CHECKPOINT_FILE, (), self._ops)
+        entries: list[EpochEntry] = []
+        try:
+            for view in self.iter_batches():
+                epoch = view.partition_leader_epoch
+                if epoch >= 0 and (not entries or epoch > entries[-1].epoch):
+                    entries.append(EpochEntry(epoch, view.base_offset))
+        except (CorruptRecordError, OffsetOutOfRangeError) as exc:
+            log.warning("storage.leader_epoch.rebuild_stopped", path=str(self.path), error=str(exc))
+        cache = LeaderEpochCache(None, entries, self._ops)
+        cache.truncate_from_start(self._log_start)
+        cache.path = self.path / CHECKPOINT_FILE
+        try:
+            cache.write()
+        except OSError as exc:
+            raise StorageError(f"cannot write the leader epochs of {self.path}: {exc}") from exc
+        log.info("storage.leader_epoch.rebuilt", path=str(self.path), reason=reason, entries=len(cache.entries))
+        return cache
+
+    def _append_epoch(self) -> int:
+        """Under the I/O lock: the epoch of this append's batches. A current epoch newer than the
+        cache's latest is first recorded at the log end (``Partition.makeLeader`` ->
+        ``maybeAssignEpochStartOffset``), durably, before any of its batches is written."""
+        source = self.leader_epoch_source
+        if source is None:
+            return 0
+        epoch = source()
+        with self._epoch_lock:
+            cache = self._epoch_cache()
+            latest = cache.latest_epoch
+            if latest is not None and epoch <= latest:
+                return latest  # never stamp an older epoch after a newer one
+            try:
+                cache.assign(epoch, self._next_offset)
+            except OSError as exc:
+                raise StorageError(f"cannot record leader epoch {epoch} in {self.path}: {exc}") from exc
+            return epoch
+
+    def sync_leader_epoch(self) -> None:
+        """Record the current leader epoch at the log end now, if it is new (a leader election:
+        ``Partition.makeLeader``). Appends do it themselves; this makes the file say it at once.
+        Blocking (an fsync): call it from a worker thread."""
+        if self.leader_epoch_source is None:
+            return
+        with self._io_lock:
+            self._check_open()
+            self._append_epoch()
+
+    def leader_epoch_entries(self) -> tuple[EpochEntry, ...]:
+        """The epochs as the leader answers from them: the cache, plus the current epoch at the log
+        end when no append has recorded it yet (the election's assign, made durable by the next
+        append). Without an owner's epochs: epoch 0 from the log start, the one-entry cache."""
+        source = self.leader_epoch_source
+        if source is None:
+            return (EpochEntry(0, self._log_start),)
+        epoch = source()
+        with self._epoch_lock:
+            entries = self._epoch_cache().entries
+        if not entries or epoch > entries[-1].epoch:
+            entries = (*entries, EpochEntry(epoch, self._next_offset))
+        return entries
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The leader epoch that wrote ``offset`` (``LeaderEpochFileCache.epochForOffset``)."""
+        return epoch_for_offset(self.leader_epoch_entries(), offset)
+
+    def _truncate_epochs(self, *, start: int | None = None, end: int | None = None, clear: bool = False) -> None:
+        """Follow a move of the log start or end in a loaded cache (an unloaded one is cut when it
+        loads). Kafka flushes these asynchronously and re-truncates on load: a failed write is
+        logged, not raised."""
+        with self._epoch_lock:
+            cache = self._epochs
+            if cache is None:
+                return
+            try:
+                if clear:
+                    cache.clear()
+                if end is not None:
+                    cache.truncate_from_end(end)
+                if start is not None:
+                    cache.truncate_from_start(start)
+            except OSError as exc:
+                log.warning("storage.leader_epoch.write_failed", path=str(self.path), error=str(exc))
+
     # -- appending --------------------------------------------------------------------------
 
     def append_records(self, records: Sequence[rec.RecordInput]) -> tuple[int, int]:
@@ -863,7 +986,8 @@ class PartitionLog:
         """
         with self._io_lock:
             self._check_open()
-            p = self._prepare(items, log_append_time_ms=log_append_time_ms)
+            epoch = self._append_epoch()
+            p = self._prepare(items, log_append_time_ms=log_append_time_ms, leader_epoch=epoch)
             if p.data:
                 try:
                     self._execute(p, after_write)
@@ -892,9 +1016,14 @@ class PartitionLog:
         return views
 
     def _prepare(
-        self, items: Sequence[Sequence[rec.RecordInput] | bytes], *, log_append_time_ms: int | None = None
+        self,
+        items: Sequence[Sequence[rec.RecordInput] | bytes],
+        *,
+        log_append_time_ms: int | None = None,
+        leader_epoch: int = 0,
     ) -> _Prepared:
-        """Plan one write: offsets, bytes, index entries, whether to roll. No I/O."""
+        """Plan one write: offsets, bytes, index entries, whether to roll. No I/O. Every batch gets
+        ``leader_epoch`` (Kafka's LogValidator stamps partitionLeaderEpoch on the leader's append)."""
         if log_append_time_ms is None and self.config.message_timestamp_type == "LogAppendTime":
             log_append_time_ms = self.clock()
         results: list = [None] * len(items)
@@ -913,7 +1042,7 @@ class PartitionLog:
                 data = rec.build_batch(
                     merged,
                     base_offset=next_off,
-                    partition_leader_epoch=0,
+                    partition_leader_epoch=leader_epoch,
                     timestamp_type=rec.TIMESTAMP_CREATE_TIME,
                 )
             except (TypeError, ValueError, AttributeError, OverflowError, struct.error) as exc:
@@ -952,7 +1081,7 @@ class PartitionLog:
                 buf = bytearray(item)
                 first = next_off
                 for v in views:
-                    rec.set_base_offset(buf, v.position, next_off, 0)
+                    rec.set_base_offset(buf, v.position, next_off, leader_epoch)
                     max_ts = v.max_timestamp
                     if log_append_time_ms is not None:
                         rec.set_log_append_time(buf, v.position, log_append_time_ms)
@@ -1416,6 +1545,7 @@ class PartitionLog:
                     # A point past the new end would trust bytes that later appends overwrite.
                     self._truncations += 1
                     self._write_recovery_point(seg.base_offset, seg.size, new_end)
+                self._truncate_epochs(end=new_end)  # UnifiedLog.truncateTo
                 if scanned.gaps:
                     # A compacted (sparse) segment must not become the active one: recovery
                     # holds active segments to contiguous offsets.
@@ -1451,6 +1581,7 @@ class PartitionLog:
                 self._next_offset = offset
                 self._log_start = offset
                 self._dirty = set()
+            self._truncate_epochs(clear=True)  # UnifiedLog.truncateFullyAndStartAt
         except OSError as exc:
             raise StorageError(f"truncate of {self.path} failed: {exc}") from exc
 
@@ -1472,6 +1603,7 @@ class PartitionLog:
                 self._write_log_start(offset)
                 with self._lock:
                     self._log_start = offset
+                self._truncate_epochs(start=offset)  # UnifiedLog.maybeIncrementLogStartOffset
                 self._drop_segments_below(offset)
             except OSError as exc:
                 raise StorageError(f"delete records in {self.path} failed: {exc}") from exc
@@ -1525,6 +1657,7 @@ class PartitionLog:
                 self._write_log_start(max(new_start, self._log_start))
                 with self._lock:
                     self._log_start = max(new_start, self._log_start)
+                self._truncate_epochs(start=self._log_start)
                 deleted = self._drop_segments_below(new_start)
             except OSError as exc:
                 raise StorageError(f"retention in {self.path} failed: {exc}") from exc

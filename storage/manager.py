@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import re
@@ -65,6 +66,23 @@ class LogManager:
         self._lock_fd: int | None = None
         # Told of every corrupt batch a verified read of any of these logs skips (the metrics).
         self.corruption_observer: Callable[[PartitionLog], None] | None = None
+        # (topic, partition) -> current leader epoch, when the owner leads logs at changing epochs
+        # (``track_leader_epochs``); None: every batch at epoch 0 and no epoch cache at all.
+        self._leader_epochs: Callable[[str, int], int] | None = None
+
+    def track_leader_epochs(self, source: Callable[[str, int], int]) -> None:
+        """Stamp every log's appends with ``source(topic, partition)`` and keep its leader epoch
+        cache (storage/epochs.py), for the logs open now and those opened later. Costs nothing until
+        a log is used: each cache loads on its log's first append or epoch question."""
+        self._leader_epochs = source
+        for (topic, partition), plog in self._logs.items():
+            self._attach(topic, partition, plog)
+
+    def _attach(self, topic: str, partition: int, plog: PartitionLog) -> None:
+        plog.on_corrupt_batch = self._corrupt_batch
+        source = self._leader_epochs
+        if source is not None:
+            plog.leader_epoch_source = functools.partial(source, topic, partition)
 
     def config_for(self, topic: str) -> LogConfig:
         if self._topic_config is not None:
@@ -149,7 +167,7 @@ class LogManager:
             raise StorageError(f"cannot open data directory {self.data_dir}: {exc}") from exc
         for topic, partition in found:
             plog = PartitionLog.open(self._dir(topic, partition), self.config_for(topic), clock=self._clock)
-            plog.on_corrupt_batch = self._corrupt_batch
+            self._attach(topic, partition, plog)
             self._logs[(topic, partition)] = plog
         log.info("storage.opened", data_dir=str(self.data_dir), partitions=len(found))
         return found
@@ -174,7 +192,7 @@ class LogManager:
             fsync_dir(self.data_dir, self.config.file_ops)
         except OSError as exc:
             raise StorageError(f"cannot create {path}: {exc}") from exc
-        plog.on_corrupt_batch = self._corrupt_batch
+        self._attach(topic, partition, plog)
         self._logs[(topic, partition)] = plog
         return plog
 
