@@ -87,7 +87,6 @@ class GroupdBroker:
         # node id -> "127.0.0.1:PORT" of each broker (one entry unless brokers=N)
         self.nodes: dict[int, str] = {}
         self.proc: subprocess.Popen[bytes] | None = None
-        self._listening = threading.Event()
         self._reader: threading.Thread | None = None
 
     @property
@@ -151,8 +150,10 @@ class GroupdBroker:
 
     def start(self) -> GroupdBroker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        # a restart (stop() then start()) waits for the new process's start-up line, not the old one's
-        self._listening.clear()
+        # A restart waits for the new process's start-up line: a fresh event per process, since the
+        # reader of one that was killed without stop() can still reach its end of output (and set its
+        # event) after this start began.
+        listening = threading.Event()
         self.port, self.control_url = 0, None
         env = {k: v for k, v in os.environ.items() if not k.startswith("GROUPD_")}
         self.proc = subprocess.Popen(
@@ -161,14 +162,17 @@ class GroupdBroker:
         assert self.proc.stdout is not None
         log = self.log_path.open("ab")
         self._reader = threading.Thread(
-            target=self._pump, args=(self.proc.stdout, log), daemon=True, name=f"groupd-log-{self.proc.pid}"
+            target=self._pump,
+            args=(self.proc.stdout, log, listening),
+            daemon=True,
+            name=f"groupd-log-{self.proc.pid}",
         )
         self._reader.start()
         # The reader sets the event on the start-up line, and also when the output ends (the
         # daemon exited), so this wait never outlasts a daemon that died.
-        if not self._listening.wait(self.startup_timeout) or not self.port:
+        if not listening.wait(self.startup_timeout) or not self.port:
             code = self.proc.poll()
-            if code is None and self._listening.is_set():  # its output ended: it is exiting
+            if code is None and listening.is_set():  # its output ended: it is exiting
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     code = self.proc.wait(5)
             self.stop()
@@ -176,7 +180,7 @@ class GroupdBroker:
             raise RuntimeError(f"groupd {why}; its log ({self.log_path}):\n{self.log_tail()}")
         return self
 
-    def _pump(self, out: BinaryIO, log: BinaryIO) -> None:
+    def _pump(self, out: BinaryIO, log: BinaryIO, listening: threading.Event) -> None:
         """Copy the daemon's output to its log file (a full pipe would stall it) and note the port."""
         with log:
             for line in out:
@@ -189,8 +193,8 @@ class GroupdBroker:
                         self.port = int(event["listen"].rsplit(":", 1)[1])
                         brokers = event.get("brokers") or {str(event.get("node_id", 1)): event["listen"]}
                         self.nodes = {int(k): v for k, v in brokers.items()}
-                        self._listening.set()
-        self._listening.set()
+                        listening.set()
+        listening.set()
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM (a graceful shutdown), then SIGKILL if it has not exited within ``timeout``."""

@@ -189,3 +189,19 @@ def test_the_readme_example_runs(pytester: pytest.Pytester, heading: str) -> Non
     pytester.makeini(INNER_INI)
     pytester.makepyfile(test_readme=example)
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_a_broker_killed_without_stop_starts_again(tmp_path: Path) -> None:
+    """The reader of a daemon killed without stop() reaches its end of output while the next start()
+    waits: it woke that wait before the new daemon's start-up line (port 0: "did not start"; the old code
+    failed at the first restart)."""
+    broker = GroupdBroker(tmp_path / "data")
+    broker.start()
+    try:
+        for _ in range(5):
+            assert broker.proc is not None
+            broker.proc.kill()
+            broker.start()
+            assert broker.port and broker.proc.poll() is None
+    finally:
+        broker.stop()
