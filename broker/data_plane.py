@@ -116,7 +116,7 @@ from groupd.storage.errors import (
 from groupd.storage.files import write_atomically
 from groupd.storage.markers import end_txn_marker_batch
 
-from .producer_state import AbortedTxn, BatchMeta, PartitionProducers, last_sequence, scan_producers
+from .producer_state import AbortedTxn, BatchMeta, PartitionProducers, last_sequence, load_producers
 from .settings import Config
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Topic, TopicError, TopicRegistry, validate_name
 
@@ -424,6 +424,12 @@ class DataPlane:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._maintenance = []
+        # ProducerStateManager.takeSnapshot at a clean shutdown.
+        for key, producers in self._producers.items():
+            plog = self.logs.get(*key)
+            job = producers.snapshot_job(plog, shutdown=True) if plog is not None else None
+            if job is not None:
+                job()
         for waiters in list(self._waiters.values()):
             for w in list(waiters):
                 self._complete(w)
@@ -648,7 +654,7 @@ class DataPlane:
         since = self.clock() - self.producer_id_expiration_ms
         loop = asyncio.get_running_loop()
         try:
-            producers = await loop.run_in_executor(None, scan_producers, plog, since)
+            producers = await loop.run_in_executor(None, load_producers, plog, since)
         except (StorageEngineError, OSError) as exc:
             log.error("producer_state_load_failed", topic=key[0], partition=key[1], error=str(exc))
             producers = PartitionProducers()
@@ -661,6 +667,8 @@ class DataPlane:
             topic=key[0],
             partition=key[1],
             producers=len(producers.producers),
+            snapshot_offset=producers.snapshot_offset,
+            batches_replayed=producers.replayed,
             ms=round((time.perf_counter() - t0) * 1000, 1),
         )
         return self._producers[key]
@@ -832,6 +840,7 @@ class DataPlane:
             base, last = f.result()
             if producers is not None and meta is not None:
                 producers.written(meta, base, last)
+                self._snapshot_if_due(plog, producers)
             self._notify(key, size)
 
         fut.add_done_callback(done)
@@ -966,10 +975,18 @@ class DataPlane:
         except Exception as exc:
             producers.marker_failed(pid, txn)
             return self._append_error(topic, index, exc)["error_code"]
-        producers.marker_written(txn, committed, base)
+        entry = producers.marker_written(txn, committed, base)
+        if entry is not None:
+            producers.index_abort(plog, entry)
+        self._snapshot_if_due(plog, producers)
         log.debug("txn_marker_written", topic=topic, partition=index, producer_id=pid, committed=committed, offset=base)
         self._notify(key, len(raw), stable_moved=txn is not None)
         return ErrorCode.NONE
+
+    def _snapshot_if_due(self, plog: PartitionLog, producers: PartitionProducers) -> None:
+        job = producers.snapshot_job(plog)
+        if job is not None:
+            asyncio.get_running_loop().run_in_executor(None, job)
 
     async def _state_for(self, key: tuple[str, int], plog: PartitionLog) -> PartitionProducers | None:
         """The partition's producer state, rebuilt from the log first if needed; taking a place

@@ -64,6 +64,7 @@ from .files import (
 )
 from .log import INT32_MAX, PartitionLog, Segment, _Cursor, _EmptySegmentState
 from .markers import read_end_txn_marker
+from .txnindex import TXN_INDEX_SUFFIX, CorruptIndexError, TxnIndexEntry, read_index, txn_index_path, write_index
 
 log = structlog.get_logger("groupd.storage")
 
@@ -242,6 +243,17 @@ def _clean_group(
     dropped = tombstones = 0
     out_pos = 0
     bytes_before = sum(s.size for s in group)
+    # The cleaned segment's transaction index: markers are kept, so it holds the entries of the
+    # segments it replaces (LogCleaner.cleanInto's cleanedSegment.updateTxnIndex for every aborted
+    # transaction whose marker it keeps). Written whenever the log may hold transactions, even
+    # empty, so that recovery can tell an installed one from none (files.recover_interrupted_swaps).
+    txn_entries: list[TxnIndexEntry] | None = None
+    if plog.has_transactions:
+        try:
+            txn_entries = _group_txn_entries(plog, group)
+        except CorruptIndexError as exc:
+            log.warning("storage.compaction.txnindex_corrupt", path=str(directory), base=base, error=str(exc))
+            return  # left for the next load to rebuild; cleaning it now would lose entries
     with open(cleaned[LOG_SUFFIX], "wb") as out:
         for si, seg in enumerate(group):
             drop_tombstones = _segment_newest_ms(seg) < horizon
@@ -295,8 +307,14 @@ def _clean_group(
             f.write(payload)
             f.flush()
             plog._ops.fsync(f.fileno())
+    txn_cleaned = directory / (name + TXN_INDEX_SUFFIX + CLEANED_SUFFIX)
+    txn_swap = directory / (name + TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+    if txn_entries is not None:
+        write_index(txn_cleaned, txn_entries)
     _hook(crash_hook, "cleaned_written")
 
+    if txn_entries is not None:
+        _rename(txn_cleaned, txn_swap, crash_hook)
     _rename(cleaned[INDEX_SUFFIX], swap[INDEX_SUFFIX], crash_hook)
     _rename(cleaned[TIMEINDEX_SUFFIX], swap[TIMEINDEX_SUFFIX], crash_hook)
     _rename(cleaned[LOG_SUFFIX], swap[LOG_SUFFIX], crash_hook)
@@ -305,7 +323,7 @@ def _clean_group(
 
     deleted: list[Path] = []
     for seg in group:
-        for p in (seg.log_path, seg.index_path, seg.timeindex_path):
+        for p in (seg.log_path, seg.index_path, seg.timeindex_path, txn_index_path(directory, seg.base_offset)):
             target = p.with_name(p.name + DELETED_SUFFIX)
             with contextlib.suppress(FileNotFoundError):
                 _rename(p, target, crash_hook)
@@ -313,6 +331,12 @@ def _clean_group(
     fsync_dir(directory, plog._ops)
     _hook(crash_hook, "old_renamed")
 
+    if txn_entries:
+        # Before the log's swap: recovery takes a missing .txnindex.swap next to a .log.swap for
+        # an index already in place.
+        _rename(txn_swap, txn_index_path(directory, base), crash_hook)
+    elif txn_entries is not None:
+        txn_swap.unlink()
     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
         _rename(swap[suffix], directory / (name + suffix), crash_hook)
     fsync_dir(directory, plog._ops)
@@ -339,6 +363,11 @@ def _clean_group(
     result.bytes_after += out_pos
     result.records_dropped += dropped
     result.tombstones_dropped += tombstones
+
+
+def _group_txn_entries(plog: PartitionLog, group: list[Segment]) -> list[TxnIndexEntry]:
+    ends = [s.base_offset for s in group[1:]] + [group[-1].read_next_offset()]
+    return [e for seg, end in zip(group, ends, strict=True) for e in read_index(plog.path, seg.base_offset, end)]
 
 
 def _hook(crash_hook: Callable[[str], None] | None, step: str) -> None:
