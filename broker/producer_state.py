@@ -49,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
@@ -537,8 +536,7 @@ def load_producers(plog: PartitionLog, since_ms: int) -> PartitionProducers:
         return scan_producers(plog, since_ms)
     start, end = plog.log_start_offset, plog.log_end_offset
     segments = plog.segments
-    bounds = [(s.base_offset, n.base_offset) for s, n in itertools.pairwise(segments)]
-    bounds.append((segments[-1].base_offset, end))
+    bounds = txi.segment_bounds([s.base_offset for s in segments], end)
     found = txi.read_latest_snapshot(plog.path, start, end)
     offset = found[0] if found is not None else start
     entries, ok = txi.load_indexes(plog.path, bounds, offset)

@@ -134,6 +134,11 @@ def read_index(directory: Path, base_offset: int, end_offset: int) -> list[TxnIn
     return decode_entries(data, base_offset, end_offset)
 
 
+def segment_bounds(bases: Sequence[int], end_offset: int) -> list[tuple[int, int]]:
+    """(base, end) of each segment given their base offsets in order and the log end offset."""
+    return list(zip(bases, [*bases[1:], end_offset], strict=True))
+
+
 def load_indexes(directory: Path, bounds: Sequence[tuple[int, int]], below: int) -> tuple[list[TxnIndexEntry], bool]:
     """The index entries whose marker is below ``below`` over segments given as (base, end) in
     order, with every file cut to exactly those (what is at or past ``below`` will be rebuilt from
