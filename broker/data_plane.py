@@ -667,7 +667,7 @@ class DataPlane:
             topic=key[0],
             partition=key[1],
             producers=len(producers.producers),
-            snapshot_offset=producers.snapshot_offset,
+            snapshot_offset=producers.loaded_from,
             batches_replayed=producers.replayed,
             ms=round((time.perf_counter() - t0) * 1000, 1),
         )

@@ -168,8 +168,9 @@ class PartitionProducers:
         self._max_span = 0  # the longest aborted transaction (last - first): bounds index scans
         # Batches and markers applied but not written (or failed) yet: a snapshot needs none.
         self.inflight = 0
-        # How the last load went: the snapshot offset it started from (-1: none), batches replayed.
-        self.snapshot_offset = -1
+        self.snapshot_offset = -1  # of the last snapshot taken or loaded
+        # How the load went: the snapshot offset it started from (-1: none), the batches it replayed.
+        self.loaded_from = -1
         self.replayed = 0
         self._writing = False  # a snapshot is being written
         self._index_ok = True  # False once an index append failed: no snapshot may cover it then
@@ -542,7 +543,7 @@ def load_producers(plog: PartitionLog, since_ms: int) -> PartitionProducers:
     entries, ok = txi.load_indexes(plog.path, bounds, offset)
     if found is not None and ok:
         producers = PartitionProducers.from_snapshot(found[1])
-        producers.snapshot_offset = offset
+        producers.snapshot_offset = producers.loaded_from = offset
     else:
         # Nothing to start from (or an index that cannot be trusted): the whole log, every index rebuilt.
         offset = start

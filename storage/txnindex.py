@@ -152,11 +152,15 @@ def load_indexes(directory: Path, bounds: Sequence[tuple[int, int]], below: int)
         except FileNotFoundError:
             continue
         try:
-            entries = decode_entries(data, base, end)
+            # An entry past the segment's end whose marker a crash took from the log is no damage:
+            # it is at or past `below` (never past the log end) and goes like the other ones there.
+            entries = decode_entries(data, base, 2**63 - 1)
+            keep = [e for e in entries if e.last_offset < below]
+            if keep and keep[-1].last_offset >= end:
+                raise CorruptIndexError(f"marker {keep[-1].last_offset} past the segment's end {end}")
         except CorruptIndexError as exc:
             log.warning("storage.txnindex.corrupt", path=str(path), error=str(exc))
             return [], False
-        keep = [e for e in entries if e.last_offset < below]
         out.extend(keep)
         if len(keep) * ABORTED_TXN.size != len(data):
             _cut(path, len(keep))
