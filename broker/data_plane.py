@@ -366,6 +366,7 @@ class DataPlane:
         )
         self._producers: dict[tuple[str, int], PartitionProducers] = {}
         self._loading: dict[tuple[str, int], _Load] = {}
+        self._snapshot_writes: set[asyncio.Future[None]] = set()  # producer snapshots being written
         self._waiters: dict[tuple[str, int], set[_ParkedFetch]] = {}
         # The same parked fetches by connection, dropped when it closes (``_connection_closed``).
         self._parked: dict[Any, set[_ParkedFetch]] = {}
@@ -424,7 +425,9 @@ class DataPlane:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._maintenance = []
-        # ProducerStateManager.takeSnapshot at a clean shutdown.
+        # ProducerStateManager.takeSnapshot at a clean shutdown, after the ones being written.
+        while self._snapshot_writes:
+            await asyncio.gather(*list(self._snapshot_writes), return_exceptions=True)
         for key, producers in self._producers.items():
             plog = self.logs.get(*key)
             job = producers.snapshot_job(plog, shutdown=True) if plog is not None else None
@@ -985,8 +988,18 @@ class DataPlane:
 
     def _snapshot_if_due(self, plog: PartitionLog, producers: PartitionProducers) -> None:
         job = producers.snapshot_job(plog)
-        if job is not None:
-            asyncio.get_running_loop().run_in_executor(None, job)
+        if job is None:
+            return
+        write = asyncio.get_running_loop().run_in_executor(None, job)
+        self._snapshot_writes.add(write)
+
+        def written(f: asyncio.Future[None]) -> None:
+            self._snapshot_writes.discard(f)
+            # A roll met while this one was being written was skipped: catch up with it now.
+            if not plog.closed:
+                self._snapshot_if_due(plog, producers)
+
+        write.add_done_callback(written)
 
     async def _state_for(self, key: tuple[str, int], plog: PartitionLog) -> PartitionProducers | None:
         """The partition's producer state, rebuilt from the log first if needed; taking a place
