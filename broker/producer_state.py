@@ -551,8 +551,11 @@ def load_producers(plog: PartitionLog, since_ms: int) -> PartitionProducers:
         producers, entries = PartitionProducers(), []
     producers.set_aborted(entries)
     if offset < end:
+        by_segment: dict[int, list[txi.TxnIndexEntry]] = {}
         for e in producers.replay(plog.iter_batches(offset)):
-            txi.append_entry(plog.path, _segment_of(bounds, e.last_offset), e)
+            by_segment.setdefault(_segment_of(bounds, e.last_offset), []).append(e)
+        for base, entries in by_segment.items():
+            txi.append_entry(plog.path, base, *entries)
     producers.truncate_head(start)
     if since_ms >= 0:
         producers.expire(since_ms)

@@ -114,14 +114,17 @@ def decode_entries(data: bytes, base_offset: int, end_offset: int) -> list[TxnIn
     return out
 
 
-def append_entry(directory: Path, base_offset: int, entry: TxnIndexEntry) -> None:
+def append_entry(directory: Path, base_offset: int, *entries: TxnIndexEntry) -> None:
     """LogSegment.updateTxnIndex. Written at the last whole-entry boundary, so a torn entry a failed
     write left behind is overwritten rather than followed. Not fsynced: ``fsync_indexes`` does it
     before a snapshot relies on it."""
     fd = os.open(txn_index_path(directory, base_offset), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         size = os.fstat(fd).st_size
-        os.pwrite(fd, encode_entry(entry), size - size % ABORTED_TXN.size)
+        data = b"".join(encode_entry(e) for e in entries)
+        written = os.pwrite(fd, data, size - size % ABORTED_TXN.size)
+        if written != len(data):
+            raise OSError(f"short write to {txn_index_path(directory, base_offset)}")
     finally:
         os.close(fd)
 

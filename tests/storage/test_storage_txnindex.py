@@ -114,9 +114,13 @@ def test_load_indexes_cuts_what_the_replay_will_rebuild(tmp_path) -> None:
     txi.txn_index_path(tmp_path, 0).write_bytes(txi.encode_entry(a) + b"\x00\x00\x00")
     txi.append_entry(tmp_path, 0, b)
     assert txi.read_index(tmp_path, 0, 10) == [a, b]
-    # A damaged entry: nothing can be trusted.
+    # The marker of an entry past the log end was lost with the log's tail: cut, like the others
+    # past the snapshot.
+    txi.txn_index_path(tmp_path, 0).write_bytes(txi.encode_entry(a) + txi.encode_entry(txi.TxnIndexEntry(1, 5, 44, 45)))
+    assert txi.load_indexes(tmp_path, [(0, 10)], 10) == ([a], True)
+    # A marker below the snapshot but outside its segment: nothing can be trusted.
     txi.txn_index_path(tmp_path, 0).write_bytes(txi.encode_entry(txi.TxnIndexEntry(1, 0, 44, 45)))
-    assert txi.load_indexes(tmp_path, [(0, 10)], 20) == ([], False)
+    assert txi.load_indexes(tmp_path, [(0, 10), (10, 50)], 50) == ([], False)
 
 
 # --- with the log ---------------------------------------------------------------------------------
