@@ -27,10 +27,13 @@ and is answered NONE with the *original* base offset, without writing anything (
 it); otherwise its first sequence must follow the last one (OUT_OF_ORDER_SEQUENCE_NUMBER), and a
 new epoch must start at sequence 0. An unknown producer may start anywhere (KIP-360). The cache
 counts batches still being written, and a batch whose write fails is taken back out, so its retry
-is in sequence again. After a restart the state of a partition is rebuilt from the batch headers of
-its whole log (transactions and their markers may be of any age; producers idle for Kafka's
+is in sequence again. After a restart the state of a partition is loaded (``load_producers``: from
+its newest producer snapshot and transaction indexes plus the batches after the snapshot for a log
+that held transactions, else from its recent segments; producers idle for Kafka's
 ``producer.id.expiration.ms`` are then dropped, unless a transaction of theirs is open), the first
-time an idempotent batch, a marker, a read_committed read or DescribeProducers needs it.
+time an idempotent batch, a marker, a read_committed read or DescribeProducers needs it. Aborts are
+appended to their segment's ``.txnindex`` as their markers are written, and the state is
+snapshotted after a segment roll (in an executor) and at a clean shutdown.
 Producer ids come from blocks of 1000 whose end is persisted (``producer-ids`` in the data dir)
 before the first id of a block is handed out, so no id is ever reused, even after a crash.
 

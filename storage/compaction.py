@@ -20,11 +20,15 @@ rewritten, as in Kafka (its newest records may not even be on disk yet). A pass:
 
 The swap, per group with base offset X (each step ends with an fsync of the directory)::
 
-    write X.log.cleaned (+ .index/.timeindex.cleaned), fsync them   -- crash: .cleaned deleted
+    write X.log.cleaned (+ .index/.timeindex/.txnindex.cleaned), fsync them   -- crash: .cleaned deleted
     rename indexes, then X.log.cleaned -> X.log.swap                -- X.log.swap is the commit
     rename every replaced segment's files -> *.deleted               -- crash: swap is completed
-    rename X.*.swap -> X.*                                          -- crash: swap is completed
+    rename X.*.swap -> X.* (the .txnindex first)                    -- crash: swap is completed
     unlink *.deleted
+
+The cleaned segment's ``.txnindex`` (written whenever the log may hold transactions) holds the
+entries of the segments it replaces, as markers are kept (LogCleaner.cleanInto); unlike the other
+indexes it cannot be rebuilt from the segment alone, so recovery installs it with the swap.
 
 `files.recover_interrupted_swaps`, run by PartitionLog.open before anything else, deletes `.cleaned`
 files (old segments are intact), completes any `X.log.swap` (deleting the segments whose base

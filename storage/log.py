@@ -10,7 +10,12 @@ the 20-digit base offset of its first batch:
   the base offset, int32 byte position), one per `index_interval_bytes` of log; an entry maps the
   *last* offset of a batch to the position where that batch starts, as Kafka's does;
 * ``00000000000000000000.timeindex``  12-byte entries (int64 timestamp, int32 relative offset): the
-  largest timestamp seen so far and the last offset of the batch that first reached it.
+  largest timestamp seen so far and the last offset of the batch that first reached it;
+* ``00000000000000000000.txnindex``   Kafka's transaction index (txnindex.py), only in logs that held
+  transactions, beside ``<offset>.snapshot`` producer-state snapshots. The log deletes a segment's
+  .txnindex with it and cuts it on truncation, and drops snapshots below the log start (retention,
+  DeleteRecords) or past the log end (truncation, and a tail cut by recovery at open); what they hold
+  is the broker's (producer_state.py).
 
 Only the last (active) segment is written. An append (`append_items`) is planned (offsets
 assigned, bytes built, index entries computed), written with one ``pwrite`` at the segment's
