@@ -206,6 +206,12 @@ def compact(
             result.derived_stable_offset = stable_offset
             if aborted_bases:
                 aborted = lambda _pid, base: base in aborted_bases  # noqa: E731
+        elif aborted is not None:
+            # The caller's aborts may rest on markers in the active segment: a transaction's data may
+            # only go once its ABORT is durable, or a crash that loses the marker leaves its
+            # transaction open in the log with its data gone (as a superseded record may only go
+            # once what supersedes it is durable, step 1).
+            plog.flush()
         if stable_offset is not None:
             segments = [s for s in segments if s.read_next_offset() <= stable_offset]
         if not segments:

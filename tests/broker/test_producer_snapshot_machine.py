@@ -3,7 +3,7 @@ random produce, transactional produce, commit, abort, roll, DeleteRecords, compa
 crash and restart steps, over a real PartitionLog.
 
 A crash kills the process mid-way: the log is abandoned (no clean shutdown) and the files lose what
-a crash can lose: the active segment's tail at any point, the index entries appended since the
+a crash can lose: the active segment's tail after its last fsync, the index entries appended since the
 last snapshot (fsynced only by a snapshot), a half-written snapshot temp file; sometimes the newest
 snapshot is damaged on top (its CRC must catch it). The restart loads the state from the newest
 usable snapshot and the indexes (Kafka's UnifiedLog.loadProducerState) and must give what replaying
@@ -178,15 +178,18 @@ class SnapshotMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def crash_and_restart(self, data: st.DataObject) -> None:
         path = self.plog.path
+        point = self.plog._recovery_point  # (segment, position) fsynced by the last flush/close
         self.plog.abandon()
         draw = data.draw
         logs = sorted(path.glob("*.log"))
         active = logs[-1]
         active_size = active.stat().st_size
-        # (Not below the log start: DeleteRecords made that durable long before.)
-        tear = active_size and int(active.name[:20]) >= self.plog.log_start_offset
+        # What was written after the last fsync (not below the log start: DeleteRecords made that
+        # durable long before).
+        durable = point[1] if point is not None and point[0] == int(active.name[:20]) else 0
+        tear = active_size > durable and int(active.name[:20]) >= self.plog.log_start_offset
         if tear and draw(st.booleans(), label="tear the log tail"):
-            os.truncate(active, draw(st.integers(0, active_size - 1), label="log size"))
+            os.truncate(active, draw(st.integers(durable, active_size - 1), label="log size"))
         for idx in sorted(path.glob("*.txnindex")):
             size, durable = idx.stat().st_size, self.durable.get(idx.name, 0)
             if size > durable and draw(st.booleans(), label=f"lose {idx.name}"):

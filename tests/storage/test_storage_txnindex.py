@@ -262,3 +262,21 @@ def test_a_crash_at_every_point_of_a_compaction_swap_keeps_every_index_entry(tmp
         compact(reopened, now=T0)
         assert all_entries(reopened) == entries, point
         reopened.close()
+
+
+def test_compaction_drops_aborted_data_only_once_its_abort_marker_is_durable(tmp_path) -> None:
+    """The data plane's aborts (from its producer state) may rest on a marker in the active
+    segment, not yet fsynced: the cleaner makes it durable before dropping the data (a crash that
+    lost the marker would leave the transaction open in the log with its data gone)."""
+    plog = PartitionLog.open(tmp_path / "t-0", small_config(**COMPACT))
+    plog.note_transactions()
+    txn(plog, 1)
+    plog.roll()
+    marker = abort(plog, 1, 0)
+    assert plog.needs_flush
+    result = compact(plog, now=T0, stable_offset=plog.log_end_offset, aborted=lambda pid, base: pid == 1 and base == 0)
+    assert result.records_dropped == 3
+    assert not plog.needs_flush
+    point = plog._recovery_point  # what a crash cannot take: up to the marker's end
+    assert point is not None and point[2] == marker.last_offset + 1
+    plog.close()
