@@ -402,11 +402,11 @@ class PartitionProducers:
         index. The state is encoded now; the returned job writes it (blocking: in an executor)."""
         if not plog.has_transactions or plog.closed or self.inflight or self._writing or not self._index_ok:
             return None
-        segments = plog.segments
         offset = plog.log_end_offset
         last = self.snapshot_offset
-        if offset <= last or (not shutdown and segments[-1].base_offset <= last):
-            return None
+        if offset <= last or (not shutdown and plog.active_segment.base_offset <= last):
+            return None  # the common case, on every append: nothing rolled since the last snapshot
+        segments = plog.segments
         data = txi.encode_snapshot(self.snapshot_entries())
         # The segments that may have had index entries appended since the last snapshot.
         bases = [
