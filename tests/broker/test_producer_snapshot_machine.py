@@ -265,3 +265,35 @@ SnapshotMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestSnapshotMachine = SnapshotMachine.TestCase
+
+
+def test_no_snapshot_covers_an_abort_whose_index_append_failed(tmp_path: Path) -> None:
+    """A snapshot at X vouches for the index entries below X: after a failed .txnindex append
+    (UnifiedLog's updateTxnIndex) none is taken, so a restart replays that abort from the log."""
+    plog = PartitionLog.open(tmp_path / "t-0", CFG)
+    plog.note_transactions()
+    pp = PartitionProducers()
+    meta = BatchMeta(0, 0, timestamp=TS)
+    pp.record(1, 0, meta, TS, transactional=True, end_offset=0)
+    pp.written(
+        meta,
+        *plog.append_batch(
+            rec.build_batch(
+                [(None, b"v", (), TS)], producer_id=1, producer_epoch=0, base_sequence=0, transactional=True
+            )
+        ),
+    )
+    txi.txn_index_path(plog.path, 0).mkdir()  # the append cannot open its file
+    txn = pp.begin_marker(1, 0, 0, TS)
+    entry = pp.marker_written(txn, False, plog.append_batch(end_txn_marker_batch(1, 0, False, 0, TS))[0])
+    assert entry is not None
+    pp.index_abort(plog, entry)
+    plog.roll()
+    assert pp.snapshot_job(plog) is None and pp.snapshot_job(plog, shutdown=True) is None
+    txi.txn_index_path(plog.path, 0).rmdir()
+    plog.close()
+    plog = PartitionLog.open(tmp_path / "t-0", CFG)
+    loaded = load_producers(plog, -1)
+    assert (loaded.loaded_from, loaded.replayed) == (-1, 2)
+    assert [tuple(a) for a in loaded.aborted] == [(1, 0, 1)]
+    plog.close()
