@@ -297,3 +297,28 @@ def test_no_snapshot_covers_an_abort_whose_index_append_failed(tmp_path: Path) -
     assert (loaded.loaded_from, loaded.replayed) == (-1, 2)
     assert [tuple(a) for a in loaded.aborted] == [(1, 0, 1)]
     plog.close()
+
+
+def test_no_snapshot_while_a_batch_or_marker_is_in_flight(tmp_path: Path) -> None:
+    """The state is applied when a batch or marker is queued: a snapshot taken then would hold what
+    the log does not (ProducerStateManager.takeSnapshot sees only appended batches)."""
+    plog = PartitionLog.open(tmp_path / "t-0", CFG)
+    plog.note_transactions()
+    pp = PartitionProducers()
+    plog.append_records([(None, b"x", (), TS)])
+    plog.roll()
+    meta = BatchMeta(0, 0, timestamp=TS)
+    pp.record(1, 0, meta, TS, transactional=True, end_offset=plog.log_end_offset)
+    assert pp.snapshot_job(plog) is None  # queued, not written
+    raw = rec.build_batch([(None, b"v", (), TS)], producer_id=1, producer_epoch=0, base_sequence=0, transactional=True)
+    pp.written(meta, *plog.append_batch(raw))
+    txn = pp.begin_marker(1, 0, 0, TS)
+    assert pp.snapshot_job(plog) is None  # the marker is queued
+    pp.marker_written(txn, True, plog.append_batch(end_txn_marker_batch(1, 0, True, 0, TS))[0])
+    job = pp.snapshot_job(plog)
+    assert job is not None
+    job()
+    assert txi.list_snapshots(plog.path) == [plog.log_end_offset]
+    (entry,) = txi.decode_snapshot(txi.snapshot_path(plog.path, plog.log_end_offset).read_bytes())
+    assert entry == txi.SnapshotEntry(1, 0, 0, 1, 0, TS, 0, -1)
+    plog.close()
