@@ -1,6 +1,6 @@
 """read_committed Fetch against read_uncommitted Fetch of the same data, on a real daemon.
 
-    python -m bench.txnfetch [--quick] [--batches 20000] [--records 10] [--size 100]
+    python -m bench.txnfetch [--quick] [--batches 20000] [--records 10] [--size 100] [--restart-batches 200000]
 
 Three partitions of one topic hold the same records: ``plain`` (no producer id), ``committed``
 (transactions of 5 batches, each ended by a COMMIT marker, two producers interleaved) and
@@ -12,6 +12,14 @@ its end, read_uncommitted (the baseline) and read_committed. The first read_comm
 the start pays the partition's producer-state rebuild (one scan of the batch headers), reported on
 its own; the rates are the best of three warm passes. The daemon's CPU seconds per pass are printed
 too (the steadier figure on a shared machine: the client decodes every response in Python).
+
+Restart (``restart_run``): one partition of ``--restart-batches`` batches (1 record each, every
+third transaction aborted) written offline, then the daemon is started twice and the first
+read_committed fetch after each start is timed: first WITHOUT producer snapshots and .txnindex
+files (the old path: the whole log's batch headers are replayed; that load then writes the files),
+then WITH them (the state comes from the snapshot and the indexes, nothing is replayed). The
+daemon's own ``producer_state_loaded`` figures (ms, batches replayed) are printed beside it, and the
+same two loads measured in-process (whole-log ``from_batches`` against ``load_producers``).
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ def write_partition(path: Path, kind: str, batches: int, records: int, size: int
     recs = [(b"k%d" % i, value, (), ts) for i in range(records)]
     seqs = {1: 0, 2: 0}
     txns = aborted = 0
+    if kind != "plain":
+        plog.note_transactions()  # as the data plane does before a log's first transactional batch
     try:
         for i in range(batches):
             if kind == "plain":
@@ -66,7 +76,7 @@ def write_partition(path: Path, kind: str, batches: int, records: int, size: int
         plog.close()
 
 
-def _fetch_body(partition: int, offset: int, isolation: int) -> dict[str, Any]:
+def _fetch_body(partition: int, offset: int, isolation: int, topic: str = TOPIC) -> dict[str, Any]:
     return {
         "replica_id": -1,
         "max_wait_ms": 0,
@@ -77,7 +87,7 @@ def _fetch_body(partition: int, offset: int, isolation: int) -> dict[str, Any]:
         "session_epoch": -1,
         "topics": [
             {
-                "topic": TOPIC,
+                "topic": topic,
                 "partitions": [
                     {
                         "partition": partition,
@@ -143,7 +153,9 @@ def fetch_all(target: Target, partition: int, end: int, isolation: int) -> dict[
     }
 
 
-def run(quick: bool, batches: int | None = None, records: int = 10, size: int = 100) -> dict[str, Any]:
+def run(
+    quick: bool, batches: int | None = None, records: int = 10, size: int = 100, restart_batches: int | None = None
+) -> dict[str, Any]:
     n = batches or (4_000 if quick else 20_000)
     root = workdir("groupd-txnfetch-")
     data = root / "data"
@@ -151,11 +163,7 @@ def run(quick: bool, batches: int | None = None, records: int = 10, size: int = 
     target: Target | None = None
     try:
         target, _ = start_groupd(data)
-        conn = _connect(target)
-        topic = {"name": TOPIC, "num_partitions": len(KINDS), "replication_factor": 1, "assignments": [], "configs": []}
-        _, created = conn.send("CreateTopics", {"topics": [topic], "timeout_ms": 10_000, "validate_only": False}, 4)
-        conn.close()
-        assert created["topics"][0]["error_code"] == 0, created
+        _create_topic(target, TOPIC, len(KINDS))
         target.stop()
         target = None
         for p, kind in enumerate(KINDS):
@@ -177,7 +185,99 @@ def run(quick: bool, batches: int | None = None, records: int = 10, size: int = 
         if target is not None:
             target.stop()
         shutil.rmtree(root, ignore_errors=True)
+    if restart_batches != 0:
+        out["restart"] = restart_run(restart_batches or (50_000 if quick else 200_000))
     return out
+
+
+RESTART_TOPIC = "txnrestart"
+
+
+def _create_topic(target: Target, name: str, partitions: int) -> None:
+    conn = _connect(target)
+    try:
+        topic = {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}
+        _, created = conn.send("CreateTopics", {"topics": [topic], "timeout_ms": 10_000, "validate_only": False}, 4)
+    finally:
+        conn.close()
+    assert created["topics"][0]["error_code"] == 0, created
+
+
+def _first_committed_fetch_ms(target: Target) -> float:
+    conn = _connect(target)
+    try:
+        t0 = time.perf_counter()
+        _, resp = conn.send("Fetch", _fetch_body(0, 0, 1, RESTART_TOPIC), 12)
+        ms = (time.perf_counter() - t0) * 1000
+    finally:
+        conn.close()
+    assert resp["responses"][0]["partitions"][0]["error_code"] == 0, resp
+    return ms
+
+
+def restart_run(batches: int) -> dict[str, Any]:
+    """The first read_committed fetch after a restart without and with the producer snapshot and
+    transaction indexes (module docstring)."""
+    from groupd.broker.producer_state import PartitionProducers, load_producers
+
+    root = workdir("groupd-txnrestart-")
+    data = root / "data"
+    part = data / f"{RESTART_TOPIC}-0"
+    out: dict[str, Any] = {"batches": batches}
+    target: Target | None = None
+    try:
+        target, _ = start_groupd(data)
+        _create_topic(target, RESTART_TOPIC, 1)
+        target.stop()
+        target = None
+        out["log"] = write_partition(part, "aborted", batches, 1, 100)
+        for label in ("without", "with"):
+            if label == "without":
+                for f in [*part.glob("*.snapshot"), *part.glob("*.txnindex")]:
+                    f.unlink()
+            target, _ = start_groupd(data)
+            ms = _first_committed_fetch_ms(target)
+            ev = [e for e in target.events("producer_state_loaded") if e.get("topic") == RESTART_TOPIC][-1]
+            target.stop()
+            target = None
+            out[label] = {"first_fetch_ms": ms, "load_ms": ev["ms"], "batches_replayed": ev["batches_replayed"]}
+        plog = PartitionLog.open(part, LogConfig())
+        try:
+            t0 = time.perf_counter()
+            PartitionProducers.from_batches(plog.iter_batches(0))
+            out["without"]["in_process_ms"] = (time.perf_counter() - t0) * 1000
+            t0 = time.perf_counter()
+            loaded = load_producers(plog, -1)
+            out["with"]["in_process_ms"] = (time.perf_counter() - t0) * 1000
+            assert loaded.loaded_from >= 0 and loaded.replayed == 0
+        finally:
+            plog.close()
+    finally:
+        if target is not None:
+            target.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def print_restart(out: dict[str, Any], print_figures: Any) -> None:
+    w, o = out["with"], out["without"]
+    rows = [
+        (
+            "first read_committed fetch after start, ms",
+            {"groupd": w["first_fetch_ms"], "no files": o["first_fetch_ms"]},
+        ),
+        ("daemon's producer_state_loaded ms", {"groupd": w["load_ms"], "no files": o["load_ms"]}),
+        ("batches replayed by the load", {"groupd": w["batches_replayed"], "no files": o["batches_replayed"]}),
+        ("in-process load, ms", {"groupd": w["in_process_ms"], "no files": o["in_process_ms"]}),
+    ]
+    log = out["log"]
+    print_figures(
+        f"6b. first read_committed fetch after a restart ({out['batches']:,} batches, {log['txns']:,} transactions, "
+        f"{log['aborted']:,} aborted)",
+        rows,
+        ("no files",),
+        "groupd = with the producer snapshot and .txnindex files; baseline = without (the whole log replayed), same run",
+    )
 
 
 def print_results(out: dict[str, Any], print_figures: Any) -> None:
@@ -217,6 +317,8 @@ def print_results(out: dict[str, Any], print_figures: Any) -> None:
             ("uncommitted",),
             "groupd = read_committed; baseline = read_uncommitted of the same partition, same run",
         )
+    if "restart" in out:
+        print_restart(out["restart"], print_figures)
 
 
 def main() -> None:
@@ -225,10 +327,17 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=None)
     ap.add_argument("--records", type=int, default=10)
     ap.add_argument("--size", type=int, default=100)
+    ap.add_argument(
+        "--restart-batches", type=int, default=None, help="restart section's batches (default 200,000; 0: skip it)"
+    )
+    ap.add_argument("--only-restart", action="store_true", help="only the restart section")
     args = ap.parse_args()
     from .run import print_figures
 
-    print_results(run(args.quick, args.batches, args.records, args.size), print_figures)
+    if args.only_restart:
+        print_restart(restart_run(args.restart_batches or 200_000), print_figures)
+        return
+    print_results(run(args.quick, args.batches, args.records, args.size, args.restart_batches), print_figures)
 
 
 if __name__ == "__main__":

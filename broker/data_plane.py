@@ -27,10 +27,13 @@ and is answered NONE with the *original* base offset, without writing anything (
 it); otherwise its first sequence must follow the last one (OUT_OF_ORDER_SEQUENCE_NUMBER), and a
 new epoch must start at sequence 0. An unknown producer may start anywhere (KIP-360). The cache
 counts batches still being written, and a batch whose write fails is taken back out, so its retry
-is in sequence again. After a restart the state of a partition is rebuilt from the batch headers of
-its whole log (transactions and their markers may be of any age; producers idle for Kafka's
+is in sequence again. After a restart the state of a partition is loaded (``load_producers``: from
+its newest producer snapshot and transaction indexes plus the batches after the snapshot for a log
+that held transactions, else from its recent segments; producers idle for Kafka's
 ``producer.id.expiration.ms`` are then dropped, unless a transaction of theirs is open), the first
-time an idempotent batch, a marker, a read_committed read or DescribeProducers needs it.
+time an idempotent batch, a marker, a read_committed read or DescribeProducers needs it. Aborts are
+appended to their segment's ``.txnindex`` as their markers are written, and the state is
+snapshotted after a segment roll (in an executor) and at a clean shutdown.
 Producer ids come from blocks of 1000 whose end is persisted (``producer-ids`` in the data dir)
 before the first id of a block is handed out, so no id is ever reused, even after a crash.
 
@@ -117,7 +120,7 @@ from groupd.storage.errors import (
 from groupd.storage.files import write_atomically
 from groupd.storage.markers import end_txn_marker_batch
 
-from .producer_state import AbortedTxn, BatchMeta, PartitionProducers, last_sequence, scan_producers
+from .producer_state import AbortedTxn, BatchMeta, PartitionProducers, last_sequence, load_producers
 from .settings import Config
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Topic, TopicError, TopicRegistry, validate_name
 
@@ -370,6 +373,7 @@ class DataPlane:
         )
         self._producers: dict[tuple[str, int], PartitionProducers] = {}
         self._loading: dict[tuple[str, int], _Load] = {}
+        self._snapshot_writes: set[asyncio.Future[None]] = set()  # producer snapshots being written
         self._waiters: dict[tuple[str, int], set[_ParkedFetch]] = {}
         # The same parked fetches by connection, dropped when it closes (``_connection_closed``).
         self._parked: dict[Any, set[_ParkedFetch]] = {}
@@ -428,6 +432,14 @@ class DataPlane:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._maintenance = []
+        # ProducerStateManager.takeSnapshot at a clean shutdown, after the ones being written.
+        while self._snapshot_writes:
+            await asyncio.gather(*list(self._snapshot_writes), return_exceptions=True)
+        for key, producers in self._producers.items():
+            plog = self.logs.get(*key)
+            job = producers.snapshot_job(plog, shutdown=True) if plog is not None else None
+            if job is not None:
+                job()
         for waiters in list(self._waiters.values()):
             for w in list(waiters):
                 self._complete(w)
@@ -652,7 +664,7 @@ class DataPlane:
         since = self.clock() - self.producer_id_expiration_ms
         loop = asyncio.get_running_loop()
         try:
-            producers = await loop.run_in_executor(None, scan_producers, plog, since)
+            producers = await loop.run_in_executor(None, load_producers, plog, since)
         except (StorageEngineError, OSError) as exc:
             log.error("producer_state_load_failed", topic=key[0], partition=key[1], error=str(exc))
             producers = PartitionProducers()
@@ -665,6 +677,8 @@ class DataPlane:
             topic=key[0],
             partition=key[1],
             producers=len(producers.producers),
+            snapshot_offset=producers.loaded_from,
+            batches_replayed=producers.replayed,
             ms=round((time.perf_counter() - t0) * 1000, 1),
         )
         return self._producers[key]
@@ -836,6 +850,7 @@ class DataPlane:
             base, last = f.result()
             if producers is not None and meta is not None:
                 producers.written(meta, base, last)
+                self._snapshot_if_due(plog, producers)
             self._notify(key, size)
 
         fut.add_done_callback(done)
@@ -970,10 +985,28 @@ class DataPlane:
         except Exception as exc:
             producers.marker_failed(pid, txn)
             return self._append_error(topic, index, exc)["error_code"]
-        producers.marker_written(txn, committed, base)
+        entry = producers.marker_written(txn, committed, base)
+        if entry is not None:
+            producers.index_abort(plog, entry)
+        self._snapshot_if_due(plog, producers)
         log.debug("txn_marker_written", topic=topic, partition=index, producer_id=pid, committed=committed, offset=base)
         self._notify(key, len(raw), stable_moved=txn is not None)
         return ErrorCode.NONE
+
+    def _snapshot_if_due(self, plog: PartitionLog, producers: PartitionProducers) -> None:
+        job = producers.snapshot_job(plog)
+        if job is None:
+            return
+        write = asyncio.get_running_loop().run_in_executor(None, job)
+        self._snapshot_writes.add(write)
+
+        def written(f: asyncio.Future[None]) -> None:
+            self._snapshot_writes.discard(f)
+            # A roll met while this one was being written was skipped: catch up with it now.
+            if not plog.closed:
+                self._snapshot_if_due(plog, producers)
+
+        write.add_done_callback(written)
 
     async def _state_for(self, key: tuple[str, int], plog: PartitionLog) -> PartitionProducers | None:
         """The partition's producer state, rebuilt from the log first if needed; taking a place

@@ -23,11 +23,25 @@ write is done (offsets) is filled in then:
 The last stable offset is the first offset of the oldest unstable transaction, else the high
 watermark (``UnifiedLog.firstUnstableOffset``), never below the log start offset.
 
-After a restart the state is rebuilt from the batch headers of the whole log (``from_batches``):
-data batches replay the sequences, transactional ones open transactions, markers close them and
-aborts rebuild the aborted index; what is still open at the end holds the LSO until the
-coordinator's marker comes. Producers idle for ``producer.id.expiration.ms`` are dropped, except
-those with an open transaction (Kafka's ``isProducerExpired``).
+After a restart the state is rebuilt from batch headers (``replay``): data batches replay the
+sequences, transactional ones open transactions, markers close them and aborts rebuild the aborted
+index; what is still open at the end holds the LSO until the coordinator's marker comes. Producers
+idle for ``producer.id.expiration.ms`` are dropped, except those with an open transaction (Kafka's
+``isProducerExpired``).
+
+A log that may hold transactions is not replayed whole (``load_producers``, Kafka's
+``UnifiedLog.rebuildProducerState``/``ProducerStateManager.loadFromSnapshot``): the state starts
+from the newest readable producer snapshot (``storage/txnindex.py``) at offset X, the aborted index
+from the segments' ``.txnindex`` files (entries below X), and only the batches from X on are
+replayed, their aborts appended to the index files again. Snapshots are taken by the data plane
+(``snapshot``) when the partition's active segment has rolled since the last one
+(``ProducerStateManager.takeSnapshot`` on roll) and at a clean shutdown, and only while nothing of
+the state is in flight (``inflight``), so that the state is exactly that of the log's first X
+offsets. Aborts are appended to the index as their markers are written (``UnifiedLog``'s
+``segment.updateTxnIndex``). The snapshot keeps one batch per producer, as Kafka's does
+(``ProducerStateEntry``), so a retry of an older one of its last five is no longer recognised as
+a duplicate after a restart. Logs without transactions keep the cheaper rebuild from their recent
+segments (``scan_producers``) and have neither file.
 """
 
 from __future__ import annotations
@@ -36,13 +50,17 @@ import asyncio
 import bisect
 import contextlib
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+import structlog
 from groupd.protocol.errors import ErrorCode
 from groupd.storage import PartitionLog
 from groupd.storage import records as rec
+from groupd.storage import txnindex as txi
 from groupd.storage.markers import read_end_txn_marker
+
+log = structlog.get_logger("groupd.data")
 
 __all__ = [
     "AbortedTxn",
@@ -51,6 +69,7 @@ __all__ = [
     "PartitionProducers",
     "ProducerEntry",
     "last_sequence",
+    "load_producers",
     "scan_producers",
 ]
 
@@ -63,6 +82,13 @@ def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
     if base_sequence > INT32_MAX - last_offset_delta:
         return last_offset_delta - (INT32_MAX - base_sequence) - 1
     return base_sequence + last_offset_delta
+
+
+def first_sequence(last_seq: int, offset_delta: int) -> int:
+    """Kafka's DefaultRecordBatch.decrementSequence (a snapshot keeps the last sequence and the delta)."""
+    if last_seq - offset_delta < 0:
+        return INT32_MAX - (offset_delta - last_seq) + 1
+    return last_seq - offset_delta
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -140,6 +166,14 @@ class PartitionProducers:
         self.unstable: list[OpenTxn] = []
         self.aborted: list[AbortedTxn] = []  # ordered by last_offset (markers are appended in order)
         self._max_span = 0  # the longest aborted transaction (last - first): bounds index scans
+        # Batches and markers applied but not written (or failed) yet: a snapshot needs none.
+        self.inflight = 0
+        self.snapshot_offset = -1  # of the last snapshot taken or loaded
+        # How the load went: the snapshot offset it started from (-1: none), the batches it replayed.
+        self.loaded_from = -1
+        self.replayed = 0
+        self._writing = False  # a snapshot is being written
+        self._index_ok = True  # False once an index append failed: no snapshot may cover it then
 
     # --- data batches -----------------------------------------------------------------------------
     def check(
@@ -206,6 +240,8 @@ class PartitionProducers:
         e.batches.append(meta)
         e.last_ms = max(e.last_ms, now_ms)
         e.last_timestamp = max(e.last_timestamp, meta.timestamp)
+        if meta.first_offset < 0:
+            self.inflight += 1
         if transactional:
             if e.txn is None:
                 provisional = meta.first_offset < 0
@@ -218,6 +254,7 @@ class PartitionProducers:
     def written(self, meta: BatchMeta, base: int, last: int) -> None:
         meta.first_offset, meta.last_offset = base, last
         meta.pending = None
+        self.inflight -= 1
         t = meta.txn
         if t is not None:
             t.pending -= 1
@@ -229,6 +266,7 @@ class PartitionProducers:
     def forget(self, pid: int, meta: BatchMeta) -> None:
         """Take back a batch whose append failed, so that its retry is in sequence again."""
         meta.pending = None
+        self.inflight -= 1
         t = meta.txn
         e = self.producers.get(pid)
         if t is not None:
@@ -274,9 +312,11 @@ class PartitionProducers:
         e.coordinator_epoch = coordinator_epoch
         e.last_timestamp = max(e.last_timestamp, timestamp)
         t, e.txn = e.txn, None
+        self.inflight += 1
         return t
 
     def marker_written(self, txn: OpenTxn | None, committed: bool, offset: int) -> AbortedTxn | None:
+        self.inflight -= 1
         if txn is None:
             return None  # ProducerAppendInfo: a marker without data leaves no index entry
         self._drop_unstable(txn)
@@ -291,6 +331,7 @@ class PartitionProducers:
 
     def marker_failed(self, pid: int, txn: OpenTxn | None) -> None:
         """The marker is not in the log: its transaction is open again (the coordinator retries)."""
+        self.inflight -= 1
         e = self.producers.get(pid)
         if txn is not None and e is not None and e.txn is None:
             e.txn = txn
@@ -336,12 +377,113 @@ class PartitionProducers:
             del self.producers[pid]
         return len(dead)
 
+    def index_entry(self, entry: AbortedTxn) -> txi.TxnIndexEntry:
+        """The .txnindex entry of an abort just applied: its lastStableOffset is the LSO once the
+        marker is in (ProducerStateManager.lastStableOffset(completedTxn))."""
+        first = self.first_unstable_offset()
+        return txi.TxnIndexEntry(
+            entry.producer_id, entry.first_offset, entry.last_offset, entry.last_offset + 1 if first is None else first
+        )
+
+    # --- snapshots and the transaction index -------------------------------------------------------
+    def index_abort(self, plog: PartitionLog, entry: AbortedTxn) -> None:
+        """Append a written ABORT to its segment's .txnindex (UnifiedLog's segment.updateTxnIndex).
+        On failure no later snapshot is taken: a restart then replays the abort from the log."""
+        try:
+            txi.append_entry(plog.path, _segment_of_offset(plog, entry.last_offset), self.index_entry(entry))
+        except OSError as exc:
+            self._index_ok = False
+            log.error("txn_index_append_failed", path=str(plog.path), offset=entry.last_offset, error=str(exc))
+
+    def snapshot_job(self, plog: PartitionLog, *, shutdown: bool = False) -> Callable[[], None] | None:
+        """ProducerStateManager.takeSnapshot, when due: the active segment rolled since the last
+        snapshot (or ``shutdown``, a clean one, and the log grew), nothing is in flight (the state is
+        then exactly that of the log's first ``log_end_offset`` offsets) and every abort reached the
+        index. The state is encoded now; the returned job writes it (blocking: in an executor)."""
+        if not plog.has_transactions or plog.closed or self.inflight or self._writing or not self._index_ok:
+            return None
+        offset = plog.log_end_offset
+        last = self.snapshot_offset
+        if offset <= last or (not shutdown and plog.active_segment.base_offset <= last):
+            return None  # the common case, on every append: nothing rolled since the last snapshot
+        segments = plog.segments
+        data = txi.encode_snapshot(self.snapshot_entries())
+        # The segments that may have had index entries appended since the last snapshot.
+        bases = [
+            s.base_offset
+            for s, n in zip(segments, [*segments[1:], None], strict=True)
+            if n is None or n.base_offset > last
+        ]
+        self.snapshot_offset, self._writing = offset, True
+
+        def write() -> None:
+            try:
+                txi.write_snapshot(plog.path, offset, data, bases, plog.config.file_ops)
+            except OSError as exc:
+                self.snapshot_offset = min(self.snapshot_offset, last)
+                log.warning("producer_snapshot_failed", path=str(plog.path), offset=offset, error=str(exc))
+            finally:
+                self._writing = False
+
+        return write
+
+    def snapshot_entries(self) -> list[txi.SnapshotEntry]:
+        """ProducerStateManager.writeSnapshot's entries (only meaningful with nothing in flight)."""
+        out = []
+        for pid, e in self.producers.items():
+            last = e.batches[-1] if e.batches else None
+            out.append(
+                txi.SnapshotEntry(
+                    pid,
+                    e.epoch,
+                    last.last_seq if last else -1,
+                    last.last_offset if last else -1,
+                    last.last_offset - last.first_offset if last else 0,
+                    e.last_timestamp,
+                    e.coordinator_epoch,
+                    e.txn.first_offset if e.txn is not None else -1,
+                )
+            )
+        return out
+
+    @classmethod
+    def from_snapshot(cls, entries: Iterable[txi.SnapshotEntry]) -> PartitionProducers:
+        """ProducerStateManager.loadProducerEntry for each entry of a snapshot."""
+        self = cls()
+        for s in entries:
+            e = self.producers[s.producer_id] = ProducerEntry(s.epoch)
+            e.last_ms = e.last_timestamp = s.timestamp
+            e.coordinator_epoch = s.coordinator_epoch
+            if s.last_offset >= 0:
+                first_seq = first_sequence(s.last_sequence, s.offset_delta)
+                first_offset = s.last_offset - s.offset_delta
+                e.batches.append(BatchMeta(first_seq, s.last_sequence, first_offset, s.last_offset, s.timestamp))
+            if s.current_txn_first_offset >= 0:
+                e.txn = OpenTxn(s.producer_id, s.current_txn_first_offset, False)
+                self.unstable.append(e.txn)
+        return self
+
+    def set_aborted(self, entries: Iterable[txi.TxnIndexEntry]) -> None:
+        self.aborted = [AbortedTxn(e.producer_id, e.first_offset, e.last_offset) for e in entries]
+        self._max_span = max((a.last_offset - a.first_offset for a in self.aborted), default=0)
+
     # --- rebuild ----------------------------------------------------------------------------------
     @classmethod
     def from_batches(cls, batches: Iterable[rec.BatchView], since_ms: int = -1) -> PartitionProducers:
         """Replay batch headers in log order (ProducerStateManager's recovery from the log)."""
         self = cls()
+        self.replay(batches)
+        if since_ms >= 0:
+            self.expire(since_ms)
+        return self
+
+    def replay(self, batches: Iterable[rec.BatchView]) -> list[txi.TxnIndexEntry]:
+        """Apply batch headers in log order on top of the state (ProducerStateManager's
+        ``updateProducers`` for each batch UnifiedLog.rebuildProducerState reads); returns the
+        index entries of the aborts met."""
+        aborts = []
         for v in batches:
+            self.replayed += 1
             pid = v.producer_id
             if pid < 0:
                 continue
@@ -351,7 +493,9 @@ class PartitionProducers:
                     continue
                 txn = self.begin_marker(pid, v.producer_epoch, marker.coordinator_epoch, v.max_timestamp)
                 self.producers[pid].last_ms = max(self.producers[pid].last_ms, v.max_timestamp)
-                self.marker_written(txn, marker.committed, v.base_offset)
+                entry = self.marker_written(txn, marker.committed, v.base_offset)
+                if entry is not None:
+                    aborts.append(self.index_entry(entry))
                 continue
             if v.base_sequence < 0:
                 continue
@@ -363,9 +507,7 @@ class PartitionProducers:
                 v.max_timestamp,
             )
             self.record(pid, v.producer_epoch, meta, v.max_timestamp, transactional=v.is_transactional)
-        if since_ms >= 0:
-            self.expire(since_ms)
-        return self
+        return aborts
 
 
 def scan_producers(plog: PartitionLog, since_ms: int) -> PartitionProducers:
@@ -384,3 +526,54 @@ def scan_producers(plog: PartitionLog, since_ms: int) -> PartitionProducers:
     if start >= plog.log_end_offset:
         return PartitionProducers()
     return PartitionProducers.from_batches(plog.iter_batches(start), since_ms)
+
+
+def load_producers(plog: PartitionLog, since_ms: int) -> PartitionProducers:
+    """A partition's producer state after a restart (module docstring): from the newest snapshot and
+    the transaction indexes, replaying only the batches after the snapshot (UnifiedLog.loadProducerState);
+    from the whole log when there is no usable snapshot or an index is damaged. Logs without
+    transactions: ``scan_producers``. Blocking: run it in an executor."""
+    if not plog.has_transactions:
+        return scan_producers(plog, since_ms)
+    start, end = plog.log_start_offset, plog.log_end_offset
+    segments = plog.segments
+    bounds = txi.segment_bounds([s.base_offset for s in segments], end)
+    found = txi.read_latest_snapshot(plog.path, start, end)
+    offset = found[0] if found is not None else start
+    entries, ok = txi.load_indexes(plog.path, bounds, offset)
+    if found is not None and ok:
+        producers = PartitionProducers.from_snapshot(found[1])
+        producers.snapshot_offset = producers.loaded_from = offset
+    else:
+        # Nothing to start from (or an index that cannot be trusted): the whole log, every index rebuilt.
+        offset = start
+        txi.reset_indexes(plog.path)
+        producers, entries = PartitionProducers(), []
+    producers.set_aborted(entries)
+    if offset < end:
+        by_segment: dict[int, list[txi.TxnIndexEntry]] = {}
+        for e in producers.replay(plog.iter_batches(offset)):
+            by_segment.setdefault(_segment_of(bounds, e.last_offset), []).append(e)
+        for base, entries in by_segment.items():
+            txi.append_entry(plog.path, base, *entries)
+    producers.truncate_head(start)
+    if since_ms >= 0:
+        producers.expire(since_ms)
+    if producers.replayed:
+        # As UnifiedLog.rebuildProducerState ends with a snapshot: the next start replays nothing of this.
+        producers.snapshot_offset = -1
+        job = producers.snapshot_job(plog, shutdown=True)
+        if job is not None:
+            job()
+    return producers
+
+
+def _segment_of(bounds: list[tuple[int, int]], offset: int) -> int:
+    """The base offset of the segment holding ``offset``."""
+    i = bisect.bisect_right([b for b, _ in bounds], offset) - 1
+    return bounds[max(i, 0)][0]
+
+
+def _segment_of_offset(plog: PartitionLog, offset: int) -> int:
+    bases = [s.base_offset for s in plog.segments]
+    return bases[max(bisect.bisect_right(bases, offset) - 1, 0)]

@@ -20,11 +20,15 @@ rewritten, as in Kafka (its newest records may not even be on disk yet). A pass:
 
 The swap, per group with base offset X (each step ends with an fsync of the directory)::
 
-    write X.log.cleaned (+ .index/.timeindex.cleaned), fsync them   -- crash: .cleaned deleted
+    write X.log.cleaned (+ .index/.timeindex/.txnindex.cleaned), fsync them   -- crash: .cleaned deleted
     rename indexes, then X.log.cleaned -> X.log.swap                -- X.log.swap is the commit
     rename every replaced segment's files -> *.deleted               -- crash: swap is completed
-    rename X.*.swap -> X.*                                          -- crash: swap is completed
+    rename X.*.swap -> X.* (the .txnindex first)                    -- crash: swap is completed
     unlink *.deleted
+
+The cleaned segment's ``.txnindex`` (written whenever the log may hold transactions) holds the
+entries of the segments it replaces, as markers are kept (LogCleaner.cleanInto); unlike the other
+indexes it cannot be rebuilt from the segment alone, so recovery installs it with the swap.
 
 `files.recover_interrupted_swaps`, run by PartitionLog.open before anything else, deletes `.cleaned`
 files (old segments are intact), completes any `X.log.swap` (deleting the segments whose base
@@ -64,6 +68,7 @@ from .files import (
 )
 from .log import INT32_MAX, PartitionLog, Segment, _Cursor, _EmptySegmentState
 from .markers import read_end_txn_marker
+from .txnindex import TXN_INDEX_SUFFIX, CorruptIndexError, TxnIndexEntry, read_index, txn_index_path, write_index
 
 log = structlog.get_logger("groupd.storage")
 
@@ -201,6 +206,12 @@ def compact(
             result.derived_stable_offset = stable_offset
             if aborted_bases:
                 aborted = lambda _pid, base: base in aborted_bases  # noqa: E731
+        elif aborted is not None:
+            # The caller's aborts may rest on markers in the active segment: a transaction's data may
+            # only go once its ABORT is durable, or a crash that loses the marker leaves its
+            # transaction open in the log with its data gone (as a superseded record may only go
+            # once what supersedes it is durable, step 1).
+            plog.flush()
         if stable_offset is not None:
             segments = [s for s in segments if s.read_next_offset() <= stable_offset]
         if not segments:
@@ -242,6 +253,17 @@ def _clean_group(
     dropped = tombstones = 0
     out_pos = 0
     bytes_before = sum(s.size for s in group)
+    # The cleaned segment's transaction index: markers are kept, so it holds the entries of the
+    # segments it replaces (LogCleaner.cleanInto's cleanedSegment.updateTxnIndex for every aborted
+    # transaction whose marker it keeps). Written whenever the log may hold transactions, even
+    # empty, so that recovery can tell an installed one from none (files.recover_interrupted_swaps).
+    txn_entries: list[TxnIndexEntry] | None = None
+    if plog.has_transactions:
+        try:
+            txn_entries = _group_txn_entries(plog, group)
+        except CorruptIndexError as exc:
+            log.warning("storage.compaction.txnindex_corrupt", path=str(directory), base=base, error=str(exc))
+            return  # left for the next load to rebuild; cleaning it now would lose entries
     with open(cleaned[LOG_SUFFIX], "wb") as out:
         for si, seg in enumerate(group):
             drop_tombstones = _segment_newest_ms(seg) < horizon
@@ -295,8 +317,14 @@ def _clean_group(
             f.write(payload)
             f.flush()
             plog._ops.fsync(f.fileno())
+    txn_cleaned = directory / (name + TXN_INDEX_SUFFIX + CLEANED_SUFFIX)
+    txn_swap = directory / (name + TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+    if txn_entries is not None:
+        write_index(txn_cleaned, txn_entries)
     _hook(crash_hook, "cleaned_written")
 
+    if txn_entries is not None:
+        _rename(txn_cleaned, txn_swap, crash_hook)
     _rename(cleaned[INDEX_SUFFIX], swap[INDEX_SUFFIX], crash_hook)
     _rename(cleaned[TIMEINDEX_SUFFIX], swap[TIMEINDEX_SUFFIX], crash_hook)
     _rename(cleaned[LOG_SUFFIX], swap[LOG_SUFFIX], crash_hook)
@@ -305,7 +333,7 @@ def _clean_group(
 
     deleted: list[Path] = []
     for seg in group:
-        for p in (seg.log_path, seg.index_path, seg.timeindex_path):
+        for p in (seg.log_path, seg.index_path, seg.timeindex_path, txn_index_path(directory, seg.base_offset)):
             target = p.with_name(p.name + DELETED_SUFFIX)
             with contextlib.suppress(FileNotFoundError):
                 _rename(p, target, crash_hook)
@@ -313,6 +341,12 @@ def _clean_group(
     fsync_dir(directory, plog._ops)
     _hook(crash_hook, "old_renamed")
 
+    if txn_entries:
+        # Before the log's swap: recovery takes a missing .txnindex.swap next to a .log.swap for
+        # an index already in place.
+        _rename(txn_swap, txn_index_path(directory, base), crash_hook)
+    elif txn_entries is not None:
+        txn_swap.unlink()
     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
         _rename(swap[suffix], directory / (name + suffix), crash_hook)
     fsync_dir(directory, plog._ops)
@@ -339,6 +373,11 @@ def _clean_group(
     result.bytes_after += out_pos
     result.records_dropped += dropped
     result.tombstones_dropped += tombstones
+
+
+def _group_txn_entries(plog: PartitionLog, group: list[Segment]) -> list[TxnIndexEntry]:
+    ends = [s.base_offset for s in group[1:]] + [group[-1].read_next_offset()]
+    return [e for seg, end in zip(group, ends, strict=True) for e in read_index(plog.path, seg.base_offset, end)]
 
 
 def _hook(crash_hook: Callable[[str], None] | None, step: str) -> None:

@@ -33,6 +33,7 @@ RECOVERY_POINT = struct.Struct(">qqqI")  # the three int64s and the CRC-32C of t
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"  # txnindex.py
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
@@ -139,6 +140,27 @@ def _swap_next_offset(path: Path) -> int:
     return nxt
 
 
+def _install_txn_index_swap(directory: Path, base: int, replaced: list[int]) -> None:
+    """A compaction swap's transaction index cannot be rebuilt from nothing (a missing index means
+    "no aborted transaction"), so unlike the other indexes it is completed with the swap: the
+    cleaner writes one whenever the log may hold transactions and renames it into place before the
+    log, so a ``.txnindex.swap`` is the new index and, without one, the base segment's .txnindex
+    already is (or there is none). The replaced segments' own indexes go."""
+    for b in replaced:
+        if b != base:
+            with contextlib.suppress(FileNotFoundError):
+                (directory / (segment_name(b) + TXN_INDEX_SUFFIX)).unlink()
+    swap = directory / (segment_name(base) + TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+    target = directory / (segment_name(base) + TXN_INDEX_SUFFIX)
+    if swap.exists():
+        if swap.stat().st_size:
+            os.rename(swap, target)
+        else:
+            swap.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+
+
 def recover_interrupted_swaps(directory: Path, ops: FileOps = DEFAULT_FILE_OPS) -> None:
     """Finish or roll back compaction swaps that a crash interrupted (see module docstring)."""
     changed = False
@@ -157,6 +179,7 @@ def recover_interrupted_swaps(directory: Path, ops: FileOps = DEFAULT_FILE_OPS) 
             for suffix in SEGMENT_SUFFIXES:
                 with contextlib.suppress(FileNotFoundError):
                     (directory / (segment_name(b) + suffix)).unlink()
+        _install_txn_index_swap(directory, base, replaced)
         os.rename(swap, directory / (segment_name(base) + LOG_SUFFIX))
         log.warning("storage.compaction.swap_completed", path=str(swap), replaced=sorted(replaced), next_offset=nxt)
         changed = True

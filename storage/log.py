@@ -10,7 +10,12 @@ the 20-digit base offset of its first batch:
   the base offset, int32 byte position), one per `index_interval_bytes` of log; an entry maps the
   *last* offset of a batch to the position where that batch starts, as Kafka's does;
 * ``00000000000000000000.timeindex``  12-byte entries (int64 timestamp, int32 relative offset): the
-  largest timestamp seen so far and the last offset of the batch that first reached it.
+  largest timestamp seen so far and the last offset of the batch that first reached it;
+* ``00000000000000000000.txnindex``   Kafka's transaction index (txnindex.py), only in logs that held
+  transactions, beside ``<offset>.snapshot`` producer-state snapshots. The log deletes a segment's
+  .txnindex with it and cuts it on truncation, and drops snapshots below the log start (retention,
+  DeleteRecords) or past the log end (truncation, and a tail cut by recovery at open); what they hold
+  is the broker's (producer_state.py).
 
 Only the last (active) segment is written. An append (`append_items`) is planned (offsets
 assigned, bytes built, index entries computed), written with one ``pwrite`` at the segment's
@@ -92,6 +97,7 @@ from .files import (
     segment_name,
     write_atomically,
 )
+from .txnindex import SNAPSHOT_SUFFIX, TXN_INDEX_SUFFIX, delete_snapshots_outside, truncate_index, txn_index_path
 
 log = structlog.get_logger("groupd.storage")
 
@@ -528,10 +534,12 @@ class PartitionLog:
             if p.name.endswith(LOG_SUFFIX) and len(p.name) == 20 + len(LOG_SUFFIX) and p.name[:20].isdigit()
         )
         known = {segment_name(b) for b in bases}
+        snapshots = False
         for p in self.path.iterdir():
             stem, _, suffix = p.name.partition(".")
-            if "." + suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX) and stem not in known:
+            if "." + suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX) and stem not in known:
                 p.unlink()  # index of a segment that no longer exists
+            snapshots = snapshots or "." + suffix == SNAPSHOT_SUFFIX
         start = self._read_log_start()
         if not bases:
             bases = [start or 0]
@@ -558,6 +566,10 @@ class PartitionLog:
         first = segments[0].base_offset
         self._log_start = first if start is None else min(max(first, start), self._next_offset)
         self._has_transactions = (self.path / TRANSACTIONS_FILE).exists()
+        if snapshots:
+            # Before any append: a snapshot past a tail that recovery cut (or below the log start)
+            # describes a history the log no longer has, and later appends could make it look current.
+            delete_snapshots_outside(self.path, self._log_start, self._next_offset)
         if clean:
             marker.unlink()
             fsync_dir(self.path, self._ops)
@@ -1522,10 +1534,14 @@ class PartitionLog:
                 self._truncate_fully(offset)
                 return
             try:
+                # First the snapshots past the new end (ProducerStateManager.truncateAndReload):
+                # after a crash mid-way, later appends must not make one of them look current.
+                delete_snapshots_outside(self.path, 0, offset)
                 segs = list(self._segments)
                 while len(segs) > 1 and segs[-1].base_offset >= offset:
                     self._unlink_segment(segs.pop())
                 seg = segs[-1]
+                truncate_index(self.path, seg.base_offset, offset)
                 pos = seg.find_batch(offset, seg.size)
                 if pos is not None:
                     self._ops.ftruncate(seg.log_fd, pos)
@@ -1555,6 +1571,7 @@ class PartitionLog:
 
     def _truncate_fully(self, offset: int) -> None:
         try:
+            delete_snapshots_outside(self.path, 2**63, -1)
             old = list(self._segments)
             seg = (
                 Segment(self.path, offset, self._ops, create=True, created_ms=self.clock())
@@ -1567,6 +1584,7 @@ class PartitionLog:
                     s.size = 0
                     s.reset_indexes()
                     s.write_indexes()
+                    truncate_index(self.path, s.base_offset, -1)
                     seg = s
                 else:
                     self._unlink_segment(s)
@@ -1586,7 +1604,8 @@ class PartitionLog:
             raise StorageError(f"truncate of {self.path} failed: {exc}") from exc
 
     def _unlink_segment(self, seg: Segment) -> None:
-        for p in (seg.log_path, seg.index_path, seg.timeindex_path):
+        # The .txnindex goes with its segment (LogSegment.deleteIfExists).
+        for p in (seg.log_path, seg.index_path, seg.timeindex_path, txn_index_path(self.path, seg.base_offset)):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
 
@@ -1621,6 +1640,10 @@ class PartitionLog:
                 self._dirty -= set(dead)
         for s in dead:
             self._unlink_segment(s)
+        # ProducerStateManager.deleteSnapshotsBefore(logStartOffset): a snapshot below the log
+        # start could only be replayed from batches that are gone.
+        if self._has_transactions:  # only such logs have snapshots
+            delete_snapshots_outside(self.path, self._log_start, self._next_offset)
         return len(dead)
 
     def apply_retention(self, now: int | None = None) -> int:

@@ -217,3 +217,62 @@ async def test_describe_producers_over_the_wire(node) -> None:
         PID_C: 6,  # a1 b1 a2 COMMIT ABORT p1 | c1
     }
     assert producers[PID_A]["last_sequence"] == 1
+
+
+def _txn_rounds(bootstrap: str, rounds: int) -> list[bytes]:
+    """A confluent-kafka transactional producer at its defaults: ``rounds`` transactions, every
+    third aborted, then one left open (the daemon is killed under it). Returns what was committed."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "snap-tx"})
+    p.init_transactions(15)
+    committed = []
+    for i in range(rounds):
+        p.begin_transaction()
+        values = [b"r%d-%d-" % (i, j) + b"x" * 150 for j in range(3)]
+        for v in values:
+            p.produce(TOPIC, v, partition=0)
+        if i % 3 == 2:
+            p.flush(15)  # in the log before the abort (librdkafka would drop what it still holds)
+            p.abort_transaction(15)
+        else:
+            p.commit_transaction(15)
+            committed.extend(values)
+    p.begin_transaction()
+    p.produce(TOPIC, b"open", partition=0)
+    p.flush(15)
+    return committed
+
+
+async def test_sigkill_and_restart_real_clients_read_committed_from_snapshot_and_txnindex(tmp_path: Path) -> None:
+    """A daemon SIGKILLed after many transactions (small segments, so snapshots were taken on roll:
+    ProducerStateManager.takeSnapshot): after the restart the partition's state comes from the
+    newest snapshot and the .txnindex files (UnifiedLog.loadProducerState), only the batches after
+    the snapshot are read, and confluent-kafka, kafka-python and aiokafka read_committed consumers
+    see exactly the committed records."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.support.daemon import GroupdProcess
+
+    d = GroupdProcess(tmp_path / "data").start()
+    try:
+        admin = AdminClient({"bootstrap.servers": d.bootstrap})
+        fut = admin.create_topics([NewTopic(TOPIC, 1, 1, config={"segment.bytes": "1500"})])[TOPIC]
+        await asyncio.to_thread(fut.result, 15)
+        committed = await asyncio.to_thread(_txn_rounds, d.bootstrap, 18)
+        part = tmp_path / "data" / f"{TOPIC}-0"
+        assert len(list(part.glob("*.log"))) > 5 and list(part.glob("*.snapshot"))
+        assert list(part.glob("*.txnindex"))
+        d.kill()  # SIGKILL: no shutdown snapshot
+        d.start(port=d.port)
+        port = d.port
+        assert await asyncio.to_thread(confluent_values, port, len(committed)) == committed
+        assert await asyncio.to_thread(kafka_python_values, port, len(committed), "read_committed") == committed
+        assert await aiokafka_values(port, len(committed), "read_committed") == committed
+        loads = [e for e in d.events("producer_state_loaded") if e["topic"] == TOPIC]
+        assert len(loads) == 1, loads
+        # Read: the batches after the snapshot (taken at a roll when nothing was in flight), not the
+        # 37 of the log (a data batch and a marker per transaction, the open one's batch).
+        assert loads[0]["snapshot_offset"] > 0 and 0 <= loads[0]["batches_replayed"] < 37 // 2, loads
+    finally:
+        d.stop()

@@ -5,6 +5,7 @@ index across a restart (Kafka's ProducerStateManager / UnifiedLog / KafkaApis be
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -364,3 +365,56 @@ async def test_a_log_without_transactions_is_rebuilt_from_its_recent_segments(h:
     assert (await h.produce("t", batch([b"n2"], pid=4, epoch=0, seq=1)))["error_code"] == E.NONE
     assert starts == [1]  # the expired producer's segment is not read
     assert list(h.dp._producers[("t", 0)].producers) == [4]
+
+
+async def crash_restart(h: Harness) -> None:
+    """The process dies: no DataPlane.close (no shutdown snapshot), no clean-shutdown marker."""
+    for topic, p in h.logs.partitions():
+        h.logs.get(topic, p).abandon()
+    os.close(h.logs._lock_fd)  # the dead process's lock goes with it
+    h.logs._lock_fd = None
+    h.open()
+
+
+@pytest.mark.parametrize("restart", ["clean", "crash"])
+async def test_restart_after_many_transactions_reads_only_the_batches_after_the_latest_snapshot(
+    tmp_path: Path, restart: str
+) -> None:
+    """UnifiedLog.loadProducerState: the state comes from the newest snapshot (taken on segment
+    roll, ProducerStateManager.takeSnapshot, and at a clean shutdown) and the .txnindex files;
+    only the batches after the snapshot are read."""
+    h = Harness(tmp_path / "data")
+    h.create("s", 1, segment_bytes="800")
+    for i in range(40):
+        pid = PID + i % 3
+        r = await h.produce("s", txn_batch([b"v%d" % i], i // 3, pid=pid), txn_id="tx")
+        assert r["error_code"] == E.NONE
+        assert await h.dp.write_txn_markers(pid, 0, i % 4 != 0, 0, [("s", 0)]) == {("s", 0): E.NONE}
+    await h.produce("s", txn_batch([b"open"], 14, pid=PID), txn_id="tx")  # an open transaction holds the LSO
+    before = (await h.fetch([("s", 0, 0)], isolation_level=1))["responses"][0]["partitions"][0]
+    plog = h.logs.get("s", 0)
+    total = sum(1 for _ in plog.iter_batches(0))
+    assert len(plog.segments) > 6
+    if restart == "clean":
+        await h.restart()
+    else:
+        while h.dp._snapshot_writes:  # the process dies once the snapshot of the last roll is written
+            await asyncio.gather(*h.dp._snapshot_writes)
+        await crash_restart(h)
+    after = (await h.fetch([("s", 0, 0)], isolation_level=1))["responses"][0]["partitions"][0]
+    producers = h.dp._producers[("s", 0)]
+    plog = h.logs.get("s", 0)
+    assert producers.loaded_from > 0
+    # Read: the batches after the snapshot only (a crash loses the shutdown snapshot: the last
+    # segment's batches are read again).
+    assert producers.replayed == sum(1 for _ in plog.iter_batches(producers.loaded_from)) < total // 4
+    if restart == "clean":
+        assert producers.replayed == 0
+    for key in ("last_stable_offset", "aborted_transactions", "records", "high_watermark"):
+        assert after[key] == before[key], key
+    assert len(after["aborted_transactions"]) == 10
+    assert values_in(after["records"], after["aborted_transactions"]) == [b"v%d" % i for i in range(40) if i % 4 != 0]
+    # The producers carry on: the open transaction commits, sequences continue.
+    assert await h.dp.write_txn_markers(PID, 0, True, 0, [("s", 0)]) == {("s", 0): E.NONE}
+    assert (await h.produce("s", txn_batch([b"x"], 15, pid=PID), txn_id="tx"))["error_code"] == E.NONE
+    await h.close()
