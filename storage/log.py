@@ -566,6 +566,15 @@ class PartitionLog:
         first = segments[0].base_offset
         self._log_start = first if start is None else min(max(first, start), self._next_offset)
         self._has_transactions = (self.path / TRANSACTIONS_FILE).exists()
+        if start is not None and self._next_offset < start:
+            # LogLoader.recoverLog's deleteSegmentsIfLogStartGreaterThanLogEnd: a log start was made
+            # durable past data that never was (DeleteRecords, then a crash cut the tail). Every segment
+            # goes and the log starts at the checkpointed start; starting at the cut end instead would
+            # hand out offsets that the next restart's log start hides again.
+            log.warning(
+                "storage.recovery.log_start_past_end", path=str(self.path), log_start=start, log_end=self._next_offset
+            )
+            self._truncate_fully(start)
         if snapshots:
             # Before any append: a snapshot past a tail that recovery cut (or below the log start)
             # describes a history the log no longer has, and later appends could make it look current.

@@ -194,3 +194,29 @@ def test_a_damaged_base_offset_is_caught_although_the_crc_does_not_cover_it(tmp_
         data[start + byte] ^= 1 << bit
         seg.write_bytes(data)
         reopen_and_check(path, [r for r in expected if r[0] < base])
+
+
+def test_a_tail_cut_below_the_checkpointed_log_start_starts_the_log_there_deleteSegmentsIfLogStartGreaterThanLogEnd(
+    tmp_path,
+):
+    """DeleteRecords checkpointed a log start past data that was never made durable, then a crash cut that
+    data: the log end is below the log start. Kafka (LogLoader.recoverLog) deletes every segment and starts
+    the log at the checkpointed start. Before: the log start dropped to the cut end in memory only, appends
+    continued from there, and the next restart moved the start forward again over them (acknowledged
+    records hidden)."""
+    path = tmp_path / "t-0"
+    plog = PartitionLog.open(path, CFG)
+    fill(plog, 20)
+    end = plog.log_end_offset
+    assert plog.delete_records_before(end) == end
+    plog.abandon()
+    for seg in path.glob("*.log"):
+        os.truncate(seg, 0)  # everything after the last fsync torn away
+    (path / "recovery-point").unlink(missing_ok=True)  # a full check, as after a torn recovery point
+    plog = PartitionLog.open(path, CFG)
+    assert (plog.log_start_offset, plog.log_end_offset) == (end, end)
+    assert plog.append_records([(b"k", b"after", [], 1)]) == (end, end)
+    plog.close()
+    plog = PartitionLog.open(path, CFG)
+    assert plog.log_start_offset == end and [r[0] for r in plog.iter_records()] == [end]
+    plog.close()
