@@ -171,7 +171,7 @@ def aiokafka(bootstrap: str, group: str, source: str, sink: str, txn_id: str) ->
     """aiokafka reads committed offsets with OffsetFetch v3, without KIP-447's require_stable: from a
     transaction's commit until the coordinator has written its markers, it reads the offsets before
     it (so does Kafka's OffsetMetadataManager.fetchOffsets). A rebalance in that window made the member
-    process its last committed batch again (a CI run: the same 200 records committed twice). So, as an
+    process its last committed batch again (runs under load: the same 200 records committed twice). So, as an
     application of a pre-KIP-447 client must: a rebalance waits for the transaction under way, then
     until what it committed reads back, before the member rejoins; a batch fetched before a
     rebalance is not processed, its partitions are read again from where it started."""
