@@ -91,7 +91,7 @@ def live_timers_of(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any]
     ]
 
 
-async def wait_until(check: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+async def wait_until(check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:

@@ -217,12 +217,14 @@ class Acked:
 
     def __init__(self) -> None:
         self.values: list[bytes] = []
+        self.times: list[float] = []  # time.time() of each acknowledgement, as logging's record.created
         self.errors: list[str] = []
         self.lock = threading.Lock()
 
     def ok(self, value: bytes) -> None:
         with self.lock:
             self.values.append(value)
+            self.times.append(time.time())
 
     def failed(self, error: object) -> None:
         with self.lock:

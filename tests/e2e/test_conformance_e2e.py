@@ -771,9 +771,8 @@ def test_aiokafka_getmany_autocommit_commits_a_batch_handed_out_but_not_yet_proc
                     processed[tp.partition] = m.offset + 1
             await joining
             committed = admin_offsets(groupd.bootstrap, group)
-            for _ in range(50):
-                if newcomer.assignment():
-                    break
+            deadline = time.monotonic() + 20  # its assignment is set by its own background task
+            while not newcomer.assignment() and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
             positions = {tp.partition: await newcomer.position(tp) for tp in newcomer.assignment()}
             got = sum(map(len, (await newcomer.getmany(timeout_ms=1000)).values()))

@@ -63,8 +63,15 @@ def test_three_consumer_protocol_members_cover_every_partition_once(groupd: Grou
         assert not overlaps
         assert sorted(p for s in owned.values() for p in s) == list(range(PARTITIONS)), owned
         assert all(len(s) == 2 for s in owned.values()), owned
-        # ConsumerGroupDescribe as librdkafka's admin client decodes it
+        # ConsumerGroupDescribe as librdkafka's admin client decodes it. The callbacks can show the final
+        # split while a member whose partitions did not move is still at the previous epoch until its next
+        # heartbeat (5 s): Reconciling until then (ConsumerGroup.maybeUpdateGroupState), so wait for Stable.
+        deadline = time.monotonic() + 20
         described = admin.describe_consumer_groups([group])[group].result(15)
+        while not str(described.state).endswith("STABLE") and time.monotonic() < deadline:
+            for c in consumers:
+                c.poll(0.05)
+            described = admin.describe_consumer_groups([group])[group].result(15)
         assert str(described.state).endswith("STABLE"), described.state
         assert sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions) == list(
             range(PARTITIONS)

@@ -43,6 +43,7 @@ class Committer:
         self.acked: list[tuple[float, int, int]] = []  # (time acknowledged, partition, offset)
         self.next_offset = 1
         self.committing = threading.Event()
+        self._committing_now = threading.Lock()  # held from the check of ``committing`` to the answer
         self._stop = threading.Event()
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
@@ -52,19 +53,27 @@ class Committer:
 
         while not self._stop.is_set():
             self.c.poll(0.02)
-            if not self.committing.is_set():
-                continue
-            parts = [tp.partition for tp in self.c.assignment()]
-            if not parts:
-                continue
-            off = self.next_offset
-            self.next_offset += 1
-            try:
-                self.c.commit(offsets=[TopicPartition(self.topic, p, off) for p in parts], asynchronous=False)
-            except KafkaException:
-                continue
-            now = time.monotonic()
-            self.acked.extend((now, p, off) for p in parts)
+            with self._committing_now:
+                if not self.committing.is_set():
+                    continue
+                parts = [tp.partition for tp in self.c.assignment()]
+                if not parts:
+                    continue
+                off = self.next_offset
+                self.next_offset += 1
+                try:
+                    self.c.commit(offsets=[TopicPartition(self.topic, p, off) for p in parts], asynchronous=False)
+                except KafkaException:
+                    continue
+                now = time.monotonic()
+                self.acked.extend((now, p, off) for p in parts)
+
+    def pause(self) -> None:
+        """Stop committing, and return once a commit already on its way has been answered (it can take
+        longer than any fixed sleep on a loaded machine)."""
+        self.committing.clear()
+        with self._committing_now:
+            pass
 
     def close(self) -> None:
         self._stop.set()
@@ -158,8 +167,7 @@ def test_clean_restart_keeps_groups_and_offsets_identical(tmp_path: Path) -> Non
                 c.committing.set()
             time.sleep(0.5)
             for c in committers:
-                c.committing.clear()
-            time.sleep(0.2)
+                c.pause()
             groups = sorted(g.group_id for g in admin.list_consumer_groups().result(15).valid)
             state_before = {g: (_members(describe(d.bootstrap, g)), _committed(d.bootstrap, g)) for g in groups}
             loads = len(d.events("offsets_loaded"))

@@ -16,7 +16,7 @@ from .conftest import PASSWORDS, RawClient, SecureDaemon, listener_ports, securi
 pytestmark = pytest.mark.e2e
 
 
-def _wait_event(d: SecureDaemon, name: str, pred, timeout: float = 3.0) -> dict:  # type: ignore[no-untyped-def]
+def _wait_event(d: SecureDaemon, name: str, pred, timeout: float = 10.0) -> dict:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for ev in d.proc.events(name):

@@ -7,6 +7,12 @@
 // 2.2 sends TxnOffsetCommit by group id, without the member's generation) and commits. Prints "open"
 // once a transaction's records are acknowledged and "committed <total>" after each commit. Any failure ends the process
 // (exit 2) after an abort attempt: its supervisor starts it again, as with a fenced producer.
+//
+// After each commit it waits until the committed offset reads back: kafkajs fetches committed offsets
+// without KIP-447's require_stable, so from a commit until the coordinator has written the transaction's
+// markers it reads the previous offset (as from Kafka); a rebalance in that window made the member
+// process its last committed chunk again. kafkajs rejoins only between batches or from heartbeat(),
+// so waiting here, before both, closes the window.
 const { Kafka, logLevel } = require('kafkajs')
 
 const PAUSE_MS = parseInt(process.env.EOS_PAUSE_MS || '30', 10)
@@ -17,8 +23,21 @@ async function main () {
   const kafka = new Kafka({ clientId: transactionalId, brokers: [bootstrap], logLevel: process.env.EOS_DEBUG ? logLevel.DEBUG : logLevel.NOTHING })
   const producer = kafka.producer({ transactionalId, maxInFlightRequests: 1, idempotent: true, transactionTimeout: 4000 })
   const consumer = kafka.consumer({ groupId, sessionTimeout: 6000, heartbeatInterval: 1000 })
+  const admin = kafka.admin()
   await producer.connect()
   await consumer.connect()
+  await admin.connect()
+  const readBack = async (topic, partition, offset) => {
+    const deadline = Date.now() + 30000
+    while (Date.now() < deadline) {
+      try {
+        const [t] = await admin.fetchOffsets({ groupId, topics: [topic] })
+        const p = t.partitions.find((x) => x.partition === partition)
+        if (p && BigInt(p.offset) >= BigInt(offset)) return
+      } catch (e) {} // the daemon restarting: ask again
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  }
   await consumer.subscribe({ topic: source, fromBeginning: true })
   let total = 0
   await consumer.run({
@@ -47,6 +66,7 @@ async function main () {
         resolveOffset(last.offset)
         total += chunk.length
         console.log(`committed ${total}`)
+        await readBack(batch.topic, batch.partition, (BigInt(last.offset) + 1n).toString())
         await heartbeat()
       }
     }
