@@ -217,6 +217,24 @@ def _append(req: Request, field: str, refused: list[Body]) -> None:
         _after(req, lambda b: {**b, field: [*b.get(field, []), *refused]})
 
 
+def _kept_and_refused(
+    handler: Handler,
+    req: Request,
+    request_field: str,
+    kept: list[Any],
+    response_field: str,
+    refused: list[Body],
+    **alone: Any,
+) -> Any:
+    """The kept entries go to the handler and the refused ones' answers join its answer; with none kept
+    the refused ones are answered alone (``alone``: that answer's other fields)."""
+    if not kept:
+        return {"throttle_time_ms": 0, **alone, response_field: refused}
+    _with(req, **{request_field: kept})
+    _append(req, response_field, refused)
+    return handler(req)
+
+
 def _with(req: Request, **changes: Any) -> None:
     req.body = {**req.body, **changes}
 
@@ -308,11 +326,7 @@ def _find_coordinator(handler: Handler, authz: Authorizer, req: Request) -> Any:
     denied = [
         {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": ""} for k in refused
     ]
-    if not kept:
-        return {"throttle_time_ms": 0, "coordinators": denied}
-    _with(req, coordinator_keys=kept)
-    _append(req, "coordinators", denied)
-    return handler(req)
+    return _kept_and_refused(handler, req, "coordinator_keys", kept, "coordinators", denied)
 
 
 def _describe_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
@@ -355,11 +369,7 @@ def _delete_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
         return handler(req)
     _denied(req, "group", groups=refused[:20])
     denied = [{"group_id": g, "error_code": _GROUP} for g in refused]
-    if not kept:
-        return {"throttle_time_ms": 0, "results": denied}
-    _with(req, groups_names=kept)
-    _append(req, "results", denied)
-    return handler(req)
+    return _kept_and_refused(handler, req, "groups_names", kept, "results", denied)
 
 
 def _list_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
@@ -389,11 +399,7 @@ def _offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any:
     if not refused:
         return handler(req)
     _denied(req, "topic", topics=[t["name"] for t in refused][:20])
-    if not kept:
-        return {"throttle_time_ms": 0, "topics": errors(refused, _TOPIC)}
-    _with(req, topics=kept)
-    _append(req, "topics", errors(refused, _TOPIC))
-    return handler(req)
+    return _kept_and_refused(handler, req, "topics", kept, "topics", errors(refused, _TOPIC))
 
 
 def _fetch_errors(items: list[Body], code: int) -> list[Body]:
@@ -432,11 +438,7 @@ def _offset_fetch(handler: Handler, authz: Authorizer, req: Request) -> Any:
     if not refused:
         return handler(req)
     _denied(req, "topic", topics=[t["name"] for t in refused][:20])
-    if not kept:
-        return {"throttle_time_ms": 0, "topics": _fetch_errors(refused, _TOPIC), "error_code": 0}
-    _with(req, topics=kept)
-    _append(req, "topics", _fetch_errors(refused, _TOPIC))
-    return handler(req)
+    return _kept_and_refused(handler, req, "topics", kept, "topics", _fetch_errors(refused, _TOPIC), error_code=0)
 
 
 def _offset_fetch_groups(handler: Handler, authz: Authorizer, req: Request, p: Subject) -> Any:
@@ -502,11 +504,7 @@ def _offset_delete(handler: Handler, authz: Authorizer, req: Request) -> Any:
         }
         for t in refused
     ]
-    if not kept:
-        return {"error_code": 0, "throttle_time_ms": 0, "topics": denied}
-    _with(req, topics=kept)
-    _append(req, "topics", denied)
-    return handler(req)
+    return _kept_and_refused(handler, req, "topics", kept, "topics", denied, error_code=0)
 
 
 # --- data plane ----------------------------------------------------------------------------------
@@ -533,7 +531,7 @@ def _topic_list_api(
         if not kept:
             return empty_response(denied)
         _with(req, **{field: kept})
-        _after(req, lambda b: {**b, response_field: [*b.get(response_field, []), *denied]})
+        _append(req, response_field, denied)
         return handler(req)
 
     return wrap
@@ -709,11 +707,7 @@ def _create_topics(handler: Handler, authz: Authorizer, req: Request) -> Any:
         }
         for t in refused
     ]
-    if not kept:
-        return {"throttle_time_ms": 0, "topics": denied}
-    _with(req, topics=kept)
-    _append(req, "topics", denied)
-    return handler(req)
+    return _kept_and_refused(handler, req, "topics", kept, "topics", denied)
 
 
 def _create_partitions(handler: Handler, authz: Authorizer, req: Request) -> Any:
@@ -723,11 +717,7 @@ def _create_partitions(handler: Handler, authz: Authorizer, req: Request) -> Any
         return handler(req)
     _denied(req, "topic", topics=[t["name"] for t in refused][:20])
     denied = [{"name": t["name"], "error_code": _TOPIC, "error_message": "Authorization failed."} for t in refused]
-    if not kept:
-        return {"throttle_time_ms": 0, "results": denied}
-    _with(req, topics=kept)
-    _append(req, "results", denied)
-    return handler(req)
+    return _kept_and_refused(handler, req, "topics", kept, "results", denied)
 
 
 def _delete_topics(topic_name_for_id: Callable[[uuid.UUID], str | None]) -> Wrapper:
@@ -758,11 +748,7 @@ def _delete_topics(topic_name_for_id: Callable[[uuid.UUID], str | None]) -> Wrap
             }
             for t in refused
         ]
-        if not kept:
-            return {"throttle_time_ms": 0, "responses": denied}
-        _with(req, **{field: kept})
-        _append(req, "responses", denied)
-        return handler(req)
+        return _kept_and_refused(handler, req, field, kept, "responses", denied)
 
     return wrap
 
@@ -847,11 +833,7 @@ def _add_partitions_to_txn(handler: Handler, authz: Authorizer, req: Request) ->
         }
         for t in refused_txns
     ]
-    if not kept:
-        return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": denied}
-    _with(req, transactions=kept)
-    _append(req, "results_by_transaction", denied)
-    return handler(req)
+    return _kept_and_refused(handler, req, "transactions", kept, "results_by_transaction", denied, error_code=0)
 
 
 def _add_offsets_to_txn(handler: Handler, authz: Authorizer, req: Request) -> Any:
@@ -904,11 +886,7 @@ def _txn_offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any
         return handler(req)
     _denied(req, "topic", topics=[t["name"] for t in refused][:20])
     denied = answer(lambda _t: _TOPIC, refused)
-    if not kept:
-        return {"throttle_time_ms": 0, "topics": denied}
-    _with(req, topics=kept)
-    _append(req, "topics", denied)
-    return handler(req)
+    return _kept_and_refused(handler, req, "topics", kept, "topics", denied)
 
 
 def _describe_transactions(handler: Handler, authz: Authorizer, req: Request) -> Any:
