@@ -550,8 +550,9 @@ class ConsumerGroupManager:
         g_now = self.groups.get(gid)
         if g_now is not None:
             g_now.metadata_refresh_needed = False
-
         return member, reconciled, records
+
+    # -- the group's own configs -----------------------------------------------------------------
 
     def set_group_config(
         self, group_id: str, session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None
