@@ -2,6 +2,11 @@
 
 - ``manager.py``: ``ConsumerGroupManager`` -- ConsumerGroupHeartbeat in, response and records out;
   session and revocation deadlines.
+- ``classic_members.py``: classic-protocol members in a consumer group (their JoinGroup, SyncGroup,
+  Heartbeat, LeaveGroup); ``migration.py``: classic <-> consumer group conversion. Both are
+  collaborators handed the manager.
+- ``validation.py``: the heartbeat request's checks and error answers; ``record_helpers.py``: a
+  member's records; ``config.py``: the broker's consumer-group settings and the topics image.
 - ``group.py``: group state and its fold over records (``replay``).
 - ``member.py``: members, member states and the reconciliation engine.
 - ``assignors.py``: server-side assignors ``uniform`` and ``range``.

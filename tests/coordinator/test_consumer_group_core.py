@@ -306,4 +306,4 @@ def test_a_classic_member_keeps_its_own_session_timeout_under_a_group_config() -
         member_id="m", classic=cr.ClassicMemberMetadata(6000, (cr.ClassicProtocol("range", b""),))
     )
     plain = ConsumerGroupMember(member_id="n")
-    assert (mgr._session_timeout(GROUP, classic), mgr._session_timeout(GROUP, plain)) == (6000, 50000)
+    assert (mgr.session_timeout(GROUP, classic), mgr.session_timeout(GROUP, plain)) == (6000, 50000)

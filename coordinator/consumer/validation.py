@@ -1,0 +1,126 @@
+"""A ConsumerGroupHeartbeat request's checks and the shapes of the answers (Kafka's
+``throwIfConsumerGroupHeartbeatRequestIsInvalid`` and ``throwIfMemberEpochIsInvalid``): what is
+refused before any group is looked at, and the error a refusal answers. Raised as ``RequestError``
+by the heartbeat path and by the classic members' handlers, turned into an answer at their edge."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import errors
+from .member import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupMember,
+    is_subset,
+)
+from .records import ConsumerRecord
+from .regex import InvalidRegularExpression, compile_regex
+
+
+@dataclass
+class HeartbeatResult:
+    response: dict[str, Any]
+    records: list[ConsumerRecord] = field(default_factory=list)
+
+
+class RequestError(Exception):
+    """A request refused with ``code`` (and ``message``, the answer's error message)."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def error_response(e: RequestError) -> dict[str, Any]:
+    """The ConsumerGroupHeartbeat answer to a refused request."""
+    return {
+        "throttle_time_ms": 0,
+        "error_code": e.code,
+        "error_message": e.message,
+        "member_id": None,
+        "member_epoch": 0,
+        "heartbeat_interval_ms": 0,
+        "assignment": None,
+    }
+
+
+def validate_request(req: Mapping[str, Any], version: int, assignors: tuple[str, ...]) -> None:
+    """``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (a blank string counts as empty, as its
+    ``throwIfEmptyString`` trims). groupd also compiles a regex here; Kafka does it in
+    ``maybeUpdateRegularExpressions`` when the regex is new to the group: same error, same
+    absence of records."""
+    invalid = errors.INVALID_REQUEST
+    epoch = req["member_epoch"]
+
+    def blank(name: str) -> bool:
+        v = req.get(name)
+        return v is not None and not v.strip()
+
+    if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and (
+        blank("member_id") or req.get("member_id") is None
+    ):
+        raise RequestError(invalid, "MemberId can't be empty.")
+    if blank("group_id") or not req.get("group_id"):
+        raise RequestError(invalid, "GroupId can't be empty.")
+    if blank("instance_id"):
+        raise RequestError(invalid, "InstanceId can't be empty.")
+    if blank("rack_id"):
+        raise RequestError(invalid, "RackId can't be empty.")
+    if epoch == JOIN_GROUP_MEMBER_EPOCH:
+        if req.get("rebalance_timeout_ms", -1) == -1:
+            raise RequestError(invalid, "RebalanceTimeoutMs must be provided in first request.")
+        if req.get("topic_partitions") is None or req["topic_partitions"]:
+            raise RequestError(invalid, "TopicPartitions must be empty when (re-)joining.")
+        # an empty list or an empty regex is accepted: a member subscribed to nothing
+        if req.get("subscribed_topic_names") is None and req.get("subscribed_topic_regex") is None:
+            raise RequestError(
+                invalid, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+            )
+    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if req.get("instance_id") is None:
+            raise RequestError(invalid, "InstanceId can't be null.")
+    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        raise RequestError(invalid, "MemberEpoch is invalid.")
+    assignor = req.get("server_assignor")
+    if assignor is not None and assignor not in assignors:
+        raise RequestError(
+            errors.UNSUPPORTED_ASSIGNOR,
+            f"ServerAssignor {assignor} is not supported. Supported assignors: {', '.join(assignors)}.",
+        )
+    regex = req.get("subscribed_topic_regex")
+    if regex:
+        try:
+            compile_regex(regex)
+        except InvalidRegularExpression as e:
+            raise RequestError(
+                errors.INVALID_REGULAR_EXPRESSION,
+                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.",
+            ) from None
+
+
+def check_member_epoch(
+    member: ConsumerGroupMember, received: int, owned: list[tuple[uuid.UUID, list[int]]] | None
+) -> None:
+    """``throwIfMemberEpochIsInvalid``: a newer epoch than ours is fenced; an older one is accepted only
+    when it is the previous epoch and the member owns nothing beyond its assignment (it missed our
+    last answer)."""
+    if received > member.member_epoch:
+        raise RequestError(
+            errors.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a greater member epoch ({received}) than the one known by the "
+            f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+    if received < member.member_epoch and not (
+        received == member.previous_member_epoch and is_subset(owned, member.assigned)
+    ):
+        raise RequestError(
+            errors.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a smaller member epoch ({received}) than the one known by the "
+            f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
