@@ -757,6 +757,12 @@ class Bench:
             f"join_{mode}_state": state,
         }
 
+    # 8. transactions/s ---------------------------------------------------------------------------------
+    async def txns(self) -> None:
+        out = await asyncio.to_thread(txn_bench.run, self.quick)
+        self.results["txns"] = out
+        txn_bench.print_results(out, print_figures)
+
 
 def _throttled(check: Callable[[], bool], every_s: float = 0.002) -> Callable[[], bool]:
     """``check`` at most every ``every_s`` (it walks every member; the drivers ask after each answer)."""
@@ -770,12 +776,6 @@ def _throttled(check: Callable[[], bool], every_s: float = 0.002) -> Callable[[]
         return check()
 
     return run
-
-    # 8. transactions/s ---------------------------------------------------------------------------------
-    async def txns(self) -> None:
-        out = await asyncio.to_thread(txn_bench.run, self.quick)
-        self.results["txns"] = out
-        txn_bench.print_results(out, print_figures)
 
 
 def _compile_groupd() -> None:
