@@ -1,0 +1,234 @@
+"""The broker's API table: one row per API a broker serves, and the only place an API is registered.
+
+A row says how the API's handler is had from the node (``Broker``), the versions served where they
+are narrower than the schema's, who authorizes it and how a cluster of brokers routes it. From the
+table ``Broker._register`` registers every handler with a dispatcher, ``Cluster.wrap`` wraps each
+one as its routing says, and ``groupd.security.acl.install`` wraps the ones checked by a wrapper.
+Adding an API means: its schema (``groupd.protocol.messages``), its handler, one row here; a test
+(tests/broker/test_api_table.py) fails when an advertised API has no row or no authorization.
+
+Authorization, one of three kinds (Kafka's ``KafkaApis`` checks each API in its handler):
+
+- ``Wrapped``: a wrapper of ``groupd.security.acl`` checks the request before the handler sees it
+  and answers the refused groups, topics and transactional ids with Kafka's error codes (the
+  coordinator and the data plane never see a principal).
+- ``InHandler``: the handler asks the ``Authorizer`` itself (``where`` names the place), because
+  the refusal is one field of an answer it builds entry by entry (configs, DeleteRecords, ...).
+- ``Unchecked``: no ACL applies, as in Kafka: ApiVersions and the SASL handshake and authentication
+  (a client must negotiate and authenticate before it has a principal to check).
+
+Routing in a cluster (``--brokers N``, ``broker.cluster``), one of ``Routing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from groupd.protocol.dispatch import Handler
+from groupd.security import acl
+from groupd.security.auth import Authenticator
+
+from .acl_apis import AclApis
+from .admin_handlers import AdminHandlers
+from .configs import ConfigHandlers
+from .data_plane import (
+    DESCRIBE_PRODUCERS_VERSIONS,
+    FETCH_VERSIONS,
+    LIST_OFFSETS_VERSIONS,
+    PRODUCE_VERSIONS,
+    DataPlane,
+)
+from .group_shell import GroupShell
+from .log_admin import LogAdmin
+from .txn_shell import TxnShell
+
+
+class Routing(Enum):
+    """How the brokers of one process share an API (they share one state: ``broker.cluster``)."""
+
+    # Any broker answers from the shared state, as it is (the transaction core, topic
+    # administration, ACLs, SASL).
+    SHARED = "shared"
+    # The handler is made per broker (it is given the node id): the group coordinator serves a group
+    # only on the leader of its __consumer_offsets partition, NOT_COORDINATOR elsewhere.
+    COORDINATOR = "coordinator"
+    # ``cluster.leader_guard``: partitions this broker does not lead are answered
+    # NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, the rest handed on.
+    LEADER = "leader"
+    # The answer is rewritten with the cluster's brokers, controller and partition leaders.
+    METADATA = "metadata"
+    DESCRIBE_CLUSTER = "describe_cluster"
+    # ``cluster.broker_configs_as``: a broker resource named by this broker's id.
+    BROKER_CONFIGS = "broker_configs"
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """Checked by ``wrapper`` (``groupd.security.acl``) before the handler runs."""
+
+    wrapper: acl.Wrapper
+
+
+@dataclass(frozen=True)
+class InHandler:
+    """The handler asks the ``Authorizer`` itself, at ``where``."""
+
+    where: str
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    """No ACL applies (``why``)."""
+
+    why: str
+
+
+Authorization = Wrapped | InHandler | Unchecked
+
+
+class Node(Protocol):
+    """What the handlers are had from (``broker.node.Broker``, which imports this module)."""
+
+    admin: AdminHandlers
+    configs: ConfigHandlers
+    log_admin: LogAdmin
+    acl_apis: AclApis
+    groups: GroupShell
+    data: DataPlane
+    txns: TxnShell
+    authenticator: Authenticator
+
+
+# The handler of an API on the broker ``node_id`` of a cluster (None: the only broker).
+HandlerOf = Callable[[Node, "int | None"], Handler]
+
+
+@dataclass(frozen=True)
+class Api:
+    name: str
+    # None: the dispatcher answers it itself (ApiVersions: protocol rules, ``protocol.dispatch``).
+    handler: HandlerOf | None
+    auth: Authorization
+    routing: Routing = Routing.SHARED
+    # (min, max) served where narrower than the schema's (None: the schema's range)
+    versions: tuple[int, int] | None = None
+
+
+def _group(name: str) -> HandlerOf:
+    return lambda b, node_id: b.groups.handler(name, node_id)
+
+
+def _txn(name: str) -> HandlerOf:
+    return lambda b, _node_id: b.txns.handler(name)
+
+
+_CONFIGS = InHandler("ConfigHandlers._refused: DESCRIBE_CONFIGS / ALTER_CONFIGS on each resource")
+
+APIS: tuple[Api, ...] = (
+    # --- protocol and authentication --------------------------------------------------------------
+    Api("ApiVersions", None, Unchecked("negotiated before anything else, as in Kafka")),
+    # Advertised on every listener, as Kafka does; a listener without SASL answers ILLEGAL_SASL_STATE.
+    Api("SaslHandshake", lambda b, _: b.authenticator.handshake, Unchecked("before authentication")),
+    Api("SaslAuthenticate", lambda b, _: b.authenticator.authenticate, Unchecked("before authentication")),
+    # --- topics and metadata ----------------------------------------------------------------------
+    Api("Metadata", lambda b, _: b.admin.metadata, Wrapped(acl.metadata), Routing.METADATA),
+    Api("CreateTopics", lambda b, _: b.admin.create_topics, Wrapped(acl.create_topics)),
+    Api("DeleteTopics", lambda b, _: b.admin.delete_topics, Wrapped(acl.delete_topics)),
+    Api("CreatePartitions", lambda b, _: b.admin.create_partitions, Wrapped(acl.create_partitions)),
+    Api("DescribeConfigs", lambda b, _: b.configs.describe_configs, _CONFIGS, Routing.BROKER_CONFIGS),
+    Api("AlterConfigs", lambda b, _: b.configs.alter_configs, _CONFIGS, Routing.BROKER_CONFIGS),
+    Api("IncrementalAlterConfigs", lambda b, _: b.configs.incremental_alter_configs, _CONFIGS, Routing.BROKER_CONFIGS),
+    Api(
+        "DeleteRecords",
+        lambda b, _: b.log_admin.delete_records,
+        InHandler("LogAdmin.delete_records: DELETE on each topic"),
+        Routing.LEADER,
+    ),
+    Api(
+        "OffsetForLeaderEpoch",
+        lambda b, _: b.log_admin.offset_for_leader_epoch,
+        InHandler("LogAdmin.offset_for_leader_epoch: DESCRIBE on each topic"),
+        Routing.LEADER,
+    ),
+    Api(
+        "DescribeLogDirs",
+        lambda b, _: b.log_admin.describe_log_dirs,
+        InHandler("LogAdmin.describe_log_dirs: DESCRIBE on the cluster"),
+    ),
+    # KafkaApis.handleDescribeCluster refuses no one: DESCRIBE on the cluster only decides whether
+    # the asked-for cluster_authorized_operations are reported (else 0).
+    Api(
+        "DescribeCluster",
+        lambda b, _: b.log_admin.describe_cluster,
+        InHandler("LogAdmin.describe_cluster: cluster_authorized_operations only, as Kafka"),
+        Routing.DESCRIBE_CLUSTER,
+    ),
+    Api("CreateAcls", lambda b, _: b.acl_apis.create_acls, InHandler("AclApis._cluster_refusal: ALTER on the cluster")),
+    Api(
+        "DescribeAcls",
+        lambda b, _: b.acl_apis.describe_acls,
+        InHandler("AclApis._cluster_refusal: DESCRIBE on the cluster"),
+    ),
+    Api("DeleteAcls", lambda b, _: b.acl_apis.delete_acls, InHandler("AclApis._cluster_refusal: ALTER on the cluster")),
+    # --- the group coordinator (groupd.coordinator.HANDLED_APIS) ----------------------------------
+    Api("FindCoordinator", _group("FindCoordinator"), Wrapped(acl.find_coordinator), Routing.COORDINATOR),
+    Api("JoinGroup", _group("JoinGroup"), Wrapped(acl.join_group), Routing.COORDINATOR),
+    Api("SyncGroup", _group("SyncGroup"), Wrapped(acl.sync_group), Routing.COORDINATOR),
+    Api("Heartbeat", _group("Heartbeat"), Wrapped(acl.heartbeat), Routing.COORDINATOR),
+    Api("LeaveGroup", _group("LeaveGroup"), Wrapped(acl.leave_group), Routing.COORDINATOR),
+    Api("DescribeGroups", _group("DescribeGroups"), Wrapped(acl.describe_groups), Routing.COORDINATOR),
+    Api("ListGroups", _group("ListGroups"), Wrapped(acl.list_groups), Routing.COORDINATOR),
+    Api("DeleteGroups", _group("DeleteGroups"), Wrapped(acl.delete_groups), Routing.COORDINATOR),
+    Api("OffsetCommit", _group("OffsetCommit"), Wrapped(acl.offset_commit), Routing.COORDINATOR),
+    Api("OffsetFetch", _group("OffsetFetch"), Wrapped(acl.offset_fetch), Routing.COORDINATOR),
+    Api("OffsetDelete", _group("OffsetDelete"), Wrapped(acl.offset_delete), Routing.COORDINATOR),
+    Api("TxnOffsetCommit", _group("TxnOffsetCommit"), Wrapped(acl.txn_offset_commit), Routing.COORDINATOR),
+    Api(
+        "ConsumerGroupHeartbeat",
+        _group("ConsumerGroupHeartbeat"),
+        Wrapped(acl.consumer_group_heartbeat),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "ConsumerGroupDescribe",
+        _group("ConsumerGroupDescribe"),
+        Wrapped(acl.consumer_group_describe),
+        Routing.COORDINATOR,
+    ),
+    # --- the data plane ---------------------------------------------------------------------------
+    Api("Produce", lambda b, _: b.data.produce, Wrapped(acl.produce), Routing.LEADER, PRODUCE_VERSIONS),
+    Api("Fetch", lambda b, _: b.data.fetch, Wrapped(acl.fetch), Routing.LEADER, FETCH_VERSIONS),
+    Api(
+        "ListOffsets",
+        lambda b, _: b.data.list_offsets,
+        Wrapped(acl.list_offsets),
+        Routing.LEADER,
+        LIST_OFFSETS_VERSIONS,
+    ),
+    Api(
+        "DescribeProducers",
+        lambda b, _: b.data.describe_producers,
+        Wrapped(acl.describe_producers),
+        versions=DESCRIBE_PRODUCERS_VERSIONS,
+    ),
+    # --- transactions (one producer-id sequence with idempotent producers: the data plane's) -------
+    Api(
+        "InitProducerId",
+        lambda b, _: b.txns.init_producer_id_handler(b.data.init_producer_id),
+        Wrapped(acl.init_producer_id),
+    ),
+    Api("AddPartitionsToTxn", _txn("AddPartitionsToTxn"), Wrapped(acl.add_partitions_to_txn)),
+    Api("AddOffsetsToTxn", _txn("AddOffsetsToTxn"), Wrapped(acl.add_offsets_to_txn)),
+    # Transaction version 1 (EndTxn v0-4): EndTxn v5 and the transaction.version feature mean
+    # KIP-890 part 2, which the core does not do.
+    Api("EndTxn", _txn("EndTxn"), Wrapped(acl.end_txn), versions=(0, 4)),
+    Api("DescribeTransactions", _txn("DescribeTransactions"), Wrapped(acl.describe_transactions)),
+    Api("ListTransactions", _txn("ListTransactions"), Wrapped(acl.list_transactions)),
+)
+
+API_TABLE: dict[str, Api] = {api.name: api for api in APIS}
+# What ``groupd.security.acl.install`` wraps when ACLs are on.
+ACL_WRAPPERS: dict[str, acl.Wrapper] = {api.name: api.auth.wrapper for api in APIS if isinstance(api.auth, Wrapped)}
