@@ -10,8 +10,10 @@ Adding an API means: its schema (``groupd.protocol.messages``), its handler, one
 Authorization, one of three kinds (Kafka's ``KafkaApis`` checks each API in its handler):
 
 - ``Wrapped``: a wrapper of ``groupd.security.acl`` checks the request before the handler sees it
-  and answers the refused groups, topics and transactional ids with Kafka's error codes (the
-  coordinator and the data plane never see a principal).
+  (the operations on which resources: its ``checks``) and answers what is refused with Kafka's
+  error code for the resource: GROUP_, TOPIC_, TRANSACTIONAL_ID_ or CLUSTER_AUTHORIZATION_FAILED,
+  per entry where the answer has one entry per group, topic or id (the coordinator and the data
+  plane never see a principal).
 - ``InHandler``: the handler asks the ``Authorizer`` itself (``where`` names the place), because
   the refusal is one field of an answer it builds entry by entry (configs, DeleteRecords, ...).
 - ``Unchecked``: no ACL applies, as in Kafka: ApiVersions and the SASL handshake and authentication
@@ -67,9 +69,11 @@ class Routing(Enum):
 
 @dataclass(frozen=True)
 class Wrapped:
-    """Checked by ``wrapper`` (``groupd.security.acl``) before the handler runs."""
+    """Checked by ``wrapper`` (``groupd.security.acl``) before the handler runs; ``checks`` says
+    what it checks (KafkaApis' authorize calls for the API), for the reader of the table."""
 
     wrapper: acl.Wrapper
+    checks: str
 
 
 @dataclass(frozen=True)
@@ -134,10 +138,27 @@ APIS: tuple[Api, ...] = (
     Api("SaslHandshake", lambda b, _: b.authenticator.handshake, Unchecked("before authentication")),
     Api("SaslAuthenticate", lambda b, _: b.authenticator.authenticate, Unchecked("before authentication")),
     # --- topics and metadata ----------------------------------------------------------------------
-    Api("Metadata", lambda b, _: b.admin.metadata, Wrapped(acl.metadata), Routing.METADATA),
-    Api("CreateTopics", lambda b, _: b.admin.create_topics, Wrapped(acl.create_topics)),
-    Api("DeleteTopics", lambda b, _: b.admin.delete_topics, Wrapped(acl.delete_topics)),
-    Api("CreatePartitions", lambda b, _: b.admin.create_partitions, Wrapped(acl.create_partitions)),
+    Api(
+        "Metadata",
+        lambda b, _: b.admin.metadata,
+        Wrapped(acl.metadata, "DESCRIBE on each topic; listings leave out the others"),
+        Routing.METADATA,
+    ),
+    Api(
+        "CreateTopics",
+        lambda b, _: b.admin.create_topics,
+        Wrapped(acl.create_topics, "CREATE on the cluster, else on each topic"),
+    ),
+    Api(
+        "DeleteTopics",
+        lambda b, _: b.admin.delete_topics,
+        Wrapped(acl.delete_topics, "DELETE on each topic (named or by id)"),
+    ),
+    Api(
+        "CreatePartitions",
+        lambda b, _: b.admin.create_partitions,
+        Wrapped(acl.create_partitions, "ALTER on each topic"),
+    ),
     Api("DescribeConfigs", lambda b, _: b.configs.describe_configs, _CONFIGS, Routing.BROKER_CONFIGS),
     Api("AlterConfigs", lambda b, _: b.configs.alter_configs, _CONFIGS, Routing.BROKER_CONFIGS),
     Api("IncrementalAlterConfigs", lambda b, _: b.configs.incremental_alter_configs, _CONFIGS, Routing.BROKER_CONFIGS),
@@ -174,59 +195,126 @@ APIS: tuple[Api, ...] = (
     ),
     Api("DeleteAcls", lambda b, _: b.acl_apis.delete_acls, InHandler("AclApis._cluster_refusal: ALTER on the cluster")),
     # --- the group coordinator (groupd.coordinator.HANDLED_APIS) ----------------------------------
-    Api("FindCoordinator", _group("FindCoordinator"), Wrapped(acl.find_coordinator), Routing.COORDINATOR),
-    Api("JoinGroup", _group("JoinGroup"), Wrapped(acl.join_group), Routing.COORDINATOR),
-    Api("SyncGroup", _group("SyncGroup"), Wrapped(acl.sync_group), Routing.COORDINATOR),
-    Api("Heartbeat", _group("Heartbeat"), Wrapped(acl.heartbeat), Routing.COORDINATOR),
-    Api("LeaveGroup", _group("LeaveGroup"), Wrapped(acl.leave_group), Routing.COORDINATOR),
-    Api("DescribeGroups", _group("DescribeGroups"), Wrapped(acl.describe_groups), Routing.COORDINATOR),
-    Api("ListGroups", _group("ListGroups"), Wrapped(acl.list_groups), Routing.COORDINATOR),
-    Api("DeleteGroups", _group("DeleteGroups"), Wrapped(acl.delete_groups), Routing.COORDINATOR),
-    Api("OffsetCommit", _group("OffsetCommit"), Wrapped(acl.offset_commit), Routing.COORDINATOR),
-    Api("OffsetFetch", _group("OffsetFetch"), Wrapped(acl.offset_fetch), Routing.COORDINATOR),
-    Api("OffsetDelete", _group("OffsetDelete"), Wrapped(acl.offset_delete), Routing.COORDINATOR),
-    Api("TxnOffsetCommit", _group("TxnOffsetCommit"), Wrapped(acl.txn_offset_commit), Routing.COORDINATOR),
+    Api(
+        "FindCoordinator",
+        _group("FindCoordinator"),
+        Wrapped(acl.find_coordinator, "DESCRIBE on each group or transactional id"),
+        Routing.COORDINATOR,
+    ),
+    Api("JoinGroup", _group("JoinGroup"), Wrapped(acl.join_group, "READ on the group"), Routing.COORDINATOR),
+    Api(
+        "SyncGroup",
+        _group("SyncGroup"),
+        Wrapped(acl.sync_group, "READ on the group (after the v5+ protocol check, as Kafka)"),
+        Routing.COORDINATOR,
+    ),
+    Api("Heartbeat", _group("Heartbeat"), Wrapped(acl.heartbeat, "READ on the group"), Routing.COORDINATOR),
+    Api("LeaveGroup", _group("LeaveGroup"), Wrapped(acl.leave_group, "READ on the group"), Routing.COORDINATOR),
+    Api(
+        "DescribeGroups",
+        _group("DescribeGroups"),
+        Wrapped(acl.describe_groups, "DESCRIBE on each group"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "ListGroups",
+        _group("ListGroups"),
+        Wrapped(acl.list_groups, "DESCRIBE on each group; the listing leaves out the others"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "DeleteGroups", _group("DeleteGroups"), Wrapped(acl.delete_groups, "DELETE on each group"), Routing.COORDINATOR
+    ),
+    Api(
+        "OffsetCommit",
+        _group("OffsetCommit"),
+        Wrapped(acl.offset_commit, "READ on the group, then READ on each topic"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "OffsetFetch",
+        _group("OffsetFetch"),
+        Wrapped(acl.offset_fetch, "DESCRIBE on each group, then DESCRIBE on each topic (all topics: filtered)"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "OffsetDelete",
+        _group("OffsetDelete"),
+        Wrapped(acl.offset_delete, "DELETE on the group, then READ on each topic"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "TxnOffsetCommit",
+        _group("TxnOffsetCommit"),
+        Wrapped(acl.txn_offset_commit, "WRITE on the transactional id, READ on the group, READ on each topic"),
+        Routing.COORDINATOR,
+    ),
     Api(
         "ConsumerGroupHeartbeat",
         _group("ConsumerGroupHeartbeat"),
-        Wrapped(acl.consumer_group_heartbeat),
+        Wrapped(acl.consumer_group_heartbeat, "READ on the group, then DESCRIBE on each subscribed topic name"),
         Routing.COORDINATOR,
     ),
     Api(
         "ConsumerGroupDescribe",
         _group("ConsumerGroupDescribe"),
-        Wrapped(acl.consumer_group_describe),
+        Wrapped(acl.consumer_group_describe, "DESCRIBE on each group and on every topic its members are assigned"),
         Routing.COORDINATOR,
     ),
     # --- the data plane ---------------------------------------------------------------------------
-    Api("Produce", lambda b, _: b.data.produce, Wrapped(acl.produce), Routing.LEADER, PRODUCE_VERSIONS),
-    Api("Fetch", lambda b, _: b.data.fetch, Wrapped(acl.fetch), Routing.LEADER, FETCH_VERSIONS),
+    Api(
+        "Produce",
+        lambda b, _: b.data.produce,
+        Wrapped(acl.produce, "WRITE on the transactional id (transactional records), then WRITE on each topic"),
+        Routing.LEADER,
+        PRODUCE_VERSIONS,
+    ),
+    Api("Fetch", lambda b, _: b.data.fetch, Wrapped(acl.fetch, "READ on each topic"), Routing.LEADER, FETCH_VERSIONS),
     Api(
         "ListOffsets",
         lambda b, _: b.data.list_offsets,
-        Wrapped(acl.list_offsets),
+        Wrapped(acl.list_offsets, "DESCRIBE on each topic"),
         Routing.LEADER,
         LIST_OFFSETS_VERSIONS,
     ),
     Api(
         "DescribeProducers",
         lambda b, _: b.data.describe_producers,
-        Wrapped(acl.describe_producers),
+        Wrapped(acl.describe_producers, "READ on each topic"),
         versions=DESCRIBE_PRODUCERS_VERSIONS,
     ),
     # --- transactions (one producer-id sequence with idempotent producers: the data plane's) -------
     Api(
         "InitProducerId",
         lambda b, _: b.txns.init_producer_id_handler(b.data.init_producer_id),
-        Wrapped(acl.init_producer_id),
+        Wrapped(acl.init_producer_id, "WRITE on the transactional id (none for an idempotent producer)"),
     ),
-    Api("AddPartitionsToTxn", _txn("AddPartitionsToTxn"), Wrapped(acl.add_partitions_to_txn)),
-    Api("AddOffsetsToTxn", _txn("AddOffsetsToTxn"), Wrapped(acl.add_offsets_to_txn)),
+    Api(
+        "AddPartitionsToTxn",
+        _txn("AddPartitionsToTxn"),
+        Wrapped(
+            acl.add_partitions_to_txn,
+            "WRITE on the transactional id and each topic; v4+ CLUSTER_ACTION, then WRITE on each id",
+        ),
+    ),
+    Api(
+        "AddOffsetsToTxn",
+        _txn("AddOffsetsToTxn"),
+        Wrapped(acl.add_offsets_to_txn, "WRITE on the transactional id, then READ on the group"),
+    ),
     # Transaction version 1 (EndTxn v0-4): EndTxn v5 and the transaction.version feature mean
     # KIP-890 part 2, which the core does not do.
-    Api("EndTxn", _txn("EndTxn"), Wrapped(acl.end_txn), versions=(0, 4)),
-    Api("DescribeTransactions", _txn("DescribeTransactions"), Wrapped(acl.describe_transactions)),
-    Api("ListTransactions", _txn("ListTransactions"), Wrapped(acl.list_transactions)),
+    Api("EndTxn", _txn("EndTxn"), Wrapped(acl.end_txn, "WRITE on the transactional id"), versions=(0, 4)),
+    Api(
+        "DescribeTransactions",
+        _txn("DescribeTransactions"),
+        Wrapped(acl.describe_transactions, "DESCRIBE on each transactional id; topics filtered by DESCRIBE"),
+    ),
+    Api(
+        "ListTransactions",
+        _txn("ListTransactions"),
+        Wrapped(acl.list_transactions, "DESCRIBE on each transactional id; the listing leaves out the others"),
+    ),
 )
 
 API_TABLE: dict[str, Api] = {api.name: api for api in APIS}
