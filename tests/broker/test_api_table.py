@@ -8,7 +8,11 @@ principal); a new API advertised without an authorization entry fails here.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,6 +21,7 @@ from groupd.broker.cluster import BROKER_CONFIG_APIS, GUARDED_APIS
 from groupd.broker.node import Broker
 from groupd.coordinator import HANDLED_APIS
 from groupd.protocol.dispatch import Dispatcher
+from groupd.protocol.errors import ErrorCode
 from groupd.protocol.messages import API_BY_KEY, API_BY_NAME
 from groupd.security import acl
 
@@ -100,3 +105,70 @@ def test_every_row_names_a_known_api_once() -> None:
             lo, hi = api.versions
             assert schema.supports(lo) and schema.supports(hi) and lo <= hi, api.name
         assert (api.handler is None) == (api.name == "ApiVersions"), api.name
+
+
+# --- the rows authorized inside their handlers really are ------------------------------------------
+@dataclass
+class _Req:
+    api_key: int
+    api_version: int
+    body: dict[str, Any]
+    conn: Any = field(default_factory=lambda: SimpleNamespace(session=_Session(), peer_host="127.0.0.1", listener=None))
+
+
+@dataclass
+class _Session:
+    principal: str = "User:nobody"  # no ACL names it: may do nothing
+    authenticated: bool = True
+
+
+_T = {"name": "t", "partitions": [{"partition_index": 0, "offset": 0}]}
+_CASES: dict[str, tuple[int, dict[str, Any], Callable[[dict[str, Any]], int]]] = {
+    "DescribeConfigs": (
+        4,
+        {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}]},
+        lambda r: r["results"][0]["error_code"],
+    ),
+    "AlterConfigs": (
+        2,
+        {"resources": [{"resource_type": 2, "resource_name": "t", "configs": []}], "validate_only": True},
+        lambda r: r["responses"][0]["error_code"],
+    ),
+    "IncrementalAlterConfigs": (
+        1,
+        {"resources": [{"resource_type": 2, "resource_name": "t", "configs": []}], "validate_only": True},
+        lambda r: r["responses"][0]["error_code"],
+    ),
+    "DeleteRecords": (2, {"topics": [_T], "timeout_ms": 1000}, lambda r: r["topics"][0]["partitions"][0]["error_code"]),
+    "OffsetForLeaderEpoch": (
+        4,
+        {"replica_id": -1, "topics": [{"topic": "t", "partitions": [{"partition": 0, "leader_epoch": 0}]}]},
+        lambda r: r["topics"][0]["partitions"][0]["error_code"],
+    ),
+    "DescribeLogDirs": (4, {"topics": None}, lambda r: r["error_code"]),
+    # no refusal (KafkaApis.handleDescribeCluster): the cluster operations are reported as none
+    "DescribeCluster": (
+        0,
+        {"include_cluster_authorized_operations": True},
+        lambda r: ErrorCode.CLUSTER_AUTHORIZATION_FAILED if r["cluster_authorized_operations"] == 0 else 0,
+    ),
+    "CreateAcls": (3, {"creations": [{}]}, lambda r: r["results"][0]["error_code"]),
+    "DescribeAcls": (3, {}, lambda r: r["error_code"]),
+    "DeleteAcls": (3, {"filters": [{}]}, lambda r: r["filter_results"][0]["error_code"]),
+}
+_REFUSED = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+}
+
+
+async def test_the_apis_authorized_in_their_handlers_refuse_a_principal_without_acls(tmp_path: Path) -> None:
+    assert set(_CASES) == {a.name for a in APIS if isinstance(a.auth, InHandler)}, "a new InHandler row needs a case"
+    b = Broker(Config(data_dir=str(tmp_path), acl=ACL))
+    for name, (version, body, code_of) in _CASES.items():
+        key = API_BY_NAME[name].key
+        answer = b.dispatcher.routes[key].handler(_Req(key, version, body))
+        if inspect.isawaitable(answer):
+            answer = await answer
+        assert code_of(answer) in _REFUSED, (name, answer)
