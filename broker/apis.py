@@ -93,7 +93,7 @@ class Unchecked:
 Authorization = Wrapped | InHandler | Unchecked
 
 
-class Node(Protocol):
+class BrokerParts(Protocol):
     """What the handlers are had from (``broker.node.Broker``, which imports this module)."""
 
     admin: AdminHandlers
@@ -107,7 +107,7 @@ class Node(Protocol):
 
 
 # The handler of an API on the broker ``node_id`` of a cluster (None: the only broker).
-HandlerOf = Callable[[Node, "int | None"], Handler]
+HandlerOf = Callable[[BrokerParts, "int | None"], Handler]
 
 
 @dataclass(frozen=True)
@@ -195,6 +195,8 @@ APIS: tuple[Api, ...] = (
     ),
     Api("DeleteAcls", lambda b, _: b.acl_apis.delete_acls, InHandler("AclApis._cluster_refusal: ALTER on the cluster")),
     # --- the group coordinator (groupd.coordinator.HANDLED_APIS) ----------------------------------
+    # FindCoordinator's answer also names the node by the listener asked, on every broker
+    # (``security.listeners.advertise_per_listener``, applied after the cluster's wrapper).
     Api(
         "FindCoordinator",
         _group("FindCoordinator"),
