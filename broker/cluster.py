@@ -30,7 +30,8 @@ so OffsetForLeaderEpoch and ListOffsets answer what a Kafka leader would after a
   this broker does not lead (or whose ``current_leader_epoch`` is stale or from the future) are
   answered here with NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (and the
   ``current_leader`` hint where the version has it, Kafka's KIP-951), the rest go to the shared
-  data plane. Metadata and DescribeCluster answers are rewritten with the cluster's view.
+  data plane. Metadata and DescribeCluster answers are rewritten with the cluster's view. Which
+  API gets which wrapper is its row's ``Routing`` in the broker's API table (``broker.apis``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from groupd.storage import LogManager, StorageError
 from groupd.storage.files import write_atomically
 
 from .admin_handlers import AdminHandlers
+from .apis import Api, Routing
 from .group_shell import GroupShell
 from .settings import Config
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Topic, TopicRegistry
@@ -369,6 +371,7 @@ _SHAPES: dict[str, _Shape] = {
         lambda v: {"leader_epoch": -1, "end_offset": -1},
     ),
 }
+# The APIs ``leader_guard`` knows the shape of: the table's Routing.LEADER rows.
 GUARDED_APIS = frozenset(_SHAPES)
 
 
@@ -450,6 +453,8 @@ def _merge(
 
 # --- broker configs, asked of any broker ------------------------------------------------------------
 _CONFIG_ANSWERS = {"DescribeConfigs": "results", "AlterConfigs": "responses", "IncrementalAlterConfigs": "responses"}
+# The APIs ``broker_configs_as`` knows the answer of: the table's Routing.BROKER_CONFIGS rows.
+BROKER_CONFIG_APIS = frozenset(_CONFIG_ANSWERS)
 _BROKER_RESOURCES = (4, 8)  # BROKER, BROKER_LOGGER (broker.configs)
 _NODE_ID_CONFIGS = ("node.id", "broker.id")
 
@@ -555,16 +560,18 @@ class Cluster:
         for node in list(self.nodes.values())[1:]:
             self.broker._register(node.dispatcher, node.node_id, node.listener)
 
-    def wrap(self, api: str, handler: Handler, node_id: int) -> Handler:
-        """The handler of ``api`` as broker ``node_id`` serves it."""
-        if api in GUARDED_APIS:
-            return leader_guard(api, handler, node_id, self.leaders, lambda: self.nodes)
-        if api == "Metadata":
+    def wrap(self, api: Api, handler: Handler, node_id: int) -> Handler:
+        """The handler of ``api`` as broker ``node_id`` serves it, by the API table's routing."""
+        routing = api.routing
+        if routing is Routing.LEADER:
+            return leader_guard(api.name, handler, node_id, self.leaders, lambda: self.nodes)
+        if routing is Routing.METADATA:
             return self._metadata(handler)
-        if api == "DescribeCluster":
+        if routing is Routing.DESCRIBE_CLUSTER:
             return self._describe_cluster(handler)
-        if api in _CONFIG_ANSWERS:
-            return broker_configs_as(api, handler, node_id, self.broker.config.node_id)
+        if routing is Routing.BROKER_CONFIGS:
+            return broker_configs_as(api.name, handler, node_id, self.broker.config.node_id)
+        # SHARED, and COORDINATOR (the handler was made for this broker: ``GroupShell.handler``)
         return handler
 
     def _broker_entries(self) -> list[ClusterNode]:

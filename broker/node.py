@@ -8,10 +8,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import structlog
-from groupd.coordinator import HANDLED_APIS, CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
+from groupd.coordinator import CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
 from groupd.coordinator.consumer import ConsumerGroupConfig
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.faults import FaultInjector
@@ -25,6 +24,7 @@ from groupd.transactions.coordinator import TransactionConfig, TransactionCoordi
 
 from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
+from .apis import ACL_WRAPPERS, APIS
 from .cluster import Cluster
 from .configs import ConfigHandlers, consumer_group_overrides
 from .data_plane import DataPlane, topic_log_config
@@ -57,6 +57,7 @@ class Broker:
             config.users, config.sasl_mechanisms, config.connection_failed_authentication_delay_ms
         )
         self.authorizer = acl.Authorizer(config.acl, self.data_dir)
+        self.authorizer.topic_name_for_id = self._topic_name_for_id
         self.port = self.listeners[0].port
         self.admin = AdminHandlers(config, self.topics, lambda req: endpoint(req.conn.listener, self.listeners[0]))
         self.logs = LogManager(self.data_dir, self._log_config(), topic_config=self._topic_log_config)
@@ -193,56 +194,27 @@ class Broker:
         )
 
     def _register(self, d: Dispatcher, node_id: int, listener: Listener) -> None:
-        """Every API on the dispatcher of broker ``node_id`` (each broker of a cluster has one)."""
+        """Every API of the table (``broker.apis``) on the dispatcher of broker ``node_id`` (each
+        broker of a cluster has one)."""
         cluster = self.cluster
-
-        def reg(name: str, handler: Callable[[Any], Any], **versions: int) -> None:
-            if cluster is not None:
-                handler = cluster.wrap(name, handler, node_id)
-            d.register(API_BY_NAME[name], handler, **versions)
-
         self.faults.attach(d, node_id)
         if any(li.tls or li.sasl for li in self.listeners) or self.authorizer.enabled:
             d.open_session = self.authenticator.open_session
-        a = self.admin
-        reg("Metadata", a.metadata)
-        reg("CreateTopics", a.create_topics)
-        reg("DeleteTopics", a.delete_topics)
-        reg("CreatePartitions", a.create_partitions)
-        c, la, acls = self.configs, self.log_admin, self.acl_apis
-        reg("DescribeConfigs", c.describe_configs)
-        reg("AlterConfigs", c.alter_configs)
-        reg("IncrementalAlterConfigs", c.incremental_alter_configs)
-        reg("DeleteRecords", la.delete_records)
-        reg("OffsetForLeaderEpoch", la.offset_for_leader_epoch)
-        reg("DescribeLogDirs", la.describe_log_dirs)
-        reg("DescribeCluster", la.describe_cluster)
-        reg("CreateAcls", acls.create_acls)
-        reg("DescribeAcls", acls.describe_acls)
-        reg("DeleteAcls", acls.delete_acls)
-        for name in HANDLED_APIS:
-            # In a cluster each broker's handlers name it: the shared core serves a group only on
-            # the broker leading its __consumer_offsets partition (NOT_COORDINATOR elsewhere).
-            reg(name, self.groups.handler(name, node_id if cluster is not None else None))
-        for name, handler, (lo, hi) in self.data.handlers():
-            reg(name, handler, min_version=lo, max_version=hi)
-        # Transaction version 1 (EndTxn v0-4): EndTxn v5 and the transaction.version feature mean
-        # KIP-890 part 2, which the core does not do.
-        t = self.txns
-        reg("InitProducerId", t.init_producer_id_handler(self.data.init_producer_id))
-        for name, hi in (("AddPartitionsToTxn", 5), ("AddOffsetsToTxn", 4), ("EndTxn", 4)):
-            reg(name, t.handler(name), min_version=0, max_version=hi)
-        reg("DescribeTransactions", t.handler("DescribeTransactions"))
-        reg("ListTransactions", t.handler("ListTransactions"), min_version=0, max_version=2)
-        # Advertised on every listener, as Kafka does; on a listener without SASL they answer
-        # ILLEGAL_SASL_STATE.
+        for api in APIS:
+            if api.handler is None:
+                continue  # the dispatcher answers it (ApiVersions)
+            # In a cluster each broker's handlers name it (Routing.COORDINATOR: the shared core
+            # serves a group only on the broker leading its __consumer_offsets partition).
+            handler = api.handler(self, node_id if cluster is not None else None)
+            if cluster is not None:
+                handler = cluster.wrap(api, handler, node_id)
+            lo, hi = api.versions or (None, None)
+            d.register(API_BY_NAME[api.name], handler, min_version=lo, max_version=hi)
         # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
         d.features["group.version"] = (0, 1, 1)
-        d.register(API_BY_NAME["SaslHandshake"], self.authenticator.handshake)
-        d.register(API_BY_NAME["SaslAuthenticate"], self.authenticator.authenticate)
         advertise_per_listener(d, node_id, listener)
         if self.authorizer.enabled:
-            acl.install(d, self.authorizer, self._topic_name_for_id)
+            acl.install(d, self.authorizer, ACL_WRAPPERS)
 
     def _topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         t = self.topics.by_id(topic_id)

@@ -19,7 +19,8 @@ directory. Without an ``acl`` table and without that file nothing is checked (an
 SECURITY_DISABLED). With them, a principal no ACL allows may do nothing.
 
 Where the checks happen: ``install`` wraps the handlers registered with the dispatcher, one wrapper
-per API, all in this file. A wrapper splits the request into what the principal may touch and what it
+per API, all in this file; which API gets which wrapper is a column of the broker's API table
+(``groupd.broker.apis``), beside the APIs whose handlers ask the ``Authorizer`` themselves. A wrapper splits the request into what the principal may touch and what it
 may not, hands the allowed part to the real handler (the coordinator and the data plane never see a
 principal), and merges the refused items into the response with Kafka's error codes when the
 response is encoded: GROUP_AUTHORIZATION_FAILED (30) per group, TOPIC_AUTHORIZATION_FAILED (29) per
@@ -31,7 +32,7 @@ for all topics, OffsetFetch for all topics) are filtered instead, as Kafka filte
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,8 @@ _GROUP_OPS: dict[int, AclOperation] = {
     16: AclOperation.DESCRIBE,  # ListGroups (listing filtered by DESCRIBE)
     42: AclOperation.DELETE,  # DeleteGroups
     47: AclOperation.DELETE,  # OffsetDelete
-}  # JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit: READ
+    69: AclOperation.DESCRIBE,  # ConsumerGroupDescribe
+}  # JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, ConsumerGroupHeartbeat: READ
 _TOPIC_OPS: dict[int, AclOperation] = {
     0: AclOperation.WRITE,  # Produce
     1: AclOperation.READ,  # Fetch
@@ -154,6 +156,9 @@ class Authorizer:
         self.store.load()
         self.enabled = bool(self.static) or (self.store.path is not None and self.store.path.exists())
         self._cache: dict[tuple[str, str, int, int, str], bool] = {}
+        # The name of a topic by its id, for requests that name topics by id (DeleteTopics v6+):
+        # the node that owns the topic registry sets it.
+        self.topic_name_for_id: Callable[[uuid.UUID], str | None] = lambda _topic_id: None
 
     def bindings(self) -> list[AclBinding]:
         return [*self.static, *self.store.bindings]
@@ -265,7 +270,7 @@ def _single_group(error_body: Callable[[Request], Body]) -> Wrapper:
     return wrap
 
 
-_join = _single_group(
+join_group = _single_group(
     lambda req: {
         "generation_id": -1,
         "protocol_type": None,
@@ -276,23 +281,23 @@ _join = _single_group(
         "members": [],
     }
 )
-_sync_group = _single_group(lambda req: {"protocol_type": None, "protocol_name": None, "assignment": b""})
+_sync_checked = _single_group(lambda req: {"protocol_type": None, "protocol_name": None, "assignment": b""})
 
 
-def _sync(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def sync_group(handler: Handler, authz: Authorizer, req: Request) -> Any:
     body = req.body
     if req.api_version >= 5 and (body.get("protocol_type") is None or body.get("protocol_name") is None):
         # KafkaApis.handleSyncGroupRequest answers INCONSISTENT_GROUP_PROTOCOL before the ACL
         # check; the coordinator answers it first thing, without looking at the group.
         return handler(req)
-    return _sync_group(handler, authz, req)
+    return _sync_checked(handler, authz, req)
 
 
-_heartbeat = _single_group(lambda req: {})
-_leave = _single_group(lambda req: {"members": []})
+heartbeat = _single_group(lambda req: {})
+leave_group = _single_group(lambda req: {"members": []})
 
 
-def _find_coordinator(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def find_coordinator(handler: Handler, authz: Authorizer, req: Request) -> Any:
     # KafkaApis.getCoordinator: Describe on the group (key type 0) or on the transactional id
     # (key type 1); refused keys get GROUP_/TRANSACTIONAL_ID_AUTHORIZATION_FAILED and no node.
     v, body = req.api_version, req.body
@@ -329,7 +334,7 @@ def _find_coordinator(handler: Handler, authz: Authorizer, req: Request) -> Any:
     return _kept_and_refused(handler, req, "coordinator_keys", kept, "coordinators", denied)
 
 
-def _describe_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def describe_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
     p = subject_of(req)
     groups = list(req.body.get("groups") or [])
     kept, refused = _split(groups, lambda g: authz.group(p, g))
@@ -361,7 +366,7 @@ def _describe_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
     return handler(req)
 
 
-def _delete_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def delete_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
     p = subject_of(req)
     names = list(dict.fromkeys(req.body.get("groups_names") or []))  # KafkaApis: groupsNames.distinct
     kept, refused = _split(names, lambda g: authz.group(p, g))
@@ -372,14 +377,98 @@ def _delete_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
     return _kept_and_refused(handler, req, "groups_names", kept, "results", denied)
 
 
-def _list_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def list_groups(handler: Handler, authz: Authorizer, req: Request) -> Any:
     p = subject_of(req)
     _after(req, lambda b: {**b, "groups": [g for g in b.get("groups", []) if authz.group(p, g["group_id"])]})
     return handler(req)
 
 
+# --- KIP-848 consumer groups (KafkaApis.handleConsumerGroupHeartbeat / handleConsumerGroupDescribe) --
+def _consumer_heartbeat_error(code: int) -> Body:
+    # ConsumerGroupHeartbeatRequest.getErrorResponse: the error code and nothing else
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": None,
+        "member_id": None,
+        "member_epoch": 0,
+        "heartbeat_interval_ms": 0,
+        "assignment": None,
+    }
+
+
+def consumer_group_heartbeat(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    """READ on the group (else GROUP_AUTHORIZATION_FAILED), then DESCRIBE on every subscribed topic
+    name (one refused: TOPIC_AUTHORIZATION_FAILED for the whole heartbeat, before the coordinator
+    sees it). A regex subscription is not checked here, as in Kafka."""
+    p, body = subject_of(req), req.body
+    group_id = body.get("group_id") or ""
+    if not authz.authorize(p, AclOperation.READ, ResourceType.GROUP, group_id):
+        _denied(req, "group", group=group_id)
+        return _consumer_heartbeat_error(_GROUP)
+    names = body.get("subscribed_topic_names")
+    if names:
+        refused = sorted({t for t in names if not authz.authorize(p, AclOperation.DESCRIBE, ResourceType.TOPIC, t)})
+        if refused:
+            _denied(req, "topic", group=group_id, topics=refused[:20])
+            return _consumer_heartbeat_error(_TOPIC)
+    return handler(req)
+
+
+_UNDESCRIBABLE_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
+
+
+def _described_group(group_id: str, code: int, message: str | None = None) -> Body:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "group_id": group_id,
+        "group_state": "",
+        "group_epoch": 0,
+        "assignment_epoch": 0,
+        "assignor_name": "",
+        "members": [],
+        "authorized_operations": _NO_AUTH_OPS,
+    }
+
+
+def consumer_group_describe(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    """DESCRIBE on each group (refused ones GROUP_AUTHORIZATION_FAILED, answered first as Kafka
+    does); with include_authorized_operations, each described group's operations for this
+    principal; and a group whose members' assignment or target assignment names a topic the
+    principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without its members."""
+    p = subject_of(req)
+    kept, refused = _split(
+        list(req.body.get("group_ids") or []),
+        lambda g: authz.authorize(p, AclOperation.DESCRIBE, ResourceType.GROUP, g),
+    )
+    if refused:
+        _denied(req, "group", groups=refused[:20])
+    denied = [_described_group(g, _GROUP) for g in refused]
+    if not kept:
+        return {"throttle_time_ms": 0, "groups": denied}
+    include_ops = bool(req.body.get("include_authorized_operations"))
+
+    def visible(group: Body) -> Body:
+        if group.get("error_code"):
+            return group
+        for m in group.get("members") or ():
+            for assignment in (m.get("assignment"), m.get("target_assignment")):
+                for tp in (assignment or {}).get("topic_partitions") or ():
+                    if not authz.authorize(p, AclOperation.DESCRIBE, ResourceType.TOPIC, tp["topic_name"]):
+                        return _described_group(group["group_id"], _TOPIC, _UNDESCRIBABLE_TOPICS)
+        if include_ops:
+            ops = authz.authorized_operations(p, ResourceType.GROUP, group["group_id"])
+            group = {**group, "authorized_operations": ops}
+        return group
+
+    _with(req, group_ids=kept)
+    _after(req, lambda b: {**b, "groups": [*denied, *(visible(g) for g in b.get("groups") or [])]})
+    return handler(req)
+
+
 # --- offsets -------------------------------------------------------------------------------------
-def _offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any:
     p, body = subject_of(req), req.body
     topics = list(body.get("topics") or [])
 
@@ -421,7 +510,7 @@ def _fetch_errors(items: list[Body], code: int) -> list[Body]:
     ]
 
 
-def _offset_fetch(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def offset_fetch(handler: Handler, authz: Authorizer, req: Request) -> Any:
     p, body, v = subject_of(req), req.body, req.api_version
     if v >= 8:
         return _offset_fetch_groups(handler, authz, req, p)
@@ -488,7 +577,7 @@ def _offset_fetch_groups(handler: Handler, authz: Authorizer, req: Request, p: S
     return handler(req)
 
 
-def _offset_delete(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def offset_delete(handler: Handler, authz: Authorizer, req: Request) -> Any:
     p, body = subject_of(req), req.body
     if not authz.group(p, body.get("group_id") or ""):
         _denied(req, "group", group=body.get("group_id"))
@@ -568,7 +657,7 @@ def _has_transactional_records(body: Body) -> bool:
     )
 
 
-def _produce(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def produce(handler: Handler, authz: Authorizer, req: Request) -> Any:
     # KafkaApis.handleProduceRequest: transactional records need WRITE on the request's
     # transactional id, checked before the topics; the whole request is refused otherwise.
     txn_id = req.body.get("transactional_id")
@@ -589,7 +678,7 @@ def _produce(handler: Handler, authz: Authorizer, req: Request) -> Any:
     return _produce_topics(handler, authz, req)
 
 
-_fetch = _topic_list_api(
+fetch = _topic_list_api(
     "topics",
     "topic",
     "responses",
@@ -611,7 +700,7 @@ _fetch = _topic_list_api(
     },
     lambda denied: {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": denied},
 )
-_list_offsets = _topic_list_api(
+list_offsets = _topic_list_api(
     "topics",
     "name",
     "topics",
@@ -633,7 +722,7 @@ _list_offsets = _topic_list_api(
 
 
 # --- topic administration and metadata -----------------------------------------------------------
-def _metadata(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def metadata(handler: Handler, authz: Authorizer, req: Request) -> Any:
     p, v = subject_of(req), req.api_version
     wanted = req.body.get("topics")
     all_topics = wanted is None or (v == 0 and not wanted)
@@ -689,7 +778,7 @@ def _metadata(handler: Handler, authz: Authorizer, req: Request) -> Any:
     return handler(req)
 
 
-def _create_topics(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def create_topics(handler: Handler, authz: Authorizer, req: Request) -> Any:
     p = subject_of(req)
     kept, refused = _split(list(req.body.get("topics") or []), lambda t: authz.topic(p, t["name"]))
     if not refused:
@@ -710,7 +799,7 @@ def _create_topics(handler: Handler, authz: Authorizer, req: Request) -> Any:
     return _kept_and_refused(handler, req, "topics", kept, "topics", denied)
 
 
-def _create_partitions(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def create_partitions(handler: Handler, authz: Authorizer, req: Request) -> Any:
     p = subject_of(req)
     kept, refused = _split(list(req.body.get("topics") or []), lambda t: authz.topic(p, t["name"]))
     if not refused:
@@ -720,40 +809,37 @@ def _create_partitions(handler: Handler, authz: Authorizer, req: Request) -> Any
     return _kept_and_refused(handler, req, "topics", kept, "results", denied)
 
 
-def _delete_topics(topic_name_for_id: Callable[[uuid.UUID], str | None]) -> Wrapper:
-    def wrap(handler: Handler, authz: Authorizer, req: Request) -> Any:
-        p, v = subject_of(req), req.api_version
-        if v >= 6:
-            items = list(req.body.get("topics") or [])
+def delete_topics(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    p, v = subject_of(req), req.api_version
+    if v >= 6:
+        items = list(req.body.get("topics") or [])
 
-            def name_of(t: Body) -> str | None:
-                return t.get("name") or topic_name_for_id(t.get("topic_id") or _ZERO_UUID)
+        def name_of(t: Body) -> str | None:
+            return t.get("name") or authz.topic_name_for_id(t.get("topic_id") or _ZERO_UUID)
 
-            field = "topics"
-        else:
-            items = list(req.body.get("topic_names") or [])
-            name_of = lambda t: t  # noqa: E731
-            field = "topic_names"
-        # An unknown topic id has no name to check: the handler answers UNKNOWN_TOPIC_ID for it.
-        kept, refused = _split(items, lambda t: (n := name_of(t)) is None or authz.topic(p, n))
-        if not refused:
-            return handler(req)
-        _denied(req, "topic", topics=[name_of(t) for t in refused][:20])
-        denied = [
-            {
-                "name": name_of(t),
-                "topic_id": (t.get("topic_id") if isinstance(t, dict) else None) or _ZERO_UUID,
-                "error_code": _TOPIC,
-                "error_message": None,
-            }
-            for t in refused
-        ]
-        return _kept_and_refused(handler, req, field, kept, "responses", denied)
-
-    return wrap
+        field = "topics"
+    else:
+        items = list(req.body.get("topic_names") or [])
+        name_of = lambda t: t  # noqa: E731
+        field = "topic_names"
+    # An unknown topic id has no name to check: the handler answers UNKNOWN_TOPIC_ID for it.
+    kept, refused = _split(items, lambda t: (n := name_of(t)) is None or authz.topic(p, n))
+    if not refused:
+        return handler(req)
+    _denied(req, "topic", topics=[name_of(t) for t in refused][:20])
+    denied = [
+        {
+            "name": name_of(t),
+            "topic_id": (t.get("topic_id") if isinstance(t, dict) else None) or _ZERO_UUID,
+            "error_code": _TOPIC,
+            "error_message": None,
+        }
+        for t in refused
+    ]
+    return _kept_and_refused(handler, req, field, kept, "responses", denied)
 
 
-_describe_producers = _topic_list_api(
+describe_producers = _topic_list_api(
     "topics",
     "name",
     "topics",
@@ -773,7 +859,7 @@ def _txn_write(authz: Authorizer, p: Subject, transactional_id: str) -> bool:
     return authz.authorize(p, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
-def _init_producer_id(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def init_producer_id(handler: Handler, authz: Authorizer, req: Request) -> Any:
     # WRITE on a transactional id; a null id (an idempotent producer) is not checked here.
     txn_id = req.body.get("transactional_id")
     if txn_id is None or _txn_write(authz, subject_of(req), txn_id):
@@ -794,7 +880,7 @@ def _partition_results(topics: list[Body], code: Callable[[str], int]) -> list[B
     ]
 
 
-def _add_partitions_to_txn(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def add_partitions_to_txn(handler: Handler, authz: Authorizer, req: Request) -> Any:
     """v0-3 (producers): WRITE on the transactional id, then WRITE on each topic (refused topics
     TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED). v4+ (brokers verifying a
     produce): CLUSTER_ACTION on the cluster, then WRITE on each transactional id."""
@@ -836,7 +922,7 @@ def _add_partitions_to_txn(handler: Handler, authz: Authorizer, req: Request) ->
     return _kept_and_refused(handler, req, "transactions", kept, "results_by_transaction", denied, error_code=0)
 
 
-def _add_offsets_to_txn(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def add_offsets_to_txn(handler: Handler, authz: Authorizer, req: Request) -> Any:
     p, body = subject_of(req), req.body
     txn_id, group_id = body.get("transactional_id") or "", body.get("group_id") or ""
     if not _txn_write(authz, p, txn_id):
@@ -848,7 +934,7 @@ def _add_offsets_to_txn(handler: Handler, authz: Authorizer, req: Request) -> An
     return handler(req)
 
 
-def _end_txn(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def end_txn(handler: Handler, authz: Authorizer, req: Request) -> Any:
     txn_id = req.body.get("transactional_id") or ""
     if _txn_write(authz, subject_of(req), txn_id):
         return handler(req)
@@ -856,7 +942,7 @@ def _end_txn(handler: Handler, authz: Authorizer, req: Request) -> Any:
     return {"throttle_time_ms": 0, "error_code": _TXN, "producer_id": -1, "producer_epoch": -1}
 
 
-def _txn_offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def txn_offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any:
     """WRITE on the transactional id, READ on the group (each refusing every partition), then
     READ on each topic (its partitions TOPIC_AUTHORIZATION_FAILED)."""
     p, body = subject_of(req), req.body
@@ -889,7 +975,7 @@ def _txn_offset_commit(handler: Handler, authz: Authorizer, req: Request) -> Any
     return _kept_and_refused(handler, req, "topics", kept, "topics", denied)
 
 
-def _describe_transactions(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def describe_transactions(handler: Handler, authz: Authorizer, req: Request) -> Any:
     # DESCRIBE on each transactional id; a described transaction's topics the principal may not
     # DESCRIBE are left out (KafkaApis.handleDescribeTransactionsRequest).
     p = subject_of(req)
@@ -930,7 +1016,7 @@ def _describe_transactions(handler: Handler, authz: Authorizer, req: Request) ->
     return handler(req)
 
 
-def _list_transactions(handler: Handler, authz: Authorizer, req: Request) -> Any:
+def list_transactions(handler: Handler, authz: Authorizer, req: Request) -> Any:
     # Only the transactional ids the principal may DESCRIBE are listed (listTransactionStates'
     # filter with KafkaApis' authorizer check).
     p = subject_of(req)
@@ -948,38 +1034,9 @@ def _list_transactions(handler: Handler, authz: Authorizer, req: Request) -> Any
 
 
 # --- installation --------------------------------------------------------------------------------
-def install(
-    dispatcher: Dispatcher, authz: Authorizer, topic_name_for_id: Callable[[uuid.UUID], str | None]
-) -> list[str]:
-    """Wrap the registered handlers of every API that names a group or a topic; returns their names."""
-    wrappers: dict[str, Wrapper] = {
-        "FindCoordinator": _find_coordinator,
-        "JoinGroup": _join,
-        "SyncGroup": _sync,
-        "Heartbeat": _heartbeat,
-        "LeaveGroup": _leave,
-        "DescribeGroups": _describe_groups,
-        "ListGroups": _list_groups,
-        "DeleteGroups": _delete_groups,
-        "OffsetCommit": _offset_commit,
-        "OffsetFetch": _offset_fetch,
-        "OffsetDelete": _offset_delete,
-        "Produce": _produce,
-        "Fetch": _fetch,
-        "ListOffsets": _list_offsets,
-        "DescribeProducers": _describe_producers,
-        "InitProducerId": _init_producer_id,
-        "AddPartitionsToTxn": _add_partitions_to_txn,
-        "AddOffsetsToTxn": _add_offsets_to_txn,
-        "EndTxn": _end_txn,
-        "TxnOffsetCommit": _txn_offset_commit,
-        "DescribeTransactions": _describe_transactions,
-        "ListTransactions": _list_transactions,
-        "Metadata": _metadata,
-        "CreateTopics": _create_topics,
-        "DeleteTopics": _delete_topics(topic_name_for_id),
-        "CreatePartitions": _create_partitions,
-    }
+def install(dispatcher: Dispatcher, authz: Authorizer, wrappers: Mapping[str, Wrapper]) -> list[str]:
+    """Wrap the registered handler of each API named in ``wrappers`` (the broker's API table,
+    ``groupd.broker.apis``, says which wrapper each API gets); returns the names wrapped."""
     wrapped = []
     for route in dispatcher.routes.values():
         wrapper = wrappers.get(route.api.name)

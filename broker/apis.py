@@ -1,0 +1,324 @@
+"""The broker's API table: one row per API a broker serves, and the only place an API is registered.
+
+A row says how the API's handler is had from the node (``Broker``), the versions served where they
+are narrower than the schema's, who authorizes it and how a cluster of brokers routes it. From the
+table ``Broker._register`` registers every handler with a dispatcher, ``Cluster.wrap`` wraps each
+one as its routing says, and ``groupd.security.acl.install`` wraps the ones checked by a wrapper.
+Adding an API means: its schema (``groupd.protocol.messages``), its handler, one row here; a test
+(tests/broker/test_api_table.py) fails when an advertised API has no row or no authorization.
+
+Authorization, one of three kinds (Kafka's ``KafkaApis`` checks each API in its handler):
+
+- ``Wrapped``: a wrapper of ``groupd.security.acl`` checks the request before the handler sees it
+  (the operations on which resources: its ``checks``) and answers what is refused with Kafka's
+  error code for the resource: GROUP_, TOPIC_, TRANSACTIONAL_ID_ or CLUSTER_AUTHORIZATION_FAILED,
+  per entry where the answer has one entry per group, topic or id (the coordinator and the data
+  plane never see a principal).
+- ``InHandler``: the handler asks the ``Authorizer`` itself (``where`` names the place), because
+  the refusal is one field of an answer it builds entry by entry (configs, DeleteRecords, ...).
+- ``Unchecked``: no ACL applies, as in Kafka: ApiVersions and the SASL handshake and authentication
+  (a client must negotiate and authenticate before it has a principal to check).
+
+Routing in a cluster (``--brokers N``, ``broker.cluster``), one of ``Routing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from groupd.protocol.dispatch import Handler
+from groupd.security import acl
+from groupd.security.auth import Authenticator
+
+from .acl_apis import AclApis
+from .admin_handlers import AdminHandlers
+from .configs import ConfigHandlers
+from .data_plane import (
+    DESCRIBE_PRODUCERS_VERSIONS,
+    FETCH_VERSIONS,
+    LIST_OFFSETS_VERSIONS,
+    PRODUCE_VERSIONS,
+    DataPlane,
+)
+from .group_shell import GroupShell
+from .log_admin import LogAdmin
+from .txn_shell import TxnShell
+
+
+class Routing(Enum):
+    """How the brokers of one process share an API (they share one state: ``broker.cluster``)."""
+
+    # Any broker answers from the shared state, as it is (the transaction core, topic
+    # administration, ACLs, SASL).
+    SHARED = "shared"
+    # The handler is made per broker (it is given the node id): the group coordinator serves a group
+    # only on the leader of its __consumer_offsets partition, NOT_COORDINATOR elsewhere.
+    COORDINATOR = "coordinator"
+    # ``cluster.leader_guard``: partitions this broker does not lead are answered
+    # NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, the rest handed on.
+    LEADER = "leader"
+    # The answer is rewritten with the cluster's brokers, controller and partition leaders.
+    METADATA = "metadata"
+    DESCRIBE_CLUSTER = "describe_cluster"
+    # ``cluster.broker_configs_as``: a broker resource named by this broker's id.
+    BROKER_CONFIGS = "broker_configs"
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """Checked by ``wrapper`` (``groupd.security.acl``) before the handler runs; ``checks`` says
+    what it checks (KafkaApis' authorize calls for the API), for the reader of the table."""
+
+    wrapper: acl.Wrapper
+    checks: str
+
+
+@dataclass(frozen=True)
+class InHandler:
+    """The handler asks the ``Authorizer`` itself, at ``where``."""
+
+    where: str
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    """No ACL applies (``why``)."""
+
+    why: str
+
+
+Authorization = Wrapped | InHandler | Unchecked
+
+
+class BrokerParts(Protocol):
+    """What the handlers are had from (``broker.node.Broker``, which imports this module)."""
+
+    admin: AdminHandlers
+    configs: ConfigHandlers
+    log_admin: LogAdmin
+    acl_apis: AclApis
+    groups: GroupShell
+    data: DataPlane
+    txns: TxnShell
+    authenticator: Authenticator
+
+
+# The handler of an API on the broker ``node_id`` of a cluster (None: the only broker).
+HandlerOf = Callable[[BrokerParts, "int | None"], Handler]
+
+
+@dataclass(frozen=True)
+class Api:
+    name: str
+    # None: the dispatcher answers it itself (ApiVersions: protocol rules, ``protocol.dispatch``).
+    handler: HandlerOf | None
+    auth: Authorization
+    routing: Routing = Routing.SHARED
+    # (min, max) served where narrower than the schema's (None: the schema's range)
+    versions: tuple[int, int] | None = None
+
+
+def _group(name: str) -> HandlerOf:
+    return lambda b, node_id: b.groups.handler(name, node_id)
+
+
+def _txn(name: str) -> HandlerOf:
+    return lambda b, _node_id: b.txns.handler(name)
+
+
+_CONFIGS = InHandler("ConfigHandlers._refused: DESCRIBE_CONFIGS / ALTER_CONFIGS on each resource")
+
+APIS: tuple[Api, ...] = (
+    # --- protocol and authentication --------------------------------------------------------------
+    Api("ApiVersions", None, Unchecked("negotiated before anything else, as in Kafka")),
+    # Advertised on every listener, as Kafka does; a listener without SASL answers ILLEGAL_SASL_STATE.
+    Api("SaslHandshake", lambda b, _: b.authenticator.handshake, Unchecked("before authentication")),
+    Api("SaslAuthenticate", lambda b, _: b.authenticator.authenticate, Unchecked("before authentication")),
+    # --- topics and metadata ----------------------------------------------------------------------
+    Api(
+        "Metadata",
+        lambda b, _: b.admin.metadata,
+        Wrapped(acl.metadata, "DESCRIBE on each topic; listings leave out the others"),
+        Routing.METADATA,
+    ),
+    Api(
+        "CreateTopics",
+        lambda b, _: b.admin.create_topics,
+        Wrapped(acl.create_topics, "CREATE on the cluster, else on each topic"),
+    ),
+    Api(
+        "DeleteTopics",
+        lambda b, _: b.admin.delete_topics,
+        Wrapped(acl.delete_topics, "DELETE on each topic (named or by id)"),
+    ),
+    Api(
+        "CreatePartitions",
+        lambda b, _: b.admin.create_partitions,
+        Wrapped(acl.create_partitions, "ALTER on each topic"),
+    ),
+    Api("DescribeConfigs", lambda b, _: b.configs.describe_configs, _CONFIGS, Routing.BROKER_CONFIGS),
+    Api("AlterConfigs", lambda b, _: b.configs.alter_configs, _CONFIGS, Routing.BROKER_CONFIGS),
+    Api("IncrementalAlterConfigs", lambda b, _: b.configs.incremental_alter_configs, _CONFIGS, Routing.BROKER_CONFIGS),
+    Api(
+        "DeleteRecords",
+        lambda b, _: b.log_admin.delete_records,
+        InHandler("LogAdmin.delete_records: DELETE on each topic"),
+        Routing.LEADER,
+    ),
+    Api(
+        "OffsetForLeaderEpoch",
+        lambda b, _: b.log_admin.offset_for_leader_epoch,
+        InHandler("LogAdmin.offset_for_leader_epoch: DESCRIBE on each topic"),
+        Routing.LEADER,
+    ),
+    Api(
+        "DescribeLogDirs",
+        lambda b, _: b.log_admin.describe_log_dirs,
+        InHandler("LogAdmin.describe_log_dirs: DESCRIBE on the cluster"),
+    ),
+    # KafkaApis.handleDescribeCluster refuses no one: DESCRIBE on the cluster only decides whether
+    # the asked-for cluster_authorized_operations are reported (else 0).
+    Api(
+        "DescribeCluster",
+        lambda b, _: b.log_admin.describe_cluster,
+        InHandler("LogAdmin.describe_cluster: cluster_authorized_operations only, as Kafka"),
+        Routing.DESCRIBE_CLUSTER,
+    ),
+    Api("CreateAcls", lambda b, _: b.acl_apis.create_acls, InHandler("AclApis._cluster_refusal: ALTER on the cluster")),
+    Api(
+        "DescribeAcls",
+        lambda b, _: b.acl_apis.describe_acls,
+        InHandler("AclApis._cluster_refusal: DESCRIBE on the cluster"),
+    ),
+    Api("DeleteAcls", lambda b, _: b.acl_apis.delete_acls, InHandler("AclApis._cluster_refusal: ALTER on the cluster")),
+    # --- the group coordinator (groupd.coordinator.HANDLED_APIS) ----------------------------------
+    # FindCoordinator's answer also names the node by the listener asked, on every broker
+    # (``security.listeners.advertise_per_listener``, applied after the cluster's wrapper).
+    Api(
+        "FindCoordinator",
+        _group("FindCoordinator"),
+        Wrapped(acl.find_coordinator, "DESCRIBE on each group or transactional id"),
+        Routing.COORDINATOR,
+    ),
+    Api("JoinGroup", _group("JoinGroup"), Wrapped(acl.join_group, "READ on the group"), Routing.COORDINATOR),
+    Api(
+        "SyncGroup",
+        _group("SyncGroup"),
+        Wrapped(acl.sync_group, "READ on the group (after the v5+ protocol check, as Kafka)"),
+        Routing.COORDINATOR,
+    ),
+    Api("Heartbeat", _group("Heartbeat"), Wrapped(acl.heartbeat, "READ on the group"), Routing.COORDINATOR),
+    Api("LeaveGroup", _group("LeaveGroup"), Wrapped(acl.leave_group, "READ on the group"), Routing.COORDINATOR),
+    Api(
+        "DescribeGroups",
+        _group("DescribeGroups"),
+        Wrapped(acl.describe_groups, "DESCRIBE on each group"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "ListGroups",
+        _group("ListGroups"),
+        Wrapped(acl.list_groups, "DESCRIBE on each group; the listing leaves out the others"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "DeleteGroups", _group("DeleteGroups"), Wrapped(acl.delete_groups, "DELETE on each group"), Routing.COORDINATOR
+    ),
+    Api(
+        "OffsetCommit",
+        _group("OffsetCommit"),
+        Wrapped(acl.offset_commit, "READ on the group, then READ on each topic"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "OffsetFetch",
+        _group("OffsetFetch"),
+        Wrapped(acl.offset_fetch, "DESCRIBE on each group, then DESCRIBE on each topic (all topics: filtered)"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "OffsetDelete",
+        _group("OffsetDelete"),
+        Wrapped(acl.offset_delete, "DELETE on the group, then READ on each topic"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "TxnOffsetCommit",
+        _group("TxnOffsetCommit"),
+        Wrapped(acl.txn_offset_commit, "WRITE on the transactional id, READ on the group, READ on each topic"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "ConsumerGroupHeartbeat",
+        _group("ConsumerGroupHeartbeat"),
+        Wrapped(acl.consumer_group_heartbeat, "READ on the group, then DESCRIBE on each subscribed topic name"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "ConsumerGroupDescribe",
+        _group("ConsumerGroupDescribe"),
+        Wrapped(acl.consumer_group_describe, "DESCRIBE on each group and on every topic its members are assigned"),
+        Routing.COORDINATOR,
+    ),
+    # --- the data plane ---------------------------------------------------------------------------
+    Api(
+        "Produce",
+        lambda b, _: b.data.produce,
+        Wrapped(acl.produce, "WRITE on the transactional id (transactional records), then WRITE on each topic"),
+        Routing.LEADER,
+        PRODUCE_VERSIONS,
+    ),
+    Api("Fetch", lambda b, _: b.data.fetch, Wrapped(acl.fetch, "READ on each topic"), Routing.LEADER, FETCH_VERSIONS),
+    Api(
+        "ListOffsets",
+        lambda b, _: b.data.list_offsets,
+        Wrapped(acl.list_offsets, "DESCRIBE on each topic"),
+        Routing.LEADER,
+        LIST_OFFSETS_VERSIONS,
+    ),
+    Api(
+        "DescribeProducers",
+        lambda b, _: b.data.describe_producers,
+        Wrapped(acl.describe_producers, "READ on each topic"),
+        versions=DESCRIBE_PRODUCERS_VERSIONS,
+    ),
+    # --- transactions (one producer-id sequence with idempotent producers: the data plane's) -------
+    Api(
+        "InitProducerId",
+        lambda b, _: b.txns.init_producer_id_handler(b.data.init_producer_id),
+        Wrapped(acl.init_producer_id, "WRITE on the transactional id (none for an idempotent producer)"),
+    ),
+    Api(
+        "AddPartitionsToTxn",
+        _txn("AddPartitionsToTxn"),
+        Wrapped(
+            acl.add_partitions_to_txn,
+            "WRITE on the transactional id and each topic; v4+ CLUSTER_ACTION, then WRITE on each id",
+        ),
+    ),
+    Api(
+        "AddOffsetsToTxn",
+        _txn("AddOffsetsToTxn"),
+        Wrapped(acl.add_offsets_to_txn, "WRITE on the transactional id, then READ on the group"),
+    ),
+    # Transaction version 1 (EndTxn v0-4): EndTxn v5 and the transaction.version feature mean
+    # KIP-890 part 2, which the core does not do.
+    Api("EndTxn", _txn("EndTxn"), Wrapped(acl.end_txn, "WRITE on the transactional id"), versions=(0, 4)),
+    Api(
+        "DescribeTransactions",
+        _txn("DescribeTransactions"),
+        Wrapped(acl.describe_transactions, "DESCRIBE on each transactional id; topics filtered by DESCRIBE"),
+    ),
+    Api(
+        "ListTransactions",
+        _txn("ListTransactions"),
+        Wrapped(acl.list_transactions, "DESCRIBE on each transactional id; the listing leaves out the others"),
+    ),
+)
+
+API_TABLE: dict[str, Api] = {api.name: api for api in APIS}
+# What ``groupd.security.acl.install`` wraps when ACLs are on.
+ACL_WRAPPERS: dict[str, acl.Wrapper] = {api.name: api.auth.wrapper for api in APIS if isinstance(api.auth, Wrapped)}
