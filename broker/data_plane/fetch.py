@@ -132,10 +132,13 @@ class FetchHandler:
         return sum(map(len, self.parked.values()))
 
     def connection_closed(self, conn: Any) -> None:
+        """The connection's close callback: its parked fetches go now, not when their timers fire."""
         for w in list(self.parked.pop(conn, ())):
             self.complete(w)
 
     def notify(self, key: Key, size: int, *, stable_moved: bool = False) -> None:
+        """``size`` bytes were appended to ``key`` (Produce, markers: the ``Wake`` they are handed):
+        answer the parked fetches that now have ``min_bytes``."""
         waiters = self.waiters.get(key)
         if not waiters:
             return
@@ -158,6 +161,7 @@ class FetchHandler:
                 self.complete(w)
 
     def complete(self, w: ParkedFetch, response: dict[str, Any] | None = None) -> None:
+        """Unpark ``w`` and answer it (read again unless ``response`` is given); its timer's callback."""
         if w.done:
             return
         w.done = True

@@ -18,9 +18,9 @@ from groupd.storage.errors import StorageError
 from groupd.storage.markers import end_txn_marker_batch
 
 from ..topics import OFFSETS_TOPIC
-from .produce import Wake, append_error
+from .produce import append_error
 from .producers import ProducerStates
-from .state import LEADER_EPOCH, DataState, Key
+from .state import LEADER_EPOCH, DataState, Key, Wake
 
 __all__ = ["MarkerWriter"]
 

@@ -56,9 +56,9 @@ from ..producer_state import BatchMeta, PartitionProducers, last_sequence
 from ..topics import Topic, TopicRegistry
 from .batch_checks import check_batch, partition_error, up_convert
 from .producers import Load, ProducerStates
-from .state import DataState, Key
+from .state import DataState, Key, Wake
 
-__all__ = ["LEGACY_PRODUCE_MAX", "PRODUCE_VERSIONS", "PendingAppend", "ProduceHandler", "Wake", "append_error"]
+__all__ = ["LEGACY_PRODUCE_MAX", "PRODUCE_VERSIONS", "PendingAppend", "ProduceHandler", "append_error"]
 
 # What Produce serves (and ApiVersions advertises): the whole range of the schema.
 PRODUCE_VERSIONS = (0, 11)
@@ -66,9 +66,6 @@ PRODUCE_VERSIONS = (0, 11)
 LEGACY_PRODUCE_MAX = 2
 
 log = structlog.get_logger("groupd.data")
-
-# Wakes the fetches parked on a partition: (partition, bytes appended, stable_moved=...).
-Wake = Callable[..., None]
 
 
 class PendingAppend:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from groupd.storage import Appender, LogManager, PartitionLog
 
@@ -18,7 +19,7 @@ from ..producer_state import PartitionProducers
 from ..settings import Config
 from ..topics import Topic, TopicRegistry
 
-__all__ = ["INT32_MAX", "INT64_MAX", "LEADER_EPOCH", "DataState", "Key", "wall_ms"]
+__all__ = ["INT32_MAX", "INT64_MAX", "LEADER_EPOCH", "DataState", "Key", "Wake", "wall_ms"]
 
 # One broker alone leads every partition at epoch 0 for ever; in cluster mode the logs stamp each
 # batch with the partition's current epoch (PartitionLog.leader_epoch) and leader_guard checks the
@@ -28,6 +29,13 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
 Key = tuple[str, int]  # (topic, partition)
+
+
+class Wake(Protocol):
+    """Wakes the fetches parked on a partition after ``size`` bytes were appended to it;
+    ``stable_moved``: a marker moved its last stable offset (``FetchHandler.notify``)."""
+
+    def __call__(self, key: Key, size: int, *, stable_moved: bool = False) -> None: ...
 
 
 def wall_ms() -> int:
