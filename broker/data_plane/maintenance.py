@@ -39,7 +39,7 @@ log = structlog.get_logger("groupd.data")
 
 
 class Maintenance:
-    """The retention and cleaner tasks (LogManager's retention check, LogCleaner)."""
+    """The retention and cleaner tasks (LogManager.cleanupLogs on its schedule, LogCleaner)."""
 
     def __init__(
         self,
