@@ -780,7 +780,7 @@ async def test_long_poll_is_woken_by_an_append(h: Harness) -> None:
     resp = await asyncio.wait_for(req.answered, 2)
     assert time.monotonic() - t0 < 2
     assert [v for *_, v in records_of(resp["responses"][0]["partitions"][0]["records"])] == [b"wake"]
-    assert not h.dp._waiters
+    assert not h.dp.fetch_handler.waiters
 
 
 async def test_long_poll_waits_for_min_bytes(h: Harness) -> None:
@@ -846,9 +846,9 @@ async def test_fetch_size_limits(h: Harness) -> None:
 
 
 async def test_fetch_response_size_is_capped_by_the_broker(h: Harness, monkeypatch) -> None:
-    import groupd.broker.data_plane as dp
+    import groupd.broker.data_plane.fetch as fetch_module
 
-    monkeypatch.setattr(dp, "FETCH_MAX_BYTES", 300)
+    monkeypatch.setattr(fetch_module, "FETCH_MAX_BYTES", 300)
     h.create("t", 2)
     one = batch([b"x" * 100])
     for _ in range(5):

@@ -66,8 +66,8 @@ class Plane:
 
     def assert_nothing_parked(self) -> None:
         assert self.dp.parked_fetches == 0
-        assert self.dp._waiters == {}
-        assert self.dp._parked == {}
+        assert self.dp.fetch_handler.waiters == {}
+        assert self.dp.fetch_handler.parked == {}
 
     async def close(self) -> None:
         await self.dp.close()
@@ -119,20 +119,20 @@ async def test_client_disconnect_drops_its_parked_fetches(plane: Plane) -> None:
             await writer.drain()
             clients.append(writer)
         await wait_until(lambda: plane.dp.parked_fetches == 5, "5 parked fetches")
-        assert set(plane.dp._waiters) == {("t", 0), ("t", 1)}
-        assert len(live_timers_of(loop, plane.dp._complete)) == 5
+        assert set(plane.dp.fetch_handler.waiters) == {("t", 0), ("t", 1)}
+        assert len(live_timers_of(loop, plane.dp.fetch_handler.complete)) == 5
 
         # One client goes: exactly its fetch goes with it, and the one held behind it never parks.
         clients[0].close()
         await wait_until(lambda: len(server.connections) == 4, "the server to see the close")
         assert plane.dp.parked_fetches == 4
-        assert len(live_timers_of(loop, plane.dp._complete)) == 4
+        assert len(live_timers_of(loop, plane.dp.fetch_handler.complete)) == 4
 
         for w in clients[1:]:
             w.close()
         await wait_until(lambda: not server.connections, "the server to see every close")
         plane.assert_nothing_parked()
-        assert live_timers_of(loop, plane.dp._complete) == []
+        assert live_timers_of(loop, plane.dp.fetch_handler.complete) == []
 
         # An append after all that finds nobody to wake (and a parked fetch of a live client still
         # works as before).
@@ -143,7 +143,7 @@ async def test_client_disconnect_drops_its_parked_fetches(plane: Plane) -> None:
         await writer.drain()
         await wait_until(lambda: plane.dp.parked_fetches == 1, "a parked fetch of a live client")
         await plane.appender.append(plane.logs.get("t", 0), rec.build_batch([(None, b"v", (), 0)]))
-        plane.dp._notify(("t", 0), 100)
+        plane.dp.fetch_handler.notify(("t", 0), 100)
         size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))[0]
         (correlation_id,) = struct.unpack(">i", (await reader.readexactly(size))[:4])
         assert correlation_id == 99
@@ -204,7 +204,7 @@ async def test_server_side_close_drops_parked_fetches_at_once(plane: Plane, how:
         assert plane.dp.fetch(request_on(conn, fetch_body("t", 2), encoded)) is None
     assert plane.dp.fetch(request_on(other, fetch_body("t", 1), encoded)) is None
     assert plane.dp.parked_fetches == 4
-    assert len(plane.dp._waiters[("t", 0)]) == 4
+    assert len(plane.dp.fetch_handler.waiters[("t", 0)]) == 4
 
     if how == "close":
         conn.close("test")
@@ -217,16 +217,16 @@ async def test_server_side_close_drops_parked_fetches_at_once(plane: Plane, how:
 
     # Gone at once, not after max_wait_ms; the other connection's fetch is untouched.
     assert plane.dp.parked_fetches == 1
-    assert set(plane.dp._parked) == {other}
-    assert len(plane.dp._waiters[("t", 0)]) == 1 and ("t", 1) not in plane.dp._waiters
-    assert len(live_timers_of(loop, plane.dp._complete)) == 1
+    assert set(plane.dp.fetch_handler.parked) == {other}
+    assert len(plane.dp.fetch_handler.waiters[("t", 0)]) == 1 and ("t", 1) not in plane.dp.fetch_handler.waiters
+    assert len(live_timers_of(loop, plane.dp.fetch_handler.complete)) == 1
     assert encoded == []  # nothing was read or encoded for the closed connection
     # The close callback ran once and is not kept.
     assert conn._close_callbacks == {}
 
     other.connection_lost(None)
     plane.assert_nothing_parked()
-    assert live_timers_of(loop, plane.dp._complete) == []
+    assert live_timers_of(loop, plane.dp.fetch_handler.complete) == []
 
 
 async def test_fetch_parked_on_an_already_closed_connection_is_not_kept(plane: Plane) -> None:

@@ -102,7 +102,7 @@ async def test_marker_and_next_transaction_queued_together_keep_log_order(h: Har
     # can reach the partition while the marker is still queued.
     await txn_produce(h, [b"a"], 0)
     marker = asyncio.ensure_future(h.dp.write_txn_markers(PID, 0, True, 0, [("t", 0)]))
-    while h.dp._producers[("t", 0)].producers[PID].txn is not None:
+    while h.dp.state.producers[("t", 0)].producers[PID].txn is not None:
         await asyncio.sleep(0)  # until the marker is queued
     r = await txn_produce(h, [b"b"], 1)
     assert (await marker)[("t", 0)] == E.NONE
@@ -232,7 +232,7 @@ async def test_delete_records_drops_index_entries_below_the_log_start(h: Harness
     await h.produce("t", batch([b"p"]))
     h.logs.get("t", 0).delete_records_before(2)
     await h.dp.run_retention()
-    assert h.dp._producers[("t", 0)].aborted == []
+    assert h.dp.state.producers[("t", 0)].aborted == []
 
 
 async def describe(h: Harness, topics: list[tuple[str, list[int]]]) -> list[dict]:
@@ -364,7 +364,7 @@ async def test_a_log_without_transactions_is_rebuilt_from_its_recent_segments(h:
     plog.iter_batches = lambda start=None: starts.append(start) or real(start)  # type: ignore[method-assign]
     assert (await h.produce("t", batch([b"n2"], pid=4, epoch=0, seq=1)))["error_code"] == E.NONE
     assert starts == [1]  # the expired producer's segment is not read
-    assert list(h.dp._producers[("t", 0)].producers) == [4]
+    assert list(h.dp.state.producers[("t", 0)].producers) == [4]
 
 
 async def crash_restart(h: Harness) -> None:
@@ -398,11 +398,11 @@ async def test_restart_after_many_transactions_reads_only_the_batches_after_the_
     if restart == "clean":
         await h.restart()
     else:
-        while h.dp._snapshot_writes:  # the process dies once the snapshot of the last roll is written
-            await asyncio.gather(*h.dp._snapshot_writes)
+        while h.dp.producer_states.snapshot_writes:  # the process dies once the snapshot of the last roll is written
+            await asyncio.gather(*h.dp.producer_states.snapshot_writes)
         await crash_restart(h)
     after = (await h.fetch([("s", 0, 0)], isolation_level=1))["responses"][0]["partitions"][0]
-    producers = h.dp._producers[("s", 0)]
+    producers = h.dp.state.producers[("s", 0)]
     plog = h.logs.get("s", 0)
     assert producers.loaded_from > 0
     # Read: the batches after the snapshot only (a crash loses the shutdown snapshot: the last

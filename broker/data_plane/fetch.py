@@ -1,0 +1,316 @@
+"""Fetch: reading the partitions, read_committed, and fetches parked until data arrives.
+
+Partitions are read in request order; the first partition with data may return one batch larger
+than the limits (Kafka's ``minOneMessage``), later ones stay within ``partition_max_bytes`` and what
+is left of ``max_bytes``. Reads return whole batches (Kafka may end a response with a partial
+batch; clients accept both), and a response never exceeds Kafka's broker ``fetch.max.bytes``
+(55 MiB) whatever the request asks for. The high watermark of a partition is its log end offset
+(one shared log per partition: ``produce.py``). Fetch sessions are not kept: every answer has
+session id 0, which clients take as "no session, send full fetches".
+
+read_committed. The last stable offset is the first offset of the oldest transaction still open in
+the partition, else the high watermark. A read_committed Fetch returns whole batches below the LSO
+and the aborted transactions overlapping them; the partition's producer state is loaded first if
+need be (``producers.py``: start-up reads nothing).
+
+Parked fetches. If fewer than ``min_bytes`` are available, no partition had an error and
+``max_wait_ms`` > 0, the fetch is parked: it registers with each partition it reads, each append
+adds its size to the parked fetch's count (capped per partition at ``partition_max_bytes``:
+``notify``, called by Produce and the markers), and the fetch is read again and answered once
+``min_bytes`` is reached or its single ``call_later`` timer fires. Nothing polls. A read_committed
+fetch is woken by a marker that moves the LSO, not by appends above it. A parked fetch holds its
+request's in-flight slot, so the server's ``max_inflight`` bounds them per connection, and it is
+dropped as soon as its connection closes (a close callback), not when its timer fires. Appends that
+do not go through the data plane (the coordinator's own writes to ``__consumer_offsets``) do not
+wake fetches; a fetch of that topic waits out ``max_wait_ms``.
+
+Old versions. Fetch v0-3, which Kafka 4.0 removed, is served as Kafka 3.x served it: the answer is
+down-converted to the magic the client reads (RecordsUtil.downConvert; zstd batches answer
+UNSUPPORTED_COMPRESSION_TYPE, as KafkaApis does below Fetch v10). Fetch v0-2 keep Kafka 3.x's v3+
+rule of returning at least one whole batch (Kafka sent a truncated one for v0-2, which old clients
+read as "grow the fetch size").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+import structlog
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.ratelimit import LogLimiter
+from groupd.protocol.server import Request
+from groupd.storage import legacy
+from groupd.storage import records as rec
+from groupd.storage.errors import (
+    CorruptRecordError,
+    OffsetOutOfRangeError,
+    StorageError,
+    UnsupportedCompressionError,
+)
+
+from ..producer_state import PartitionProducers
+from .producers import ProducerStates
+from .state import INT32_MAX, LEADER_EPOCH, DataState, Key
+
+__all__ = ["FETCH_MAX_BYTES", "FETCH_VERSIONS", "LEGACY_FETCH_MAX", "FetchHandler", "ParkedFetch", "stable_prefix"]
+
+# What Fetch serves (and ApiVersions advertises): the whole range of the schema.
+FETCH_VERSIONS = (0, 12)
+# Fetch v0-1 answers magic 0, v2-3 magic 1 (Kafka 3.x's KafkaApis.handleFetchRequest).
+LEGACY_FETCH_MAX = 3
+# Kafka's broker-side fetch.max.bytes: the most one Fetch response may carry, whatever it asks for.
+FETCH_MAX_BYTES = 57_671_680
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")
+
+log = structlog.get_logger("groupd.data")
+limited_log = LogLimiter(log)
+
+
+class ParkedFetch:
+    """A Fetch waiting for min_bytes or max_wait_ms."""
+
+    __slots__ = ("accumulated", "caps", "done", "keys", "min_bytes", "read_committed", "req", "timer")
+
+    def __init__(self, req: Request, min_bytes: int, accumulated: int, caps: dict[Key, int]) -> None:
+        self.req = req
+        self.read_committed = req.body.get("isolation_level", 0) == 1
+        self.min_bytes = min_bytes
+        self.accumulated = accumulated
+        self.caps = caps  # remaining bytes each partition may still contribute
+        self.keys = list(caps)
+        self.timer: asyncio.TimerHandle | None = None
+        self.done = False
+
+
+class FetchHandler:
+    """Fetch (KafkaApis.handleFetchRequest) and the fetches parked on partitions (DelayedFetch)."""
+
+    def __init__(self, state: DataState, producer_states: ProducerStates) -> None:
+        self.state = state
+        self.producer_states = producer_states
+        self.waiters: dict[Key, set[ParkedFetch]] = {}
+        # The same parked fetches by connection, dropped when it closes (``connection_closed``).
+        self.parked: dict[Any, set[ParkedFetch]] = {}
+
+    def handle(self, req: Request) -> Any:
+        """The answer, None when parked (answered later), or an awaitable when the producer states of
+        a read_committed request load first."""
+        body = req.body
+        v = req.api_version
+        if v >= 7:
+            if body["session_id"] != 0:
+                return fetch_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+            if body["session_epoch"] not in (0, -1):
+                return fetch_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if body.get("isolation_level", 0) == 1:
+            missing = self.producer_states.unloaded(body)
+            if missing:
+                return self.producer_states.after_load(missing, lambda: self.handle(req))
+        response, total, error, caps = self.read(body, v)
+        if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not caps:
+            return response
+        w = ParkedFetch(req, body["min_bytes"], total, caps)
+        for key in w.keys:
+            self.waiters.setdefault(key, set()).add(w)
+        self.parked.setdefault(req.conn, set()).add(w)
+        loop = asyncio.get_running_loop()
+        w.timer = loop.call_later(body["max_wait_ms"] / 1000, self.complete, w)
+        # A closed connection's fetches go at once, not after max_wait_ms (up to 24 days): a client
+        # that parks fetches and reconnects must not pile them up. Its parked fetches are bounded
+        # while it is open by the server's max in-flight requests (they hold their slots).
+        add_close_callback = getattr(req.conn, "add_close_callback", None)
+        if add_close_callback is not None:  # test doubles may not have it
+            add_close_callback(self.connection_closed)
+        return None
+
+    @property
+    def parked_fetches(self) -> int:
+        """Fetches waiting for min_bytes or max_wait_ms (the ``groupd_fetch_parked`` gauge)."""
+        return sum(map(len, self.parked.values()))
+
+    def connection_closed(self, conn: Any) -> None:
+        """The connection's close callback: its parked fetches go now, not when their timers fire."""
+        for w in list(self.parked.pop(conn, ())):
+            self.complete(w)
+
+    def notify(self, key: Key, size: int, *, stable_moved: bool = False) -> None:
+        """``size`` bytes were appended to ``key`` (Produce, markers: the ``Wake`` they are handed):
+        answer the parked fetches that now have ``min_bytes``."""
+        waiters = self.waiters.get(key)
+        if not waiters:
+            return
+        for w in list(waiters):
+            if w.read_committed:
+                if stable_moved:
+                    # The LSO moved: how much became readable is only known by reading.
+                    response, total, error, _caps = self.read(w.req.body, w.req.api_version)
+                    if error or total >= w.min_bytes:
+                        self.complete(w, response)
+                    continue
+                producers = self.state.producers.get(key)
+                if producers is not None and producers.unstable:
+                    continue  # the append is above the LSO: nothing new for a read_committed reader
+            cap = w.caps.get(key, 0)
+            n = min(size, cap)
+            w.caps[key] = cap - n
+            w.accumulated += n
+            if w.accumulated >= w.min_bytes:
+                self.complete(w)
+
+    def complete(self, w: ParkedFetch, response: dict[str, Any] | None = None) -> None:
+        """Unpark ``w`` and answer it (read again unless ``response`` is given); its timer's callback."""
+        if w.done:
+            return
+        w.done = True
+        if w.timer is not None:
+            w.timer.cancel()
+        for key in w.keys:
+            ws = self.waiters.get(key)
+            if ws is not None:
+                ws.discard(w)
+                if not ws:
+                    del self.waiters[key]
+        ws = self.parked.get(w.req.conn)
+        if ws is not None:
+            ws.discard(w)
+            if not ws:
+                del self.parked[w.req.conn]
+        if w.req.conn.closed:
+            return
+        try:
+            if response is None:
+                response = self.read(w.req.body, w.req.api_version)[0]
+        except Exception:
+            log.exception("fetch_failed")
+            w.req.conn.close("internal error while handling fetch")
+            return
+        w.req.respond(response)
+
+    def read(self, body: dict[str, Any], v: int) -> tuple[dict[str, Any], int, bool, dict[Key, int]]:
+        """Read every requested partition now: (response, bytes read, any error, per-partition caps
+        of the partitions that can still grow)."""
+        limit = min(body.get("max_bytes", INT32_MAX), FETCH_MAX_BYTES)  # absent below v3: no limit
+        min_one = True
+        total = 0
+        error = False
+        caps: dict[Key, int] = {}
+        read_committed = body.get("isolation_level", 0) == 1
+        responses = []
+        for tp in body["topics"] or []:
+            name = tp["topic"]
+            t = self.state.topics.get(name)
+            parts = []
+            for fp in tp["partitions"] or []:
+                index = fp["partition"]
+                out = {
+                    "partition_index": index,
+                    "error_code": ErrorCode.NONE,
+                    "high_watermark": -1,
+                    "last_stable_offset": -1,
+                    "log_start_offset": -1,
+                    "aborted_transactions": [] if read_committed else None,
+                    "preferred_read_replica": -1,
+                    "records": b"",
+                }
+                parts.append(out)
+                if t is None or not 0 <= index < t.partitions:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    error = True
+                    continue
+                epoch = fp.get("current_leader_epoch", -1)
+                if epoch is not None and epoch > LEADER_EPOCH:
+                    out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+                    error = True
+                    continue
+                try:
+                    plog = self.state.log_for(t, index)
+                    hw = plog.log_end_offset
+                    start = plog.log_start_offset
+                    pmax = min(fp["partition_max_bytes"], FETCH_MAX_BYTES)
+                    want = min(pmax, limit)
+                    offset = fp["fetch_offset"]
+                    if want <= 0 and not min_one:
+                        if not start <= offset <= hw:
+                            raise OffsetOutOfRangeError(f"offset {offset} outside [{start}, {hw}]")
+                        data = b""
+                    else:
+                        data = plog.read(offset, max(want, 0), min_one_batch=min_one)
+                    if read_committed:
+                        producers = self.state.producers.get((name, index)) or PartitionProducers()
+                        lso = producers.last_stable_offset(hw, start)
+                        data, upper = stable_prefix(data, lso)
+                        aborted = producers.collect_aborted(offset, upper) if data else []
+                    if v <= LEGACY_FETCH_MAX and data:
+                        data = legacy.down_convert(data, 0 if v <= 1 else 1, offset)
+                except OffsetOutOfRangeError:
+                    out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    error = True
+                    continue
+                except UnsupportedCompressionError:
+                    # KafkaApis: zstd batches are not down-converted for Fetch below v10.
+                    out["error_code"] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+                    error = True
+                    continue
+                except (StorageError, CorruptRecordError, ValueError) as exc:
+                    limited_log.error(
+                        "fetch_read_failed", key=(name, index), topic=name, partition=index, error=str(exc)
+                    )
+                    out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                    error = True
+                    continue
+                out["high_watermark"] = hw
+                if not read_committed:
+                    # Kafka fills the LSO whatever the isolation level (LogReadResult); a partition
+                    # whose producer state is not rebuilt yet answers its high watermark here.
+                    known = self.state.producers.get((name, index))
+                    lso = known.last_stable_offset(hw, start) if known is not None else hw
+                out["last_stable_offset"] = lso
+                if read_committed:
+                    out["aborted_transactions"] = [
+                        {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
+                    ]
+                out["log_start_offset"] = start
+                out["records"] = data
+                n = len(data)
+                if n:
+                    min_one = False
+                    total += n
+                    limit = max(0, limit - n)
+                caps[(name, index)] = max(0, pmax - n)
+            responses.append({"topic": name, "partitions": parts})
+        response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+        return response, total, error, caps
+
+    def drop_topic(self, name: str) -> None:
+        """Answer the fetches parked on a deleted topic now (they read UNKNOWN_TOPIC_OR_PARTITION)."""
+        for key in [k for k in self.waiters if k[0] == name]:
+            for w in list(self.waiters.get(key, ())):
+                self.complete(w)
+
+    def complete_all(self) -> None:
+        """Answer every parked fetch now (a clean shutdown)."""
+        for waiters in list(self.waiters.values()):
+            for w in list(waiters):
+                self.complete(w)
+
+
+def stable_prefix(data: bytes, end: int) -> tuple[bytes, int]:
+    """The whole batches of ``data`` that lie below offset ``end`` (the LSO: it always falls on a
+    batch boundary), and the offset after the last of them (collectAbortedTxns' upper bound)."""
+    pos = 0
+    n = len(data)
+    upper = -1
+    while pos + rec.HEADER_SIZE <= n:
+        base, length = _BASE_AND_LENGTH.unpack_from(data, pos)
+        if base >= end:
+            break
+        upper = base + _LAST_DELTA.unpack_from(data, pos + 23)[0] + 1
+        pos += rec.LOG_OVERHEAD + length
+    return (data if pos >= n else data[:pos]), upper
+
+
+def fetch_error(code: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code, "session_id": 0, "responses": []}

@@ -1,0 +1,375 @@
+"""Produce: the checks of each batch, the idempotent and transactional producer checks, the append.
+
+Every broker of the process shares one log per partition (cluster mode only decides which broker
+may answer for it: ``broker/cluster.py``), so ``acks=1`` and ``acks=all`` mean the same thing: the
+append is in the log (and fsynced first under ``--fsync always``). Everything Kafka checks before an
+append is checked first, on the event-loop thread, in Kafka's order (``batch_checks.py``), then the
+idempotent-producer state (below). The batch then goes, as sent (compressed batches are stored
+compressed), to the group-commit ``Appender``, which assigns offsets and writes it. Appends are
+queued in the order their requests were checked: the check and the hand-off to the appender happen
+in one synchronous step (the append task is created immediately, and tasks start in creation
+order), so sequence checks and log order can never disagree. A finished append wakes the parked
+fetches of that partition (``wake``: ``FetchHandler.notify``).
+
+Idempotent producers. Per partition and producer id: the epoch and the metadata of the last five
+batches (``ProducerStateManager``'s cache, ``producer_state.py``). A batch whose epoch is older than
+the producer's is fenced (INVALID_PRODUCER_EPOCH); one that repeats a cached batch's sequence range
+is a duplicate and is answered NONE with the *original* base offset, without writing anything
+(Kafka's behaviour: ``findDuplicateBatch``; a retry that arrives while the original is still being
+written waits for it); otherwise its first sequence must follow the last one
+(OUT_OF_ORDER_SEQUENCE_NUMBER), and a new epoch must start at sequence 0. An unknown producer may
+start anywhere (KIP-360). The cache counts batches still being written, and a batch whose write
+fails is taken back out, so its retry is in sequence again. A partition whose state is not loaded
+yet loads it first (``producers.py``); its idempotent batches wait for that, in arrival order.
+
+Transactions. A Produce whose batches are transactional needs the request's transactional id (else
+the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as KafkaApis answers); each batch then
+passes the producer checks (a stale epoch is INVALID_PRODUCER_EPOCH at every version, a plain batch
+inside an open transaction INVALID_TXN_STATE) and, when it would open a transaction in the
+partition, KIP-890's verification through ``txn_verifier`` (set by the transaction shell).
+
+Old versions. Produce v0-2, which Kafka 4.0 removed, is served as Kafka 3.x served it, for clients
+written against Kafka 2.x (sarama's default Version, kafka-go 0.2, Burrow): the message set (magic
+0/1) becomes one v2 batch before the usual checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.server import Request
+from groupd.storage import PartitionLog, legacy
+from groupd.storage import records as rec
+from groupd.storage.errors import (
+    CorruptRecordError,
+    LogClosedError,
+    RecordTooLargeError,
+    StorageError,
+    UnsupportedCompressionError,
+)
+
+from ..producer_state import BatchMeta, PartitionProducers, last_sequence
+from ..topics import Topic, TopicRegistry
+from .batch_checks import check_batch, partition_error, up_convert
+from .producers import Load, ProducerStates
+from .state import DataState, Key, Wake
+
+__all__ = ["LEGACY_PRODUCE_MAX", "PRODUCE_VERSIONS", "PendingAppend", "ProduceHandler", "append_error"]
+
+# What Produce serves (and ApiVersions advertises): the whole range of the schema.
+PRODUCE_VERSIONS = (0, 11)
+# The newest version that may carry message sets (magic 0/1).
+LEGACY_PRODUCE_MAX = 2
+
+log = structlog.get_logger("groupd.data")
+
+
+class PendingAppend:
+    """One partition of a Produce request whose batch was handed to the appender."""
+
+    __slots__ = ("duplicate", "future", "index", "lat", "plog")
+
+    def __init__(
+        self,
+        index: int,
+        plog: PartitionLog,
+        future: asyncio.Future[Any] | None,
+        lat: int,
+        duplicate: BatchMeta | None = None,
+    ) -> None:
+        self.index = index
+        self.plog = plog
+        self.future = future
+        self.lat = lat
+        self.duplicate = duplicate
+
+
+class ProduceHandler:
+    """Produce (KafkaApis.handleProduceRequest down to the append): checks, producer state, append."""
+
+    def __init__(self, state: DataState, producer_states: ProducerStates, wake: Wake) -> None:
+        self.state = state
+        self.producer_states = producer_states
+        self.wake = wake
+        # KIP-890 part 1, set by the transaction shell: (transactional id, producer id, epoch, topic,
+        # partition) -> NONE when the partition is in that producer's ongoing transaction, else the
+        # coordinator's error (INVALID_TXN_STATE, TRANSACTION_ABORTABLE, PRODUCER_FENCED...).
+        # None: transactional batches are not verified.
+        self.txn_verifier: Callable[[str, int, int, str, int], int] | None = None
+
+    def handle(self, req: Request) -> Any:
+        body = req.body
+        v = req.api_version
+        acks = body["acks"]
+        now = self.state.clock()
+        topic_data = body["topic_data"] or []
+        txn_id = body.get("transactional_id")
+        # KafkaApis.handleProduceRequest: transactional batches need the request's transactional id
+        # (and WRITE on it); without one the whole request is refused before topics are looked at.
+        refused = txn_id is None and any(
+            rec.is_transactional_batch(pd.get("records")) for td in topic_data for pd in (td["partition_data"] or [])
+        )
+        results: list[tuple[str, list[dict[str, Any] | PendingAppend]]] = []
+        for td in topic_data:
+            name = td["name"]
+            t = self.state.topics.get(name)
+            parts: list[dict[str, Any] | PendingAppend] = []
+            for pd in td["partition_data"] or []:
+                index = pd["index"]
+                if refused:
+                    parts.append(
+                        partition_error(
+                            index,
+                            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                            "Transactional records need the request's transactional id",
+                        )
+                    )
+                elif t is None or not 0 <= index < t.partitions:
+                    parts.append(
+                        partition_error(
+                            index,
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            "This server does not host this topic-partition.",
+                        )
+                    )
+                elif acks not in (-1, 0, 1):
+                    parts.append(partition_error(index, ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid acks {acks}"))
+                else:
+                    parts.append(self._produce_partition(t, index, pd.get("records"), v, now, txn_id))
+            results.append((name, parts))
+        return self._finish_produce(req, acks, results)
+
+    def _produce_partition(
+        self, t: Topic, index: int, raw: bytes | None, v: int, now: int, txn_id: str | None = None
+    ) -> dict[str, Any] | PendingAppend:
+        if t.internal:
+            return partition_error(
+                index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {t.name}"
+            )
+        try:
+            plog = self.state.log_for(t, index)
+        except (StorageError, ValueError) as exc:
+            return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
+        cfg = plog.config
+        check_timestamps = True
+        if v <= LEGACY_PRODUCE_MAX and raw and legacy.is_legacy(raw):
+            # LogValidator.validateTimestamp skips magic 0: its messages have no timestamps.
+            check_timestamps = raw[rec.MAGIC_OFFSET] > 0
+            converted = up_convert(index, raw)
+            if isinstance(converted, dict):
+                return converted
+            raw = converted
+        checked = check_batch(t, cfg, index, raw, v, now, check_timestamps=check_timestamps)
+        if isinstance(checked, dict):
+            return checked
+        view = checked
+        lat = now if cfg.message_timestamp_type == "LogAppendTime" else -1
+        key = (t.name, index)
+        if view.producer_id >= 0:
+            load = self.producer_states.load_for(key, plog)
+            if load is not None:
+                # The partition's producer state is being rebuilt from the log: this batch, and every
+                # idempotent batch after it, waits for that and is then checked in arrival order.
+                return PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v, txn_id), lat)
+            return self._idempotent_append(self.state.producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
+        fut = self._start_append(key, plog, raw, lat)  # type: ignore[arg-type]
+        return PendingAppend(index, plog, fut, lat)
+
+    def _idempotent_append(
+        self,
+        producers: PartitionProducers,
+        key: Key,
+        plog: PartitionLog,
+        index: int,
+        view: rec.BatchView,
+        raw: bytes | None,
+        lat: int,
+        now: int,
+        v: int,
+        txn_id: str | None,
+    ) -> dict[str, Any] | PendingAppend:
+        pid, epoch = view.producer_id, view.producer_epoch
+        first_seq = view.base_sequence
+        last_seq = last_sequence(first_seq, view.last_offset_delta)
+        transactional = view.is_transactional
+        if transactional and txn_id is not None and not producers.has_ongoing_transaction(pid, epoch):
+            code = self._verify(txn_id, pid, epoch, key, v)
+            if code != ErrorCode.NONE:
+                log.info("produce_txn_unverified", topic=key[0], partition=index, producer_id=pid, error=code)
+                return partition_error(index, code, f"Partition {key[0]}-{index} is not in the transaction")
+        code, message, duplicate = producers.check(pid, epoch, first_seq, last_seq, transactional)
+        if code != ErrorCode.NONE:
+            log.info("produce_sequence_error", topic=key[0], partition=index, producer_id=pid, error=message)
+            return partition_error(index, code, message)
+        if duplicate is not None:
+            return PendingAppend(index, plog, duplicate.pending, lat, duplicate)
+        if transactional:
+            try:
+                plog.note_transactions()  # once per log: its state is then always rebuilt whole
+            except StorageError as exc:
+                return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
+        meta = BatchMeta(first_seq, last_seq, timestamp=view.max_timestamp)
+        producers.record(pid, epoch, meta, now, transactional=transactional, end_offset=plog.log_end_offset)
+        fut = self._start_append(key, plog, raw, lat, producers=producers, pid=pid, meta=meta)  # type: ignore[arg-type]
+        meta.pending = fut
+        return PendingAppend(index, plog, fut, lat)
+
+    def _verify(self, txn_id: str, pid: int, epoch: int, key: Key, v: int) -> int:
+        """KIP-890 part 1: is this partition in the producer's ongoing transaction? The codes as
+        AddPartitionsToTxnManager hands them to Produce: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH,
+        TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE below Produce v11 (``defaultError``)."""
+        if self.txn_verifier is None:
+            return ErrorCode.NONE
+        code = self.txn_verifier(txn_id, pid, epoch, key[0], key[1])
+        if code == ErrorCode.PRODUCER_FENCED:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if code == ErrorCode.TRANSACTION_ABORTABLE and v < 11:
+            return ErrorCode.INVALID_TXN_STATE
+        return code
+
+    def _after_load(
+        self,
+        load: Load,
+        key: Key,
+        plog: PartitionLog,
+        t: Topic,
+        index: int,
+        raw: bytes | None,
+        v: int,
+        txn_id: str | None,
+    ) -> asyncio.Future[Any]:
+        load.waiting += 1
+
+        async def continue_after_load() -> tuple[int, int] | dict[str, Any]:
+            producers = await load.future
+            try:
+                if self.state.logs.get(t.name, index) is not plog:
+                    return partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition was deleted.")
+                now = self.state.clock()
+                checked = check_batch(t, plog.config, index, raw, v, now)
+                if isinstance(checked, dict):
+                    return checked
+                lat = now if plog.config.message_timestamp_type == "LogAppendTime" else -1
+                r = self._idempotent_append(producers, key, plog, index, checked, raw, lat, now, v, txn_id)
+            finally:
+                # The last waiter lets later batches take the direct path again; until then they
+                # queue here, behind the ones that arrived during the load.
+                self.producer_states.leave(key, load)
+            if isinstance(r, dict):
+                return r
+            if r.duplicate is not None and r.future is None:
+                return (r.duplicate.first_offset, r.duplicate.last_offset)
+            assert r.future is not None
+            return await r.future
+
+        return asyncio.ensure_future(continue_after_load())
+
+    def _start_append(
+        self,
+        key: Key,
+        plog: PartitionLog,
+        raw: bytes,
+        lat: int,
+        *,
+        producers: PartitionProducers | None = None,
+        pid: int = -1,
+        meta: BatchMeta | None = None,
+    ) -> asyncio.Future[Any]:
+        # The task's first step queues the batch in the appender; tasks start in creation order, so
+        # batches reach the log in the order they were checked.
+        fut = asyncio.ensure_future(self.state.appender.append(plog, raw, log_append_time_ms=lat if lat >= 0 else None))
+        size = len(raw)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if f.cancelled() or f.exception() is not None:
+                if producers is not None and meta is not None:
+                    producers.forget(pid, meta)
+                return
+            base, last = f.result()
+            if producers is not None and meta is not None:
+                producers.written(meta, base, last)
+                self.producer_states.snapshot_if_due(plog, producers)
+            self.wake(key, size)
+
+        fut.add_done_callback(done)
+        return fut
+
+    async def _finish_produce(
+        self, req: Request, acks: int, results: list[tuple[str, list[dict[str, Any] | PendingAppend]]]
+    ) -> dict[str, Any] | None:
+        responses = []
+        failed = False
+        for name, parts in results:
+            out = []
+            for part in parts:
+                if isinstance(part, dict):
+                    out.append(part)
+                else:
+                    out.append(await self._append_result(name, part))
+                failed = failed or out[-1]["error_code"] != ErrorCode.NONE
+            responses.append({"name": name, "partition_responses": out})
+        if acks == 0:
+            if failed:
+                # Kafka closes the connection: a client that asked for no answer cannot learn of the
+                # failure otherwise.
+                req.conn.close("produce with acks=0 failed", errors=error_summary(responses))
+            else:
+                req.no_response()
+            return None
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    async def _append_result(self, topic: str, part: PendingAppend) -> dict[str, Any]:
+        if part.duplicate is not None and part.future is None:
+            base = part.duplicate.first_offset
+        else:
+            assert part.future is not None
+            try:
+                result = await part.future
+            except Exception as exc:
+                return append_error(self.state.topics, topic, part.index, exc)
+            if isinstance(result, dict):  # answered after a producer-state load
+                return result
+            base = result[0]
+        if part.duplicate is not None:
+            log.info("produce_duplicate", topic=topic, partition=part.index, base_offset=base)
+        return {
+            "index": part.index,
+            "error_code": ErrorCode.NONE,
+            "base_offset": base,
+            "log_append_time_ms": part.lat,
+            "log_start_offset": part.plog.log_start_offset if not part.plog.closed else -1,
+            "record_errors": [],
+            "error_message": None,
+        }
+
+
+def append_error(topics: TopicRegistry, topic: str, index: int, exc: BaseException) -> dict[str, Any]:
+    """The partition response for a failed append (the storage error as Kafka's error code)."""
+    if isinstance(exc, RecordTooLargeError):
+        return partition_error(index, ErrorCode.MESSAGE_TOO_LARGE, str(exc))
+    if isinstance(exc, CorruptRecordError):
+        return partition_error(index, ErrorCode.CORRUPT_MESSAGE, str(exc))
+    if isinstance(exc, UnsupportedCompressionError):
+        return partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc))
+    if isinstance(exc, LogClosedError):
+        t = topics.get(topic)
+        if t is None or index >= t.partitions:
+            return partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition was deleted.")
+        return partition_error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
+    if isinstance(exc, StorageError):
+        return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
+    log.error("produce_failed", topic=topic, partition=index, exc_info=(type(exc), exc, exc.__traceback__))
+    return partition_error(index, ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
+
+
+def error_summary(responses: list[dict[str, Any]]) -> list[str]:
+    return [
+        f"{r['name']}-{p['index']}:{p['error_code']}"
+        for r in responses
+        for p in r["partition_responses"]
+        if p["error_code"] != ErrorCode.NONE
+    ]
