@@ -20,7 +20,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -48,6 +48,7 @@ from .records import (
 )
 from .result import Append, Result
 from .routing import Node, PartitionOwnership, partition_for
+from .runtime import CoordinatorRuntime
 from .timers import Deadlines
 
 # Kafka's group authorized operations (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) as
@@ -78,16 +79,21 @@ HANDLED_APIS = (
 _log = structlog.get_logger("groupd.coordinator")
 
 
-@dataclass
-class _PendingAppend:
-    partition: int
-    records: list[Record]
-    on_done: Callable[[int | None], None]  # called with None on success, the Kafka error code on failure
-    # consumer-group (KIP-848) records are applied when produced, as Kafka's runtime does (see
-    # _consumer_heartbeat); the others when durable
-    applied: bool = False
-    producer: tuple[int, int] | None = None  # (id, epoch) of a transactional batch
-    marker: tuple[bool, int] | None = None  # (committed, coordinator epoch) of an end marker
+def _make_append(
+    token: int,
+    partition: int,
+    records: list[Record],
+    *,
+    applied: bool = False,
+    producer: tuple[int, int] | None = None,
+    marker: tuple[bool, int] | None = None,
+) -> Append:
+    """The Append of a write: a transactional batch or an end marker carries its producer.
+    ``applied``: a consumer group's (KIP-848) records, applied when produced as Kafka's runtime
+    does (see _consumer_heartbeat); the others are replayed when durable."""
+    if producer is None:
+        return Append(token, partition, records)
+    return Append(token, partition, records, producer[0], producer[1], marker)
 
 
 def _hb_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -108,11 +114,15 @@ class GroupCoordinator:
         topics_image: Callable[[], TopicsImage] | None = None,
     ) -> None:
         self.config = config or CoordinatorConfig()
-        # The broker that received the request being handled (its node id): a request is served
-        # only by the leader of its group's partition. A single broker never names itself and
-        # stays the receiver (see the ``ownership`` setter).
-        self._receiver = -1
-        self.ownership = ownership or PartitionOwnership(Node(0, "localhost", 9092), self.config.num_offsets_partitions)
+        # Partition states and epochs, ownership, the call's Result and the writes in flight.
+        self.runtime: CoordinatorRuntime[Result] = CoordinatorRuntime(
+            ownership or PartitionOwnership(Node(0, "localhost", 9092), self.config.num_offsets_partitions),
+            result_factory=Result,
+            append_factory=_make_append,
+            not_coordinator=err.NOT_COORDINATOR,
+            load_in_progress=err.COORDINATOR_LOAD_IN_PROGRESS,
+            on_unload=self._unload,
+        )
         self._uuid = uuid_factory or (lambda: str(uuid.uuid4()))
         # None means "every topic exists": tests of group logic need no topic catalogue.
         self._topic_partitions = topic_partitions
@@ -150,20 +160,6 @@ class GroupCoordinator:
         self._deadlines = Deadlines()
         self._join_timer: dict[str, tuple[Any, ...]] = {}
         self._sync_timer_generation: dict[str, int] = {}
-        self._loading: set[int] = set()
-        # Partitions resigned and not elected again (Kafka: no CoordinatorContext): NOT_COORDINATOR.
-        self._unloaded: set[int] = set()
-        # The leader epoch each partition was last loaded or unloaded at (CoordinatorContext.epoch):
-        # an election or resignation at an epoch not above it is stale and ignored.
-        self._epochs: dict[int, int] = {}
-        self._pending: dict[int, _PendingAppend] = {}
-        # Tokens of appends handed to the shell whose partition was unloaded before they completed:
-        # their outcome is ignored (their requests were answered NOT_COORDINATOR), the records
-        # reach the log or not, and a later load replays what did.
-        self._abandoned: set[int] = set()
-        self._next_token = 1
-        self._now = 0
-        self._out: Result = Result()
         self._retention_armed = False
         # Whether per-heartbeat/per-commit debug lines are wanted, decided on first use (logging is
         # configured before requests arrive): every ``self.log.debug`` goes through structlog's
@@ -172,13 +168,15 @@ class GroupCoordinator:
 
     @property
     def ownership(self) -> PartitionOwnership:
-        return self._ownership
+        return self.runtime.ownership
 
     @ownership.setter
     def ownership(self, ownership: PartitionOwnership) -> None:
-        self._ownership = ownership
-        self._local_id = ownership.local.node_id
-        self._receiver = self._local_id
+        self.runtime.ownership = ownership
+
+    @property
+    def _now(self) -> int:
+        return self.runtime.now
 
     # ==========================================================================================
     # The shell's interface
@@ -203,7 +201,7 @@ class GroupCoordinator:
         handler = self._handlers.get(api_name)
         if handler is None:
             raise ValueError(f"the coordinator does not handle {api_name!r}; it handles {', '.join(HANDLED_APIS)}")
-        self._receiver = self._local_id if node_id is None else node_id
+        self.runtime.receive(node_id)
         self._begin(now_ms)
         handler(self, version, request, ctx, client_id or "", client_host or "")
         return self._finish()
@@ -233,24 +231,19 @@ class GroupCoordinator:
     def append_done(self, now_ms: int, token: int, error: BaseException | int | None = None) -> Result:
         """The shell reports that the append with ``token`` is durable (error None) or failed."""
         self._begin(now_ms)
-        pending = self._pending.pop(token, None)
-        if pending is None:
-            if token in self._abandoned:
-                # its partition was unloaded meanwhile (CoordinatorRuntime fails the deferred
-                # events on unload): the answers went out, and a load replays what is in the log
-                self._abandoned.discard(token)
-                return self._finish()
-            raise KeyError(f"unknown append token {token}")
+        pending = self.runtime.complete(token)
+        if pending is None:  # its partition was unloaded meanwhile: the answers went out
+            return self._finish()
         if error is None:
-            if pending.marker is not None:
-                assert pending.producer is not None
-                pid, epoch = pending.producer
-                self.replay_end_txn_marker(pending.partition, pid, epoch, *pending.marker)
-            elif pending.producer is not None:
-                pid, epoch = pending.producer
+            extra = pending.extra
+            if (marker := extra.get("marker")) is not None:
+                pid, epoch = extra["producer"]
+                self.replay_end_txn_marker(pending.partition, pid, epoch, *marker)
+            elif (producer := extra.get("producer")) is not None:
+                pid, epoch = producer
                 for key, value in pending.records:
                     self.replay_transactional(key, value, pid, epoch)
-            elif not pending.applied:
+            elif not extra.get("applied"):
                 for key, value in pending.records:
                     self.replay(key, value)
             else:  # a consumer group's records, applied when produced, are durable now
@@ -275,7 +268,7 @@ class GroupCoordinator:
         # A partition resigned and not yet elected again is this process's to load again (a cluster
         # shares the core): its offsets of the deleted partitions go when it is loaded, as for a
         # partition that is loading.
-        for p in self._unloaded:
+        for p in self.runtime.unloaded:
             pending = self.offset_manager.deleted_while_loading.setdefault(p, {})
             for topic, index in topic_partitions:
                 pending.setdefault(topic, set()).add(index)
@@ -381,7 +374,7 @@ class GroupCoordinator:
         code = err.NONE
         if not self.ownership.is_local(partition):
             code = err.NOT_COORDINATOR
-        elif partition in self._loading:
+        elif partition in self.runtime.loading:
             code = err.COORDINATOR_LOAD_IN_PROGRESS
         else:
             seen = self.offset_manager.producers.get((partition, producer_id))
@@ -419,18 +412,16 @@ class GroupCoordinator:
 
     def partition_state(self, partition: int) -> str:
         """``"loading"``, ``"unloaded"`` or ``"active"`` (CoordinatorRuntime's CoordinatorState)."""
-        if partition in self._loading:
-            return "loading"
-        return "unloaded" if partition in self._unloaded else "active"
+        return self.runtime.state(partition)
 
     def partition_epoch(self, partition: int) -> int:
         """The leader epoch the partition was last loaded or unloaded at (-1: never)."""
-        return self._epochs.get(partition, -1)
+        return self.runtime.epoch(partition)
 
     def is_loading(self, partition: int, epoch: int | None = None) -> bool:
         """Whether a replay of ``partition`` (begun at ``epoch``) is still wanted: an unload or a
         newer election makes a load in progress stale, and the shell stops replaying."""
-        return partition in self._loading and (epoch is None or self._epochs.get(partition) == epoch)
+        return self.runtime.is_loading(partition, epoch)
 
     def begin_load(self, partition: int, epoch: int | None = None, node: Node | None = None) -> Result:
         """Start loading ``partition`` (GroupCoordinatorService.onElection ->
@@ -444,24 +435,9 @@ class GroupCoordinator:
         core still holds of the partition is unloaded first, its parked requests answered
         NOT_COORDINATOR in the Result (at start-up there is nothing)."""
         self._begin(self._now)
-        if epoch is not None and epoch <= self._epochs.get(partition, -1):
-            self.log.info("partition_load_ignored", partition=partition, epoch=epoch, current=self._epochs[partition])
-            return self._finish()
-        previous = self._ownership.owner(partition)
-        if partition not in self._unloaded:
-            self._unload(partition)  # an active or half-loaded partition starts from nothing
-        target = node or previous or self._ownership.local
-        if (
-            epoch is None
-            and partition not in self._epochs
-            and previous is not None
-            and previous.node_id == target.node_id
-        ):
-            epoch = self._ownership.epoch(partition)  # the first load, by the leader it starts with
-        epoch = self._ownership.assign(partition, target, epoch)
-        self._epochs[partition] = epoch
-        self._unloaded.discard(partition)
-        self._loading.add(partition)
+        if self.runtime.begin_load(partition, epoch, node) is None:
+            current = self.runtime.epoch(partition)
+            self.log.info("partition_load_ignored", partition=partition, epoch=epoch, current=current)
         return self._finish()
 
     def unload_partition(self, now_ms: int, partition: int, epoch: int | None = None) -> Result:
@@ -477,38 +453,15 @@ class GroupCoordinator:
         partition's groups are cancelled. Ignored when ``epoch`` is not above the partition's
         last epoch (a stale resignation)."""
         self._begin(now_ms)
-        if epoch is not None and epoch <= self._epochs.get(partition, -1):
-            self.log.info("partition_unload_ignored", partition=partition, epoch=epoch, current=self._epochs[partition])
-            return self._finish()
-        if partition not in self._unloaded:
-            self._unload(partition)
-        self._unloaded.add(partition)
-        self._epochs[partition] = self._ownership.assign(partition, None, epoch)
+        if self.runtime.unload(partition, epoch) is None:
+            current = self.runtime.epoch(partition)
+            self.log.info("partition_unload_ignored", partition=partition, epoch=epoch, current=current)
         return self._finish()
 
-    def _unload(self, partition: int) -> None:
-        """Drop everything of ``partition``, answering what waits NOT_COORDINATOR (into ``_out``)."""
+    def _unload(self, partition: int, was_loading: bool, writes_abandoned: int) -> None:
+        """The runtime dropped ``partition`` (its writes failed NOT_COORDINATOR): drop every group
+        of it, answering what waits NOT_COORDINATOR (CoordinatorShard.onUnloaded)."""
         n = self.config.num_offsets_partitions
-        was_loading = partition in self._loading
-        self._loading.discard(partition)
-        # Nobody leads it from here: whatever the failed writes' continuations run next (a consumer
-        # group's queued heartbeats) is answered NOT_COORDINATOR by _route_error.
-        self._ownership.assign(partition, None, self._ownership.epoch(partition))
-        # In-flight writes: CoordinatorRuntime's unload fails the deferred events and the current
-        # batch with NOT_COORDINATOR. A continuation may write again (a failed assignment write
-        # restarts the join phase): that write is failed the same way and never handed out.
-        abandoned: list[int] = []
-        for _round in range(100):
-            tokens = [t for t, pending in self._pending.items() if pending.partition == partition]
-            if not tokens:
-                break
-            for token in tokens:
-                pending = self._pending.pop(token)
-                abandoned.append(token)
-                pending.on_done(err.NOT_COORDINATOR)
-        never_handed_out = {a.token for a in self._out.appends if a.partition == partition}
-        self._out.appends = [a for a in self._out.appends if a.partition != partition]
-        self._abandoned.update(t for t in abandoned if t not in never_handed_out)
 
         # GroupMetadataManager.onUnloaded: a classic group goes Dead, its members' pending JoinGroup
         # (PreparingRebalance) and SyncGroup (CompletingRebalance/Stable) answered NOT_COORDINATOR.
@@ -532,13 +485,13 @@ class GroupCoordinator:
         for gid in [g for g in self.offset_manager.inflight if partition_for(g, n) == partition]:
             del self.offset_manager.inflight[gid]
         self._forget_partition(partition)
-        if classic or consumer or abandoned:
+        if classic or consumer or writes_abandoned:
             self.log.info(
                 "partition_unloaded",
                 partition=partition,
                 classic_groups=len(classic),
                 consumer_groups=len(consumer),
-                writes_abandoned=len(abandoned),
+                writes_abandoned=writes_abandoned,
                 was_loading=was_loading,
             )
 
@@ -561,10 +514,9 @@ class GroupCoordinator:
         that an unload or a newer election made stale is ignored (``CompleteLoad`` of a context no
         longer LOADING)."""
         self._begin(self._now if now_ms is None else now_ms)
-        if partition in self._unloaded or (epoch is not None and not self.is_loading(partition, epoch)):
+        if not self.runtime.end_load(partition, epoch):
             self.log.info("partition_load_completion_ignored", partition=partition, epoch=epoch)
             return self._finish()
-        self._loading.discard(partition)
         n = self.config.num_offsets_partitions
         gids = {g for g in self.group_records if partition_for(g, n) == partition}
         gids |= {g for g in self.offsets if partition_for(g, n) == partition}
@@ -598,25 +550,23 @@ class GroupCoordinator:
 
     @property
     def pending_appends(self) -> int:
-        return len(self._pending)
+        return self.runtime.pending_appends
 
     # ==========================================================================================
     # Plumbing
     # ==========================================================================================
 
     def _begin(self, now_ms: int) -> None:
-        self._now = now_ms
-        self._out = Result()
+        self.runtime.begin(now_ms)
         if not self._retention_armed:
             self._retention_armed = True
             self._deadlines.set(("retention",), now_ms + self.config.offsets_retention_check_interval_ms)
 
     def _finish(self) -> Result:
-        # No fresh Result here: every entry point starts with _begin, which makes one.
-        return self._out
+        return self.runtime.finish()
 
     def _respond(self, ctx: Any, response: dict[str, Any]) -> None:
-        self._out.responses.append((ctx, response))
+        self.runtime.out.responses.append((ctx, response))
 
     def _append(
         self,
@@ -627,7 +577,7 @@ class GroupCoordinator:
         applied: bool = False,
         producer: tuple[int, int] | None = None,
     ) -> None:
-        self._append_to_partition(self.partition_for(group_id), records, on_done, applied=applied, producer=producer)
+        self.runtime.append(self.partition_for(group_id), records, on_done, applied=applied, producer=producer)
 
     def _append_to_partition(
         self,
@@ -639,23 +589,10 @@ class GroupCoordinator:
         producer: tuple[int, int] | None = None,
         marker: tuple[bool, int] | None = None,
     ) -> None:
-        token = self._next_token
-        self._next_token += 1
-        self._pending[token] = _PendingAppend(partition, records, on_done, applied, producer, marker)
-        if producer is None:
-            self._out.appends.append(Append(token, partition, records))
-        else:
-            self._out.appends.append(Append(token, partition, records, producer[0], producer[1], marker))
+        self.runtime.append(partition, records, on_done, applied=applied, producer=producer, marker=marker)
 
     def _route_error(self, group_id: str) -> int:
-        p = partition_for(group_id, self.config.num_offsets_partitions)
-        # One list index: the leader of the partition must be the broker that received the request
-        # (KafkaApis answers NOT_COORDINATOR from any other broker, and while nobody leads it).
-        if self._ownership.owner_ids[p] != self._receiver:
-            return err.NOT_COORDINATOR
-        if p in self._loading:
-            return err.COORDINATOR_LOAD_IN_PROGRESS
-        return err.NONE
+        return self.runtime.route_error(partition_for(group_id, self.config.num_offsets_partitions))
 
     def _debug_enabled(self) -> bool:
         enabled = self._debug_per_request
@@ -862,9 +799,9 @@ class GroupCoordinator:
                 return fail(err.UNKNOWN_MEMBER_ID)
             group = ClassicGroup(gid, E, self._now)
             self.groups[gid] = group
-        appends_before = len(self._out.appends)
+        appends_before = len(self.runtime.out.appends)
         self._join_to_group(v, req, ctx, group, member_id, instance_id, client_id, client_host)
-        if new_group and len(self._out.appends) == appends_before:
+        if new_group and len(self.runtime.out.appends) == appends_before:
             self._store_new_empty_group(group)
 
     def _store_new_empty_group(self, group: ClassicGroup) -> None:
@@ -1503,9 +1440,9 @@ class GroupCoordinator:
         A Heartbeat only checks its member and moves its session deadline later: it never answers
         another request, appends a record or changes a group's state, so the shell's hot path can
         skip the Result plumbing (a third of a steady heartbeat's cost in the core)."""
-        self._receiver = self._local_id if node_id is None else node_id
+        self.runtime.receive(node_id)
         if self._retention_armed:
-            self._now = now_ms
+            self.runtime.now = now_ms
         else:
             self._begin(now_ms)
         return self._heartbeat_error(
@@ -1516,7 +1453,9 @@ class GroupCoordinator:
         )
 
     def _heartbeat(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
-        self._respond(ctx, {"throttle_time_ms": 0, "error_code": self.heartbeat(self._now, v, req, self._receiver)})
+        self._respond(
+            ctx, {"throttle_time_ms": 0, "error_code": self.heartbeat(self._now, v, req, self.runtime.receiver)}
+        )
 
     def _heartbeat_error(self, gid: str, member_id: str, generation: int, instance_id: str | None) -> int:
         if not gid:
@@ -1747,8 +1686,8 @@ class GroupCoordinator:
         states = {s.lower().strip(_JAVA_TRIMMED) for s in (req.get("states_filter") or [])} if v >= 4 else set()
         types = {t.lower() for t in (req.get("types_filter") or [])} if v >= 5 else set()
         # Each broker lists the groups it coordinates (KafkaApis asks its own coordinator).
-        owner_ids, receiver, n = self._ownership.owner_ids, self._receiver, self.config.num_offsets_partitions
-        if any(owner_ids[p] == receiver for p in self._loading):
+        owner_ids, receiver, n = self.ownership.owner_ids, self.runtime.receiver, self.config.num_offsets_partitions
+        if any(owner_ids[p] == receiver for p in self.runtime.loading):
             return self._respond(
                 ctx, {"throttle_time_ms": 0, "error_code": err.COORDINATOR_LOAD_IN_PROGRESS, "groups": []}
             )
@@ -1897,10 +1836,10 @@ class GroupCoordinator:
             return
         busy = self._consumer_busy.get(gid)
         if busy is not None:
-            receiver = self._receiver  # it is answered later, as the broker it came to
+            receiver = self.runtime.receiver  # it is answered later, as the broker it came to
 
             def later() -> None:
-                self._receiver = receiver
+                self.runtime.receiver = receiver
                 self._consumer_heartbeat(version, req, ctx, client_id, client_host)
 
             busy.append(later)

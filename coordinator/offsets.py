@@ -733,7 +733,7 @@ class OffsetManager:
         if not deleted:
             return
         local = set(self.host.ownership.local_partitions())
-        loading = local & self.host._loading
+        loading = local & self.host.runtime.loading
         for p in loading:
             # Kafka's write fails on a loading shard (COORDINATOR_LOAD_IN_PROGRESS): it logs the
             # error and the offsets stay. Here they are tombstoned once the partition is loaded.
@@ -795,7 +795,7 @@ class OffsetManager:
         deleted: dict[int, list[str]] = {}
         for gid in sorted(set(self.host.groups) | set(self.offsets)):
             p = self.host.partition_for(gid)
-            if p in self.host._loading or not self.host.ownership.is_local(p):
+            if p in self.host.runtime.loading or not self.host.ownership.is_local(p):
                 continue
             group = self.host.groups.get(gid)
             if group is None:
