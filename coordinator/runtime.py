@@ -131,6 +131,7 @@ class CoordinatorRuntime(Generic[R]):
         not_coordinator: int = NOT_COORDINATOR,
         load_in_progress: int = COORDINATOR_LOAD_IN_PROGRESS,
         on_unload: Callable[[int, bool, int], None] | None = None,
+        log: Any = None,
     ) -> None:
         self.result_factory = result_factory
         self.append_factory = append_factory
@@ -141,6 +142,8 @@ class CoordinatorRuntime(Generic[R]):
         # The coordinator's own unloading: (partition, was_loading, writes abandoned), called once
         # the partition is nobody's and its writes have failed (CoordinatorShard.onUnloaded).
         self.on_unload = on_unload or (lambda _partition, _was_loading, _abandoned: None)
+        # told about stale loads and unloads (a structlog-style logger); None: nobody
+        self.log = log
         # The broker that received the request being handled (its node id): a request is served
         # only by the leader of its key's partition. A single broker never names itself and stays
         # the receiver (see the ``ownership`` setter).
@@ -262,6 +265,7 @@ class CoordinatorRuntime(Generic[R]):
         loading. A change of leader bumps the leader epoch unless ``epoch`` is given. Returns the
         epoch, or None when the election is stale (then nothing changes)."""
         if self.is_stale(partition, epoch):
+            self._log_ignored("partition_load_ignored", partition, epoch)  # Kafka: "Ignored loading metadata"
             return None
         previous = self._ownership.owner(partition)
         if partition not in self.unloaded:
@@ -284,6 +288,8 @@ class CoordinatorRuntime(Generic[R]):
         """The partition's replay is over: it becomes active. False (nothing changes) when an unload
         or a newer election made the load stale (``CompleteLoad`` of a context no longer LOADING)."""
         if partition in self.unloaded or (epoch is not None and not self.is_loading(partition, epoch)):
+            if self.log is not None:
+                self.log.info("partition_load_completion_ignored", partition=partition, epoch=epoch)
             return False
         self.loading.discard(partition)
         return True
@@ -293,6 +299,7 @@ class CoordinatorRuntime(Generic[R]):
         and answers NOT_COORDINATOR until elected again. Returns the new epoch, or None when the
         resignation is stale."""
         if self.is_stale(partition, epoch):
+            self._log_ignored("partition_unload_ignored", partition, epoch)
             return None
         if partition not in self.unloaded:
             self.drop(partition)
@@ -300,6 +307,10 @@ class CoordinatorRuntime(Generic[R]):
         epoch = self._ownership.assign(partition, None, epoch)
         self.epochs[partition] = epoch
         return epoch
+
+    def _log_ignored(self, event: str, partition: int, epoch: int | None) -> None:
+        if self.log is not None:
+            self.log.info(event, partition=partition, epoch=epoch, current=self.epochs[partition])
 
     def drop(self, partition: int) -> list[int]:
         """Forget ``partition``: nobody leads it from here (so what the failed writes' continuations
