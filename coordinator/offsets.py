@@ -31,9 +31,10 @@ from typing import Any, Protocol
 from . import errors as err
 from .classic.group import CR, PR, ClassicGroup, D, E, Member, S
 from .config import CoordinatorConfig
-from .consumer import ConsumerGroup, ConsumerGroupManager
-from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+from .consumer import ConsumerGroupManager
+from .records import OffsetCommitKey, OffsetCommitValue, Record
 from .result import Result
+from .retention import OffsetRetention
 from .routing import partition_for
 from .runtime import CoordinatorRuntime
 
@@ -122,6 +123,7 @@ class OffsetManager:
         # ProducerStateManager): (partition, producer id) -> [epoch, coordinator epoch] last seen.
         self.producers: dict[tuple[int, int], list[int]] = {}
         self._seq = 0
+        self.retention = OffsetRetention(self)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_offsets_partitions)
@@ -797,124 +799,9 @@ class OffsetManager:
 
             self.rt.append(p, records, done)
 
-    # ------------------------------------------------------------------------------------------
-    # Retention (KIP-211)
-    # ------------------------------------------------------------------------------------------
-
     def cleanup_group_metadata(self) -> None:
-        """The periodic check: expire offsets, then delete Empty groups left with none."""
-        now = self.rt.now
-        retention_ms = self.config.offsets_retention_ms
-        by_partition: dict[int, list[Record]] = {}
-        deleted: dict[int, list[str]] = {}
-        for gid in sorted(set(self.classic.groups) | set(self.offsets)):
-            p = self.partition_for(gid)
-            if p in self.rt.loading or not self.rt.is_local(p):
-                continue
-            group = self.classic.groups.get(gid)
-            if group is None:
-                consumer_group = self.consumer.group(gid)
-                if consumer_group is not None and gid not in self.consumer_side.busy:
-                    self._expire_consumer_group_offsets(consumer_group, now, retention_ms, by_partition, p)
-                continue
-            tombstones, all_expired = self._expired_offsets(group, now, retention_ms)
-            records = by_partition.setdefault(p, [])
-            records.extend(tombstones)
-            if tombstones:
-                self.classic.glog(group).info("offsets_expired", partitions=len(tombstones))
-            if all_expired and group.is_in(E) and not self.inflight.get(gid) and not self.has_pending(gid):
-                # cleanupExpiredOffsets: not while a transaction has offsets of the group pending.
-                # The group's offset tombstones are already in ``records``; only the group's own.
-                self._delete_group_shell(group)
-                records.append((GroupMetadataKey(gid), None))
-                deleted.setdefault(p, []).append(gid)
-        for p, records in by_partition.items():
-            if not records:
-                continue
-            gone = deleted.get(p, [])
-
-            def done(error: int | None, gone: list[str] = gone) -> None:
-                if error is not None:
-                    for gid in gone:
-                        self.classic.restore_group(gid)
-
-            # Any group id of the partition routes the append there.
-            self.rt.append(p, records, done)
-
-    def _expire_consumer_group_offsets(
-        self, group: ConsumerGroup, now: int, retention_ms: int, by_partition: dict[int, list[Record]], p: int
-    ) -> None:
-        """``ConsumerGroup.offsetExpirationCondition`` (the commit time, always) and
-        ``OffsetMetadataManager.cleanupExpiredOffsets`` (only topics the group does not subscribe to);
-        an empty consumer group left without offsets is deleted (``maybeDeleteGroup``)."""
-        gid = group.group_id
-        subscribed: set[str] = set()
-        for m in group.members.values():
-            subscribed.update(m.subscribed_topic_names)
-            if m.subscribed_topic_regex and m.subscribed_topic_regex in group.resolved_regexes:
-                subscribed |= group.resolved_regexes[m.subscribed_topic_regex].topics
-        tombstones: list[Record] = []
-        all_expired = True
-        for (topic, index), value in sorted(self.offsets.get(gid, {}).items()):
-            if topic in subscribed or self.has_pending(gid, (topic, index)):
-                all_expired = False
-                continue
-            if value.expire_timestamp != -1:
-                expired = now >= value.expire_timestamp
-            else:
-                expired = now - value.commit_timestamp >= retention_ms
-            if expired:
-                tombstones.append((OffsetCommitKey(gid, topic, index), None))
-            else:
-                all_expired = False
-        if tombstones:
-            by_partition.setdefault(p, []).extend(tombstones)
-            self.log.info("offsets_expired", group=gid, partitions=len(tombstones))
-        if all_expired and not group.members and not self.inflight.get(gid) and not self.has_pending(gid):
-            self.consumer_side.delete_consumer_group(gid, "empty and no offsets left")
-
-    def _expired_offsets(self, group: ClassicGroup, now: int, retention_ms: int) -> tuple[list[Record], bool]:
-        gid = group.group_id
-        committed = self.offsets.get(gid)
-        if not committed:
-            return [], True
-        # Which clock an offset's retention runs on (ClassicGroup.offsetExpirationCondition).
-        if group.protocol_type is None:
-
-            def base(o: OffsetCommitValue) -> int:
-                return o.commit_timestamp  # standalone commits
-        elif group.is_in(E):
-
-            def base(o: OffsetCommitValue) -> int:
-                return group.state_timestamp  # since the group became Empty
-        elif group.uses_consumer_protocol() and group.subscribed_topics is not None and group.is_in(S):
-
-            def base(o: OffsetCommitValue) -> int:
-                return o.commit_timestamp  # topics nobody subscribes to any more
-        else:
-            return [], False
-        tombstones: list[Record] = []
-        all_expired = True
-        for (topic, index), value in sorted(committed.items()):
-            if group.is_subscribed_to_topic(topic) or self.has_pending(gid, (topic, index)):
-                # cleanupExpiredOffsets: an offset with a pending transactional one does not expire yet.
-                all_expired = False
-                continue
-            if value.expire_timestamp != -1:
-                expired = now >= value.expire_timestamp  # an explicit per-commit retention (v2-4)
-            else:
-                expired = now - base(value) >= retention_ms
-            if expired:
-                tombstones.append((OffsetCommitKey(gid, topic, index), None))
-            else:
-                all_expired = False
-        return tombstones, all_expired
-
-    def _delete_group_shell(self, group: ClassicGroup) -> None:
-        group.transition_to(D, self.rt.now)
-        self.classic.forget_group(group)
-        del self.classic.groups[group.group_id]
-        self.classic.glog(group).info("group_deleted", reason="empty and no offsets left")
+        """The periodic retention check (KIP-211): see :class:`.retention.OffsetRetention`."""
+        self.retention.cleanup_group_metadata()
 
 
 def _deleted_keys(
