@@ -193,12 +193,14 @@ class GroupCoordinator:
             raise TypeError(f"not a __consumer_offsets record key: {key!r}")
 
     def replay_transactional(
-        self, key: rec.RecordKey, value: rec.RecordValue | None, producer_id: int, epoch: int
+        self, key: rec.RecordKey, value: rec.RecordValue | None, producer_id: int, producer_epoch: int
     ) -> None:
         """A durable record of a transactional batch: offset commits become pending for the producer."""
         if isinstance(key, rec.OffsetCommitKey):
             assert value is None or isinstance(value, rec.OffsetCommitValue)
-            self.offset_manager.replay_transactional(self.partition_for(key.group), key, value, producer_id, epoch)
+            self.offset_manager.replay_transactional(
+                self.partition_for(key.group), key, value, producer_id, producer_epoch
+            )
         else:
             self.replay(key, value)
 

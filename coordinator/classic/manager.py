@@ -399,7 +399,7 @@ class ClassicGroupManager:
         if member is None or member.has_satisfied_heartbeat():
             return
         # A new member parked in its first JoinGroup is bounded by the new-member join timeout,
-        # not its session (see _add_member_and_rebalance).
+        # not its session (see JoinGroupHandler._add_member_and_rebalance).
         reason = events.NEW_MEMBER_JOIN_TIMEOUT if member.is_new else events.SESSION_TIMEOUT
         self.glog(group, member=member_id).info(
             "member_expired",
