@@ -1,8 +1,9 @@
 """The shard's managers and how they are wired together (Kafka's ``GroupCoordinatorShard.Builder``).
 
 Each manager gets the collaborators it works through, explicitly: the coordinator runtime, the
-persisted group-metadata records (read only: the shard's ``replay`` changes them), the consumer
-group core, and the other managers where a request crosses kinds of group (a classic JoinGroup to a
+persisted group-metadata records (the shard's ``replay`` folds records into them; a migration
+between protocols and an unload change them too, as in the shard before), the consumer group
+core, and the other managers where a request crosses kinds of group (a classic JoinGroup to a
 consumer group, a commit validated by its group). The ones that need each other are wired once
 all exist.
 """
@@ -31,7 +32,7 @@ from .timers import Deadlines
 
 @dataclass
 class Managers:
-    group_records: dict[str, GroupMetadataValue]  # persisted: the shard's replay changes them
+    group_records: dict[str, GroupMetadataValue]  # persisted: the shard's replay folds records into them
     consumer: ConsumerGroupManager  # the KIP-848 consumer groups' core
     deadlines: Deadlines  # classic sessions and phases, and the retention check
     classic: ClassicGroupManager  # classic groups: sessions, phases, SyncGroup, Heartbeat, LeaveGroup

@@ -3,8 +3,8 @@ their timers (Kafka's ``GroupMetadataManager``, its classic paths).
 
 It holds the live classic groups (soft state: who is parked, session deadlines, the rebalance in
 flight) and works through explicit collaborators: the coordinator runtime (the call's Result, the
-writes in flight, routing), the persisted group-metadata records (read only: the shard's ``replay``
-changes them), the offset manager, and the KIP-848 side for a group id that is a consumer group
+writes in flight, routing), the persisted group-metadata records (the shard's ``replay`` folds
+records into them; an unload drops a partition's), the offset manager, and the KIP-848 side for a group id that is a consumer group
 (``ConsumerSide``: its one write in flight; ``ClassicMigration``: classic requests served by a
 consumer group). JoinGroup itself is :mod:`.join`; DescribeGroups, ListGroups and DeleteGroups are
 :mod:`.admin`.
@@ -75,7 +75,7 @@ class ClassicGroupManager:
         self.config = config
         self.rt = runtime
         self.deadlines = deadlines
-        # persisted (the shard's replay changes it): each group's last durable group-metadata record
+        # persisted (the shard's replay folds records into it): each group's last durable record
         self.group_records = group_records
         self.consumer = consumer
         self.log = log
