@@ -1,8 +1,10 @@
-"""groupd's sans-IO consumer-group coordinator (Kafka's classic group protocol and committed offsets).
+"""groupd's sans-IO group coordinator (Kafka's classic and KIP-848 group protocols, committed offsets).
 
-Owns group state, members, generations and deadlines (``coordinator.py``, ``group.py``), committed
-offsets (``offsets.py``), the ``__consumer_offsets`` records and their replay (``records.py``,
-``serde.py``). It knows nothing of sockets, transports, clocks or file layout: it is handed the time
+Owns the coordinator runtime (``runtime.py``: partition load/unload and epochs, pending writes,
+routing), the shard over it (``coordinator.py``: the handler table and ``replay``), classic groups
+(``classic/``), KIP-848 consumer groups (``consumer/``, served by ``consumer_requests.py``, with
+``migration.py`` between the two), committed offsets (``offsets.py``), the ``__consumer_offsets``
+records and their replay (``records.py``, ``serde.py``). It knows nothing of sockets, transports, clocks or file layout: it is handed the time
 and requests, and hands back answers and records.
 
 How the shell drives it (all calls from one thread or under one lock; each is quick and never blocks):
@@ -19,9 +21,9 @@ re-arms its single timer at ``next_deadline()`` (at or before now means: tick ag
 A parked request (JoinGroup, SyncGroup, a commit awaiting durability) is answered in a later Result.
 """
 
+from .classic.group import ClassicGroup, GroupState, IllegalStateTransition, Member
 from .config import CoordinatorConfig
 from .coordinator import HANDLED_APIS, GroupCoordinator
-from .group import ClassicGroup, GroupState, IllegalStateTransition, Member
 from .listener import CoordinatorListener
 from .records import (
     GroupMetadataKey,

@@ -14,10 +14,12 @@ producer's pending offsets of the partition's groups into the committed ones, AB
 partition is not materialized: Kafka keeps "the most recent committed offset" by record offset;
 here the replay order (the log order within a partition) stands for the record offset.
 
-The group coordinator holds an ``OffsetManager`` and hands it itself as the ``GroupHost``: what
-offsets need of groups (is this member of this generation, route this append, answer this request)
-is asked through that narrow interface, as Kafka's OffsetMetadataManager asks its
-GroupMetadataManager. This module never imports the coordinator.
+The shard holds an ``OffsetManager`` and hands it its collaborators: the coordinator runtime
+(answer this request, route this append, is this partition loading), the classic groups
+(``ClassicGroups``: keep a member's session alive, forget or restore a group) and the consumer
+groups (their core, and ``ConsumerWrites``), as Kafka's OffsetMetadataManager works with its
+GroupMetadataManager. Each kind of group validates its own commits (``validate_offset_commit``).
+This module imports neither the shard nor the group managers.
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from . import errors as err
+from .classic.group import CR, PR, ClassicGroup, D, E, Member, S
 from .config import CoordinatorConfig
-from .consumer import ConsumerGroup, ConsumerGroupManager
-from .group import CR, PR, ClassicGroup, D, E, Member, S
-from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
-from .routing import PartitionOwnership
+from .consumer import ConsumerGroupManager
+from .records import OffsetCommitKey, OffsetCommitValue, Record
+from .result import Result
+from .retention import OffsetRetention
+from .routing import partition_for
+from .runtime import CoordinatorRuntime
 
 Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -58,69 +63,50 @@ class PendingOffset:
         return f"PendingOffset({self.value!r}, stale={self.stale})"
 
 
-class GroupHost(Protocol):
-    """The group coordinator as the offsets manager sees it."""
+class ClassicGroups(Protocol):
+    """The classic groups as offsets see them (``ClassicGroupManager``, Kafka's GroupMetadataManager)."""
 
-    config: CoordinatorConfig
-    ownership: PartitionOwnership
     groups: dict[str, ClassicGroup]
-    log: Any
-    _now: int
-    _loading: set[int]
-    _topic_partitions: Callable[[str], int | None] | None
-    consumer: ConsumerGroupManager
-    _consumer_busy: dict[str, Any]
-    # (transactional id, producer id, epoch, topic, partition) -> the transaction coordinator's
-    # verify_only answer for that partition (KIP-890); None: transactional writes are not verified.
-    txn_verifier: Callable[[str, int, int, str, int], int] | None
 
-    def partition_for(self, group_id: str) -> int: ...
-    def _respond(self, ctx: Any, response: dict[str, Any]) -> None: ...
-    def _append(
-        self,
-        group_id: str,
-        records: list[Record],
-        on_done: Callable[[int | None], None],
-        *,
-        producer: tuple[int, int] | None = None,
-    ) -> None: ...
-    def _append_to_partition(
-        self, partition: int, records: list[Record], on_done: Callable[[int | None], None]
-    ) -> None: ...
-    def _route_error(self, group_id: str) -> int: ...
-    def _debug_enabled(self) -> bool: ...
-    def _glog(self, group: ClassicGroup, **kw: Any) -> Any: ...
-    def _validate_member(self, group: ClassicGroup, member_id: str, instance_id: str | None) -> int: ...
-    def _reschedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None: ...
-    def _forget_group(self, group: ClassicGroup) -> None: ...
-    def _restore_group(self, group_id: str) -> None: ...
-    def _delete_consumer_group(self, group_id: str, reason: str) -> None: ...
+    def glog(self, group: ClassicGroup, **kw: Any) -> Any: ...
+    def debug_enabled(self) -> bool: ...
+    def reschedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None: ...
+    def forget_group(self, group: ClassicGroup) -> None: ...
+    def restore_group(self, group_id: str) -> None: ...
 
 
-def consumer_commit_error(
-    group: ConsumerGroup, v: int, member_epoch: int, member_id: str, *, transactional: bool = False
-) -> int:
-    """``ConsumerGroup.validateOffsetCommit``: without an epoch only an empty group takes commits (admin
-    tools, consumers managing their own partitions); otherwise the member must exist, speak
-    OffsetCommit v9+ (KIP-848 members; any TxnOffsetCommit version), and commit at its current epoch
-    (STALE_MEMBER_EPOCH, which ``validateTransactionalOffsetCommit`` answers as ILLEGAL_GENERATION)."""
-    if member_epoch < 0 and not group.members:
-        return err.NONE
-    member = group.members.get(member_id)
-    if member is None:
-        return err.UNKNOWN_MEMBER_ID
-    if transactional or member.uses_classic_protocol:
-        # a transactional commit, and a classic member's at any version, carry the generation
-        # (= the member epoch): ILLEGAL_GENERATION when stale (ConsumerGroup.validateOffsetCommit)
-        return err.ILLEGAL_GENERATION if member_epoch != member.member_epoch else err.NONE
-    if v < 9:
-        return err.UNSUPPORTED_VERSION
-    return err.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else err.NONE
+class ConsumerWrites(Protocol):
+    """The consumer groups' writes as offsets see them (``ConsumerGroupRequests``)."""
+
+    # a consumer group with a write in flight -> what waits behind it
+    busy: dict[str, Any]
+
+    def delete_consumer_group(self, gid: str, reason: str) -> None: ...
 
 
 class OffsetManager:
-    def __init__(self, host: GroupHost) -> None:
-        self.host = host
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        runtime: CoordinatorRuntime[Result],
+        classic: ClassicGroups,
+        consumer: ConsumerGroupManager,
+        consumer_side: ConsumerWrites,
+        *,
+        log: Any,
+        topic_partitions: Callable[[str], int | None] | None = None,
+    ) -> None:
+        self.config = config
+        self.rt = runtime
+        self.classic = classic
+        self.consumer = consumer
+        self.consumer_side = consumer_side
+        self.log = log
+        # None means "every topic exists": tests of group logic need no topic catalogue.
+        self.topic_partitions = topic_partitions
+        # (transactional id, producer id, epoch, topic, partition) -> the transaction coordinator's
+        # verify_only answer for that partition (KIP-890); None: transactional writes are not verified.
+        self.txn_verifier: Callable[[str, int, int, str, int], int] | None = None
         # Persisted state, changed only by replay().
         self.offsets: Offsets = {}
         # Commits written but not yet durable, per group: a group with some is not deleted under them.
@@ -137,6 +123,25 @@ class OffsetManager:
         # ProducerStateManager): (partition, producer id) -> [epoch, coordinator epoch] last seen.
         self.producers: dict[tuple[int, int], list[int]] = {}
         self._seq = 0
+        self.retention = OffsetRetention(self)
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.num_offsets_partitions)
+
+    def groups_with_pending_of(self, partition: int) -> list[str]:
+        """The groups of ``partition`` with pending transactional offsets."""
+        n = self.config.num_offsets_partitions
+        return [g for g in self.open_txns if partition_for(g, n) == partition]
+
+    def on_unloaded(self, partition: int) -> None:
+        """The partition's offsets, commits in flight, pending offsets and producer epochs leave
+        memory (a load replays them)."""
+        n = self.config.num_offsets_partitions
+        for store in (self.inflight, self.offsets):
+            for gid in [g for g in store if partition_for(g, n) == partition]:
+                del store[gid]
+        self.forget_groups(self.groups_with_pending_of(partition))
+        self.forget_partition_producers(partition)
 
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         """Apply one durable offset record (a commit, or a tombstone when ``value`` is None)."""
@@ -169,13 +174,7 @@ class OffsetManager:
         self.open_txns.setdefault(gid, {}).setdefault(tp, set()).add(producer_id)
 
     def replay_end_txn_marker(
-        self,
-        partition: int,
-        groups_of: Callable[[int], Iterable[str]],
-        producer_id: int,
-        epoch: int,
-        committed: bool,
-        coordinator_epoch: int,
+        self, partition: int, producer_id: int, epoch: int, committed: bool, coordinator_epoch: int = -1
     ) -> None:
         """``replayEndTransactionMarker`` for one ``__consumer_offsets`` partition: the producer's
         pending offsets of that partition's groups are committed or dropped."""
@@ -183,7 +182,7 @@ class OffsetManager:
         by_group = self.pending.get(producer_id)
         if not by_group:
             return
-        for gid in [g for g in groups_of(partition) if g in by_group]:
+        for gid in [g for g in self.groups_with_pending_of(partition) if g in by_group]:
             for tp, entry in by_group.pop(gid).items():
                 self._close_txn(gid, tp, producer_id)
                 if committed and not entry.stale:
@@ -267,16 +266,16 @@ class OffsetManager:
     # OffsetCommit
     # ------------------------------------------------------------------------------------------
 
-    def commit(self, v: int, req: dict[str, Any], ctx: Any) -> None:
+    def commit(self, v: int, req: dict[str, Any], ctx: Any, _client_id: str = "", _client_host: str = "") -> None:
         gid = req.get("group_id") or ""
         generation = int(req.get("generation_id_or_member_epoch", -1)) if v >= 1 else -1
         member_id = (req.get("member_id") or "") if v >= 1 else ""
         instance_id = req.get("group_instance_id") if v >= 7 else None
         retention = int(req.get("retention_time_ms", -1)) if 2 <= v <= 4 else -1
         topics = req.get("topics") or []
-        now = self.host._now
+        now = self.rt.now
 
-        topic_partitions = self.host._topic_partitions
+        topic_partitions = self.topic_partitions
         if topic_partitions is None or any(
             0 <= int(p.get("partition_index", 0)) < (topic_partitions(t.get("name") or "") or 0)
             for t in topics
@@ -295,7 +294,7 @@ class OffsetManager:
         ok_partitions: list[dict[str, Any]] = []
         # The per-partition loop runs 100 times for a typical consumer's commit: loop invariants
         # are hoisted and records are built positionally.
-        max_metadata = self.host.config.offset_metadata_max_bytes
+        max_metadata = self.config.offset_metadata_max_bytes
         expire = -1 if retention == -1 else now + retention
         for t in topics:
             name = t.get("name") or ""
@@ -329,11 +328,9 @@ class OffsetManager:
 
         response = {"throttle_time_ms": 0, "topics": resp_topics}
         if not records:
-            return self.host._respond(ctx, response)
-        if self.host._debug_enabled():  # README: --log-level debug shows every commit
-            self.host.log.debug(
-                "offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records)
-            )
+            return self.rt.respond(ctx, response)
+        if self.classic.debug_enabled():  # README: --log-level debug shows every commit
+            self.log.debug("offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records))
         self._write_commits(gid, records, keys, ok_partitions, response, ctx, None)
 
     def _write_commits(
@@ -368,15 +365,17 @@ class OffsetManager:
                 code = err.append_error_to_response_error(error)
                 for entry in ok_partitions:
                     entry["error_code"] = code
-            self.host._respond(ctx, response)
+            self.rt.respond(ctx, response)
 
-        self.host._append(gid, records, done, producer=producer)
+        self.rt.append(self.partition_for(gid), records, done, producer=producer)
 
     # ------------------------------------------------------------------------------------------
     # TxnOffsetCommit
     # ------------------------------------------------------------------------------------------
 
-    def commit_transactional(self, v: int, req: dict[str, Any], ctx: Any) -> None:
+    def commit_transactional(
+        self, v: int, req: dict[str, Any], ctx: Any, _client_id: str = "", _client_host: str = ""
+    ) -> None:
         """``KafkaApis.handleTxnOffsetCommitRequest`` + ``GroupCoordinatorService.commitTransactionalOffsets``
         + ``OffsetMetadataManager.commitTransactionalOffset``: the offsets are written in a
         transactional batch of the producer and stay pending until the transaction's marker."""
@@ -387,7 +386,7 @@ class OffsetManager:
         member_id = (req.get("member_id") or "") if v >= 3 else ""
         instance_id = req.get("group_instance_id") if v >= 3 else None
         topics = req.get("topics") or []
-        topic_partitions = self.host._topic_partitions
+        topic_partitions = self.topic_partitions
 
         def known(name: str, index: int) -> bool:
             # KafkaApis answers partitions missing from the metadata itself, before the coordinator.
@@ -407,8 +406,8 @@ class OffsetManager:
         records: list[Record] = []
         keys: list[tuple[str, int]] = []
         ok_partitions: list[dict[str, Any]] = []
-        max_metadata = self.host.config.offset_metadata_max_bytes
-        now = self.host._now
+        max_metadata = self.config.offset_metadata_max_bytes
+        now = self.rt.now
         for name, p in wanted:
             index = int(p.get("partition_index", 0))
             entry = {"partition_index": index, "error_code": err.NONE}
@@ -430,8 +429,8 @@ class OffsetManager:
                 ok_partitions.append(entry)
         response = {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in resp_topics.items()]}
         if not records:
-            return self.host._respond(ctx, response)
-        self.host.log.debug(
+            return self.rt.respond(ctx, response)
+        self.log.debug(
             "txn_offset_commit",
             group=gid,
             transactional_id=req.get("transactional_id"),
@@ -450,10 +449,10 @@ class OffsetManager:
         if not gid:
             # GroupCoordinatorService.commitTransactionalOffsets (isGroupIdNotEmpty), unlike OffsetCommit.
             return err.INVALID_GROUP_ID
-        verifier = self.host.txn_verifier
+        verifier = self.txn_verifier
         if verifier is None:
             return err.NONE
-        code = verifier(txn_id, producer_id, producer_epoch, OFFSETS_TOPIC, self.host.partition_for(gid))
+        code = verifier(txn_id, producer_id, producer_epoch, OFFSETS_TOPIC, self.partition_for(gid))
         if code == err.PRODUCER_FENCED:
             return err.INVALID_PRODUCER_EPOCH
         if code == err.TRANSACTION_ABORTABLE and v < 4:
@@ -471,7 +470,7 @@ class OffsetManager:
         member_id: str,
         instance_id: str | None,
     ) -> int:
-        code = self.host._route_error(gid)
+        code = self.rt.route_error(self.partition_for(gid))
         if code:
             return code
         if producer_id < 0 or producer_epoch < 0:
@@ -481,85 +480,67 @@ class OffsetManager:
         code = self._txn_group_error(gid, generation, member_id, instance_id)
         if code:
             return code
-        seen = self.producers.get((self.host.partition_for(gid), producer_id))
+        seen = self.producers.get((self.partition_for(gid), producer_id))
         if seen is not None and producer_epoch < seen[0]:
             # ProducerAppendInfo.checkProducerEpoch when the batch reaches the __consumer_offsets
             # log: a zombie fenced by a newer epoch (the abort marker of the fence carries it).
             return err.INVALID_PRODUCER_EPOCH
-        if gid not in self.host.groups and self.host.consumer.group(gid) is None:
+        if gid not in self.classic.groups and self.consumer.group(gid) is None:
             # validateTransactionalOffsetCommit: a commit without generation creates a simple group.
-            self.host.groups[gid] = ClassicGroup(gid, E, self.host._now)
-            self.host.log.info("simple_group_created", group=gid, generation=0)
+            self.classic.groups[gid] = ClassicGroup(gid, E, self.rt.now)
+            self.log.info("simple_group_created", group=gid, generation=0)
         return err.NONE
 
     def _txn_group_error(self, gid: str, generation: int, member_id: str, instance_id: str | None) -> int:
-        consumer_group = self.host.consumer.group(gid)
+        consumer_group = self.consumer.group(gid)
         if consumer_group is not None:
-            return consumer_commit_error(consumer_group, 5, generation, member_id, transactional=True)
-        group = self.host.groups.get(gid)
+            return consumer_group.validate_offset_commit(member_id, generation, 5, transactional=True)
+        group = self.classic.groups.get(gid)
         if group is None:
             # validateTransactionalOffsetCommit: ILLEGAL_GENERATION whatever the version.
             return err.NONE if generation < 0 else err.ILLEGAL_GENERATION
-        # ClassicGroup.validateOffsetCommit with isTransactional: no REBALANCE_IN_PROGRESS, no
-        # member needed, and no heartbeat rescheduling (only OffsetCommit keeps a session alive).
-        if group.is_in(D):
-            return err.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and group.is_in(E):
-            return err.NONE
-        if generation >= 0 or member_id or instance_id is not None:
-            code = self.host._validate_member(group, member_id, instance_id)
-            if code:
-                return code
-            if generation != group.generation:
-                return err.ILLEGAL_GENERATION
-        return err.NONE
+        # no heartbeat rescheduling here: only OffsetCommit keeps a session alive
+        return self._classic_commit_error(group, member_id, instance_id, generation, transactional=True)
+
+    def _classic_commit_error(
+        self, group: ClassicGroup, member_id: str, instance_id: str | None, generation: int, *, transactional: bool
+    ) -> int:
+        code = group.validate_offset_commit(member_id, instance_id, generation, transactional=transactional)
+        if code == err.FENCED_INSTANCE_ID:
+            self.classic.glog(group, member=member_id).info("fenced_instance_id", instance=instance_id)
+        return code
 
     def _commit_group_error(self, v: int, gid: str, generation: int, member_id: str, instance_id: str | None) -> int:
         # "" is a valid group id for commits and fetches (GroupCoordinatorService.commitOffsets /
         # fetchOffsets: "For backwards compatibility, we support offset commits for the empty
         # groupId"); only a null id, which the wire cannot carry, is INVALID_GROUP_ID.
-        code = self.host._route_error(gid)
+        code = self.rt.route_error(self.partition_for(gid))
         if code:
             return code
-        consumer_group = self.host.consumer.group(gid)
+        consumer_group = self.consumer.group(gid)
         if consumer_group is not None:
-            return consumer_commit_error(consumer_group, v, generation, member_id)
-        group = self.host.groups.get(gid)
+            return consumer_group.validate_offset_commit(member_id, generation, v)
+        group = self.classic.groups.get(gid)
         if group is None:
             if generation < 0:
                 # A consumer managing its own partitions (or an admin): a "simple" group is born.
-                self.host.groups[gid] = ClassicGroup(gid, E, self.host._now)
-                self.host.log.info("simple_group_created", group=gid, generation=0)
+                self.classic.groups[gid] = ClassicGroup(gid, E, self.rt.now)
+                self.log.info("simple_group_created", group=gid, generation=0)
                 return err.NONE
             # v9 says what happened; older clients only understand ILLEGAL_GENERATION here.
             return err.GROUP_ID_NOT_FOUND if v >= 9 else err.ILLEGAL_GENERATION
-        if group.is_in(D):
-            return err.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and group.is_in(E):
-            return err.NONE
-        if generation >= 0 or member_id or instance_id is not None:
-            code = self.host._validate_member(group, member_id, instance_id)
-            if code:
-                return code
-            if generation != group.generation:
-                return err.ILLEGAL_GENERATION
-        elif not group.is_in(E):
-            # Without member id and generation a commit could clobber a live group's progress.
-            return err.UNKNOWN_MEMBER_ID
-        if group.is_in(CR):
-            # The member has its JoinGroup answer but not its assignment: it must finish the
-            # rebalance before committing (clients handle this code gracefully).
-            return err.REBALANCE_IN_PROGRESS
-        if group.is_in(S, PR):
-            # In the classic protocol a commit also keeps the session alive.
-            self.host._reschedule_heartbeat(group, group.members[member_id])
-        return err.NONE
+        code = self._classic_commit_error(group, member_id, instance_id, generation, transactional=False)
+        if not code and group.is_in(S, PR):
+            # In the classic protocol a commit also keeps the session alive (OffsetMetadataManager
+            # .commitOffset -> rescheduleClassicGroupMemberHeartbeat).
+            self.classic.reschedule_heartbeat(group, group.members[member_id])
+        return code
 
     # ------------------------------------------------------------------------------------------
     # OffsetFetch
     # ------------------------------------------------------------------------------------------
 
-    def fetch(self, v: int, req: dict[str, Any], ctx: Any) -> None:
+    def fetch(self, v: int, req: dict[str, Any], ctx: Any, _client_id: str = "", _client_host: str = "") -> None:
         stable = bool(req.get("require_stable")) if v >= 7 else False
         if v >= 8:
             groups = []
@@ -572,7 +553,7 @@ class OffsetManager:
                     if code:
                         topics_out = []
                 groups.append({"group_id": gid, "topics": topics_out, "error_code": code})
-            return self.host._respond(ctx, {"throttle_time_ms": 0, "groups": groups})
+            return self.rt.respond(ctx, {"throttle_time_ms": 0, "groups": groups})
 
         gid = req.get("group_id") or ""
         topics = req.get("topics")
@@ -587,12 +568,12 @@ class OffsetManager:
                 for t in topics or []
             ]
             code = err.NONE
-        self.host._respond(ctx, {"throttle_time_ms": 0, "topics": topics_out, "error_code": code})
+        self.rt.respond(ctx, {"throttle_time_ms": 0, "topics": topics_out, "error_code": code})
 
     def _consumer_fetch_error(self, gid: str, member_id: str | None, member_epoch: int) -> int:
         """``ConsumerGroup.validateOffsetFetch``: a member fetching with its id and epoch must be the
         member at that epoch; a fetch without them (admin tools, classic clients) is not checked."""
-        group = self.host.consumer.group(gid)
+        group = self.consumer.group(gid)
         if group is None or (member_epoch < 0 and member_id is None):
             return err.NONE
         member = group.members.get(member_id or "")
@@ -621,7 +602,7 @@ class OffsetManager:
     def _fetch_group(
         self, gid: str, topics: list[dict[str, Any]] | None, require_stable: bool = False
     ) -> tuple[int, list[dict[str, Any]]]:
-        code = self.host._route_error(gid)  # "" included (see _commit_group_error)
+        code = self.rt.route_error(self.partition_for(gid))  # "" included (see _commit_group_error)
         if code:
             return code, []
         committed = self.offsets.get(gid, {})
@@ -657,17 +638,17 @@ class OffsetManager:
     # OffsetDelete
     # ------------------------------------------------------------------------------------------
 
-    def delete(self, v: int, req: dict[str, Any], ctx: Any) -> None:
+    def delete(self, v: int, req: dict[str, Any], ctx: Any, _client_id: str = "", _client_host: str = "") -> None:
         gid = req.get("group_id") or ""
         topics = req.get("topics") or []
 
         def top(code: int) -> None:
-            self.host._respond(ctx, {"throttle_time_ms": 0, "error_code": code, "topics": []})
+            self.rt.respond(ctx, {"throttle_time_ms": 0, "error_code": code, "topics": []})
 
-        code = err.INVALID_GROUP_ID if not gid else self.host._route_error(gid)
+        code = err.INVALID_GROUP_ID if not gid else self.rt.route_error(self.partition_for(gid))
         if code:
             return top(code)
-        group = self.host.groups.get(gid)
+        group = self.classic.groups.get(gid)
         if group is None or group.is_in(D):
             return top(err.GROUP_ID_NOT_FOUND)
         if group.is_in(S, PR, CR) and not group.uses_consumer_protocol():
@@ -681,7 +662,7 @@ class OffsetManager:
         # after them: a topic's unknown partitions come first, topics first seen there too.
         by_topic: dict[str, list[dict[str, Any]]] = {}
         known: list[tuple[str, list[int]]] = []
-        topic_partitions = self.host._topic_partitions
+        topic_partitions = self.topic_partitions
         for t in topics:
             name = t.get("name") or ""
             count = topic_partitions(name) if topic_partitions is not None else None
@@ -708,20 +689,55 @@ class OffsetManager:
 
         response = {"throttle_time_ms": 0, "error_code": err.NONE, "topics": resp_topics}
         if not records:
-            return self.host._respond(ctx, response)
-        self.host._glog(group).info("offsets_deleted", partitions=len(records))
+            return self.rt.respond(ctx, response)
+        self.classic.glog(group).info("offsets_deleted", partitions=len(records))
 
         def done(error: int | None) -> None:
             if error is not None:
                 response["error_code"] = err.append_error_to_response_error(error)
                 response["topics"] = []
-            self.host._respond(ctx, response)
+            self.rt.respond(ctx, response)
 
-        self.host._append(gid, records, done)
+        self.rt.append(self.partition_for(gid), records, done)
 
     # ------------------------------------------------------------------------------------------
     # Deleted topics
     # ------------------------------------------------------------------------------------------
+
+    def write_txn_marker(
+        self, ctx: Any, partition: int, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int
+    ) -> None:
+        """Write the end marker of ``producer_id``'s transaction in ``partition`` (Kafka's
+        ``GroupCoordinatorService.completeTransaction``); ``ctx`` is answered ``{"error_code": ...}``
+        once it is durable and replayed, or at once with the reason it is not written."""
+        code = err.NONE
+        if not self.rt.is_local(partition):
+            code = err.NOT_COORDINATOR
+        elif partition in self.rt.loading:
+            code = err.COORDINATOR_LOAD_IN_PROGRESS
+        else:
+            seen = self.producers.get((partition, producer_id))
+            if seen is not None and producer_epoch < seen[0]:
+                code = err.INVALID_PRODUCER_EPOCH  # ProducerAppendInfo.checkProducerEpoch
+            elif seen is not None and coordinator_epoch < seen[1]:
+                code = err.TRANSACTION_COORDINATOR_FENCED  # ProducerAppendInfo.appendEndTxnMarker
+        if code:
+            self.rt.respond(ctx, {"error_code": code})
+            return
+
+        def done(error: int | None) -> None:
+            self.rt.respond(ctx, {"error_code": error or err.NONE})
+
+        self.log.info(
+            "txn_marker_writing",
+            partition=partition,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            result="commit" if committed else "abort",
+        )
+        self.rt.append(
+            partition, [], done, producer=(producer_id, producer_epoch), marker=(committed, coordinator_epoch)
+        )
 
     def on_partitions_deleted(self, topic_partitions: Iterable[tuple[str, int]]) -> None:
         """Tombstone every group's offsets of deleted partitions (Kafka's
@@ -732,11 +748,13 @@ class OffsetManager:
             deleted.setdefault(topic, set()).add(index)
         if not deleted:
             return
-        local = set(self.host.ownership.local_partitions())
-        loading = local & self.host._loading
-        for p in loading:
-            # Kafka's write fails on a loading shard (COORDINATOR_LOAD_IN_PROGRESS): it logs the
-            # error and the offsets stay. Here they are tombstoned once the partition is loaded.
+        local = set(self.rt.ownership.local_partitions())
+        loading = local & self.rt.loading
+        # Kafka's write fails on a loading shard (COORDINATOR_LOAD_IN_PROGRESS): it logs the error
+        # and the offsets stay. Here they are tombstoned once the partition is loaded, and so are
+        # those of a partition resigned and not elected again (a cluster in one process shares
+        # the core: it is this process's to load again).
+        for p in loading | self.rt.unloaded:
             pending = self.deleted_while_loading.setdefault(p, {})
             for topic, indexes in deleted.items():
                 pending.setdefault(topic, set()).update(indexes)
@@ -765,10 +783,10 @@ class OffsetManager:
                 hits[gid] = sorted(set(hits.get(gid, ())) | set(found))
         by_partition: dict[int, list[Record]] = {}
         for gid in sorted(hits):
-            p = self.host.partition_for(gid)
+            p = self.partition_for(gid)
             if p in partitions:
                 by_partition.setdefault(p, []).extend((OffsetCommitKey(gid, t, i), None) for t, i in hits[gid])
-        self.host.log.info(
+        self.log.info(
             "deleted_partitions_offsets_removed",
             topics=sorted(deleted),
             tombstones=sum(len(r) for r in by_partition.values()),
@@ -777,130 +795,13 @@ class OffsetManager:
 
             def done(error: int | None, p: int = p, n: int = len(records)) -> None:
                 if error is not None:
-                    self.host.log.error(
-                        "deleted_partitions_offsets_not_removed", partition=p, tombstones=n, error=error
-                    )
+                    self.log.error("deleted_partitions_offsets_not_removed", partition=p, tombstones=n, error=error)
 
-            self.host._append_to_partition(p, records, done)
-
-    # ------------------------------------------------------------------------------------------
-    # Retention (KIP-211)
-    # ------------------------------------------------------------------------------------------
+            self.rt.append(p, records, done)
 
     def cleanup_group_metadata(self) -> None:
-        """The periodic check: expire offsets, then delete Empty groups left with none."""
-        now = self.host._now
-        retention_ms = self.host.config.offsets_retention_ms
-        by_partition: dict[int, list[Record]] = {}
-        deleted: dict[int, list[str]] = {}
-        for gid in sorted(set(self.host.groups) | set(self.offsets)):
-            p = self.host.partition_for(gid)
-            if p in self.host._loading or not self.host.ownership.is_local(p):
-                continue
-            group = self.host.groups.get(gid)
-            if group is None:
-                consumer_group = self.host.consumer.group(gid)
-                if consumer_group is not None and gid not in self.host._consumer_busy:
-                    self._expire_consumer_group_offsets(consumer_group, now, retention_ms, by_partition, p)
-                continue
-            tombstones, all_expired = self._expired_offsets(group, now, retention_ms)
-            records = by_partition.setdefault(p, [])
-            records.extend(tombstones)
-            if tombstones:
-                self.host._glog(group).info("offsets_expired", partitions=len(tombstones))
-            if all_expired and group.is_in(E) and not self.inflight.get(gid) and not self.has_pending(gid):
-                # cleanupExpiredOffsets: not while a transaction has offsets of the group pending.
-                # The group's offset tombstones are already in ``records``; only the group's own.
-                self._delete_group_shell(group)
-                records.append((GroupMetadataKey(gid), None))
-                deleted.setdefault(p, []).append(gid)
-        for p, records in by_partition.items():
-            if not records:
-                continue
-            gone = deleted.get(p, [])
-
-            def done(error: int | None, gone: list[str] = gone) -> None:
-                if error is not None:
-                    for gid in gone:
-                        self.host._restore_group(gid)
-
-            # Any group id of the partition routes the append there.
-            self.host._append_to_partition(p, records, done)
-
-    def _expire_consumer_group_offsets(
-        self, group: ConsumerGroup, now: int, retention_ms: int, by_partition: dict[int, list[Record]], p: int
-    ) -> None:
-        """``ConsumerGroup.offsetExpirationCondition`` (the commit time, always) and
-        ``OffsetMetadataManager.cleanupExpiredOffsets`` (only topics the group does not subscribe to);
-        an empty consumer group left without offsets is deleted (``maybeDeleteGroup``)."""
-        gid = group.group_id
-        subscribed: set[str] = set()
-        for m in group.members.values():
-            subscribed.update(m.subscribed_topic_names)
-            if m.subscribed_topic_regex and m.subscribed_topic_regex in group.resolved_regexes:
-                subscribed |= group.resolved_regexes[m.subscribed_topic_regex].topics
-        tombstones: list[Record] = []
-        all_expired = True
-        for (topic, index), value in sorted(self.offsets.get(gid, {}).items()):
-            if topic in subscribed or self.has_pending(gid, (topic, index)):
-                all_expired = False
-                continue
-            if value.expire_timestamp != -1:
-                expired = now >= value.expire_timestamp
-            else:
-                expired = now - value.commit_timestamp >= retention_ms
-            if expired:
-                tombstones.append((OffsetCommitKey(gid, topic, index), None))
-            else:
-                all_expired = False
-        if tombstones:
-            by_partition.setdefault(p, []).extend(tombstones)
-            self.host.log.info("offsets_expired", group=gid, partitions=len(tombstones))
-        if all_expired and not group.members and not self.inflight.get(gid) and not self.has_pending(gid):
-            self.host._delete_consumer_group(gid, "empty and no offsets left")
-
-    def _expired_offsets(self, group: ClassicGroup, now: int, retention_ms: int) -> tuple[list[Record], bool]:
-        gid = group.group_id
-        committed = self.offsets.get(gid)
-        if not committed:
-            return [], True
-        # Which clock an offset's retention runs on (ClassicGroup.offsetExpirationCondition).
-        if group.protocol_type is None:
-
-            def base(o: OffsetCommitValue) -> int:
-                return o.commit_timestamp  # standalone commits
-        elif group.is_in(E):
-
-            def base(o: OffsetCommitValue) -> int:
-                return group.state_timestamp  # since the group became Empty
-        elif group.uses_consumer_protocol() and group.subscribed_topics is not None and group.is_in(S):
-
-            def base(o: OffsetCommitValue) -> int:
-                return o.commit_timestamp  # topics nobody subscribes to any more
-        else:
-            return [], False
-        tombstones: list[Record] = []
-        all_expired = True
-        for (topic, index), value in sorted(committed.items()):
-            if group.is_subscribed_to_topic(topic) or self.has_pending(gid, (topic, index)):
-                # cleanupExpiredOffsets: an offset with a pending transactional one does not expire yet.
-                all_expired = False
-                continue
-            if value.expire_timestamp != -1:
-                expired = now >= value.expire_timestamp  # an explicit per-commit retention (v2-4)
-            else:
-                expired = now - base(value) >= retention_ms
-            if expired:
-                tombstones.append((OffsetCommitKey(gid, topic, index), None))
-            else:
-                all_expired = False
-        return tombstones, all_expired
-
-    def _delete_group_shell(self, group: ClassicGroup) -> None:
-        group.transition_to(D, self.host._now)
-        self.host._forget_group(group)
-        del self.host.groups[group.group_id]
-        self.host._glog(group).info("group_deleted", reason="empty and no offsets left")
+        """The periodic retention check (KIP-211): see :class:`.retention.OffsetRetention`."""
+        self.retention.cleanup_group_metadata()
 
 
 def _deleted_keys(

@@ -38,3 +38,20 @@ class Result:
     def extend(self, other: Result) -> None:
         self.responses.extend(other.responses)
         self.appends.extend(other.appends)
+
+
+def make_append(
+    token: int,
+    partition: int,
+    records: list[Record],
+    *,
+    applied: bool = False,
+    producer: tuple[int, int] | None = None,
+    marker: tuple[bool, int] | None = None,
+) -> Append:
+    """The Append of a write (the runtime's ``append_factory``): a transactional batch or an end
+    marker carries its producer. ``applied`` (a consumer group's records, applied when produced as
+    Kafka's runtime does, the others being replayed when durable) is the coordinator's business."""
+    if producer is None:
+        return Append(token, partition, records)
+    return Append(token, partition, records, producer[0], producer[1], marker)

@@ -188,3 +188,42 @@ def test_folders_do_not_import_each_other() -> None:
 )
 def test_the_cycle_finder_finds_cycles(graph: dict[str, set[str]], expected: list[list[str]]) -> None:
     assert _cycles(graph) == expected
+
+
+# Size limits (issue 25): a thin shard, and no file or class that has swallowed its neighbours.
+SHARD = ROOT / "coordinator" / "coordinator.py"
+SHARD_MAX_LINES = 300
+FILE_MAX_LINES = 1_000
+CLASS_MAX_LINES = 800
+SIZE_LIMITED_FOLDERS = ("coordinator", "transactions", "broker")
+
+
+def _size_limited_files() -> list[Path]:
+    return sorted(p for folder in SIZE_LIMITED_FOLDERS for p in (ROOT / folder).rglob("*.py"))
+
+
+def _line_count(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_the_coordinator_shard_stays_thin() -> None:
+    assert _line_count(SHARD) <= SHARD_MAX_LINES, (
+        f"coordinator/coordinator.py has {_line_count(SHARD)} lines (at most {SHARD_MAX_LINES}): "
+        "move the work into a manager and leave the shard its handler table and replay"
+    )
+
+
+def test_no_file_over_the_size_limit() -> None:
+    too_long = {str(p.relative_to(ROOT)): n for p in _size_limited_files() if (n := _line_count(p)) > FILE_MAX_LINES}
+    assert not too_long, f"files over {FILE_MAX_LINES} lines (split them by job): {too_long}"
+
+
+def test_no_class_over_the_size_limit() -> None:
+    too_long = {}
+    for path in _size_limited_files():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                size = node.end_lineno - node.lineno + 1
+                if size > CLASS_MAX_LINES:
+                    too_long[f"{path.relative_to(ROOT)}:{node.name}"] = size
+    assert not too_long, f"classes over {CLASS_MAX_LINES} lines (split them by job): {too_long}"

@@ -11,6 +11,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field, replace
 
+from .. import errors
 from .member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember, MemberState, Partitions, from_tuple
 from .records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -171,6 +172,27 @@ class ConsumerGroup:
         self._remove_epochs(old.pending_revocation, old.member_epoch)
         if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
             del self.static_members[old.instance_id]
+
+    def validate_offset_commit(
+        self, member_id: str, member_epoch: int, api_version: int, *, transactional: bool = False
+    ) -> int:
+        """``ConsumerGroup.validateOffsetCommit``: without an epoch only an empty group takes commits
+        (admin tools, consumers managing their own partitions); otherwise the member must exist,
+        speak OffsetCommit v9+ (KIP-848 members; any TxnOffsetCommit version), and commit at its
+        current epoch (STALE_MEMBER_EPOCH, which ``validateTransactionalOffsetCommit`` answers as
+        ILLEGAL_GENERATION). The error code, NONE when the commit may go ahead."""
+        if member_epoch < 0 and not self.members:
+            return errors.NONE
+        member = self.members.get(member_id)
+        if member is None:
+            return errors.UNKNOWN_MEMBER_ID
+        if transactional or member.uses_classic_protocol:
+            # a transactional commit, and a classic member's at any version, carry the generation
+            # (= the member epoch): ILLEGAL_GENERATION when stale
+            return errors.ILLEGAL_GENERATION if member_epoch != member.member_epoch else errors.NONE
+        if api_version < 9:
+            return errors.UNSUPPORTED_VERSION
+        return errors.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else errors.NONE
 
 
 class ConsumerGroups:

@@ -7,7 +7,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from groupd.coordinator.group import ClassicGroup
+from groupd.coordinator.classic.group import ClassicGroup
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from typing import Any
 
 import structlog
 from groupd.coordinator import CoordinatorConfig, GroupCoordinator, Record, Result
+from groupd.coordinator.classic.group import ClassicGroup
 from groupd.coordinator.consumer_protocol import (
     Assignment,
     Subscription,
@@ -18,7 +19,6 @@ from groupd.coordinator.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from groupd.coordinator.group import ClassicGroup
 from groupd.coordinator.result import Append
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from groupd.coordinator import CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
-from groupd.coordinator.coordinator import GROUP_AUTHORIZED_OPERATIONS
+from groupd.coordinator.classic.admin import GROUP_AUTHORIZED_OPERATIONS
 from groupd.coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
 from groupd.coordinator.routing import java_string_hashcode, partition_for
 from harness import Shell, sub

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from groupd.coordinator import CoordinatorConfig
-from groupd.coordinator.group import ClassicGroup, GroupState, IllegalStateTransition
+from groupd.coordinator.classic.group import ClassicGroup, GroupState, IllegalStateTransition
 from harness import Shell, assignment, sub
 
 PR, CR, S, E = "PreparingRebalance", "CompletingRebalance", "Stable", "Empty"

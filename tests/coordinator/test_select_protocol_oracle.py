@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from groupd.coordinator.group import ClassicGroup, GroupState, Member
+from groupd.coordinator.classic.group import ClassicGroup, GroupState, Member
 
 ORACLE = r"""
 import java.io.*;

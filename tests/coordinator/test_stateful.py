@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from groupd.coordinator import CoordinatorConfig, GroupCoordinator
-from groupd.coordinator.group import GroupState
+from groupd.coordinator.classic.group import GroupState
 from harness import Ctx, Shell
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st

@@ -73,8 +73,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .consumer_protocol import ConsumerProtocolError, subscribed_topics
-from .routing import JAVA_HASHMAP_INITIAL_CAPACITY, java_hashmap_capacity, java_hashmap_order
+from .. import errors as err
+from ..consumer_protocol import ConsumerProtocolError, subscribed_topics
+from ..routing import JAVA_HASHMAP_INITIAL_CAPACITY, java_hashmap_capacity, java_hashmap_order
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -224,6 +225,47 @@ class ClassicGroup:
 
     def is_pending_member(self, member_id: str) -> bool:
         return member_id in self.pending_join_members
+
+    def validate_member(self, member_id: str, instance_id: str | None) -> int:
+        """``ClassicGroup.validateMember``: the member exists and, when static, still holds its
+        instance id (FENCED_INSTANCE_ID when a newer member took it over). NONE when valid."""
+        if instance_id is not None:
+            existing = self.static_members.get(instance_id)
+            if existing is None:
+                return err.UNKNOWN_MEMBER_ID
+            if existing != member_id:
+                return err.FENCED_INSTANCE_ID
+        if member_id not in self.members:
+            return err.UNKNOWN_MEMBER_ID
+        return err.NONE
+
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, generation: int, *, transactional: bool = False
+    ) -> int:
+        """``ClassicGroup.validateOffsetCommit``: NONE when the commit may go ahead, else the error.
+
+        A commit without generation or member is accepted only by an Empty group (a consumer
+        managing its own partitions, or an admin); a member's commit must be of the current
+        generation, and not while the member waits for its assignment (REBALANCE_IN_PROGRESS).
+        A transactional commit needs no member and is never refused for a rebalance."""
+        if self.is_in(GroupState.DEAD):
+            return err.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and self.is_in(GroupState.EMPTY):
+            return err.NONE
+        if generation >= 0 or member_id or instance_id is not None:
+            code = self.validate_member(member_id, instance_id)
+            if code:
+                return code
+            if generation != self.generation:
+                return err.ILLEGAL_GENERATION
+        elif not transactional and not self.is_in(GroupState.EMPTY):
+            # Without member id and generation a commit could clobber a live group's progress.
+            return err.UNKNOWN_MEMBER_ID
+        if not transactional and self.is_in(GroupState.COMPLETING_REBALANCE):
+            # The member has its JoinGroup answer but not its assignment: it must finish the
+            # rebalance before committing (clients handle this code gracefully).
+            return err.REBALANCE_IN_PROGRESS
+        return err.NONE
 
     def add(self, member: Member, waiter: Waiter | None) -> None:
         if not self.members:

@@ -1,0 +1,87 @@
+"""The shard's managers and how they are wired together (Kafka's ``GroupCoordinatorShard.Builder``).
+
+Each manager gets the collaborators it works through, explicitly: the coordinator runtime, the
+persisted group-metadata records (the shard's ``replay`` folds records into them; a migration
+between protocols and an unload change them too, as in the shard before), the consumer group
+core, and the other managers where a request crosses kinds of group (a classic JoinGroup to a
+consumer group, a commit validated by its group). The ones that need each other are wired once
+all exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .classic.admin import GroupAdmin
+from .classic.join import JoinGroupHandler
+from .classic.manager import ClassicGroupManager
+from .config import CoordinatorConfig
+from .consumer import ConsumerGroupConfig, ConsumerGroupManager, TopicsImage
+from .consumer_requests import ConsumerGroupRequests
+from .find_coordinator import CoordinatorFinder
+from .listener import CoordinatorListener
+from .migration import Migration
+from .offsets import OffsetManager
+from .records import GroupMetadataValue
+from .result import Result
+from .runtime import CoordinatorRuntime
+from .timers import Deadlines
+
+
+@dataclass
+class Managers:
+    group_records: dict[str, GroupMetadataValue]  # persisted: the shard's replay folds records into them
+    consumer: ConsumerGroupManager  # the KIP-848 consumer groups' core
+    deadlines: Deadlines  # classic sessions and phases, and the retention check
+    classic: ClassicGroupManager  # classic groups: sessions, phases, SyncGroup, Heartbeat, LeaveGroup
+    join: JoinGroupHandler  # JoinGroup
+    admin: GroupAdmin  # DescribeGroups, ListGroups, DeleteGroups
+    finder: CoordinatorFinder  # FindCoordinator
+    consumer_requests: ConsumerGroupRequests  # ConsumerGroupHeartbeat, ConsumerGroupDescribe, timers
+    migration: Migration  # classic <-> consumer groups
+    offset_manager: OffsetManager  # OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit, retention
+
+    def set_config(self, config: CoordinatorConfig) -> None:
+        for holder in (self.classic, self.join, self.admin, self.offset_manager):
+            holder.config = config
+
+
+def build_managers(
+    config: CoordinatorConfig,
+    runtime: CoordinatorRuntime[Result],
+    log: Any,
+    listener: CoordinatorListener | None,
+    uuid_factory: Callable[[], str] | None,
+    topics_image: Callable[[], TopicsImage] | None,
+    topic_partitions: Callable[[str], int | None] | None,
+    consumer_config: ConsumerGroupConfig | None,
+) -> Managers:
+    group_records: dict[str, GroupMetadataValue] = {}
+    # KIP-848 consumer groups live beside the classic ones; a group id is one or the other. A
+    # downgrade must fit in a classic group (group.max.size).
+    consumer_config = replace(consumer_config or ConsumerGroupConfig(), classic_max_size=config.group_max_size)
+    consumer = ConsumerGroupManager(consumer_config, uuid_factory=uuid_factory)
+    deadlines = Deadlines()
+    listener = listener or CoordinatorListener()
+    classic = ClassicGroupManager(config, runtime, deadlines, group_records, consumer, log=log, listener=listener)
+    consumer_requests = ConsumerGroupRequests(runtime, consumer, classic, log=log, topics_image=topics_image)
+    migration = Migration(runtime, consumer, classic, consumer_requests, log=log)
+    offsets = OffsetManager(
+        config, runtime, classic, consumer, consumer_requests, log=log, topic_partitions=topic_partitions
+    )
+    classic.offset_manager, classic.consumer_side, classic.migration = offsets, consumer_requests, migration
+    consumer_requests.migration = migration
+    return Managers(
+        group_records=group_records,
+        consumer=consumer,
+        deadlines=deadlines,
+        classic=classic,
+        join=JoinGroupHandler(classic, uuid_factory),
+        admin=GroupAdmin(classic),
+        finder=CoordinatorFinder(runtime, config.num_offsets_partitions),
+        consumer_requests=consumer_requests,
+        migration=migration,
+        offset_manager=offsets,
+    )
