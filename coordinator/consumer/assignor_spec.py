@@ -1,0 +1,122 @@
+"""What Kafka's assignors are handed (``GroupSpec``, ``MemberSubscriptionAndAssignment``,
+``SubscriptionType``) and the Java iteration orders ``TargetAssignmentBuilder`` gives them.
+
+The assignors' results depend on the iteration order of the Java collections they are handed, so a
+``GroupSpec`` carries them: members in the order of ``GroupSpecImpl.memberIds()`` (a ``HashMap`` keyed
+by member id), each member's topic ids in the order of its ``TopicIds``, and its current assignment in
+the order of its ``Assignment`` map. ``java_member_spec`` builds a member's orders as Kafka's
+``TargetAssignmentBuilder`` does (``java_collections.py`` models the tables).
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .java_collections import JavaHashMap, int_hash, string_hash, uuid_hash
+from .member import Partitions
+
+
+class PartitionAssignorError(Exception):
+    """Kafka's ``PartitionAssignorException``."""
+
+
+class SubscriptionType(enum.Enum):
+    """``org.apache.kafka.coordinator.group.api.assignor.SubscriptionType``."""
+
+    HOMOGENEOUS = "HOMOGENEOUS"
+    HETEROGENEOUS = "HETEROGENEOUS"
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """``MemberSubscriptionAndAssignmentImpl``. ``subscribed`` and ``assigned`` (topics, then each
+    topic's partitions) are iterated as given: give them in Java's order (``java_member_spec``)."""
+
+    subscribed: Collection[uuid.UUID]
+    assigned: Partitions | Mapping[uuid.UUID, Sequence[int]]  # the member's current target assignment
+    instance_id: str | None = None
+    # TopicIds.size(): the subscribed names, resolved or not (a HashSet copy is sized by it)
+    subscribed_count: int | None = None
+
+    def size(self) -> int:
+        return len(self.subscribed) if self.subscribed_count is None else self.subscribed_count
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """``GroupSpecImpl``: ``members`` iterate in ``memberIds()`` order."""
+
+    members: Mapping[str, MemberSpec]
+    subscription_type: SubscriptionType
+    # GroupSpecImpl.topicPartitionAllowedMap (share groups): None is Optional.empty(), all assignable
+    assignable: Mapping[uuid.UUID, Collection[int]] | None = None
+    _assigned: frozenset[tuple[uuid.UUID, int]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # invertedMemberAssignment: which partitions some member holds
+        held = frozenset((t, p) for s in self.members.values() for t, ps in s.assigned.items() for p in ps)
+        object.__setattr__(self, "_assigned", held)
+
+    def is_partition_assigned(self, topic_id: uuid.UUID, partition: int) -> bool:
+        return (topic_id, partition) in self._assigned
+
+    def is_partition_assignable(self, topic_id: uuid.UUID, partition: int) -> bool:
+        if self.assignable is None:
+            return True
+        allowed = self.assignable.get(topic_id)
+        return allowed is not None and partition in allowed
+
+
+Assignment = dict[str, dict[uuid.UUID, frozenset[int]]]
+
+
+def subscription_type(members: Mapping[str, MemberSpec]) -> SubscriptionType:
+    """HOMOGENEOUS when every member subscribes to the same topics (``ModernGroup.subscriptionType``
+    counts names; the caller that has them should pass its own answer)."""
+    subs = {frozenset(s.subscribed) for s in members.values()}
+    return SubscriptionType.HOMOGENEOUS if len(subs) <= 1 else SubscriptionType.HETEROGENEOUS
+
+
+def result(spec: GroupSpec, assignment: Mapping[str, Mapping[uuid.UUID, Iterable[int]]]) -> Assignment:
+    """Every member of the spec, with its non-empty topics (Kafka writes an absent member as empty)."""
+    out: Assignment = {}
+    for m in spec.members:
+        parts = assignment.get(m, {})
+        out[m] = {t: frozenset(ps) for t, ps in parts.items() if ps}
+    return out
+
+
+# -- Kafka's collection orders, as TargetAssignmentBuilder hands them over ----------------------------
+
+
+def topic_ids(names: Iterable[str], topic_id_of: Callable[[str], uuid.UUID | None]) -> list[uuid.UUID]:
+    """A member's ``TopicIds``: its subscribed names in the order of ``new HashSet<>(names)``
+    (``ConsumerGroupMember.Builder.setSubscribedTopicNames``), each resolved to its id, unknown names
+    skipped (``TopicIdIterator``)."""
+    ns = list(dict.fromkeys(names))
+    order = JavaHashMap.copy_of(string_hash, ns).keys()
+    return [tid for tid in (topic_id_of(n) for n in order) if tid is not None]
+
+
+def java_assignment(parts: Mapping[uuid.UUID, Iterable[int]]) -> dict[uuid.UUID, list[int]]:
+    """An ``Assignment`` as ``Assignment.fromRecord`` rebuilds it from a target-assignment record:
+    topics into ``new HashMap<>()`` in the record's order, each partition list into
+    ``new HashSet<>(partitions)``. groupd keeps no record order, so ascending order stands in for it
+    (it only matters for ids sharing a bucket)."""
+    topics: JavaHashMap[uuid.UUID, list[int]] = JavaHashMap(uuid_hash)
+    for t, ps in parts.items():
+        topics.put(t, JavaHashMap.copy_of(int_hash, sorted(ps)).keys())
+    return dict(topics.items())
+
+
+def java_member_spec(
+    names: Iterable[str],
+    topic_id_of: Callable[[str], uuid.UUID | None],
+    assigned: Mapping[uuid.UUID, Iterable[int]],
+    instance_id: str | None = None,
+) -> MemberSpec:
+    ns = list(dict.fromkeys(names))
+    return MemberSpec(topic_ids(ns, topic_id_of), java_assignment(assigned), instance_id, len(ns))
