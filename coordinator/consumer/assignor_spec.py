@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .java_collections import JavaHashMap, int_hash, string_hash, uuid_hash
+from .java_collections import JavaHashMap, int_hash, java_hashmap_order, string_hash, timeline_order, uuid_hash
 from .member import Partitions
 
 
@@ -96,9 +96,15 @@ def topic_ids(names: Iterable[str], topic_id_of: Callable[[str], uuid.UUID | Non
     """A member's ``TopicIds``: its subscribed names in the order of ``new HashSet<>(names)``
     (``ConsumerGroupMember.Builder.setSubscribedTopicNames``), each resolved to its id, unknown names
     skipped (``TopicIdIterator``)."""
-    ns = list(dict.fromkeys(names))
-    order = JavaHashMap.copy_of(string_hash, ns).keys()
-    return [tid for tid in (topic_id_of(n) for n in order) if tid is not None]
+    return _resolve(_hash_set_order(names), topic_id_of)
+
+
+def _hash_set_order(names: Iterable[str]) -> list[str]:
+    return JavaHashMap.copy_of(string_hash, list(dict.fromkeys(names))).keys()
+
+
+def _resolve(names: Iterable[str], topic_id_of: Callable[[str], uuid.UUID | None]) -> list[uuid.UUID]:
+    return [tid for tid in (topic_id_of(n) for n in names) if tid is not None]
 
 
 def java_assignment(parts: Mapping[uuid.UUID, Iterable[int]]) -> dict[uuid.UUID, list[int]]:
@@ -117,6 +123,65 @@ def java_member_spec(
     topic_id_of: Callable[[str], uuid.UUID | None],
     assigned: Mapping[uuid.UUID, Iterable[int]],
     instance_id: str | None = None,
+    regex_topics: Iterable[str] | None = None,
 ) -> MemberSpec:
-    ns = list(dict.fromkeys(names))
-    return MemberSpec(topic_ids(ns, topic_id_of), java_assignment(assigned), instance_id, len(ns))
+    """A member as ``ConsumerTargetAssignmentBuilder.newMemberSubscriptionAndAssignment`` hands it over:
+    its names, or what its regex resolved to when it has no names, or both as a ``UnionSet`` (the
+    larger set first, then the other's topics not in it)."""
+    by_name = _hash_set_order(names)
+    by_regex = _hash_set_order(regex_topics) if regex_topics is not None else []
+    if not by_name:
+        subscriptions = by_regex
+    elif not by_regex:
+        subscriptions = by_name
+    else:
+        large, small = (by_name, by_regex) if len(by_name) > len(by_regex) else (by_regex, by_name)
+        in_large = set(large)
+        subscriptions = large + [n for n in small if n not in in_large]
+    return MemberSpec(_resolve(subscriptions, topic_id_of), java_assignment(assigned), instance_id, len(subscriptions))
+
+
+def target_assignment_member_order(
+    group_member_ids: Iterable[str], updated_member_id: str, removed_member_id: str | None = None
+) -> list[str]:
+    """``GroupSpecImpl.memberIds()`` as ``TargetAssignmentBuilder.build`` fills it: the group's members
+    in their ``TimelineHashMap``'s order, put into ``new HashMap<>()``; the updated member put after
+    them (in place when already there); a static member it replaces removed last (its table stays
+    sized for it).
+
+    The timeline table is sized for the group's members now; Kafka's keeps the size of the largest the
+    group has been, which only moves members that share a slot."""
+    members = list(group_member_ids)
+    keys = timeline_order(members)
+    if updated_member_id not in set(members):
+        keys.append(updated_member_id)
+    return [m for m in java_hashmap_order(keys) if m != removed_member_id]
+
+
+def consumer_subscription_type(
+    members: Iterable[tuple[Collection[str], str | None]], resolved: Mapping[str, Collection[str]]
+) -> SubscriptionType:
+    """``ConsumerGroup.subscriptionType`` from each member's (topic names, regex): without regexes,
+    HOMOGENEOUS when every subscribed name is subscribed by every member; with one regex used by every
+    member, HOMOGENEOUS when no member also subscribes by name; else HETEROGENEOUS."""
+    subs = [(frozenset(names), regex or None) for names, regex in members]
+    n = len(subs)
+    by_name: dict[str, int] = {}
+    regexes: dict[str, int] = {}
+    for names, regex in subs:
+        for t in names:
+            by_name[t] = by_name.get(t, 0) + 1
+        if regex is not None:
+            regexes[regex] = regexes.get(regex, 0) + 1
+    by_regex: dict[str, int] = {}
+    for regex in regexes:
+        for t in resolved.get(regex, ()):
+            by_regex[t] = by_regex.get(t, 0) + 1
+    topics = by_name.keys() | by_regex.keys()
+    if not regexes:
+        homogeneous = all(by_name.get(t, 0) == n for t in topics)
+    elif len(regexes) == 1 and next(iter(regexes.values())) == n:
+        homogeneous = all(by_regex.get(t, 0) == 1 and by_name.get(t, 0) == 0 for t in topics)
+    else:
+        homogeneous = False
+    return SubscriptionType.HOMOGENEOUS if homogeneous else SubscriptionType.HETEROGENEOUS
