@@ -761,13 +761,17 @@ class ConsumerGroupManager:
         topic ids, instance id and current target in Java's iteration order, and the group's
         subscription type (``ConsumerGroup.subscriptionType``)."""
         name = self.preferred_assignor(members)
+        # g.members iterates in insertion order, the order Kafka's replay puts members into its
+        # TimelineHashMap; `members` is g.members with this heartbeat's changes
         order = target_assignment_member_order(g.members, updated_member_id, replaced_member_id)
-        order += [mid for mid in members if mid not in set(order)]  # not reached: the order covers them
+        if len(order) != len(members):  # not reached: a heartbeat changes one member (and a replaced one)
+            listed = set(order)
+            order += [mid for mid in members if mid not in listed]
         specs = {}
         for mid in order:
-            if mid not in members:
+            m = members.get(mid)
+            if m is None:
                 continue
-            m = members[mid]
             rx = m.subscribed_topic_regex
             specs[mid] = java_member_spec(
                 m.subscribed_topic_names,
