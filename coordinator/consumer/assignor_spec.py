@@ -6,6 +6,11 @@ The assignors' results depend on the iteration order of the Java collections the
 by member id), each member's topic ids in the order of its ``TopicIds``, and its current assignment in
 the order of its ``Assignment`` map. ``java_member_spec`` builds a member's orders as Kafka's
 ``TargetAssignmentBuilder`` does (``java_collections.py`` models the tables).
+
+Three inputs of those orders groupd does not keep, so ties between keys that share a bucket can still
+fall differently from a given Kafka broker: the order of a member's topic names in its request
+(groupd stores them sorted), the order of a target-assignment record's topics and partitions (read
+back ascending), and the largest size a group's members map ever had (its current size is used).
 """
 
 from __future__ import annotations
@@ -110,8 +115,9 @@ def _resolve(names: Iterable[str], topic_id_of: Callable[[str], uuid.UUID | None
 def java_assignment(parts: Mapping[uuid.UUID, Iterable[int]]) -> dict[uuid.UUID, list[int]]:
     """An ``Assignment`` as ``Assignment.fromRecord`` rebuilds it from a target-assignment record:
     topics into ``new HashMap<>()`` in the record's order, each partition list into
-    ``new HashSet<>(partitions)``. groupd keeps no record order, so ascending order stands in for it
-    (it only matters for ids sharing a bucket)."""
+    ``new HashSet<>(partitions)``. The topics come in the order given (groupd's record, whose order is
+    not that of Kafka's assignor result) and the partitions ascending; either only matters for keys
+    sharing a bucket."""
     topics: JavaHashMap[uuid.UUID, list[int]] = JavaHashMap(uuid_hash)
     for t, ps in parts.items():
         topics.put(t, JavaHashMap.copy_of(int_hash, sorted(ps)).keys())

@@ -6,9 +6,10 @@ that order: who is first in a tie, which partitions a member over its quota give
 models the tables those orders come from:
 
 - ``JavaHashMap``: ``java.util.HashMap`` (and ``HashSet``, a ``HashMap`` of keys): the table size as
-  the constructors and ``resize`` set it, buckets walked in index order and each chain in insertion
-  order (a resize splits chains without reordering them; a chain past 8 in a table under 64 resizes,
-  as ``treeifyBin`` does). Tree bins (8+ colliding keys in a table of 64+) are not modelled.
+  the constructors and ``resize`` set it, buckets walked in index order and each chain in link order:
+  ``put`` appends, ``computeIfAbsent`` links at the head (a resize splits chains without reordering
+  them; a long chain in a table under 64 resizes, as ``treeifyBin`` does). Tree bins (8+ colliding
+  keys in a table of 64+) are not modelled.
 - ``timeline_order``: ``org.apache.kafka.timeline.TimelineHashMap`` (a consumer group's members), whose
   ``BaseHashTable`` slots by Fibonacci hashing and whose iterator walks each slot's chain backwards.
 - the ``hashCode`` of each key type: ``String.hashCode``, ``Integer``, ``Uuid.hashCode`` and the record
