@@ -115,9 +115,9 @@ def _resolve(names: Iterable[str], topic_id_of: Callable[[str], uuid.UUID | None
 def java_assignment(parts: Mapping[uuid.UUID, Iterable[int]]) -> dict[uuid.UUID, list[int]]:
     """An ``Assignment`` as ``Assignment.fromRecord`` rebuilds it from a target-assignment record:
     topics into ``new HashMap<>()`` in the record's order, each partition list into
-    ``new HashSet<>(partitions)``. The topics come in the order given (groupd's record, whose order is
-    not that of Kafka's assignor result) and the partitions ascending; either only matters for keys
-    sharing a bucket."""
+    ``new HashSet<>(partitions)``. The topics come in the order given (groupd's records list them
+    sorted, Kafka's in the order of its assignor result's map) and the partitions ascending; either only
+    matters for keys sharing a bucket."""
     topics: JavaHashMap[uuid.UUID, list[int]] = JavaHashMap(uuid_hash)
     for t, ps in parts.items():
         topics.put(t, JavaHashMap.copy_of(int_hash, sorted(ps)).keys())
