@@ -9,7 +9,9 @@
   member's records; ``config.py``: the broker's consumer-group settings and the topics image.
 - ``group.py``: group state and its fold over records (``replay``).
 - ``member.py``: members, member states and the reconciliation engine.
-- ``assignors.py``: server-side assignors ``uniform`` and ``range``.
+- ``assignors.py``: server-side assignors ``uniform`` and ``range``, ports of Kafka's (``uniform.py`` has
+  the uniform builders, ``simple.py`` the share-group ``simple`` assignor); ``assignor_spec.py``: what
+  they are handed, in the Java iteration orders ``java_collections.py`` models.
 - ``regex.py``: subscription regular expressions (RE2 syntax, as Kafka's RE2/J).
 - ``records.py``: the ``__consumer_offsets`` record types (serialized by ``coordinator/serde.py``).
 """

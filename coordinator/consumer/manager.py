@@ -47,7 +47,13 @@ from typing import Any
 
 from .. import errors
 from ..timers import Deadlines
-from .assignors import ASSIGNORS, MemberSpec, PartitionAssignorError
+from .assignor_spec import (
+    GroupSpec,
+    consumer_subscription_type,
+    java_member_spec,
+    target_assignment_member_order,
+)
+from .assignors import ASSIGNORS, PartitionAssignorError
 from .classic_members import CONSUMER_PROTOCOL_TYPE, ClassicJoin, ClassicMembers
 from .config import MIGRATION_POLICIES, ConsumerGroupConfig, TopicsImage
 from .group import ConsumerGroup, ConsumerGroups
@@ -515,7 +521,7 @@ class ConsumerGroupManager:
             targets = {m: g.target.get(m, {}) for m in members}
             targets[mid] = my_target
             try:
-                new_targets = self._assign(members, targets, resolved)
+                new_targets = self._assign(g, members, mid, replaced_from, targets, resolved)
             except PartitionAssignorError as e:
                 raise RequestError(errors.UNKNOWN_SERVER_ERROR, str(e)) from None
             for m in sorted(members):
@@ -742,16 +748,40 @@ class ConsumerGroupManager:
 
     def _assign(
         self,
+        g: ConsumerGroup,
         members: Mapping[str, ConsumerGroupMember],
+        updated_member_id: str,
+        replaced_member_id: str | None,
         targets: Mapping[str, Partitions],
         resolved: Mapping[str, frozenset[str]],
     ) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
         """``updateTargetAssignment`` with the group's preferred assignor (``computePreferredServerAssignor``:
-        the one most members name, the default when none does)."""
+        the one most members name, the default when none does), handed what Kafka's
+        ``TargetAssignmentBuilder`` hands it: the members in its ``HashMap``'s order, each with its
+        topic ids, instance id and current target in Java's iteration order, and the group's
+        subscription type (``ConsumerGroup.subscriptionType``)."""
         name = self.preferred_assignor(members)
-        specs = {
-            mid: MemberSpec(frozenset(subscribed_topic_ids(m, resolved, self.topics.topic_id)), targets.get(mid, {}))
-            for mid, m in members.items()
-        }
+        # g.members iterates in insertion order, the order Kafka's replay puts members into its
+        # TimelineHashMap; `members` is g.members with this heartbeat's changes
+        order = target_assignment_member_order(g.members, updated_member_id, replaced_member_id)
+        if len(order) != len(members):  # not reached: a heartbeat changes one member (and a replaced one)
+            listed = set(order)
+            order += [mid for mid in members if mid not in listed]
+        specs = {}
+        for mid in order:
+            m = members.get(mid)
+            if m is None:
+                continue
+            rx = m.subscribed_topic_regex
+            specs[mid] = java_member_spec(
+                m.subscribed_topic_names,
+                self.topics.topic_id,
+                targets.get(mid, {}),
+                m.instance_id,
+                resolved.get(rx) if rx else None,
+            )
+        subscription = consumer_subscription_type(
+            ((m.subscribed_topic_names, m.subscribed_topic_regex) for m in members.values()), resolved
+        )
         num_partitions = {t[0]: t[1] for t in self.topics.topics.values()}
-        return ASSIGNORS[name].assign(specs, num_partitions)
+        return ASSIGNORS[name].assign(GroupSpec(specs, subscription), num_partitions)

@@ -1,5 +1,6 @@
-"""Server-side assignors ``uniform`` and ``range`` (Kafka's UniformAssignor/OptimizedUniformAssignmentBuilder
-and RangeAssignor): validity, balance and stickiness as properties, plus worked examples."""
+"""Server-side assignors ``uniform`` and ``range`` (Kafka's UniformAssignor and RangeAssignor): validity,
+balance and stickiness as properties, plus worked examples (``test_kip848_assignor_vectors.py`` holds
+the cases computed by Kafka's own classes)."""
 
 from __future__ import annotations
 
@@ -26,17 +27,33 @@ def test_range_gives_co_partitioned_topics_the_same_partition_numbers_RangeAssig
     assert out == {"m1": {A: {0, 1}, B: {0, 1}}, "m2": {A: {2}, B: {2}}}
 
 
-def test_range_is_sticky_a_new_member_takes_from_the_end() -> None:
+def test_range_ignores_current_owners_a_new_member_takes_the_last_range() -> None:
+    # Kafka's RangeAssignor only sorts the members (static ones first) and cuts contiguous ranges
     before = RangeAssignor().assign({"m1": spec(A), "m2": spec(A)}, {A: 6})
+    assert before == {"m1": {A: {0, 1, 2}}, "m2": {A: {3, 4, 5}}}
     specs = {m: MemberSpec(frozenset({A}), before[m]) for m in before}
     specs["m3"] = MemberSpec(frozenset({A}), {})
     after = RangeAssignor().assign(specs, {A: 6})
-    assert after["m1"][A] == {0, 1} and after["m2"][A] == {3, 4} and after["m3"][A] == {2, 5}
+    assert after["m1"][A] == {0, 1} and after["m2"][A] == {2, 3} and after["m3"][A] == {4, 5}
 
 
-def test_uniform_spreads_fresh_partitions_round_robin_by_topic_id_then_partition() -> None:
+def test_range_puts_static_members_first_by_instance_id() -> None:
+    specs = {
+        "a": MemberSpec(frozenset({A}), {}),
+        "z": MemberSpec(frozenset({A}), {}, instance_id="i2"),
+        "y": MemberSpec(frozenset({A}), {}, instance_id="i1"),
+    }
+    out = RangeAssignor().assign(specs, {A: 3})
+    assert out == {"a": {A: {2}}, "z": {A: {1}}, "y": {A: {0}}}
+
+
+def test_uniform_hands_fresh_partitions_out_in_contiguous_runs() -> None:
+    # UniformHomogeneousAssignmentBuilder: each unfilled member, in member order, takes its quota of
+    # the unassigned partitions in a row (topics in HashSet<Uuid> order)
     out = UniformAssignor().assign({"m1": spec(A, B), "m2": spec(A, B)}, NUM)
-    assert out == {"m1": {A: {0, 2}, B: {1}}, "m2": {A: {1}, B: {0, 2}}}
+    assert out == {"m1": {A: {0, 1, 2}}, "m2": {B: {0, 1, 2}}}
+    out = UniformAssignor().assign({"m1": spec(A), "m2": spec(A)}, {A: 6})
+    assert out == {"m1": {A: {0, 1, 2}}, "m2": {A: {3, 4, 5}}}
 
 
 members_st = st.dictionaries(

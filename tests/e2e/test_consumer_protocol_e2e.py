@@ -81,6 +81,52 @@ def test_three_consumer_protocol_members_cover_every_partition_once(groupd: Grou
             c.close()
 
 
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_two_members_get_contiguous_halves_as_from_kafka(groupd: GroupdProcess, unique: str, assignor: str) -> None:
+    """Issue 28: the server assignors are Kafka's, so two members on 6 partitions own 0-2 and 3-5
+    (groupd's former ``uniform`` dealt 0, 2, 4 / 1, 3, 5)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, group = f"kip848-halves-{unique}", f"kip848-halves-g-{unique}"
+    admin = AdminClient({"bootstrap.servers": groupd.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])[topic].result(15)
+    owned: dict[int, set[int]] = {}
+
+    def callbacks(i: int) -> dict[str, Any]:
+        def on_assign(_c: Any, parts: list[Any]) -> None:
+            owned.setdefault(i, set()).update(p.partition for p in parts)
+
+        def on_revoke(_c: Any, parts: list[Any]) -> None:
+            owned.setdefault(i, set()).difference_update(p.partition for p in parts)
+
+        return {"on_assign": on_assign, "on_revoke": on_revoke}
+
+    consumers = []
+    for i in range(2):
+        c = Consumer(
+            {
+                "bootstrap.servers": groupd.bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "group.remote.assignor": assignor,
+            }
+        )
+        c.subscribe([topic], **callbacks(i))
+        consumers.append(c)
+    try:
+        halves = sorted(sorted(s) for s in owned.values())
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline and halves != [[0, 1, 2], [3, 4, 5]]:
+            for c in consumers:
+                c.poll(0.05)
+            halves = sorted(sorted(s) for s in owned.values())
+        assert halves == [[0, 1, 2], [3, 4, 5]], owned
+    finally:
+        for c in consumers:
+            c.close()
+
+
 def _first_message(consumer: Any, timeout: float = 20.0) -> Any:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
