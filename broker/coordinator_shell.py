@@ -15,9 +15,9 @@ driven the same way, the shell side of Kafka's ``CoordinatorRuntime`` (its event
 - appends to one partition reach its log in the order the core handed them out, and
   :meth:`CoordinatorShell._settle_writes` waits for those of a partition (a load reads the log only
   after them);
-- :meth:`CoordinatorShell.drain` stops: what ``_cancel_first`` holds is cancelled, the appends in
-  flight get a while to settle, then the timer stops and ``_cancel_last`` is cancelled
-  (``CoordinatorRuntime.close``).
+- :meth:`CoordinatorShell.drain` stops as ``CoordinatorRuntime.close`` does: the timer first, then
+  what ``_cancel_first`` holds; the appends in flight get a while to settle, then ``_cancel_last``
+  (loads) is cancelled.
 
 A core is anything with ``next_deadline()``, ``tick(now)`` and ``append_done(now, token, error)``
 returning a result with ``responses`` and ``appends`` (each append with ``token`` and
@@ -183,9 +183,11 @@ class CoordinatorShell(Generic[C, R, A]):
 
     # --- stopping -----------------------------------------------------------------------------
     async def drain(self, timeout: float = 10.0) -> None:
-        """Graceful stop (``CoordinatorRuntime.close``): cancel ``_cancel_first``, wait up to
-        ``timeout`` for the tasks in flight (acknowledge what was written), stop the timer (an
-        append settling may have re-armed it), cancel ``_cancel_last``."""
+        """Graceful stop, in ``CoordinatorRuntime.close``'s order: the timer stops (no deadline
+        starts new work), ``_cancel_first`` is cancelled, the tasks in flight get up to ``timeout``
+        to settle (what was written is acknowledged), then the timer stops again (an append
+        settling re-arms it) and ``_cancel_last`` is cancelled."""
+        self._wakeup.cancel()
         for task in list(self._cancel_first):
             task.cancel()
         if self._tasks:
