@@ -96,9 +96,8 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
         *,
         clock: Callable[[], int] = wall_ms,
     ) -> None:
-        # The group core counts changes to its deadline heap (deadline_version), sparing the timer.
-        # Elections, resignations and loads run as tasks drain cancels (loads still replaying would
-        # read logs about to close).
+        # Elections and resignations run under _track: drain cancels them once the appends settled
+        # (a load still replaying would read logs about to close).
         super().__init__(core, partition_logs, appender, clock=clock)
         self._startup_epochs: dict[int, int] = {}  # the epoch each partition's start-up load began at
         self.load_progress = LoadProgress()

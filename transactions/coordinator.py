@@ -16,7 +16,9 @@ shell reports them back with ``markers_written``). A request whose answer waits 
 durable is answered in a later result, as Kafka answers only once ``appendTransactionToLog``'s
 callback runs. State changes only when a durable record is replayed (``replay``), on the live path
 and at start-up alike; ``pending_state`` marks an id whose record is being written (Kafka's
-pendingState), and requests for it meanwhile answer CONCURRENT_TRANSACTIONS.
+pendingState), and requests for it meanwhile answer CONCURRENT_TRANSACTIONS. Partition loading,
+the routing errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS), the call's result and the
+appends in flight are the group coordinator's runtime (``coordinator/runtime.py``).
 
 Transaction version 1 only (EndTxn v0-4; Kafka's ``TransactionVersion.TV_0``/``TV_1``): the epoch
 is bumped by InitProducerId and by fencing, not per transaction. Transaction version 2 (KIP-890
