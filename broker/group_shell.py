@@ -5,13 +5,18 @@ outcomes go in; responses, records to append and the next deadline come out. Thi
 
 - each group API request is handed to ``core.handle`` with the ``Request`` as its ``ctx``; the
   core answers now or later by returning ``(ctx, response)`` pairs, which go to ``ctx.respond``;
-- every ``Append`` is serialized (``coordinator.serde``) and written to its ``__consumer_offsets``
-  partition through the group-commit ``Appender``; when it is durable (or failed) the outcome goes
-  back through ``core.append_done`` and only then are the waiting responses released;
+- every ``Append`` is serialized (``coordinator.serde``: plain records, a producer's transactional
+  batch, or a transaction marker) and written to its ``__consumer_offsets`` partition through the
+  group-commit ``Appender``; when it is durable (or failed) the outcome goes back through
+  ``core.append_done`` and only then are the waiting responses released;
 - one ``loop.call_at`` is armed for ``core.next_deadline()`` (design principle 4);
 - ``elect``/``resign``/``move`` load and unload one ``__consumer_offsets`` partition at run time
   (Kafka's ``GroupCoordinatorService.onElection``/``onResignation``), for the brokers of a cluster
   in one process that share this shell and its core: each broker's handlers name its node id.
+
+Applying results, writing appends, the timer and draining are ``coordinator_shell.py``'s
+(shared with the transaction shell); this module adds the group APIs, the transactional writes
+and the loads.
 
 Why no per-group ``asyncio.Lock``: a core call runs to completion on the loop thread, so requests for
 one group are already serialized, and the one suspension point (the append) is a continuation in
@@ -31,24 +36,19 @@ import structlog
 from groupd.coordinator import GroupCoordinator, Node
 from groupd.coordinator.result import Append, Result
 from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_records
-from groupd.protocol.errors import ErrorCode
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
-from groupd.storage import Appender, PartitionLog, StorageError
+from groupd.storage import Appender, PartitionLog
 from groupd.storage.markers import end_txn_marker_batch, parse_end_txn_marker
 from groupd.storage.records import TxnBatch, build_batch
 
-from .wakeup import Wakeup
+from .coordinator_shell import CoordinatorShell, wall_ms
 
 log = structlog.get_logger("groupd.groups")
 limited_log = LogLimiter(log)
 
 # Replay yields to the event loop every this many records so that a long load never stalls serving.
 _LOAD_CHUNK = 20_000
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -83,7 +83,11 @@ class _Reply:
             self.future.set_result(response)
 
 
-class GroupShell:
+class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
+    append_failed = "offsets_append_failed"
+    _log = log
+    _limited_log = limited_log
+
     def __init__(
         self,
         core: GroupCoordinator,
@@ -92,26 +96,10 @@ class GroupShell:
         *,
         clock: Callable[[], int] = wall_ms,
     ) -> None:
-        self.core = core
-        self.partition_logs = partition_logs
-        self.appender = appender
-        self.clock = clock
-        # A core without deadline_version (test stubs) gets the heap asked on every call.
-        self._wakeup = Wakeup(
-            core.next_deadline,
-            lambda now: self.apply(self.core.tick(now)),
-            clock,
-            version=getattr(core, "deadline_version", None),
-        )
-        self._arm = self._wakeup.arm
-        self._tasks: set[asyncio.Task[None]] = set()
-        # Appends in flight per __consumer_offsets partition: a load waits for them, so that what
-        # was written before an unload is in the log before the log is read again.
-        self._writes: dict[int, set[asyncio.Task[None]]] = {}
-        self._moves: set[asyncio.Task[Any]] = set()
+        # Elections and resignations run under _track: drain cancels them once the appends settled
+        # (a load still replaying would read logs about to close).
+        super().__init__(core, partition_logs, appender, clock=clock)
         self._startup_epochs: dict[int, int] = {}  # the epoch each partition's start-up load began at
-        self.loaded = asyncio.Event()
-        self.load_stats: dict[str, float] = {}
         self.load_progress = LoadProgress()
 
     # --- requests ---------------------------------------------------------------------------------
@@ -162,14 +150,6 @@ class GroupShell:
 
         return handle
 
-    def apply(self, result: Result) -> list[asyncio.Task[None]]:
-        """Send the answers, start the appends (their tasks are returned) and re-arm the timer."""
-        for ctx, response in result.responses:
-            ctx.respond(response)
-        tasks = [self._start_append(append) for append in result.appends]
-        self._arm()
-        return tasks
-
     # --- deleted topics ---------------------------------------------------------------------------
     def partitions_deleted(self, topic_partitions: list[tuple[str, int]]) -> Awaitable[Any] | None:
         """Tombstone the committed offsets of deleted partitions. The awaitable (None when there
@@ -179,50 +159,23 @@ class GroupShell:
         return asyncio.gather(*tasks) if tasks else None
 
     # --- appends ----------------------------------------------------------------------------------
-    def _start_append(self, append: Append) -> asyncio.Task[None]:
-        # Tasks start in creation order and enqueue in the appender before their first suspension,
-        # so appends reach a partition in the order the core handed them out.
-        task = asyncio.get_running_loop().create_task(self._append(append))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        writes = self._writes.setdefault(append.partition, set())
-        writes.add(task)
-        task.add_done_callback(writes.discard)
-        return task
-
-    async def _settle_writes(self, partition: int) -> None:
-        """Until every append to ``partition`` handed out so far is durable or failed."""
-        while writes := self._writes.get(partition):
-            await asyncio.wait(list(writes))
-
-    async def _append(self, append: Append) -> None:
-        error: int | None = None
-        try:
-            plog = self.partition_logs(append.partition)
-            now = self.clock()
-            if append.marker is not None:
-                committed, coordinator_epoch = append.marker
-                await self.appender.append(
-                    plog,
-                    end_txn_marker_batch(append.producer_id, append.producer_epoch, committed, coordinator_epoch, now),
-                )
-            elif append.producer_id >= 0:
-                # TxnOffsetCommit: the producer's own transactional batch, never merged with others.
-                records = [(k, v, (), now) for k, v in encode_records(append.records)]
-                batch = build_batch(
-                    records, producer_id=append.producer_id, producer_epoch=append.producer_epoch, transactional=True
-                )
-                await self.appender.append(plog, batch)
-            else:
-                records = [(k, v, (), now) for k, v in encode_records(append.records)]
-                await self.appender.append(plog, records)
-        except StorageError as e:
-            limited_log.error("offsets_append_failed", key=append.partition, partition=append.partition, error=str(e))
-            error = ErrorCode.KAFKA_STORAGE_ERROR
-        except Exception:
-            log.exception("offsets_append_failed", partition=append.partition)
-            error = ErrorCode.KAFKA_STORAGE_ERROR
-        self.apply(self.core.append_done(self.clock(), append.token, error))
+    async def _write(self, plog: PartitionLog, append: Append, now_ms: int) -> None:
+        if append.marker is not None:
+            committed, coordinator_epoch = append.marker
+            await self.appender.append(
+                plog,
+                end_txn_marker_batch(append.producer_id, append.producer_epoch, committed, coordinator_epoch, now_ms),
+            )
+        elif append.producer_id >= 0:
+            # TxnOffsetCommit: the producer's own transactional batch, never merged with others.
+            records = [(k, v, (), now_ms) for k, v in encode_records(append.records)]
+            batch = build_batch(
+                records, producer_id=append.producer_id, producer_epoch=append.producer_epoch, transactional=True
+            )
+            await self.appender.append(plog, batch)
+        else:
+            records = [(k, v, (), now_ms) for k, v in encode_records(append.records)]
+            await self.appender.append(plog, records)
 
     # --- transactions -----------------------------------------------------------------------------
     @property
@@ -355,14 +308,6 @@ class GroupShell:
             )
         return -1, -1
 
-    async def drain(self, timeout: float = 10.0) -> None:
-        """Wait for in-flight appends (graceful shutdown: acknowledge what was written)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
-        self._wakeup.cancel()
-        for task in list(self._moves):  # loads still replaying would read logs about to close
-            task.cancel()
-
     def stats(self) -> dict[str, Any]:
         return {"groups": len(self.core.groups), "pending_appends": self.core.pending_appends}
 
@@ -407,12 +352,6 @@ class GroupShell:
         if epoch is not None and current != epoch:
             return _resolved(False)
         return self._finish_load(partition, current)
-
-    def _track(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._moves.add(task)
-        task.add_done_callback(self._moves.discard)
-        return task
 
     def elect(self, partition: int, node: Node | int, epoch: int | None = None) -> asyncio.Task[bool]:
         """Make ``node`` the coordinator of ``partition``. The change is made now (the partition

@@ -6,7 +6,9 @@ It is ``group_shell.py``'s twin for ``__transaction_state``:
   answers the core returns (now, or in a later result once a record is durable) go to ``ctx.respond``;
 - every ``Append`` is serialized (``transactions.serde``) and written to its ``__transaction_state``
   partition through the group-commit ``Appender``; ``core.append_done`` hears the outcome only once
-  the records are durable (or failed), so no answer ever depends on a record that could be lost;
+  the records are durable (or failed), so no answer ever depends on a record that could be lost
+  (``coordinator_shell.py``, shared with the group shell, applies results, writes appends, keeps
+  the timer and drains);
 - every ``WriteMarkers`` becomes COMMIT/ABORT control batches: the ``__consumer_offsets``
   partitions go to the group shell (``write_txn_marker``, which applies or drops the transaction's
   pending offsets), the rest to the data plane (``write_txn_markers``). A transaction is complete
@@ -37,7 +39,7 @@ import structlog
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
-from groupd.storage import Appender, PartitionLog, StorageError
+from groupd.storage import Appender, PartitionLog
 from groupd.transactions.coordinator import (
     OFFSETS_TOPIC,
     Append,
@@ -49,7 +51,7 @@ from groupd.transactions.records import TransactionState
 from groupd.transactions.serde import RecordDecodeError, decode_record, encode_record
 from groupd.transactions.state import IllegalTransactionTransition
 
-from .wakeup import Wakeup
+from .coordinator_shell import CoordinatorShell, wall_ms
 
 log = structlog.get_logger("groupd.transactions")
 limited_log = LogLimiter(log)
@@ -72,10 +74,6 @@ _MARKER_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 _MARKER_STALE = frozenset(
     {ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.TRANSACTION_COORDINATOR_FENCED}
 )
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class MarkerPlane(Protocol):
@@ -117,7 +115,11 @@ class _CountingLog:
         return getattr(self._inner, name)
 
 
-class TxnShell:
+class TxnShell(CoordinatorShell[TransactionCoordinator, TxnResult, Append]):
+    append_failed = "transaction_log_append_failed"
+    _log = log
+    _limited_log = limited_log
+
     def __init__(
         self,
         core: TransactionCoordinator,
@@ -130,22 +132,13 @@ class TxnShell:
         log_exists: Callable[[], bool] = lambda: True,
         clock: Callable[[], int] = wall_ms,
     ) -> None:
-        self.core = core
-        self.partition_logs = partition_logs
-        self.appender = appender
+        super().__init__(core, partition_logs, appender, clock=clock)
         self.data = data
         self.groups = groups
         self.ensure_log_topic = ensure_log_topic
         self.log_exists = log_exists
-        self.clock = clock
         self.counts: Counter[str] = Counter()
         core.log = _CountingLog(core.log, self.counts)
-        self._wakeup = Wakeup(core.next_deadline, lambda now: self.apply(self.core.tick(now)), clock)
-        self._arm = self._wakeup.arm
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._marker_tasks: set[asyncio.Task[None]] = set()
-        self.loaded = asyncio.Event()
-        self.load_stats: dict[str, float] = {}
         self.markers_in_flight = 0
 
     # --- requests ---------------------------------------------------------------------------------
@@ -182,26 +175,10 @@ class TxnShell:
 
         return handle
 
-    def apply(self, result: TxnResult) -> list[asyncio.Task[None]]:
-        """Send the answers, start the appends and marker writes (tasks returned), re-arm the timer."""
-        for ctx, response in result.responses:
-            ctx.respond(response)
-        tasks = [self._spawn(self._append(append)) for append in result.appends]
-        for m in result.markers:
-            task = self._spawn(self._write_markers(m))
-            self._marker_tasks.add(task)
-            task.add_done_callback(self._marker_tasks.discard)
-            tasks.append(task)
-        self._arm()
-        return tasks
-
-    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
-        # Tasks start in creation order and enqueue in the appender before their first suspension,
-        # so appends reach a partition in the order the core handed them out.
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def _start_more(self, result: TxnResult, tasks: list[asyncio.Task[None]]) -> None:
+        """The marker writes: retried until every partition answered, so drain cancels them
+        before it waits (their Prepare* record is durable, the next start-up sends them again)."""
+        tasks.extend(self._spawn(self._write_markers(m), cancel_first=True) for m in result.markers)
 
     # --- the KIP-890 part 1 check the data plane makes on transactional Produce ---------------------
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int) -> int:
@@ -230,20 +207,9 @@ class TxnShell:
         return int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
     # --- appends ----------------------------------------------------------------------------------
-    async def _append(self, append: Append) -> None:
-        error: int | None = None
-        try:
-            plog = self.partition_logs(append.partition)
-            now = self.clock()
-            records = [(*encode_record(r), (), now) for r in append.records]
-            await self.appender.append(plog, records)
-        except StorageError as e:
-            limited_log.error("transaction_log_append_failed", key=append.partition, error=str(e))
-            error = ErrorCode.KAFKA_STORAGE_ERROR
-        except Exception:
-            log.exception("transaction_log_append_failed", partition=append.partition)
-            error = ErrorCode.KAFKA_STORAGE_ERROR
-        self.apply(self.core.append_done(self.clock(), append.token, error or 0))
+    async def _write(self, plog: PartitionLog, append: Append, now_ms: int) -> None:
+        records = [(*encode_record(r), (), now_ms) for r in append.records]
+        await self.appender.append(plog, records)
 
     # --- markers ----------------------------------------------------------------------------------
     async def _write_markers(self, m: WriteMarkers) -> None:
@@ -347,15 +313,6 @@ class TxnShell:
             seconds=round(elapsed, 3),
         )
         self.loaded.set()
-
-    async def drain(self, timeout: float = 10.0) -> None:
-        """Graceful shutdown: wait for in-flight appends; marker writes still retrying are dropped
-        (their Prepare* record is durable, so the next start-up sends them again)."""
-        self._wakeup.cancel()
-        for task in list(self._marker_tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
 
     def stats(self) -> dict[str, Any]:
         states = Counter(m.state for m in self.core.transactions.values() if m.producer_epoch >= 0)

@@ -9,6 +9,8 @@ to write; its state is a fold over its records (``replay``), live and at start-u
 
 It knows nothing of sockets, transports, clocks, file layout, partition logs or consumer groups:
 producer ids come from a collaborator passed in (``producer_ids.py``), markers are written by the
-shell, and a group's ``__consumer_offsets`` partition is handed in by the caller. It must not
-import ``coordinator/`` (same floor): the shared key hash lives in ``protocol/partitioning.py``.
+shell, and a group's ``__consumer_offsets`` partition is handed in by the caller. Of
+``coordinator/`` (same floor) it imports only the generic runtime (``coordinator/runtime.py``:
+partition loading, routing errors, the call's result, deferred appends), nothing of groups; the
+shared key hash lives in ``protocol/partitioning.py``.
 """

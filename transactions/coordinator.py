@@ -16,7 +16,9 @@ shell reports them back with ``markers_written``). A request whose answer waits 
 durable is answered in a later result, as Kafka answers only once ``appendTransactionToLog``'s
 callback runs. State changes only when a durable record is replayed (``replay``), on the live path
 and at start-up alike; ``pending_state`` marks an id whose record is being written (Kafka's
-pendingState), and requests for it meanwhile answer CONCURRENT_TRANSACTIONS.
+pendingState), and requests for it meanwhile answer CONCURRENT_TRANSACTIONS. Partition loading,
+the routing errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS), the call's result and the
+appends in flight are the group coordinator's runtime (``coordinator/runtime.py``).
 
 Transaction version 1 only (EndTxn v0-4; Kafka's ``TransactionVersion.TV_0``/``TV_1``): the epoch
 is bumped by InitProducerId and by fencing, not per transaction. Transaction version 2 (KIP-890
@@ -29,7 +31,6 @@ Produce (the partition leader adds it), and the ``transaction.version`` feature 
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from typing import Any
 
 import structlog
 
+from ..coordinator.runtime import CoordinatorRuntime
 from ..protocol.partitioning import coordinator_partition
 from .errors import TxnError, append_error
 from .producer_ids import ProducerIdAllocator
@@ -121,11 +123,10 @@ class TxnResult:
         self.markers.extend(other.markers)
 
 
-@dataclass
-class _Pending:
-    transactional_id: str
-    record: Record
-    on_done: Callable[[int], None]  # the error code, 0 when durable
+def _make_append(token: int, partition: int, records: list[Record], **_extra: Any) -> Append:
+    """The runtime's ``append_factory``: the shell's Append (``extra`` names the transactional id,
+    which only the coordinator's continuation needs)."""
+    return Append(token, partition, records)
 
 
 class _Gather:
@@ -159,29 +160,56 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         # partitions of a topic, None when it does not exist (KafkaApis checks the metadata cache)
         self.topic_partitions = topic_partitions or (lambda _name: None)
-        self.owns = owns or (lambda _partition: True)
         self.transactions: dict[str, TransactionMetadata] = {}
-        self.loading: set[int] = set()
         self.log = structlog.get_logger("groupd.transactions")
-        self._pending: dict[int, _Pending] = {}
-        self._tokens = itertools.count(1)
+        # Partition loading and ownership, the call's TxnResult and the appends in flight: the
+        # group coordinator's runtime (as Kafka's group and share coordinators share CoordinatorRuntime).
+        # ``owns`` decides leadership (default: every partition is this node's); no partition is
+        # ever unloaded, so no append is ever abandoned.
+        self.runtime: CoordinatorRuntime[TxnResult] = CoordinatorRuntime(
+            result_factory=TxnResult,
+            num_partitions=config.transaction_state_partitions,
+            append_factory=_make_append,
+            owns=owns or (lambda _partition: True),
+            none=E.NONE,
+            not_coordinator=E.NOT_COORDINATOR,
+            load_in_progress=E.COORDINATOR_LOAD_IN_PROGRESS,
+        )
         # markers written, Complete* not yet durable: retried by tick (TransactionMarkerChannelManager
         # retries tryAppendToLog the same way)
         self._completing: set[str] = set()
-        self._out = TxnResult()
-        self._now = 0
+
+    @property
+    def loading(self) -> set[int]:
+        """The ``__transaction_state`` partitions being replayed (COORDINATOR_LOAD_IN_PROGRESS)."""
+        return self.runtime.loading
+
+    @loading.setter
+    def loading(self, partitions: set[int]) -> None:
+        self.runtime.loading = partitions
+
+    @property
+    def owns(self) -> Callable[[int], bool]:
+        """Whether this node leads a ``__transaction_state`` partition (NOT_COORDINATOR otherwise)."""
+        owns = self.runtime.owns
+        assert owns is not None
+        return owns
+
+    @owns.setter
+    def owns(self, owns: Callable[[int], bool]) -> None:
+        self.runtime.owns = owns
 
     # --- the shell's entry points ---------------------------------------------------------------
     def load(self, now_ms: int, records: Iterable[Record]) -> TxnResult:
         """Start-up: replay the log, then resend the markers of every transaction caught between
         Prepare* and Complete* (``loadTransactionsForTxnTopicPartition``)."""
-        self._begin(now_ms)
+        self.runtime.begin(now_ms)
         for key, value in records:
             self.replay(key, value)
         for meta in self.transactions.values():
             if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 self._send_markers(meta)
-        return self._finish()
+        return self.runtime.finish()
 
     def replay(self, key: TransactionLogKey, value: TransactionLogValue | None) -> None:
         """Apply one durable record: the only way persisted state changes."""
@@ -198,7 +226,7 @@ class TransactionCoordinator:
             meta.transition_to(value)
 
     def handle(self, now_ms: int, api: str, version: int, request: dict[str, Any], ctx: Any) -> TxnResult:
-        self._begin(now_ms)
+        self.runtime.begin(now_ms)
         handler = {
             "InitProducerId": self._init_producer_id,
             "AddPartitionsToTxn": self._add_partitions,
@@ -208,42 +236,50 @@ class TransactionCoordinator:
             "ListTransactions": self._list,
         }[api]
         handler(version, request, ctx)
-        return self._finish()
+        return self.runtime.finish()
 
-    def append_done(self, now_ms: int, token: int, error: int = 0) -> TxnResult:
-        self._begin(now_ms)
-        pending = self._pending.pop(token)
-        meta = self.transactions.get(pending.transactional_id)
-        if error == 0:
-            self.replay(*pending.record)
+    def append_done(self, now_ms: int, token: int, error: int | None = 0) -> TxnResult:
+        """The shell reports that the append with ``token`` is durable (error 0 or None, as the group
+        coordinator takes it) or failed with ``error``."""
+        rt = self.runtime
+        rt.begin(now_ms)
+        pending = rt.complete(token)
+        if pending is None:  # abandoned by an unload: never here, no partition is unloaded
+            return rt.finish()
+        txn_id = pending.extra["transactional_id"]
+        code = error or 0
+        if code == 0:
+            for key, value in pending.records:
+                self.replay(key, value)
         else:
-            self.log.warning("transaction_log_append_failed", transactional_id=pending.transactional_id, error=error)
+            self.log.warning("transaction_log_append_failed", transactional_id=txn_id, error=code)
+            meta = self.transactions.get(txn_id)
             if meta is not None:
                 meta.pending_state = None
                 if meta.producer_epoch == NO_PRODUCER_EPOCH:  # a first InitProducerId that never landed
-                    del self.transactions[pending.transactional_id]
-        pending.on_done(error)
-        return self._finish()
+                    del self.transactions[txn_id]
+        pending.on_done(code)
+        return rt.finish()
 
     def markers_written(self, now_ms: int, transactional_id: str) -> TxnResult:
         """Every marker of the transaction is durable: write CompleteCommit/CompleteAbort."""
-        self._begin(now_ms)
+        self.runtime.begin(now_ms)
         self._completing.add(transactional_id)
         self._try_complete(transactional_id)
-        return self._finish()
+        return self.runtime.finish()
 
     def tick(self, now_ms: int) -> TxnResult:
-        self._begin(now_ms)
+        self.runtime.begin(now_ms)
         for txn_id in list(self._completing):
             self._try_complete(txn_id)
         self._abort_timed_out_transactions()
         self._remove_expired_transactional_ids()
-        return self._finish()
+        return self.runtime.finish()
 
     def next_deadline(self) -> int | None:
         """The earliest time ``tick`` has something to do (None: nothing scheduled)."""
         if self._completing:
-            return self._now
+            return self.runtime.now
         deadlines = []
         for meta in self.transactions.values():
             if meta.pending_state is not None:
@@ -259,35 +295,20 @@ class TransactionCoordinator:
         return {t: m.to_record() for t, m in self.transactions.items() if m.producer_epoch != NO_PRODUCER_EPOCH}
 
     # --- plumbing ---------------------------------------------------------------------------------
-    def _begin(self, now_ms: int) -> None:
-        self._now = now_ms
-        self._out = TxnResult()
-
-    def _finish(self) -> TxnResult:
-        out, self._out = self._out, TxnResult()
-        return out
-
-    def _respond(self, ctx: Any, response: dict[str, Any]) -> None:
-        self._out.responses.append((ctx, response))
-
     def _append(
         self, meta: TransactionMetadata, value: TransactionLogValue | None, on_done: Callable[[int], None]
     ) -> None:
-        """Write ``value`` for ``meta`` (None: a tombstone) and mark the transition pending."""
-        token = next(self._tokens)
+        """Write ``value`` for ``meta`` (None: a tombstone) and mark the transition pending
+        (``TransactionStateManager.appendTransactionToLog``); ``on_done`` gets the error code, 0
+        once durable."""
         record: Record = (TransactionLogKey(meta.transactional_id), value)
         meta.pending_state = value.state if value is not None else S.DEAD
-        self._pending[token] = _Pending(meta.transactional_id, record, on_done)
         partition = partition_for(meta.transactional_id, self.config.transaction_state_partitions)
-        self._out.appends.append(Append(token, partition, [record]))
+        self.runtime.append(partition, [record], on_done, transactional_id=meta.transactional_id)
 
-    def _coordinator_error(self, transactional_id: str) -> int:
-        partition = partition_for(transactional_id, self.config.transaction_state_partitions)
-        if not self.owns(partition):
-            return E.NOT_COORDINATOR
-        if partition in self.loading:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
-        return E.NONE
+    def _route_error(self, transactional_id: str) -> int:
+        """NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS for the id's partition, else NONE."""
+        return self.runtime.route_error(partition_for(transactional_id, self.config.transaction_state_partitions))
 
     def _transit(self, meta: TransactionMetadata, state: TransactionState, **changes: Any) -> TransactionLogValue:
         """The record of ``meta`` moved to ``state`` (Kafka's ``TransitionData``: fields default to
@@ -298,7 +319,7 @@ class TransactionCoordinator:
             "transaction_timeout_ms": meta.timeout_ms,
             "state": state,
             "partitions": meta.partitions,
-            "last_update_timestamp_ms": self._now,
+            "last_update_timestamp_ms": self.runtime.now,
             "start_timestamp_ms": meta.start_timestamp_ms,
             "previous_producer_id": meta.producer_id,
             "next_producer_id": meta.next_producer_id,
@@ -318,7 +339,9 @@ class TransactionCoordinator:
     def _init_producer_id(self, version: int, req: dict[str, Any], ctx: Any) -> None:
         def answer(code: int, pid: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER_EPOCH) -> None:
             code = self._versioned("InitProducerId", version, code)
-            self._respond(ctx, {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch})
+            self.runtime.respond(
+                ctx, {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}
+            )
 
         txn_id = req.get("transactional_id")
         timeout = req.get("transaction_timeout_ms", 0)
@@ -334,7 +357,7 @@ class TransactionCoordinator:
             return answer(E.INVALID_REQUEST)
         if not 0 < timeout <= self.config.transaction_max_timeout_ms:  # validateTransactionTimeoutMs
             return answer(E.INVALID_TRANSACTION_TIMEOUT)
-        if code := self._coordinator_error(txn_id):
+        if code := self._route_error(txn_id):
             return answer(code)
         expected = (pid, epoch) if pid != NO_PRODUCER_ID else None
 
@@ -344,7 +367,7 @@ class TransactionCoordinator:
             if new_pid is None:
                 return answer(E.KAFKA_STORAGE_ERROR)
             # Kafka's putTransactionStateIfNotExists: a placeholder at epoch -1, replaced by replay
-            meta = TransactionMetadata(txn_id, new_pid, timeout_ms=timeout, last_update_timestamp_ms=self._now)
+            meta = TransactionMetadata(txn_id, new_pid, timeout_ms=timeout, last_update_timestamp_ms=self.runtime.now)
             self.transactions[txn_id] = meta
 
         def valid_producer_id(exp: tuple[int, int]) -> bool:
@@ -435,7 +458,7 @@ class TransactionCoordinator:
             topics = req.get("v3_and_below_topics") or []
 
             def reply_v3(results: dict[TopicPartition, int]) -> None:
-                self._respond(
+                self.runtime.respond(
                     ctx,
                     {
                         "throttle_time_ms": 0,
@@ -449,7 +472,7 @@ class TransactionCoordinator:
         out: list[dict[str, Any]] = [{} for _ in transactions]
 
         def reply_v4(_parts: list[Any]) -> None:
-            self._respond(ctx, {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": out})
+            self.runtime.respond(ctx, {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": out})
 
         gather = _Gather(len(transactions), reply_v4)
         for i, t in enumerate(transactions):
@@ -486,7 +509,7 @@ class TransactionCoordinator:
             return reply(
                 {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED for tp in wanted}
             )
-        if code := self._coordinator_error(txn_id):
+        if code := self._route_error(txn_id):
             return all_(code)
         if verify_only:
             return self._verify_partitions(txn_id, txn, wanted, reply)
@@ -539,7 +562,7 @@ class TransactionCoordinator:
             meta,
             S.ONGOING,
             partitions=meta.partitions | partitions,
-            start_timestamp_ms=self._now if starting else meta.start_timestamp_ms,
+            start_timestamp_ms=self.runtime.now if starting else meta.start_timestamp_ms,
         )
         self._append(meta, value, lambda c: answer(append_error(c)))
         return None
@@ -549,12 +572,14 @@ class TransactionCoordinator:
         transaction, so the markers reach the transactional offsets (TxnOffsetCommit) too."""
 
         def answer(code: int) -> None:
-            self._respond(ctx, {"throttle_time_ms": 0, "error_code": self._versioned("AddOffsetsToTxn", version, code)})
+            self.runtime.respond(
+                ctx, {"throttle_time_ms": 0, "error_code": self._versioned("AddOffsetsToTxn", version, code)}
+            )
 
         txn_id = req.get("transactional_id")
         if not txn_id:
             return answer(E.INVALID_REQUEST)
-        if code := self._coordinator_error(txn_id):
+        if code := self._route_error(txn_id):
             return answer(code)
         offsets_partition = coordinator_partition(req.get("group_id") or "", self.config.offsets_topic_partitions)
         self._add_to_transaction(
@@ -569,12 +594,12 @@ class TransactionCoordinator:
     # --- EndTxn -----------------------------------------------------------------------------------
     def _end_txn(self, version: int, req: dict[str, Any], ctx: Any) -> None:
         def answer(code: int) -> None:
-            self._respond(ctx, {"throttle_time_ms": 0, "error_code": self._versioned("EndTxn", version, code)})
+            self.runtime.respond(ctx, {"throttle_time_ms": 0, "error_code": self._versioned("EndTxn", version, code)})
 
         txn_id = req.get("transactional_id")
         if not txn_id:
             return answer(E.INVALID_REQUEST)
-        if code := self._coordinator_error(txn_id):
+        if code := self._route_error(txn_id):
             return answer(code)
         meta = self.transactions.get(txn_id)
         if meta is None or meta.producer_epoch == NO_PRODUCER_EPOCH:
@@ -636,7 +661,7 @@ class TransactionCoordinator:
         raise IllegalTransactionTransition(f"{meta.transactional_id} found in {state.kafka_name}")
 
     def _send_markers(self, meta: TransactionMetadata) -> None:
-        self._out.markers.append(
+        self.runtime.out.markers.append(
             WriteMarkers(
                 meta.transactional_id,
                 meta.producer_id,
@@ -674,7 +699,7 @@ class TransactionCoordinator:
             if (
                 meta.state == S.ONGOING
                 and meta.pending_state is None
-                and meta.start_timestamp_ms + meta.timeout_ms < self._now
+                and meta.start_timestamp_ms + meta.timeout_ms < self.runtime.now
             ):
                 txn_id = meta.transactional_id
                 self.log.info("transaction_timed_out", transactional_id=txn_id, producer_id=meta.producer_id)
@@ -689,7 +714,7 @@ class TransactionCoordinator:
     def _remove_expired_transactional_ids(self) -> None:
         """``removeExpiredTransactionalIds``: an id idle past transactional.id.expiration.ms in
         Empty/Complete* is tombstoned (Dead is only its pending state)."""
-        cutoff = self._now - self.config.transactional_id_expiration_ms
+        cutoff = self.runtime.now - self.config.transactional_id_expiration_ms
         for meta in list(self.transactions.values()):
             if (
                 meta.state.expiration_allowed
@@ -716,7 +741,7 @@ class TransactionCoordinator:
             meta = self.transactions.get(txn_id)
             if not txn_id:
                 entry["error_code"] = E.INVALID_REQUEST
-            elif code := self._coordinator_error(txn_id):
+            elif code := self._route_error(txn_id):
                 entry["error_code"] = code
             elif meta is None or meta.producer_epoch == NO_PRODUCER_EPOCH or meta.state == S.DEAD:
                 entry["error_code"] = E.TRANSACTIONAL_ID_NOT_FOUND
@@ -733,7 +758,7 @@ class TransactionCoordinator:
                     ],
                 )
             states.append(entry)
-        self._respond(ctx, {"throttle_time_ms": 0, "transaction_states": states})
+        self.runtime.respond(ctx, {"throttle_time_ms": 0, "transaction_states": states})
 
     def _list(self, version: int, req: dict[str, Any], ctx: Any) -> None:
         """``listTransactionStates``: filters by state name, producer id, (v1) running longer than a
@@ -752,7 +777,7 @@ class TransactionCoordinator:
         try:
             matcher = re.compile(pattern) if pattern else None
         except re.error:
-            self._respond(
+            self.runtime.respond(
                 ctx,
                 {
                     "throttle_time_ms": 0,
@@ -772,7 +797,7 @@ class TransactionCoordinator:
                     or meta.state == S.DEAD
                     or (wanted_pids and meta.producer_id not in wanted_pids)
                     or (wanted_states and meta.state not in wanted_states)
-                    or (duration >= 0 and self._now - meta.start_timestamp_ms <= duration)
+                    or (duration >= 0 and self.runtime.now - meta.start_timestamp_ms <= duration)
                     or (matcher is not None and matcher.fullmatch(txn_id) is None)
                 ):
                     continue
@@ -783,7 +808,7 @@ class TransactionCoordinator:
                         "transaction_state": meta.state.kafka_name,
                     }
                 )
-        self._respond(
+        self.runtime.respond(
             ctx,
             {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": unknown, "transaction_states": listed},
         )
