@@ -29,6 +29,13 @@ class Config:
             "consecutive ports from --port (0: each any free port), one data directory"
         },
     )
+    kafka_version: str = dataclasses.field(
+        default="",
+        metadata={
+            "help": "pose as this Apache Kafka release (3.9 | 4.0 | 4.1 | 4.2): its API version ranges, features "
+            "and defaults (default: every version groupd implements, groupd's test-friendly timings)"
+        },
+    )
     log_format: str = dataclasses.field(default="console", metadata={"help": "json | console"})
     log_level: str = dataclasses.field(default="info", metadata={"help": "debug | info | warning | error"})
     max_request_bytes: int = dataclasses.field(
@@ -208,3 +215,23 @@ class Config:
     @property
     def control_listen_host(self) -> str:
         return self.control_host or self.host
+
+
+# What ``--kafka-version`` sets where a setting is not given explicitly: the release's own defaults
+# where groupd's differ (GroupCoordinatorConfig's *_DEFAULT constants of each release; the session
+# timeouts and group sizes are Kafka's already).
+_KAFKA_4_DEFAULTS: dict[str, int] = {
+    "group_initial_rebalance_delay_ms": 3000,
+    "group_consumer_heartbeat_interval_ms": 5000,
+    "group_consumer_min_heartbeat_interval_ms": 5000,
+    "group_consumer_max_heartbeat_interval_ms": 15000,
+}
+KAFKA_RELEASE_DEFAULTS: dict[str, dict[str, int]] = {
+    # 3.9 and 4.0: GroupMetadataManager.REGEX_BATCH_REFRESH_INTERVAL_MS is a constant 10 s (4.0; 3.9
+    # has no regex subscriptions), groupd's default
+    "3.9": _KAFKA_4_DEFAULTS,
+    "4.0": _KAFKA_4_DEFAULTS,
+    # 4.1 made it group.consumer.regex.refresh.interval.ms, default 10 minutes
+    "4.1": {**_KAFKA_4_DEFAULTS, "group_consumer_regex_refresh_interval_ms": 600_000},
+    "4.2": {**_KAFKA_4_DEFAULTS, "group_consumer_regex_refresh_interval_ms": 600_000},
+}
