@@ -5,8 +5,10 @@ The version ranges are generated from each release's message specs (``kafka_rele
 ``tools/gen_kafka_releases.py``); the features are read by hand from the release's
 ``server-common`` (``Feature`` / ``Features``, ``GroupVersion``, ``TransactionVersion``,
 ``ShareVersion``, ``MetadataVersion.LATEST_PRODUCTION``) and ``BrokerFeatures.defaultSupportedFeatures``:
-supported ``0..LATEST_PRODUCTION`` (unstable feature versions off), finalized at the level a
-freshly formatted cluster gets (``Feature.defaultVersion(MetadataVersion.LATEST_PRODUCTION)``).
+supported ``minimumProduction..latestProduction`` (unstable feature versions off; a feature whose
+latest production level is 0 is not listed), finalized at the level a freshly formatted cluster gets
+(``Feature.defaultVersion(MetadataVersion.LATEST_PRODUCTION)``). ``metadata.version`` and
+``kraft.version`` are KRaft's own and left out.
 """
 
 from __future__ import annotations
@@ -41,9 +43,10 @@ class KafkaRelease:
 # share.version in 4.1: SV_1 is LATEST_PRODUCTION but bootstraps at IBP_4_2_IV0, above 4.1's
 # LATEST_PRODUCTION (IBP_4_1_IV1), so a fresh 4.1 cluster finalizes 0 (share groups were a preview).
 # 3.9: group.version is not among Features (KIP-848 was a preview behind
-# group.coordinator.rebalance.protocols) and TV_1/TV_2 bootstrap at IBP_4_0_IV0 > IBP_3_9_IV0.
+# group.coordinator.rebalance.protocols), and TV_1/TV_2 bootstrap at IBP_4_0_IV0 > IBP_3_9_IV0, so
+# transaction.version's latest production level is 0 and BrokerFeatures leaves it out (maxVersion > 0).
 _FEATURES: dict[str, dict[str, tuple[int, int, int]]] = {
-    "3.9": {"transaction.version": (0, 0, 0)},
+    "3.9": {},
     "4.0": {"group.version": (0, 1, 1), "transaction.version": (0, 2, 2)},
     "4.1": {"group.version": (0, 1, 1), "transaction.version": (0, 2, 2), "share.version": (0, 1, 0)},
     "4.2": {"group.version": (0, 1, 1), "transaction.version": (0, 2, 2), "share.version": (0, 1, 1)},

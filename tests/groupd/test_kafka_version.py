@@ -97,7 +97,7 @@ def test_api_versions_is_the_generated_table(daemons: Daemons, rel: str | None) 
     assert "share.version" not in supported and "streams.version" not in supported
     assert v3_supported == set()  # Kafka leaves out min-0 features below ApiVersions v4 (KAFKA-17492)
     if rel == "3.9":
-        assert supported == {"transaction.version": (0, 0)} and finalized == {}
+        assert supported == {} and finalized == {}
     else:
         assert supported == {"group.version": (0, 1), "transaction.version": (0, 1)}
         assert finalized == {"group.version": 1, "transaction.version": 1}

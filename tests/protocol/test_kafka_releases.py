@@ -89,7 +89,7 @@ def test_telemetry_apis_are_flagged() -> None:
 
 
 def test_features_as_each_release_reports_them() -> None:
-    assert RELEASES["3.9"].features == {"transaction.version": (0, 0, 0)}
+    assert RELEASES["3.9"].features == {}
     assert RELEASES["4.0"].features == {"group.version": (0, 1, 1), "transaction.version": (0, 2, 2)}
     assert RELEASES["4.1"].features["share.version"] == (0, 1, 0)
     assert RELEASES["4.2"].features["share.version"] == (0, 1, 1)
