@@ -325,7 +325,23 @@ def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = No
                 origins[name] = f"the command line: {flag(name)} {raw}"
                 values[name] = _convert(f, raw, origins[name])
     _release_defaults(values, origins)
+    _heartbeat_default_within_bounds(values, origins, by_name)
     return validate(Config(**values), origins)
+
+
+def _heartbeat_default_within_bounds(
+    values: dict[str, Any], origins: dict[str, str], by_name: dict[str, dataclasses.Field[Any]]
+) -> None:
+    """groupd's default consumer heartbeat interval (250 ms, README "Consumer-group heartbeat
+    interval") is its own minimum, as Kafka's 5000 is: a minimum raised on its own (to Kafka's 5000,
+    say) takes the default interval up with it instead of refusing a value nobody gave."""
+    hb, low = "group_consumer_heartbeat_interval_ms", "group_consumer_min_heartbeat_interval_ms"
+    if hb in values or low not in values or not isinstance(values[low], int):
+        return
+    default = by_name[hb].default
+    if isinstance(default, int) and values[low] > default:
+        values[hb] = values[low]
+        origins[hb] = f"{flag(low)} (groupd's default interval raised to it)"
 
 
 def _release_defaults(values: dict[str, Any], origins: dict[str, str]) -> None:

@@ -243,3 +243,16 @@ def test_an_unknown_version_is_refused_at_start_up_in_one_line(tmp_path: Path, v
     assert len(lines) == 1, p.stderr
     assert lines[0].startswith("groupd: bad configuration: --kafka-version: must be one of 3.9, 4.0, 4.1, 4.2")
     assert repr(value) in lines[0]
+
+
+def test_a_minimum_raised_alone_raises_groupds_default_interval() -> None:
+    cfg = config.load(_args("--group-consumer-min-heartbeat-interval-ms", "5000"), env={})
+    assert (cfg.group_consumer_min_heartbeat_interval_ms, cfg.group_consumer_heartbeat_interval_ms) == (5000, 5000)
+    # an interval given explicitly is checked against the bound, as Kafka does
+    with pytest.raises(config.ConfigError, match="300 is below --group-consumer-min-heartbeat-interval-ms 5000"):
+        config.load(
+            _args(
+                "--group-consumer-min-heartbeat-interval-ms", "5000", "--group-consumer-heartbeat-interval-ms", "300"
+            ),
+            env={},
+        )
