@@ -4,7 +4,9 @@ The application registers one handler per API (``register``); only registered AP
 by ApiVersions, which this module answers itself because its rules are protocol rules: the response
 header is always v0, and an unsupported ApiVersions version is answered in the v0 body format with
 UNSUPPORTED_VERSION and the supported ranges, which is how clients negotiate down. A request of
-any other API at a version not advertised closes the connection, as Kafka's ``SocketServer`` does.
+any other API at a version not registered closes the connection, as Kafka's ``SocketServer`` does.
+What ApiVersions advertises is the registered ranges, except where ``advertised`` says otherwise
+(``--kafka-version``: Kafka 4.x advertises Produce from v0 but refuses v0-2).
 
 A handler receives the ``Request`` and either returns the response dict, returns an awaitable that
 resolves to it, or returns None and calls ``req.respond`` later itself (long-polls).
