@@ -590,7 +590,9 @@ class ConsumerGroupManager:
                 )
             except FencedMemberEpoch as e:
                 raise RequestError(errors.FENCED_MEMBER_EPOCH, str(e)) from None
-        if reconciled != updated or new_member:
+        # a steady heartbeat leaves the member as it was (the same object): no field-by-field compare
+        stepped = reconciled is not updated and reconciled != updated
+        if stepped or new_member:
             records.append(current_assignment_record(gid, reconciled))
             if reconciled.state == MemberState.UNREVOKED_PARTITIONS:
                 self.deadlines.set(
@@ -626,9 +628,9 @@ class ConsumerGroupManager:
             events.epoch_bumped(gid, old_epoch, group_epoch, reason, now_ms)
         if computed is not None:
             events.target_computed(gid, group_epoch, *computed)
-        if reconciled != updated:
+        if stepped:
             events.member_updated(gid, reconciled, target_epoch)
-        if g_now is not None and (reconciled != updated or new_member):
+        if g_now is not None and (stepped or new_member):
             events.maybe_converged(g_now, reconciled, now_ms)
         return member, reconciled, records
 
