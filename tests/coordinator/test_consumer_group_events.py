@@ -227,3 +227,29 @@ def test_the_coordinator_wires_its_logger_and_limiter_into_the_consumer_groups()
     shell.now += 10_001  # the limiter runs on the coordinator's clock
     hb(shell, "m1", epoch=7, owned=[])
     assert names(cap, n) == ["heartbeat_refused"] * 2 and cap.entries[-1]["suppressed"] == 29
+
+
+def test_classic_members_of_a_consumer_group_join_and_are_fenced_on_their_timeouts() -> None:
+    from test_consumer_migration import REBALANCE_IN_PROGRESS, classic_pair, shell_with
+
+    cap, logger = capture()
+    shell = shell_with(logger=logger)
+    a, b = classic_pair(shell)
+    n = len(cap.entries)
+    hb(shell, "m1", group="g")  # upgrades the group; m1 joins it
+    assert a.heartbeat() == REBALANCE_IN_PROGRESS
+    joined = [e for e in cap.entries[n:] if e["event"] == "member_joined"]
+    assert [(e["member"], e["protocol"]) for e in joined] == [("m1", "consumer")]
+    c = shell.client("c", join_version=7, sync_version=5)
+    c.member_id = shell.answer(shell.send("JoinGroup", 7, c.join_request()))["member_id"]
+    c.join()
+    joined = [e for e in cap.entries[n:] if e["event"] == "member_joined"]
+    assert [(e["member"], e["protocol"]) for e in joined][-1] == (c.member_id, "classic")
+    # the classic members go silent; m1 keeps heartbeating
+    epoch = hb(shell, "m1", 0, group="g")["member_epoch"]
+    for _ in range(7):
+        shell.advance(5000)
+        epoch = hb(shell, "m1", epoch, [], group="g")["member_epoch"]
+    fenced = {e["member"]: e["reason"] for e in cap.entries[n:] if e["event"] == "member_fenced"}
+    # their sessions (10 s) run out before their rebalance timeouts
+    assert fenced == {m: "session_timeout" for m in (a.member_id, b.member_id, c.member_id)}
