@@ -253,3 +253,18 @@ def test_classic_members_of_a_consumer_group_join_and_are_fenced_on_their_timeou
     fenced = {e["member"]: e["reason"] for e in cap.entries[n:] if e["event"] == "member_fenced"}
     # their sessions (10 s) run out before their rebalance timeouts
     assert fenced == {m: "session_timeout" for m in (a.member_id, b.member_id, c.member_id)}
+
+
+def test_a_regex_resolved_later_bumps_the_epoch_with_its_reason() -> None:
+    cap, logger = capture()
+    s = Shell()
+    s.mgr.events.attach(logger)
+    a = s.client("a", topics=[], regex="t.*")
+    a.heartbeat()
+    s.advance(1)  # the resolution is a deadline due at once (Kafka's executor)
+    a.heartbeat()
+    bumps = [e for e in cap.entries if e["event"] == "group_epoch_bumped"]
+    assert [e["reason"] for e in bumps][-1] == "regex_resolved"
+    joined = next(e for e in cap.entries if e["event"] == "member_joined")
+    assert joined["regex"] == "t.*" and joined["topics"] == []
+    assert names(cap)[-1] == "group_converged"
