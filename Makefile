@@ -34,14 +34,15 @@ run: $(VENV)/.base
 # clients rebalancing, session timeouts, the Spark JVM), not computing, so twice as many workers as
 # cores pays on a 2-core machine. --dist loadgroup: tests/conftest.py keeps the Spark tests on one
 # worker (one JVM, one `groupd analyze` of the fixture history) and hands the long tests out first.
+# PYTEST_ARGS adds options to either target, e.g. PYTEST_ARGS=--durations=50.
 TEST_WORKERS ?= 4
 test: $(VENV)/.dev $(VENV)/node/node_modules/kafkajs/package.json
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The inner loop: the unit and property tests, without the end-to-end, real-client and Spark ones
 # (markers e2e and spark, set in tests/conftest.py).
 test-quick: $(VENV)/.dev
-	$(PY) -m pytest -q -n 2 -m "not e2e and not spark"
+	$(PY) -m pytest -q -n 2 -m "not e2e and not spark" $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev
 	$(PY) -m bench.codec

@@ -11,15 +11,20 @@ fixtures it asks for:
 
 ``make test-quick`` is ``-m "not e2e and not spark"``: the unit and property tests.
 
-Under xdist (``--dist loadgroup``) every Spark test is put in one group, so one worker starts the
-JVM and runs ``groupd analyze`` on the fixture history once (each worker would otherwise pay both),
-and the Spark group and the end-to-end tests are handed out first: they are the long ones, and
-starting them last would leave one worker finishing alone.
+Under xdist (``--dist loadgroup``) the Spark tests (every test of ``tests/pipeline/``) are one unit
+of work, so one worker starts the JVM and runs ``groupd analyze`` on the fixture history once (each
+worker would otherwise pay both, and four JVMs on two cores crawl); every other test is a unit of its
+own. That is done by the scheduler below rather than by ``xdist_group`` markers: pytest-xdist 3.8
+groups by renaming ``item._nodeid``, which pytest 9 no longer reads, so the markers are silently
+ignored. The Spark unit is handed out first (xdist hands out the largest unit first), then the
+end-to-end tests, then the unit and property tests, which fill the workers' last minutes: starting a
+long test last would leave one worker finishing alone.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +44,7 @@ DAEMON_FIXTURES = frozenset(
     }
 )
 SPARK_FIXTURES = frozenset({"spark", "analyzed"})
+SPARK_FOLDER = "tests/pipeline/"  # one xdist unit of work (node ids are relative to the rootdir)
 # A test whose own body names one of these starts a daemon itself.
 DAEMON_CLASSES = frozenset({"GroupdBroker", "GroupdProcess"})
 
@@ -71,7 +77,6 @@ def _distributed(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput") or getattr(config.option, "dist", "no") != "no"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         rel = _relpath(item)
@@ -80,7 +85,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         names = set(getattr(item, "fixturenames", ()))
         if names & SPARK_FIXTURES:
             item.add_marker(pytest.mark.spark)
-            item.add_marker(pytest.mark.xdist_group("spark"))
         code = getattr(getattr(item, "function", None), "__code__", None)
         starts_daemon = code is not None and not DAEMON_CLASSES.isdisjoint(code.co_names)
         e2e = names & DAEMON_FIXTURES or starts_daemon or rel.startswith(E2E_FOLDERS) or rel in E2E_MODULES
@@ -90,8 +94,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # Longest first (a stable sort keeps each module's own order): the Spark group, then the
         # end-to-end tests, then the unit and property tests, which fill the workers' last minutes.
         def weight(item: pytest.Item) -> int:
-            if item.get_closest_marker("spark") is not None:
+            if item.nodeid.startswith(SPARK_FOLDER):
                 return 0
             return 1 if item.get_closest_marker("e2e") is not None else 2
 
         items.sort(key=weight)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: the Spark folder is one unit of work, every other test a unit of its own."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return SPARK_FOLDER if nodeid.startswith(SPARK_FOLDER) else nodeid
+
+    return SparkOnOneWorker(config, log)
