@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 9092
 DATA ?= ./data
 
-.PHONY: run test bench bench-quick lint format clean wheel
+.PHONY: run test test-quick bench bench-quick lint format clean wheel
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,19 @@ $(VENV)/node/node_modules/kafkajs/package.json: | $(VENV)/bin/python
 run: $(VENV)/.base
 	$(VENV)/bin/groupd serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
+# The whole suite over pytest-xdist workers. Most of its time is spent waiting (on daemons starting,
+# clients rebalancing, session timeouts, the Spark JVM), not computing, so twice as many workers as
+# cores pays on a 2-core machine. --dist loadgroup: tests/conftest.py keeps the Spark tests on one
+# worker (one JVM, one `groupd analyze` of the fixture history) and hands the long tests out first.
+# PYTEST_ARGS adds options to either target, e.g. PYTEST_ARGS=--durations=50.
+TEST_WORKERS ?= 4
 test: $(VENV)/.dev $(VENV)/node/node_modules/kafkajs/package.json
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# The inner loop: the unit and property tests, without the end-to-end, real-client and Spark ones
+# (markers e2e and spark, set in tests/conftest.py).
+test-quick: $(VENV)/.dev
+	$(PY) -m pytest -q -n 2 -m "not e2e and not spark" $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev
 	$(PY) -m bench.codec
