@@ -61,7 +61,7 @@ from .state import DataState, Key, Wake
 __all__ = ["LEGACY_PRODUCE_MAX", "PRODUCE_VERSIONS", "PendingAppend", "ProduceHandler", "append_error"]
 
 # What Produce serves (and ApiVersions advertises): the whole range of the schema.
-PRODUCE_VERSIONS = (0, 11)
+PRODUCE_VERSIONS = (0, 12)
 # The newest version that may carry message sets (magic 0/1).
 LEGACY_PRODUCE_MAX = 2
 
