@@ -246,9 +246,11 @@ APIS: tuple[Api, ...] = (
         Wrapped(acl.offset_delete, "DELETE on the group, then READ on each topic"),
         Routing.COORDINATOR,
     ),
+    # v5+ (transaction version 2): the group's partition is added to the transaction first
+    # (``TxnShell.txn_offset_commit_handler``), as the client sends no AddOffsetsToTxn.
     Api(
         "TxnOffsetCommit",
-        _group("TxnOffsetCommit"),
+        lambda b, node_id: b.txns.txn_offset_commit_handler(b.groups.handler("TxnOffsetCommit", node_id)),
         Wrapped(acl.txn_offset_commit, "WRITE on the transactional id, READ on the group, READ on each topic"),
         Routing.COORDINATOR,
     ),

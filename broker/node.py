@@ -108,6 +108,8 @@ class Broker:
         # KIP-890 part 1: transactional Produce and TxnOffsetCommit are checked against the transaction
         self.data.txn_verifier = self.txns.verify
         self.groups.txn_verifier = self.txns.verify
+        # transaction version 2: Produce v12+ adds its partitions (TxnOffsetCommit v5+: broker.apis)
+        self.data.txn_adder = self.txns.add_partitions_with_retry
         # Kafka's BrokerMetadataPublisher hands deleted partitions to the group coordinator
         # (GroupCoordinator.onPartitionsDeleted): their committed offsets go too.
         self.admin.on_topic_deleted.append(
@@ -212,6 +214,7 @@ class Broker:
             d.register(API_BY_NAME[api.name], handler, min_version=lo, max_version=hi)
         # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
         d.features["group.version"] = (0, 1, 1)
+        d.features["transaction.version"] = (0, 2, self.txn_core.config.transaction_version)  # KIP-890 part 2
         advertise_per_listener(d, node_id, listener)
         if self.authorizer.enabled:
             acl.install(d, self.authorizer, ACL_WRAPPERS)

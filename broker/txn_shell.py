@@ -37,8 +37,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import structlog
-from groupd.coordinator.errors import append_error_to_response_error
+from groupd.coordinator.errors import NETWORK_EXCEPTION, append_error_to_response_error
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.partitioning import coordinator_partition
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog
@@ -272,9 +273,7 @@ class TxnShell(CoordinatorShell[TransactionCoordinator, TxnResult, Append]):
 
         self.apply(self.core.handle(self.clock(), "AddPartitionsToTxn", 5, request, _Reply(answered)))
 
-    def txn_offset_commit_handler(
-        self, inner: Callable[[Request], Any], offsets_partition: Callable[[str], int]
-    ) -> Callable[[Request], Any]:
+    def txn_offset_commit_handler(self, inner: Callable[[Request], Any]) -> Callable[[Request], Any]:
         """TxnOffsetCommit v5+ (transaction version 2): the group coordinator adds the group's
         ``__consumer_offsets`` partition to the transaction itself before the write
         (``CoordinatorPartitionWriter.maybeStartTransactionVerification`` with ``ADD_PARTITION``;
@@ -286,7 +285,8 @@ class TxnShell(CoordinatorShell[TransactionCoordinator, TxnResult, Append]):
             body = req.body
             if req.api_version < 5 or not body.get("group_id") or not body.get("transactional_id"):
                 return inner(req)
-            return self._add_then_commit(req, inner, offsets_partition(body["group_id"]))
+            partition = coordinator_partition(body["group_id"], self.core.config.offsets_topic_partitions)
+            return self._add_then_commit(req, inner, partition)
 
         return handle
 
@@ -468,7 +468,7 @@ def offset_commit_add_error(code: int) -> int:
     NETWORK_EXCEPTION to COORDINATOR_LOAD_IN_PROGRESS and the write errors as appends' are."""
     if code == ErrorCode.PRODUCER_FENCED:
         return int(ErrorCode.INVALID_PRODUCER_EPOCH)
-    if code == ErrorCode.NETWORK_EXCEPTION:
+    if code == NETWORK_EXCEPTION:
         return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     return append_error_to_response_error(code)
 

@@ -494,7 +494,9 @@ class OffsetManager:
     def _txn_group_error(self, gid: str, generation: int, member_id: str, instance_id: str | None) -> int:
         consumer_group = self.consumer.group(gid)
         if consumer_group is not None:
-            return consumer_group.validate_offset_commit(member_id, generation, 5, transactional=True)
+            return consumer_group.validate_offset_commit(
+                member_id, generation, 5, transactional=True, instance_id=instance_id
+            )
         group = self.classic.groups.get(gid)
         if group is None:
             # validateTransactionalOffsetCommit: ILLEGAL_GENERATION whatever the version.
