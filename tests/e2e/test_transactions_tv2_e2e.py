@@ -262,3 +262,33 @@ def test_tv2_transaction_survives_a_sigkill(tmp_path: Path) -> None:
         client.close()
     finally:
         d.stop()
+
+
+def test_txn_offset_commit_naming_only_the_group_into_a_consumer_group(daemon: GroupdProcess) -> None:
+    """TxnOffsetCommit v2 (and any version with generation -1, no member, no instance id, as
+    ``consumer_group_metadata_new(group_id)`` sends) into a KIP-848 group with a live member is
+    accepted, as ConsumerGroup.validateOffsetCommit accepts it (groupd refused it with
+    UNKNOWN_MEMBER_ID before)."""
+    topic, group, txn_id = (f"{p}-{uuid.uuid4().hex[:8]}" for p in ("cg", "g", "txn"))
+    create_topic(daemon.bootstrap, topic)
+    member = Consumer({"bootstrap.servers": daemon.bootstrap, "group.id": group, "group.protocol": "consumer"})
+    client = RawClient(daemon.port)
+    try:
+        member.subscribe([topic])
+        deadline = time.monotonic() + 15
+        while not member.assignment():
+            assert time.monotonic() < deadline, "the KIP-848 member got no assignment"
+            member.poll(0.1)
+        p = Tv2Producer(client, txn_id)
+        assert p.init() == NONE
+        add = {"transactional_id": txn_id, "producer_id": p.pid, "producer_epoch": p.epoch, "group_id": group}
+        assert client.request("AddOffsetsToTxn", 3, add)["error_code"] == NONE
+        assert p.commit_offsets(group, topic, 5, version=2) == NONE
+        assert p.end(True, version=3)["error_code"] == NONE
+        deadline = time.monotonic() + 10
+        while committed_offset(client, group, topic) != 5:  # the marker lands after EndTxn's answer
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        client.close()
+        member.close()
