@@ -87,3 +87,55 @@ def test_a_transactional_producer_follows_its_coordinator_when_its_broker_stops(
 
     seen = _read_committed(",".join(cluster.nodes[n] for n in live), topic, 20)
     assert sorted(seen) == sorted([f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(10)])
+
+
+def _init(cluster: GroupdBroker, node_id: int, txn_id: str, pid: int = -1, epoch: int = -1) -> dict[str, Any]:
+    client = raw(cluster, node_id)
+    try:
+        body = {
+            "transactional_id": txn_id,
+            "transaction_timeout_ms": 60000,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+        }
+        return client.request("InitProducerId", 4, body)
+    finally:
+        client.close()
+
+
+def test_transaction_apis_on_a_broker_that_is_not_the_coordinator_answer_not_coordinator(
+    cluster: GroupdBroker,
+) -> None:
+    """TransactionStateManager.getTransactionState: only the leader of the id's __transaction_state
+    partition serves it; the others answer NOT_COORDINATOR and change nothing (no epoch bump)."""
+    txn_id = f"nc-{uuid.uuid4().hex[:8]}"
+    code, coordinator = _txn_coordinator(cluster, sorted(cluster.nodes)[0], txn_id)
+    assert code == 0
+    other = next(n for n in sorted(cluster.nodes) if n != coordinator)
+    first = _init(cluster, coordinator, txn_id)
+    assert first["error_code"] == 0
+    pid, epoch = first["producer_id"], first["producer_epoch"]
+    wrong = _init(cluster, other, txn_id)
+    assert (wrong["error_code"], wrong["producer_id"], wrong["producer_epoch"]) == (16, -1, -1)  # NOT_COORDINATOR
+    end = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": False}
+    add = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "group_id": "g"}
+    client = raw(cluster, other)
+    try:
+        assert client.request("EndTxn", 5, end)["error_code"] == 16
+        assert client.request("AddOffsetsToTxn", 3, add)["error_code"] == 16
+        (d,) = client.request("DescribeTransactions", 0, {"transactional_ids": [txn_id]})["transaction_states"]
+        assert d["error_code"] == 16
+        listed = client.request("ListTransactions", 0, {"state_filters": [], "producer_id_filters": []})
+        assert txn_id not in {t["transactional_id"] for t in listed["transaction_states"]}
+    finally:
+        client.close()
+    client = raw(cluster, coordinator)
+    try:
+        (d,) = client.request("DescribeTransactions", 0, {"transactional_ids": [txn_id]})["transaction_states"]
+        assert (d["error_code"], d["producer_id"], d["producer_epoch"]) == (0, pid, epoch)  # nothing bumped
+        listed = client.request("ListTransactions", 0, {"state_filters": [], "producer_id_filters": []})
+        assert txn_id in {t["transactional_id"] for t in listed["transaction_states"]}
+    finally:
+        client.close()
+    again = _init(cluster, coordinator, txn_id)
+    assert (again["error_code"], again["producer_id"], again["producer_epoch"]) == (0, pid, epoch + 1)
