@@ -441,6 +441,11 @@ class TransactionCoordinator:
             value = self._transit(
                 meta, S.EMPTY, producer_id=new_pid, producer_epoch=0, last_producer_epoch=last, **empty
             )
+        elif meta.epoch_exhausted:
+            # prepareIncrementProducerEpoch refuses an exhausted epoch (IllegalStateException, which
+            # handleInitProducerId answers UNKNOWN_SERVER_ERROR): an older epoch asking to recover,
+            # even the last one a TV2 fence kept, gets no epoch past Short.MAX_VALUE - 1
+            return answer(E.UNKNOWN_SERVER_ERROR)
         elif expected is None:
             # prepareIncrementProducerEpoch: a new producer; a new id goes from -1 to 0
             value = self._transit(
