@@ -231,3 +231,35 @@ def test_a_restart_replays_tv2_state(state: str) -> None:
         assert (r["error_code"], r["producer_epoch"]) == (0, epoch + 1)
     else:
         assert end5(shell, "x", pid, epoch, True)["producer_epoch"] == epoch + 1  # retry after the restart
+
+
+def test_end_txn_v4_over_a_tv2_transaction_ends_it_as_version_1() -> None:
+    """The request's version decides: a partition added for TV2, then EndTxn v4, is ended without a
+    bump (endTransactionWithTV1), and the record says version 0."""
+    shell = TxnShell()
+    pid, epoch = init(shell)
+    leader_add(shell, "x", pid, epoch, {"t": [0]})
+    assert shell.end("x", pid, epoch, True, version=4) == 0
+    assert shell.markers[-1].producer_epoch == epoch
+    meta = shell.coord.transactions["x"]
+    assert (meta.state, meta.producer_epoch, meta.client_transaction_version) == (S.COMPLETE_COMMIT, epoch, 0)
+
+
+def test_recovering_at_an_exhausted_epoch_that_is_not_the_current_one_is_unknown_server_error() -> None:
+    """prepareIncrementProducerEpoch refuses an exhausted epoch (IllegalStateException): a TV2 fence
+    at Short.MAX_VALUE - 1 leaves the id at Short.MAX_VALUE, and the fenced producer asking to
+    recover with its last epoch is not handed Short.MAX_VALUE."""
+    shell = TxnShell()
+    pid, epoch = 500, SHORT_MAX - 1
+    record = (
+        TransactionLogKey("x"),
+        TransactionLogValue(pid, epoch, 60000, S.EMPTY, last_update_timestamp_ms=shell.now),
+    )
+    shell.log.append(serde.encode_record(record))
+    shell.coord.replay(*record)
+    leader_add(shell, "x", pid, epoch, {"t": [0]})
+    assert shell.init("x", pid=pid, epoch=epoch)["error_code"] == E.CONCURRENT_TRANSACTIONS  # fenced to MAX
+    assert shell.coord.transactions["x"].producer_epoch == SHORT_MAX
+    assert shell.init("x", pid=pid, epoch=epoch)["error_code"] == E.UNKNOWN_SERVER_ERROR
+    r = shell.init("x")  # a new producer: the id rotates
+    assert r["error_code"] == 0 and r["producer_id"] != pid and r["producer_epoch"] == 0
