@@ -327,5 +327,9 @@ APIS: tuple[Api, ...] = (
 )
 
 API_TABLE: dict[str, Api] = {api.name: api for api in APIS}
+# The highest level of each finalized feature groupd implements; under --kafka-version a release's
+# features are capped to these and the others (share.version: no share groups; streams.version)
+# are not advertised.
+IMPLEMENTED_FEATURES: dict[str, int] = {"group.version": 1, "transaction.version": 2}
 # What ``groupd.security.acl.install`` wraps when ACLs are on.
 ACL_WRAPPERS: dict[str, acl.Wrapper] = {api.name: api.auth.wrapper for api in APIS if isinstance(api.auth, Wrapped)}

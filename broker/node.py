@@ -14,6 +14,7 @@ from groupd.coordinator import CoordinatorConfig, GroupCoordinator, Node, Partit
 from groupd.coordinator.consumer import ConsumerGroupConfig
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.faults import FaultInjector
+from groupd.protocol.kafka_releases import KafkaRelease, release
 from groupd.protocol.messages import API_BY_NAME
 from groupd.protocol.server import Server
 from groupd.security import acl
@@ -24,7 +25,7 @@ from groupd.transactions.coordinator import TransactionConfig, TransactionCoordi
 
 from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
-from .apis import ACL_WRAPPERS, APIS
+from .apis import ACL_WRAPPERS, APIS, IMPLEMENTED_FEATURES
 from .cluster import Cluster
 from .configs import ConfigHandlers, consumer_group_overrides
 from .data_plane import DataPlane, topic_log_config
@@ -92,7 +93,13 @@ class Broker:
         self.data.register_topic_callbacks(self.admin)
         # Transactions (one producer-id sequence with idempotent producers: the data plane's)
         self.txn_core = TransactionCoordinator(
-            TransactionConfig(transaction_max_timeout_ms=config.transaction_max_timeout_ms),
+            TransactionConfig(
+                transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+                # the finalized transaction.version: 2, or that of the --kafka-version release (3.9: 0)
+                transaction_version=release(config.kafka_version).features.get("transaction.version", (0, 0, 0))[2]
+                if config.kafka_version
+                else 2,
+            ),
             self.data.producer_ids,
             topic_partitions=self.topics.partition_count,
         )
@@ -202,19 +209,35 @@ class Broker:
         self.faults.attach(d, node_id)
         if any(li.tls or li.sasl for li in self.listeners) or self.authorizer.enabled:
             d.open_session = self.authenticator.open_session
+        kafka = release(self.config.kafka_version) if self.config.kafka_version else None
         for api in APIS:
             if api.handler is None:
                 continue  # the dispatcher answers it (ApiVersions)
+            schema = API_BY_NAME[api.name]
+            lo, hi = api.versions or (schema.min_version, schema.max_version)
+            if kafka is not None:
+                capped = _release_versions(kafka, schema.key, lo, hi)
+                if capped is None:
+                    continue  # not on that release's broker listener: a request closes the connection
+                (lo, hi), advertised = capped
+                if advertised != (lo, hi):
+                    d.advertised[schema.key] = advertised
             # In a cluster each broker's handlers name it (Routing.COORDINATOR: the shared core
             # serves a group only on the broker leading its __consumer_offsets partition).
             handler = api.handler(self, node_id if cluster is not None else None)
             if cluster is not None:
                 handler = cluster.wrap(api, handler, node_id)
-            lo, hi = api.versions or (None, None)
-            d.register(API_BY_NAME[api.name], handler, min_version=lo, max_version=hi)
-        # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
-        d.features["group.version"] = (0, 1, 1)
-        d.features["transaction.version"] = (0, 2, self.txn_core.config.transaction_version)  # KIP-890 part 2
+            d.register(schema, handler, min_version=lo, max_version=hi)
+        if kafka is None:
+            # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
+            d.features["group.version"] = (0, 1, 1)
+            d.features["transaction.version"] = (0, 2, self.txn_core.config.transaction_version)  # KIP-890 part 2
+        else:
+            d.kafka_feature_rules = True
+            for name, (f_lo, f_hi, level) in kafka.features.items():
+                top = IMPLEMENTED_FEATURES.get(name)
+                if top is not None:
+                    d.features[name] = (f_lo, min(f_hi, top), min(level, top))
         advertise_per_listener(d, node_id, listener)
         if self.authorizer.enabled:
             acl.install(d, self.authorizer, ACL_WRAPPERS)
@@ -278,3 +301,19 @@ class Broker:
         await self.appender.close()
         self.logs.close()
         log.info("groupd_stopped")
+
+
+def _release_versions(
+    kafka: KafkaRelease, api_key: int, lo: int, hi: int
+) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The versions of an API groupd serves in ``lo..hi`` that ``kafka`` accepts, and what its
+    ApiVersions advertises of them (None: the release's broker listener does not have the API, or
+    none of its versions is one groupd serves)."""
+    r = kafka.apis.get(api_key)
+    if r is None:
+        return None
+    a_lo, a_hi = max(lo, r.accepted[0]), min(hi, r.accepted[1])
+    if a_lo > a_hi:
+        return None
+    # Produce: Kafka 4.x advertises from v0 (KAFKA-18659), which groupd's schema covers
+    return (a_lo, a_hi), (max(lo, r.advertised[0]), a_hi)

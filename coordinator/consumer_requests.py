@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol.errors import default_message
+from ..protocol.ratelimit import LogLimiter
 from . import errors as err
 from .classic.admin import GROUP_AUTHORIZED_OPERATIONS
 from .classic.manager import ClassicGroupManager
@@ -49,6 +50,10 @@ class ConsumerGroupRequests:
         self.snapshots: dict[str, ConsumerGroup | None] = {}
         self.migration: Migration  # wired by the shard (it needs this object too)
         consumer.before_write = self.snapshot
+        # The core's info events go to our logger; what a client can repeat per request (fenced
+        # heartbeats of a zombie) at most once per 10 s per group and error, timed by the
+        # coordinator's clock (the runtime's now, never a clock of the core's own)
+        consumer.events.attach(log, LogLimiter(log, clock=lambda: self.rt.now / 1000))
 
     def route_error(self, group_id: str) -> int:
         return self.classic.route_error(group_id)
@@ -72,6 +77,7 @@ class ConsumerGroupRequests:
             self.busy.pop(gid, None)
             self.snapshots.pop(gid, None)
             del self.consumer.groups.groups[gid]
+            self.consumer.events.forget(gid)
         return len(gids)
 
     def error_response(self, code: int, message: str | None = None) -> dict[str, Any]:
@@ -177,6 +183,7 @@ class ConsumerGroupRequests:
                     if classic is not None:
                         self.classic.forget_group(classic)
                     self.group_records.pop(gid, None)
+                self.consumer.events.forget(gid)  # what was logged as converged may not be any more
                 if snapshot is None:
                     self.consumer.groups.groups.pop(gid, None)
                 else:
@@ -200,6 +207,7 @@ class ConsumerGroupRequests:
         for r in records:
             self.consumer.replay(r)  # type: ignore[arg-type]
         self.log.info("consumer_group_deleted", group=gid, reason=reason)
+        self.consumer.events.forget(gid)
         self.write(gid, records, on_done or (lambda code: None))
 
     def fire(self, key: tuple[Any, ...]) -> None:

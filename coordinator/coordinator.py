@@ -22,6 +22,7 @@ from .consumer import ConsumerGroupConfig, IllegalRecord, TopicsImage
 from .consumer.records import CONSUMER_KEY_TYPES
 from .listener import CoordinatorListener
 from .managers import build_managers
+from .records import OffsetCommitKey
 from .result import Result, make_append
 from .routing import Node, PartitionOwnership
 from .runtime import CoordinatorRuntime
@@ -173,9 +174,8 @@ class GroupCoordinator:
 
     def replay(self, key: rec.RecordKey, value: rec.RecordValue | None) -> None:
         """Apply one durable record to the persisted state: the live path and load alike."""
-        if type(key) is rec.OffsetCommitKey or isinstance(key, rec.OffsetCommitKey):  # the common record first
-            assert value is None or isinstance(value, rec.OffsetCommitValue)
-            self.offset_manager.replay(key, value)
+        if type(key) is OffsetCommitKey or isinstance(key, OffsetCommitKey):  # a load replays millions: first
+            self.offset_manager.replay(key, value)  # type: ignore[arg-type]
         elif isinstance(key, rec.GroupMetadataKey):
             assert value is None or isinstance(value, rec.GroupMetadataValue)
             if value is None:

@@ -19,7 +19,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from groupd.broker.settings import Config
+from groupd.broker.settings import KAFKA_RELEASE_DEFAULTS, Config
+from groupd.protocol.kafka_releases import RELEASES
 from groupd.security.acl import Authorizer
 from groupd.security.listeners import CLIENT_AUTH, parse_listeners
 from groupd.security.scram import ALL_MECHANISMS, CredentialStore
@@ -86,6 +87,13 @@ def _sasl_mechanisms(v: str) -> str | None:
     return f"unknown mechanism {bad[0]!r} (supported: {', '.join(ALL_MECHANISMS)})" if bad else None
 
 
+def _kafka_version(v: str) -> str | None:
+    # "" = no release: every version groupd implements
+    if not v.strip() or v.strip() in RELEASES:
+        return None
+    return f"must be one of {', '.join(RELEASES)} (or empty), not {v!r}"
+
+
 def _anything(_v: object) -> str | None:
     return None
 
@@ -104,6 +112,7 @@ DOMAINS: dict[str, Check] = {
     "data_dir": _non_empty,
     "node_id": between(0, INT32_MAX),
     "brokers": between(1, 64),
+    "kafka_version": _kafka_version,
     "log_format": one_of("console", "json"),
     "log_level": one_of("debug", "info", "warning", "error"),
     "max_request_bytes": _positive,
@@ -315,4 +324,34 @@ def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = No
             if raw is not None:
                 origins[name] = f"the command line: {flag(name)} {raw}"
                 values[name] = _convert(f, raw, origins[name])
+    _release_defaults(values, origins)
+    _heartbeat_default_within_bounds(values, origins, by_name)
     return validate(Config(**values), origins)
+
+
+def _heartbeat_default_within_bounds(
+    values: dict[str, Any], origins: dict[str, str], by_name: dict[str, dataclasses.Field[Any]]
+) -> None:
+    """groupd's default consumer heartbeat interval (250 ms, README "Consumer-group heartbeat
+    interval") is its own minimum, as Kafka's 5000 is: a minimum raised on its own (to Kafka's 5000,
+    say) takes the default interval up with it instead of refusing a value nobody gave."""
+    hb, low = "group_consumer_heartbeat_interval_ms", "group_consumer_min_heartbeat_interval_ms"
+    if hb in values or low not in values or not isinstance(values[low], int):
+        return
+    default = by_name[hb].default
+    if isinstance(default, int) and values[low] > default:
+        values[hb] = values[low]
+        origins[hb] = f"{flag(low)} (groupd's default interval raised to it)"
+
+
+def _release_defaults(values: dict[str, Any], origins: dict[str, str]) -> None:
+    """``--kafka-version``: the release's defaults for the settings not given explicitly (a bad
+    version is left for ``validate`` to refuse)."""
+    release = str(values.get("kafka_version", "")).strip()
+    if release not in KAFKA_RELEASE_DEFAULTS:
+        return
+    values["kafka_version"] = release
+    for name, value in KAFKA_RELEASE_DEFAULTS[release].items():
+        if name not in values:
+            values[name] = value
+            origins[name] = f"Kafka {release}'s default ({origins['kafka_version']})"

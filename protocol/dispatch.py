@@ -4,7 +4,9 @@ The application registers one handler per API (``register``); only registered AP
 by ApiVersions, which this module answers itself because its rules are protocol rules: the response
 header is always v0, and an unsupported ApiVersions version is answered in the v0 body format with
 UNSUPPORTED_VERSION and the supported ranges, which is how clients negotiate down. A request of
-any other API at a version not advertised closes the connection, as Kafka's ``SocketServer`` does.
+any other API at a version not registered closes the connection, as Kafka's ``SocketServer`` does.
+What ApiVersions advertises is the registered ranges, except where ``advertised`` says otherwise
+(``--kafka-version``: Kafka 4.x advertises Produce from v0 but refuses v0-2).
 
 A handler receives the ``Request`` and either returns the response dict, returns an awaitable that
 resolves to it, or returns None and calls ``req.respond`` later itself (long-polls).
@@ -137,6 +139,12 @@ class Dispatcher:
         # Feature flags ApiVersions v3+ reports (KIP-584): name -> (min supported, max supported,
         # finalized level), e.g. KIP-848's group.version.
         self.features: dict[str, tuple[int, int, int]] = {}
+        # Under --kafka-version: ApiVersions ranges that differ from the accepted ones (Kafka 4.x
+        # advertises Produce from v0 while refusing v0-2, KAFKA-18659), and Kafka's feature rules
+        # (``ApiVersionsResponse.createFinalizedFeatureKeys`` leaves out level-0 finalized features,
+        # ``maybeFilterSupportedFeatureKeys`` supported ones of min 0 for ApiVersions v0-3, KAFKA-17492).
+        self.advertised: dict[int, tuple[int, int]] = {}
+        self.kafka_feature_rules = False
 
     def register(
         self, api: ApiSchema, handler: Handler, *, min_version: int | None = None, max_version: int | None = None
@@ -149,10 +157,11 @@ class Dispatcher:
         self._versions.clear()  # entries hold the previous route
 
     def supported_versions(self) -> list[dict[str, int]]:
-        return [
-            {"api_key": k, "min_version": r.min_version, "max_version": r.max_version}
-            for k, r in sorted(self.routes.items())
-        ]
+        out = []
+        for k, r in sorted(self.routes.items()):
+            lo, hi = self.advertised.get(k, (r.min_version, r.max_version))
+            out.append({"api_key": k, "min_version": lo, "max_version": hi})
+        return out
 
     # --- the request path -------------------------------------------------------------------------
     def __call__(self, conn: Connection, frame: bytes) -> None:
@@ -316,13 +325,18 @@ class Dispatcher:
             # Kafka's ApiVersionsResponse.createApiVersionsResponse: a finalized level is reported as
             # both its min and max level
             names = sorted(self.features)
+            supported, finalized = names, names
+            if self.kafka_feature_rules:
+                finalized = [n for n in names if self.features[n][2] != 0]
+                if req.api_version < 4:
+                    supported = [n for n in names if self.features[n][0] != 0]
             out["supported_features"] = [
-                {"name": n, "min_version": self.features[n][0], "max_version": self.features[n][1]} for n in names
+                {"name": n, "min_version": self.features[n][0], "max_version": self.features[n][1]} for n in supported
             ]
             out["finalized_features_epoch"] = 0
             out["finalized_features"] = [
                 {"name": n, "max_version_level": self.features[n][2], "min_version_level": self.features[n][2]}
-                for n in names
+                for n in finalized
             ]
         return out
 

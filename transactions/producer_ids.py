@@ -1,7 +1,7 @@
 """Where the transaction coordinator gets producer ids: a collaborator passed in.
 
 Kafka's coordinator asks a ``ProducerIdManager`` (blocks of ids handed out by the controller). In
-groupd the data plane owns producer-id allocation for idempotent producers (``broker/data_plane.py``,
+groupd the data plane owns producer-id allocation for idempotent producers (``broker/data_plane/producer_ids.py``,
 a persisted counter in the data directory: ``ProducerIdManager.allocate()``); the transaction
 coordinator must draw from the same sequence, or an idempotent and a transactional producer could be
 handed the same id. So it takes anything with ``allocate() -> int``; an ``OSError`` from it (the

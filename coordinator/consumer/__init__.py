@@ -13,6 +13,8 @@
   the uniform builders, ``simple.py`` the share-group ``simple`` assignor); ``assignor_spec.py``: what
   they are handed, in the Java iteration orders ``java_collections.py`` models.
 - ``regex.py``: subscription regular expressions (RE2 syntax, as Kafka's RE2/J).
+- ``events.py``: the info-level log events (member joined/left/fenced, epoch bumped, target computed,
+  group converged) through the logger and rate limiter the shell hands the manager.
 - ``records.py``: the ``__consumer_offsets`` record types (serialized by ``coordinator/serde.py``).
 """
 

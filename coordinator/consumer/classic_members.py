@@ -69,7 +69,9 @@ class Host(Protocol):
 
     def session_timeout(self, group_id: str, m: ConsumerGroupMember) -> int: ...
 
-    def fence(self, g: ConsumerGroup, *member_ids: str) -> list[ConsumerRecord]: ...
+    def fence(
+        self, g: ConsumerGroup, *member_ids: str, reason: str = ..., now_ms: int | None = None
+    ) -> list[ConsumerRecord]: ...
 
     def apply(self, records: list[ConsumerRecord]) -> None: ...
 
@@ -265,7 +267,8 @@ class ClassicMembers:
                 codes.append(e.code)
         if g is None or not leaving:
             return codes, []
-        records = self.host.fence(g, *leaving)
+        # their member_left lines are the shell's (coordinator/migration.py), with the client's reasons
+        records = self.host.fence(g, *leaving, now_ms=now_ms)
         self.host.apply(records)
         return codes, records
 

@@ -56,6 +56,19 @@ from .assignor_spec import (
 from .assignors import ASSIGNORS, PartitionAssignorError
 from .classic_members import CONSUMER_PROTOCOL_TYPE, ClassicJoin, ClassicMembers
 from .config import MIGRATION_POLICIES, ConsumerGroupConfig, TopicsImage
+from .events import (
+    FENCE_REASONS,
+    GROUP_CREATED,
+    MEMBER_FENCED,
+    MEMBER_JOINED,
+    MEMBER_LEFT,
+    REGEX_RESOLVED,
+    REGEX_SUBSCRIPTION_CHANGED,
+    STATIC_MEMBER_REPLACED,
+    SUBSCRIPTION_CHANGED,
+    TOPIC_METADATA_CHANGED,
+    ConsumerGroupEvents,
+)
 from .group import ConsumerGroup, ConsumerGroups
 from .member import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -163,6 +176,9 @@ class ConsumerGroupManager:
         config: ConsumerGroupConfig | None = None,
         topics: TopicsImage | None = None,
         uuid_factory: Callable[[], str] | None = None,
+        *,
+        log: Any = None,
+        limited_log: Any = None,
     ) -> None:
         self.config = config or ConsumerGroupConfig()
         self.topics = topics or TopicsImage()
@@ -181,6 +197,8 @@ class ConsumerGroupManager:
         self.group_configs: dict[str, tuple[int | None, int | None]] = {}
         self.migration = Migration(self)
         self.classic = ClassicMembers(self)
+        # The info-level events (events.py): the shell hands in its logger and rate limiter
+        self.events = ConsumerGroupEvents(log, limited_log)
 
     @property
     def downgrades(self) -> dict[str, Downgrade]:
@@ -271,7 +289,12 @@ class ConsumerGroupManager:
             return []
         # join/sync: a classic member told to rejoin (or answered) did not come back within its
         # rebalance timeout (consumerGroupJoinTimeout / consumerGroupSyncTimeout): fenced
-        records = self.fence(g, mid)
+        if kind == "session":
+            timeout = {"session_timeout_ms": self.session_timeout(gid, m)}
+        else:
+            timeout = {"rebalance_timeout_ms": m.rebalance_timeout_ms, "member_epoch": m.member_epoch}
+        self.events.member_fenced(gid, mid, g.group_epoch, FENCE_REASONS.get(kind, kind), **timeout)
+        records = self.fence(g, mid, reason=MEMBER_FENCED, now_ms=now_ms)
         self.apply(records)
         return records
 
@@ -282,10 +305,13 @@ class ConsumerGroupManager:
 
     # -- removing members ------------------------------------------------------------------------
 
-    def fence(self, g: ConsumerGroup, *member_ids: str) -> list[ConsumerRecord]:
+    def fence(
+        self, g: ConsumerGroup, *member_ids: str, reason: str = MEMBER_LEFT, now_ms: int | None = None
+    ) -> list[ConsumerRecord]:
         """``consumerGroupFenceMember(s)``: remove the members and bump the group epoch so the others get
         their partitions; or convert the group to classic when only classic members would stay
-        (``validateOnlineDowngradeWithFencedMembers``)."""
+        (``validateOnlineDowngradeWithFencedMembers``). ``reason``: why the epoch is bumped, for its
+        log line (the callers log the members' own events)."""
         gid = g.group_id
         for mid in member_ids:
             self.cancel_timers(gid, mid)
@@ -299,6 +325,7 @@ class ConsumerGroupManager:
         records += self._regex_records(g, members)
         records += self._metadata_records(g, members, self._resolved_after(g, records))
         records.append((ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(g.group_epoch + 1)))
+        self.events.epoch_bumped(gid, g.group_epoch, g.group_epoch + 1, reason, now_ms)
         return records
 
     # -- heartbeat -------------------------------------------------------------------------------
@@ -313,6 +340,13 @@ class ConsumerGroupManager:
                 return self._leave(now_ms, request)
             return self._heartbeat(now_ms, request, client_id, client_host)
         except RequestError as e:
+            self.events.refused(
+                request.get("group_id") or "",
+                request.get("member_id") or "",
+                request.get("member_epoch", 0),
+                e.code,
+                e.message,
+            )
             return HeartbeatResult(error_response(e))
 
     def check_request(self, request: Mapping[str, Any], version: int) -> dict[str, Any] | None:
@@ -333,7 +367,8 @@ class ConsumerGroupManager:
         if instance_id is None:
             if mid not in g.members:
                 raise RequestError(errors.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
-            records = self.fence(g, mid)
+            self.events.member_left(gid, g.members[mid], g.group_epoch, "leave")
+            records = self.fence(g, mid, now_ms=now_ms)
         else:
             static_mid = g.static_members.get(instance_id)
             if static_mid is None:
@@ -346,13 +381,15 @@ class ConsumerGroupManager:
             if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 # consumerGroupStaticMemberGroupLeave: the session deadline keeps running
                 m = g.members[mid]
+                self.events.member_left(gid, m, g.group_epoch, "static_temporary_leave")
                 records = [
                     current_assignment_record(
                         gid, replace(m, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
                     )
                 ]
             else:
-                records = self.fence(g, mid)
+                self.events.member_left(gid, g.members[mid], g.group_epoch, "leave")
+                records = self.fence(g, mid, now_ms=now_ms)
         self.apply(records)
         return HeartbeatResult(self._response(gid, mid, epoch, None), records)
 
@@ -493,16 +530,19 @@ class ConsumerGroupManager:
         if (v := req.get("subscribed_topic_regex")) is not None and (v or None) != member.subscribed_topic_regex:
             changed["subscribed_topic_regex"] = v or None
         updated = replace(member, **changed) if changed else member
-        bump = g.group_epoch == 0  # a new group moves away from epoch 0 at once
+        names_changed = False
         if new_member or (updated is not member and updated != member):
             records.append(member_metadata_record(gid, updated))
             # hasMemberSubscriptionChanged: only a change of names bumps (a new member subscribed to
             # nothing joins at the current target epoch); a regex change is maybeUpdateRegularExpressions'
-            bump = bump or updated.subscribed_topic_names != member.subscribed_topic_names
+            names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
         members.set(updated)
         records += self._regex_records(g, members)
-        bump = self._maybe_update_regexes(now_ms, g, member, updated, members) or bump
-        group_epoch = g.group_epoch
+        regex_bump = self._maybe_update_regexes(now_ms, g, member, updated, members)
+        # a new group moves away from epoch 0 at once
+        bump = g.group_epoch == 0 or names_changed or regex_bump
+        old_epoch = group_epoch = g.group_epoch
+        meta: list[ConsumerRecord] = []
         if bump or g.metadata_refresh_needed:
             meta = self._metadata_records(g, members, self._resolved_after(g, records))
             records += meta
@@ -517,6 +557,7 @@ class ConsumerGroupManager:
         target_epoch = g.target_epoch
         # a replaced static member inherits its target
         my_target = g.target.get(replaced_from if replaced_from is not None else mid, {})
+        computed: tuple[str, int, int] | None = None  # (assignor, members, targets changed), for the log
         if group_epoch > target_epoch:
             targets = {m: g.target.get(m, {}) for m in members}
             targets[mid] = my_target
@@ -524,9 +565,12 @@ class ConsumerGroupManager:
                 new_targets = self._assign(g, members, mid, replaced_from, targets, resolved)
             except PartitionAssignorError as e:
                 raise RequestError(errors.UNKNOWN_SERVER_ERROR, str(e)) from None
+            moved = 0
             for m in sorted(members):
                 if new_targets.get(m, {}) != targets.get(m, {}):
                     records.append(target_record(gid, m, new_targets.get(m, {})))
+                    moved += 1
+            computed = (self.preferred_assignor(members), len(targets), moved)
             records.append(
                 (ConsumerGroupTargetAssignmentMetadataKey(gid), ConsumerGroupTargetAssignmentMetadataValue(group_epoch))
             )
@@ -546,7 +590,9 @@ class ConsumerGroupManager:
                 )
             except FencedMemberEpoch as e:
                 raise RequestError(errors.FENCED_MEMBER_EPOCH, str(e)) from None
-        if reconciled != updated or new_member:
+        # a steady heartbeat leaves the member as it was (the same object): no field-by-field compare
+        stepped = reconciled is not updated and reconciled != updated
+        if stepped or new_member:
             records.append(current_assignment_record(gid, reconciled))
             if reconciled.state == MemberState.UNREVOKED_PARTITIONS:
                 self.deadlines.set(
@@ -556,6 +602,36 @@ class ConsumerGroupManager:
         g_now = self.groups.get(gid)
         if g_now is not None:
             g_now.metadata_refresh_needed = False
+        # the events, once the records are applied (an error above leaves nothing to log)
+        events = self.events
+        if replaced_from is not None:
+            events.member_fenced(
+                gid, replaced_from, group_epoch, STATIC_MEMBER_REPLACED, instance=instance_id, replaced_by=mid
+            )
+            events.member_joined(gid, reconciled, group_epoch, replaces=replaced_from)
+        elif new_member:
+            events.member_joined(gid, reconciled, group_epoch)
+        elif epoch == JOIN_GROUP_MEMBER_EPOCH and classic is None:
+            events.member_rejoined(gid, reconciled, group_epoch)
+        if bump:
+            reason = (
+                MEMBER_JOINED
+                if new_member and (names_changed or regex_bump or old_epoch == 0)
+                else SUBSCRIPTION_CHANGED
+                if names_changed
+                else REGEX_SUBSCRIPTION_CHANGED
+                if regex_bump
+                else TOPIC_METADATA_CHANGED
+                if meta
+                else GROUP_CREATED
+            )
+            events.epoch_bumped(gid, old_epoch, group_epoch, reason, now_ms)
+        if computed is not None:
+            events.target_computed(gid, group_epoch, *computed)
+        if stepped:
+            events.member_updated(gid, reconciled, target_epoch)
+        if g_now is not None and (stepped or new_member):
+            events.maybe_converged(g_now, reconciled, now_ms)
         return member, reconciled, records
 
     # -- the group's own configs -----------------------------------------------------------------
@@ -712,6 +788,7 @@ class ConsumerGroupManager:
         if changed:
             records += self._metadata_records(g, g.members, self._resolved_after(g, records))
             records.append((ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(g.group_epoch + 1)))
+            self.events.epoch_bumped(gid, g.group_epoch, g.group_epoch + 1, REGEX_RESOLVED, now_ms)
         return records
 
     def _metadata_records(
