@@ -130,6 +130,15 @@ def _txn(name: str) -> HandlerOf:
     return lambda b, node_id: b.txns.handler(name, node_id)
 
 
+def _txn_offset_commit(b: BrokerParts, node_id: int | None) -> Handler:
+    inner = b.groups.handler("TxnOffsetCommit", node_id)
+    if node_id is None:
+        return b.txns.txn_offset_commit_handler(inner)
+    # read at each request: the node sets the ownership once listening, and leaders move
+    core = b.groups.core
+    return b.txns.txn_offset_commit_handler(inner, lambda partition: core.ownership.is_owned_by(partition, node_id))
+
+
 _CONFIGS = InHandler("ConfigHandlers._refused: DESCRIBE_CONFIGS / ALTER_CONFIGS on each resource")
 
 APIS: tuple[Api, ...] = (
@@ -250,7 +259,7 @@ APIS: tuple[Api, ...] = (
     # (``TxnShell.txn_offset_commit_handler``), as the client sends no AddOffsetsToTxn.
     Api(
         "TxnOffsetCommit",
-        lambda b, node_id: b.txns.txn_offset_commit_handler(b.groups.handler("TxnOffsetCommit", node_id)),
+        _txn_offset_commit,
         Wrapped(acl.txn_offset_commit, "WRITE on the transactional id, READ on the group, READ on each topic"),
         Routing.COORDINATOR,
     ),

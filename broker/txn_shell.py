@@ -273,19 +273,26 @@ class TxnShell(CoordinatorShell[TransactionCoordinator, TxnResult, Append]):
 
         self.apply(self.core.handle(self.clock(), "AddPartitionsToTxn", 5, request, _Reply(answered)))
 
-    def txn_offset_commit_handler(self, inner: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    def txn_offset_commit_handler(
+        self, inner: Callable[[Request], Any], coordinates: Callable[[int], bool] | None = None
+    ) -> Callable[[Request], Any]:
         """TxnOffsetCommit v5+ (transaction version 2): the group coordinator adds the group's
         ``__consumer_offsets`` partition to the transaction itself before the write
         (``CoordinatorPartitionWriter.maybeStartTransactionVerification`` with ``ADD_PARTITION``;
         the client sends no AddOffsetsToTxn), then the commit goes on as before (``inner``, whose
         verification now finds the partition in the transaction). A failed add answers every
-        partition with the error ``GroupCoordinatorService.handleOperationException`` makes of it."""
+        partition with the error ``GroupCoordinatorService.handleOperationException`` makes of it.
+        ``coordinates(partition)``: whether this broker leads the group's partition (in a cluster;
+        elsewhere Kafka's verification fails NOT_LEADER_OR_FOLLOWER and adds nothing, so ``inner``
+        answers NOT_COORDINATOR without an add)."""
 
         def handle(req: Request) -> Any:
             body = req.body
             if req.api_version < 5 or not body.get("group_id") or not body.get("transactional_id"):
                 return inner(req)
             partition = coordinator_partition(body["group_id"], self.core.config.offsets_topic_partitions)
+            if coordinates is not None and not coordinates(partition):
+                return inner(req)
             return self._add_then_commit(req, inner, partition)
 
         return handle

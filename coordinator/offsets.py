@@ -398,7 +398,12 @@ class OffsetManager:
         wanted = [(t.get("name") or "", p) for t in topics for p in t.get("partitions") or []]
         code = err.NONE
         if any(known(name, int(p.get("partition_index", 0))) for name, p in wanted):
-            code = self._txn_verify_error(v, gid, req.get("transactional_id") or "", producer_id, producer_epoch)
+            # a broker that does not lead the group's partition fails the verification itself
+            # (ReplicaManager: NOT_LEADER_OR_FOLLOWER, which handleOperationException answers
+            # NOT_COORDINATOR) before any coordinator is asked
+            code = err.INVALID_GROUP_ID if not gid else self.rt.route_error(self.partition_for(gid))
+            if code != err.NOT_COORDINATOR:
+                code = self._txn_verify_error(v, gid, req.get("transactional_id") or "", producer_id, producer_epoch)
             if not code:
                 code = self._txn_commit_error(gid, producer_id, producer_epoch, generation, member_id, instance_id)
 

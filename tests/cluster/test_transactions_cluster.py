@@ -139,3 +139,71 @@ def test_transaction_apis_on_a_broker_that_is_not_the_coordinator_answer_not_coo
         client.close()
     again = _init(cluster, coordinator, txn_id)
     assert (again["error_code"], again["producer_id"], again["producer_epoch"]) == (0, pid, epoch + 1)
+
+
+def test_txn_offset_commit_v5_adds_the_groups_partition_only_on_its_coordinator(cluster: GroupdBroker) -> None:
+    """Transaction version 2: the group coordinator adds the group's __consumer_offsets partition
+    to the transaction; a broker that does not lead it answers NOT_COORDINATOR and adds nothing."""
+    txn_id, group, topic = (f"{p}-{uuid.uuid4().hex[:8]}" for p in ("tv2c", "g", "t"))
+    create_topic(cluster, topic, 1)
+    _code, txn_node = _txn_coordinator(cluster, sorted(cluster.nodes)[0], txn_id)
+    client = raw(cluster, txn_node)
+    try:
+        (g,) = client.request("FindCoordinator", 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"]
+    finally:
+        client.close()
+    group_node = g["node_id"]
+    other = next(n for n in sorted(cluster.nodes) if n != group_node)
+    init = _init(cluster, txn_node, txn_id)
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    commit = {
+        "transactional_id": txn_id,
+        "group_id": group,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 3,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+
+    def codes(node_id: int) -> int:
+        c = raw(cluster, node_id)
+        try:
+            return int(c.request("TxnOffsetCommit", 5, commit)["topics"][0]["partitions"][0]["error_code"])
+        finally:
+            c.close()
+
+    def described() -> dict[str, Any]:
+        c = raw(cluster, txn_node)
+        try:
+            (d,) = c.request("DescribeTransactions", 0, {"transactional_ids": [txn_id]})["transaction_states"]
+            return d
+        finally:
+            c.close()
+
+    assert codes(other) == 16  # NOT_COORDINATOR
+    assert described()["transaction_state"] == "Empty"  # nothing added
+    assert codes(group_node) == 0
+    d = described()
+    assert d["transaction_state"] == "Ongoing"
+    assert [t["topic"] for t in d["topics"]] == ["__consumer_offsets"]
+    c = raw(cluster, txn_node)
+    try:
+        end = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+        r = c.request("EndTxn", 5, end)
+        assert (r["error_code"], r["producer_epoch"]) == (0, epoch + 1)
+    finally:
+        c.close()
