@@ -17,6 +17,11 @@ It is ``group_shell.py``'s twin for ``__transaction_state``:
   whose leader it cannot find); retriable failures are retried with a growing backoff, as Kafka's
   marker channel retries. A crash in between loses nothing: the Prepare* record is durable, and
   the start-up load sends the markers again (``core.load``);
+- transaction version 2: ``add_partitions`` adds partitions on a client's behalf, as a partition
+  leader's ``AddPartitionsToTxnManager`` does (Produce v12+ through the data plane's ``txn_adder``,
+  TxnOffsetCommit v5+ through ``txn_offset_commit_handler``), one request per producer and turn of
+  the loop; in a cluster each broker's handlers name it, and the core serves an id only on the
+  leader of its ``__transaction_state`` partition (NOT_COORDINATOR elsewhere);
 - one ``loop.call_at`` is armed for ``core.next_deadline()`` (timeouts, id expiry, retries of a
   failed Complete* append);
 - ``__transaction_state`` (50 partitions, compacted, internal) is created on the first
