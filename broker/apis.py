@@ -51,11 +51,12 @@ from .txn_shell import TxnShell
 class Routing(Enum):
     """How the brokers of one process share an API (they share one state: ``broker.cluster``)."""
 
-    # Any broker answers from the shared state, as it is (the transaction core, topic
-    # administration, ACLs, SASL).
+    # Any broker answers from the shared state, as it is (topic administration, ACLs, SASL).
     SHARED = "shared"
     # The handler is made per broker (it is given the node id): the group coordinator serves a group
-    # only on the leader of its __consumer_offsets partition, NOT_COORDINATOR elsewhere.
+    # only on the leader of its __consumer_offsets partition, the transaction coordinator a
+    # transactional id only on the leader of its __transaction_state partition, NOT_COORDINATOR
+    # elsewhere.
     COORDINATOR = "coordinator"
     # ``cluster.leader_guard``: partitions this broker does not lead are answered
     # NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, the rest handed on.
@@ -126,7 +127,16 @@ def _group(name: str) -> HandlerOf:
 
 
 def _txn(name: str) -> HandlerOf:
-    return lambda b, _node_id: b.txns.handler(name)
+    return lambda b, node_id: b.txns.handler(name, node_id)
+
+
+def _txn_offset_commit(b: BrokerParts, node_id: int | None) -> Handler:
+    inner = b.groups.handler("TxnOffsetCommit", node_id)
+    if node_id is None:
+        return b.txns.txn_offset_commit_handler(inner)
+    # read at each request: the node sets the ownership once listening, and leaders move
+    core = b.groups.core
+    return b.txns.txn_offset_commit_handler(inner, lambda partition: core.ownership.is_owned_by(partition, node_id))
 
 
 _CONFIGS = InHandler("ConfigHandlers._refused: DESCRIBE_CONFIGS / ALTER_CONFIGS on each resource")
@@ -245,9 +255,11 @@ APIS: tuple[Api, ...] = (
         Wrapped(acl.offset_delete, "DELETE on the group, then READ on each topic"),
         Routing.COORDINATOR,
     ),
+    # v5+ (transaction version 2): the group's partition is added to the transaction first
+    # (``TxnShell.txn_offset_commit_handler``), as the client sends no AddOffsetsToTxn.
     Api(
         "TxnOffsetCommit",
-        _group("TxnOffsetCommit"),
+        _txn_offset_commit,
         Wrapped(acl.txn_offset_commit, "WRITE on the transactional id, READ on the group, READ on each topic"),
         Routing.COORDINATOR,
     ),
@@ -288,8 +300,9 @@ APIS: tuple[Api, ...] = (
     # --- transactions (one producer-id sequence with idempotent producers: the data plane's) -------
     Api(
         "InitProducerId",
-        lambda b, _: b.txns.init_producer_id_handler(b.data.init_producer_id),
+        lambda b, node_id: b.txns.init_producer_id_handler(b.data.init_producer_id, node_id),
         Wrapped(acl.init_producer_id, "WRITE on the transactional id (none for an idempotent producer)"),
+        Routing.COORDINATOR,
     ),
     Api(
         "AddPartitionsToTxn",
@@ -298,31 +311,34 @@ APIS: tuple[Api, ...] = (
             acl.add_partitions_to_txn,
             "WRITE on the transactional id and each topic; v4+ CLUSTER_ACTION, then WRITE on each id",
         ),
+        Routing.COORDINATOR,
     ),
     Api(
         "AddOffsetsToTxn",
         _txn("AddOffsetsToTxn"),
         Wrapped(acl.add_offsets_to_txn, "WRITE on the transactional id, then READ on the group"),
+        Routing.COORDINATOR,
     ),
-    # Transaction version 1 (EndTxn v0-4): EndTxn v5 and the transaction.version feature mean
-    # KIP-890 part 2, which the core does not do.
-    Api("EndTxn", _txn("EndTxn"), Wrapped(acl.end_txn, "WRITE on the transactional id"), versions=(0, 4)),
+    # EndTxn v5+: transaction version 2 (KIP-890 part 2), answering the producer id and epoch.
+    Api("EndTxn", _txn("EndTxn"), Wrapped(acl.end_txn, "WRITE on the transactional id"), Routing.COORDINATOR),
     Api(
         "DescribeTransactions",
         _txn("DescribeTransactions"),
         Wrapped(acl.describe_transactions, "DESCRIBE on each transactional id; topics filtered by DESCRIBE"),
+        Routing.COORDINATOR,
     ),
     Api(
         "ListTransactions",
         _txn("ListTransactions"),
         Wrapped(acl.list_transactions, "DESCRIBE on each transactional id; the listing leaves out the others"),
+        Routing.COORDINATOR,
     ),
 )
 
 API_TABLE: dict[str, Api] = {api.name: api for api in APIS}
 # The highest level of each finalized feature groupd implements; under --kafka-version a release's
 # features are capped to these and the others (share.version: no share groups; streams.version)
-# are not advertised. Transaction version 1 only: EndTxn v0-4 above.
-IMPLEMENTED_FEATURES: dict[str, int] = {"group.version": 1, "transaction.version": 1}
+# are not advertised.
+IMPLEMENTED_FEATURES: dict[str, int] = {"group.version": 1, "transaction.version": 2}
 # What ``groupd.security.acl.install`` wraps when ACLs are on.
 ACL_WRAPPERS: dict[str, acl.Wrapper] = {api.name: api.auth.wrapper for api in APIS if isinstance(api.auth, Wrapped)}

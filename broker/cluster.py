@@ -553,6 +553,9 @@ class Cluster:
         self.coordinator_topics: dict[str, Callable[[int, int, int], object]] = {
             OFFSETS_TOPIC: lambda p, node, epoch: broker.groups.move(p, node, epoch)
         }
+        # The transaction core, shared like the group core, serves an id only on the broker leading
+        # its __transaction_state partition (the API table routes transaction APIs per broker).
+        broker.txn_core.route_by(self.transaction_leader)
 
     # --- wiring ---------------------------------------------------------------------------------
     def register_nodes(self) -> None:
@@ -650,17 +653,26 @@ class Cluster:
 
     def transaction_coordinator(self, transactional_id: str) -> CoordinatorNode | None:
         """The leader of the id's ``__transaction_state`` partition (FindCoordinator key type 1).
-        The transaction core is shared by the brokers, so any of them serves the id's requests;
-        naming the leader spreads clients over the brokers as Kafka's placement does, and a stopped
-        broker's ids move with its partitions' leadership. Before the log's first use it does not
-        exist yet: the placement is the one it will get."""
-        topics = self.broker.topics
-        t = topics.get(TRANSACTION_STATE_TOPIC) or Topic(
+        The transaction core is shared by the brokers, but only this one serves the id's requests
+        (NOT_COORDINATOR elsewhere, ``transaction_leader``), as in Kafka: naming the leader spreads
+        clients over the brokers, and a stopped broker's ids move with its partitions' leadership.
+        Before the log's first use it does not exist yet: the placement is the one it will get."""
+        leader = self.transaction_leader(coordinator_partition(transactional_id, self._transaction_topic().partitions))
+        if leader is None:
+            return None
+        node = self.nodes[leader]
+        return CoordinatorNode(leader, *node.endpoint)
+
+    def transaction_leader(self, partition: int) -> int | None:
+        """The live broker leading ``__transaction_state`` partition ``partition`` (None: nobody)."""
+        leader = self.leaders.live_leader(self._transaction_topic(), partition)
+        node = self.nodes.get(leader)
+        return None if node is None or node.state == STOPPED else leader
+
+    def _transaction_topic(self) -> Topic:
+        return self.broker.topics.get(TRANSACTION_STATE_TOPIC) or Topic(
             TRANSACTION_STATE_TOPIC, uuid.UUID(int=0), TRANSACTION_STATE_PARTITIONS, internal=True
         )
-        leader = self.leaders.live_leader(t, coordinator_partition(transactional_id, t.partitions))
-        node = self.nodes.get(leader)
-        return None if node is None or node.state == STOPPED else CoordinatorNode(leader, *node.endpoint)
 
     def offsets_ownership(self, local: CoordinatorNode) -> PartitionOwnership:
         """The group coordinator's view of ``__consumer_offsets`` at start-up: every broker, and the

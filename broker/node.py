@@ -93,7 +93,13 @@ class Broker:
         self.data.register_topic_callbacks(self.admin)
         # Transactions (one producer-id sequence with idempotent producers: the data plane's)
         self.txn_core = TransactionCoordinator(
-            TransactionConfig(transaction_max_timeout_ms=config.transaction_max_timeout_ms),
+            TransactionConfig(
+                transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+                # the finalized transaction.version: 2, or that of the --kafka-version release (3.9: 0)
+                transaction_version=release(config.kafka_version).features.get("transaction.version", (0, 0, 0))[2]
+                if config.kafka_version
+                else 2,
+            ),
             self.data.producer_ids,
             topic_partitions=self.topics.partition_count,
         )
@@ -109,6 +115,8 @@ class Broker:
         # KIP-890 part 1: transactional Produce and TxnOffsetCommit are checked against the transaction
         self.data.txn_verifier = self.txns.verify
         self.groups.txn_verifier = self.txns.verify
+        # transaction version 2: Produce v12+ adds its partitions (TxnOffsetCommit v5+: broker.apis)
+        self.data.txn_adder = self.txns.add_partitions_with_retry
         # Kafka's BrokerMetadataPublisher hands deleted partitions to the group coordinator
         # (GroupCoordinator.onPartitionsDeleted): their committed offsets go too.
         self.admin.on_topic_deleted.append(
@@ -223,6 +231,7 @@ class Broker:
         if kafka is None:
             # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
             d.features["group.version"] = (0, 1, 1)
+            d.features["transaction.version"] = (0, 2, self.txn_core.config.transaction_version)  # KIP-890 part 2
         else:
             d.kafka_feature_rules = True
             for name, (f_lo, f_hi, level) in kafka.features.items():

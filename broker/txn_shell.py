@@ -17,6 +17,11 @@ It is ``group_shell.py``'s twin for ``__transaction_state``:
   whose leader it cannot find); retriable failures are retried with a growing backoff, as Kafka's
   marker channel retries. A crash in between loses nothing: the Prepare* record is durable, and
   the start-up load sends the markers again (``core.load``);
+- transaction version 2: ``add_partitions`` adds partitions on a client's behalf, as a partition
+  leader's ``AddPartitionsToTxnManager`` does (Produce v12+ through the data plane's ``txn_adder``,
+  TxnOffsetCommit v5+ through ``txn_offset_commit_handler``), one request per producer and turn of
+  the loop; in a cluster each broker's handlers name it, and the core serves an id only on the
+  leader of its ``__transaction_state`` partition (NOT_COORDINATOR elsewhere);
 - one ``loop.call_at`` is armed for ``core.next_deadline()`` (timeouts, id expiry, retries of a
   failed Complete* append);
 - ``__transaction_state`` (50 partitions, compacted, internal) is created on the first
@@ -30,13 +35,16 @@ counting wrapper around the core's logger) for the metrics, without the core kno
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import structlog
+from groupd.coordinator.errors import NETWORK_EXCEPTION, append_error_to_response_error
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.partitioning import coordinator_partition
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog
@@ -62,6 +70,10 @@ TopicPartition = tuple[str, int]
 # marker channel retries every retry.backoff.ms, 100 ms; the cap keeps a long outage cheap).
 MARKER_RETRY_BACKOFF_S = 0.05
 MARKER_RETRY_BACKOFF_MAX_S = 1.0
+# A TV2 add answered CONCURRENT_TRANSACTIONS is retried every add.partitions.to.txn.retry.backoff.ms
+# (20 ms) for add.partitions.to.txn.retry.backoff.max.ms (100 ms), Kafka's defaults.
+ADD_RETRY_BACKOFF_S = 0.02
+ADD_RETRY_TIMEOUT_S = 0.1
 # Kafka's coordinator epoch is the leader epoch of the id's __transaction_state partition; groupd is
 # the only and the permanent leader, so it never changes.
 COORDINATOR_EPOCH = 0
@@ -140,20 +152,30 @@ class TxnShell(CoordinatorShell[TransactionCoordinator, TxnResult, Append]):
         self.counts: Counter[str] = Counter()
         core.log = _CountingLog(core.log, self.counts)
         self.markers_in_flight = 0
+        # add_partitions calls of this turn of the loop, per (transactional id, producer id, epoch)
+        self._adds: dict[
+            tuple[str, int, int], tuple[list[TopicPartition], list[tuple[asyncio.Future[Any], list[TopicPartition]]]]
+        ] = {}
 
     # --- requests ---------------------------------------------------------------------------------
-    def handler(self, api_name: str) -> Callable[[Request], None]:
+    def handler(self, api_name: str, node_id: int | None = None) -> Callable[[Request], None]:
+        """The handler of ``api_name`` for the broker ``node_id`` (None: the only broker). In a
+        cluster each broker registers its own: the core serves a transactional id only on the
+        broker leading its ``__transaction_state`` partition, NOT_COORDINATOR elsewhere."""
         core = self.core
 
         def handle(req: Request) -> None:
-            self.apply(core.handle(self.clock(), api_name, req.api_version, req.body, req))
+            self.apply(core.handle(self.clock(), api_name, req.api_version, req.body, req, node_id))
 
         return handle
 
-    def init_producer_id_handler(self, idempotent: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    def init_producer_id_handler(
+        self, idempotent: Callable[[Request], Any], node_id: int | None = None
+    ) -> Callable[[Request], Any]:
         """InitProducerId: a transactional id goes to the core, a null one to the data plane (an
-        idempotent producer; both draw producer ids from the data plane's allocator)."""
-        transactional = self.handler("InitProducerId")
+        idempotent producer, served by any broker; both draw producer ids from the data plane's
+        allocator)."""
+        transactional = self.handler("InitProducerId", node_id)
 
         def handle(req: Request) -> Any:
             txn_id = req.body.get("transactional_id")
@@ -205,6 +227,122 @@ class TxnShell(CoordinatorShell[TransactionCoordinator, TxnResult, Append]):
                     for p in by_topic["results_by_partition"]:
                         return int(p["partition_error_code"])
         return int(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    # --- transaction version 2: partitions added by their leader (AddPartitionsToTxnManager) ---------
+    def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> asyncio.Future[dict[TopicPartition, int]]:
+        """Add ``partitions`` to the producer's transaction as a partition leader does for a TV2
+        client (AddPartitionsToTxn v5, not verify-only: ``AddPartitionsToTxnManager.addOrVerifyTransaction``
+        with ``ADD_PARTITION``). The future gets the coordinator's code per partition. Calls made in
+        one turn of the loop for the same producer are sent as one request, as the manager batches
+        per coordinator, so a Produce to many partitions writes one ``__transaction_state`` record."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[dict[TopicPartition, int]] = loop.create_future()
+        key = (transactional_id, producer_id, producer_epoch)
+        batch = self._adds.get(key)
+        if batch is None:
+            batch = self._adds[key] = ([], [])
+            loop.call_soon(self._send_adds, key)
+        batch[0].extend(partitions)
+        batch[1].append((fut, list(partitions)))
+        return fut
+
+    def _send_adds(self, key: tuple[str, int, int]) -> None:
+        partitions, waiters = self._adds.pop(key)
+        txn_id, pid, epoch = key
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in dict.fromkeys(partitions):
+            by_topic.setdefault(topic, []).append(p)
+        request = {
+            "transactions": [
+                {
+                    "transactional_id": txn_id,
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "verify_only": False,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                }
+            ]
+        }
+
+        def answered(response: dict[str, Any]) -> None:
+            codes: dict[TopicPartition, int] = {}
+            for by_txn in response.get("results_by_transaction") or []:
+                for by_topic_result in by_txn["topic_results"]:
+                    for r in by_topic_result["results_by_partition"]:
+                        codes[(by_topic_result["name"], r["partition_index"])] = int(r["partition_error_code"])
+            for fut, wanted in waiters:
+                if not fut.done():
+                    fut.set_result({tp: codes.get(tp, int(ErrorCode.UNKNOWN_SERVER_ERROR)) for tp in wanted})
+
+        self.apply(self.core.handle(self.clock(), "AddPartitionsToTxn", 5, request, _Reply(answered)))
+
+    def txn_offset_commit_handler(
+        self, inner: Callable[[Request], Any], coordinates: Callable[[int], bool] | None = None
+    ) -> Callable[[Request], Any]:
+        """TxnOffsetCommit v5+ (transaction version 2): the group coordinator adds the group's
+        ``__consumer_offsets`` partition to the transaction itself before the write
+        (``CoordinatorPartitionWriter.maybeStartTransactionVerification`` with ``ADD_PARTITION``;
+        the client sends no AddOffsetsToTxn), then the commit goes on as before (``inner``, whose
+        verification now finds the partition in the transaction). A failed add answers every
+        partition with the error ``GroupCoordinatorService.handleOperationException`` makes of it.
+        ``coordinates(partition)``: whether this broker leads the group's partition (in a cluster;
+        elsewhere Kafka's verification fails NOT_LEADER_OR_FOLLOWER and adds nothing, so ``inner``
+        answers NOT_COORDINATOR without an add)."""
+
+        def handle(req: Request) -> Any:
+            body = req.body
+            if req.api_version < 5 or not body.get("group_id") or not body.get("transactional_id"):
+                return inner(req)
+            partition = coordinator_partition(body["group_id"], self.core.config.offsets_topic_partitions)
+            if coordinates is not None and not coordinates(partition):
+                return inner(req)
+            return self._add_then_commit(req, inner, partition)
+
+        return handle
+
+    async def _add_then_commit(self, req: Request, inner: Callable[[Request], Any], partition: int) -> Any:
+        body = req.body
+        tp = (OFFSETS_TOPIC, partition)
+        # no retry on CONCURRENT_TRANSACTIONS here: Kafka retries only Produce's adds
+        answers = await self.add_partitions(
+            body["transactional_id"], int(body.get("producer_id", -1)), int(body.get("producer_epoch", -1)), [tp]
+        )
+        code = answers[tp]
+        if code != ErrorCode.NONE:
+            code = offset_commit_add_error(code)
+            return {
+                "throttle_time_ms": 0,
+                "topics": [
+                    {
+                        "name": t.get("name"),
+                        "partitions": [
+                            {"partition_index": p.get("partition_index", 0), "error_code": code}
+                            for p in t.get("partitions") or []
+                        ],
+                    }
+                    for t in body.get("topics") or []
+                ],
+            }
+        result = inner(req)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    async def add_partitions_with_retry(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Produce's adds, retried while the coordinator answers CONCURRENT_TRANSACTIONS (the
+        previous transaction's markers are being written), as ``ReplicaManager.handleProduceAppend``
+        retries them for TV2 (``maybeRetryOnConcurrentTransactions``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ADD_RETRY_TIMEOUT_S
+        while True:
+            codes = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+            if ErrorCode.CONCURRENT_TRANSACTIONS not in codes.values() or loop.time() >= deadline:
+                return codes
+            await asyncio.sleep(ADD_RETRY_BACKOFF_S)
 
     # --- appends ----------------------------------------------------------------------------------
     async def _write(self, plog: PartitionLog, append: Append, now_ms: int) -> None:
@@ -326,6 +464,25 @@ class TxnShell(CoordinatorShell[TransactionCoordinator, TxnResult, Append]):
             "timeouts": self.counts["timeouts"],
             "markers_in_flight": self.markers_in_flight,
         }
+
+
+class _Reply:
+    """The ``ctx`` of a request the shell makes itself: the core's answer goes to ``then``."""
+
+    def __init__(self, then: Callable[[dict[str, Any]], None]) -> None:
+        self.respond = then
+
+
+def offset_commit_add_error(code: int) -> int:
+    """What TxnOffsetCommit answers for a failed add of the group's partition, as for a failed
+    verification (``OffsetManager._txn_verify_error``): AddPartitionsToTxnManager maps
+    PRODUCER_FENCED to INVALID_PRODUCER_EPOCH, GroupCoordinatorService.handleOperationException
+    NETWORK_EXCEPTION to COORDINATOR_LOAD_IN_PROGRESS and the write errors as appends' are."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return int(ErrorCode.INVALID_PRODUCER_EPOCH)
+    if code == NETWORK_EXCEPTION:
+        return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    return append_error_to_response_error(code)
 
 
 async def _guard(make: Callable[[], Awaitable[Any]]) -> Any:

@@ -398,7 +398,12 @@ class OffsetManager:
         wanted = [(t.get("name") or "", p) for t in topics for p in t.get("partitions") or []]
         code = err.NONE
         if any(known(name, int(p.get("partition_index", 0))) for name, p in wanted):
-            code = self._txn_verify_error(v, gid, req.get("transactional_id") or "", producer_id, producer_epoch)
+            # a broker that does not lead the group's partition fails the verification itself
+            # (ReplicaManager: NOT_LEADER_OR_FOLLOWER, which handleOperationException answers
+            # NOT_COORDINATOR) before any coordinator is asked
+            code = err.INVALID_GROUP_ID if not gid else self.rt.route_error(self.partition_for(gid))
+            if code != err.NOT_COORDINATOR:
+                code = self._txn_verify_error(v, gid, req.get("transactional_id") or "", producer_id, producer_epoch)
             if not code:
                 code = self._txn_commit_error(gid, producer_id, producer_epoch, generation, member_id, instance_id)
 
@@ -494,7 +499,9 @@ class OffsetManager:
     def _txn_group_error(self, gid: str, generation: int, member_id: str, instance_id: str | None) -> int:
         consumer_group = self.consumer.group(gid)
         if consumer_group is not None:
-            return consumer_group.validate_offset_commit(member_id, generation, 5, transactional=True)
+            return consumer_group.validate_offset_commit(
+                member_id, generation, 5, transactional=True, instance_id=instance_id
+            )
         group = self.classic.groups.get(gid)
         if group is None:
             # validateTransactionalOffsetCommit: ILLEGAL_GENERATION whatever the version.

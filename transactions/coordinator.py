@@ -20,18 +20,22 @@ pendingState), and requests for it meanwhile answer CONCURRENT_TRANSACTIONS. Par
 the routing errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS), the call's result and the
 appends in flight are the group coordinator's runtime (``coordinator/runtime.py``).
 
-Transaction version 1 only (EndTxn v0-4; Kafka's ``TransactionVersion.TV_0``/``TV_1``): the epoch
-is bumped by InitProducerId and by fencing, not per transaction. Transaction version 2 (KIP-890
-part 2, EndTxn v5+) would need: an epoch bump in every Prepare* record (``prepareAbortOrCommit``
-with ``supportsEpochBump``), a producer-id rotation through ``next_producer_id`` when that bump
-exhausts the epoch (``prepareComplete`` moving to it), EndTxn v5 answering the new producer id and
-epoch, PrepareAbort from Empty/Complete* ("abort when unsure"), AddPartitionsToTxn implicitly from
-Produce (the partition leader adds it), and the ``transaction.version`` feature in ApiVersions.
+Transaction versions (Kafka's ``TransactionVersion``): a request's version says which one its
+client speaks (``transactionVersionForEndTxn``: EndTxn v5+ is TV2; AddPartitionsToTxn v4+, which
+only partition leaders send, is TV2; v0-3 and AddOffsetsToTxn are TV0). Version 1 (and 0): the
+epoch is bumped by InitProducerId and by fencing only. Version 2 (KIP-890 part 2): every Prepare*
+record bumps the epoch (``prepareAbortOrCommit`` with ``supportsEpochBump``) and, when that bump
+exhausts it, names the next producer id (``nextProducerId``) that Complete* moves to
+(``prepareComplete``); EndTxn v5 answers the producer id and epoch the client goes on with; an
+EndTxn abort from Empty/Complete* writes an empty PrepareAbort ("abort when unsure"); partitions are
+added by the partition leader on the client's behalf (Produce v12+, TxnOffsetCommit v5+:
+``add_partitions``). The coordinator's own aborts (a fence by InitProducerId, a timeout) use the
+finalized level (``TransactionConfig.transaction_version``, ``txnManager.transactionVersionLevel``).
+The version a transition was made with is persisted (``client_transaction_version``) and replayed.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +45,7 @@ import structlog
 from ..coordinator.runtime import CoordinatorRuntime
 from ..protocol.partitioning import coordinator_partition
 from .errors import TxnError, append_error
+from .listing import describe_transactions, list_transactions
 from .producer_ids import ProducerIdAllocator
 from .records import (
     NO_PRODUCER_EPOCH,
@@ -81,6 +86,9 @@ class TransactionConfig:
     transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
     transaction_state_partitions: int = 50  # transaction.state.log.num.partitions
     offsets_topic_partitions: int = 50  # offsets.topic.num.partitions (AddOffsetsToTxn's partition)
+    # The finalized transaction.version feature (Kafka 4.x: 2, TransactionVersion.LATEST_PRODUCTION):
+    # the version of the coordinator's own aborts, and what ApiVersions reports.
+    transaction_version: int = 2
 
 
 def partition_for(transactional_id: str, num_partitions: int = 50) -> int:
@@ -175,6 +183,8 @@ class TransactionCoordinator:
             not_coordinator=E.NOT_COORDINATOR,
             load_in_progress=E.COORDINATOR_LOAD_IN_PROGRESS,
         )
+        # The broker the request being handled came to (None: not routed, see ``handle``).
+        self._receiver: int | None = None
         # markers written, Complete* not yet durable: retried by tick (TransactionMarkerChannelManager
         # retries tryAppendToLog the same way)
         self._completing: set[str] = set()
@@ -198,6 +208,12 @@ class TransactionCoordinator:
     @owns.setter
     def owns(self, owns: Callable[[int], bool]) -> None:
         self.runtime.owns = owns
+
+    def route_by(self, leader_of: Callable[[int], int | None]) -> None:
+        """In a cluster: a request is served only by the broker leading the id's
+        ``__transaction_state`` partition (``leader_of(partition)``), NOT_COORDINATOR elsewhere
+        (``TransactionStateManager.getTransactionState``), so a client finds its coordinator again."""
+        self.runtime.owns = lambda partition: self._receiver is None or leader_of(partition) == self._receiver
 
     # --- the shell's entry points ---------------------------------------------------------------
     def load(self, now_ms: int, records: Iterable[Record]) -> TxnResult:
@@ -225,15 +241,20 @@ class TransactionCoordinator:
         else:
             meta.transition_to(value)
 
-    def handle(self, now_ms: int, api: str, version: int, request: dict[str, Any], ctx: Any) -> TxnResult:
+    def handle(
+        self, now_ms: int, api: str, version: int, request: dict[str, Any], ctx: Any, node_id: int | None = None
+    ) -> TxnResult:
+        """One request; ``node_id``: the broker of a cluster it came to (None: this node's own
+        call, as a partition leader's AddPartitionsToTxnManager reaches the right coordinator)."""
         self.runtime.begin(now_ms)
+        self._receiver = node_id
         handler = {
             "InitProducerId": self._init_producer_id,
             "AddPartitionsToTxn": self._add_partitions,
             "AddOffsetsToTxn": self._add_offsets,
             "EndTxn": self._end_txn,
-            "DescribeTransactions": self._describe,
-            "ListTransactions": self._list,
+            "DescribeTransactions": lambda v, r, c: describe_transactions(self, v, r, c),
+            "ListTransactions": lambda v, r, c: list_transactions(self, v, r, c),
         }[api]
         handler(version, request, ctx)
         return self.runtime.finish()
@@ -305,6 +326,10 @@ class TransactionCoordinator:
         meta.pending_state = value.state if value is not None else S.DEAD
         partition = partition_for(meta.transactional_id, self.config.transaction_state_partitions)
         self.runtime.append(partition, [record], on_done, transactional_id=meta.transactional_id)
+
+    def leads(self, transactional_id: str) -> bool:
+        """Whether the receiving broker leads the id's ``__transaction_state`` partition."""
+        return self.owns(partition_for(transactional_id, self.config.transaction_state_partitions))
 
     def _route_error(self, transactional_id: str) -> int:
         """NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS for the id's partition, else NONE."""
@@ -390,10 +415,18 @@ class TransactionCoordinator:
             # epoch fences the old producer; the client is told to retry once PrepareAbort is durable.
             fenced_epoch = min(meta.producer_epoch + 1, SHORT_MAX)
 
-            def after_fence(code: int) -> None:
+            def after_fence(code: int, *_new: int) -> None:
                 answer(code if code else E.CONCURRENT_TRANSACTIONS)
 
-            self._end_transaction(meta, meta.producer_id, fenced_epoch, False, from_client=False, then=after_fence)
+            self._end_transaction(
+                meta,
+                meta.producer_id,
+                fenced_epoch,
+                False,
+                from_client=False,
+                then=after_fence,
+                tv=self.config.transaction_version,
+            )
             return None
         if meta.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             raise IllegalTransactionTransition(f"{txn_id} found in {meta.state.kafka_name}")
@@ -408,6 +441,11 @@ class TransactionCoordinator:
             value = self._transit(
                 meta, S.EMPTY, producer_id=new_pid, producer_epoch=0, last_producer_epoch=last, **empty
             )
+        elif meta.epoch_exhausted:
+            # prepareIncrementProducerEpoch refuses an exhausted epoch (IllegalStateException, which
+            # handleInitProducerId answers UNKNOWN_SERVER_ERROR): an older epoch asking to recover,
+            # even the last one a TV2 fence kept, gets no epoch past Short.MAX_VALUE - 1
+            return answer(E.UNKNOWN_SERVER_ERROR)
         elif expected is None:
             # prepareIncrementProducerEpoch: a new producer; a new id goes from -1 to 0
             value = self._transit(
@@ -513,8 +551,11 @@ class TransactionCoordinator:
             return all_(code)
         if verify_only:
             return self._verify_partitions(txn_id, txn, wanted, reply)
+        # TransactionVersion.transactionVersionForAddPartitionsToTxn: v4+ come from partition
+        # leaders adding for a TV2 client (Produce v12+, TxnOffsetCommit v5+)
+        tv = 2 if version >= 4 else 0
         self._add_to_transaction(
-            txn_id, txn.get("producer_id", -1), txn.get("producer_epoch", -1), frozenset(wanted), all_
+            txn_id, txn.get("producer_id", -1), txn.get("producer_epoch", -1), frozenset(wanted), all_, tv
         )
         return None
 
@@ -545,15 +586,27 @@ class TransactionCoordinator:
         return E.NONE
 
     def _add_to_transaction(
-        self, txn_id: str, pid: int, epoch: int, partitions: frozenset[TopicPartition], answer: Callable[[int], None]
+        self,
+        txn_id: str,
+        pid: int,
+        epoch: int,
+        partitions: frozenset[TopicPartition],
+        answer: Callable[[int], None],
+        tv: int = 0,
     ) -> None:
-        """``handleAddPartitionsToTransaction``."""
+        """``handleAddPartitionsToTransaction``; ``tv`` is the client's transaction version, which
+        the Ongoing record keeps (``prepareAddPartitions``)."""
         meta = self.transactions.get(txn_id)
-        code = self._producer_check(meta, pid, epoch)
-        if code != E.NONE or meta is None:
-            return answer(code)
+        if meta is None:
+            return answer(E.INVALID_PRODUCER_ID_MAPPING)
+        # Kafka checks a pending transition first: with TV2 the producer may already use the new
+        # producer id of an epoch overflow that is still pending. groupd's Prepare* always has
+        # Complete* pending (Kafka's prepareComplete right after the Prepare* append).
         if meta.pending_state is not None or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return answer(E.CONCURRENT_TRANSACTIONS)
+        code = self._producer_check(meta, pid, epoch)
+        if code != E.NONE:
+            return answer(code)
         if meta.state == S.ONGOING and partitions <= meta.partitions:
             return answer(E.NONE)  # Kafka's shortcut: nothing to write
         # prepareAddPartitions: the first partition starts the transaction (and its timeout)
@@ -563,6 +616,7 @@ class TransactionCoordinator:
             S.ONGOING,
             partitions=meta.partitions | partitions,
             start_timestamp_ms=self.runtime.now if starting else meta.start_timestamp_ms,
+            client_transaction_version=tv,
         )
         self._append(meta, value, lambda c: answer(append_error(c)))
         return None
@@ -593,8 +647,14 @@ class TransactionCoordinator:
 
     # --- EndTxn -----------------------------------------------------------------------------------
     def _end_txn(self, version: int, req: dict[str, Any], ctx: Any) -> None:
-        def answer(code: int) -> None:
-            self.runtime.respond(ctx, {"throttle_time_ms": 0, "error_code": self._versioned("EndTxn", version, code)})
+        """``KafkaApis.handleEndTxnRequest``: v5+ (transaction version 2) also answers the producer
+        id and epoch the client goes on with (-1/-1 with an error)."""
+
+        def answer(code: int, pid: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER_EPOCH) -> None:
+            response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": self._versioned("EndTxn", version, code)}
+            if version >= 5:
+                response.update(producer_id=pid, producer_epoch=epoch)
+            self.runtime.respond(ctx, response)
 
         txn_id = req.get("transactional_id")
         if not txn_id:
@@ -605,7 +665,13 @@ class TransactionCoordinator:
         if meta is None or meta.producer_epoch == NO_PRODUCER_EPOCH:
             return answer(E.INVALID_PRODUCER_ID_MAPPING)
         self._end_transaction(
-            meta, req.get("producer_id", -1), req.get("producer_epoch", -1), bool(req.get("committed")), True, answer
+            meta,
+            req.get("producer_id", -1),
+            req.get("producer_epoch", -1),
+            bool(req.get("committed")),
+            True,
+            answer,
+            tv=2 if version >= 5 else 0,  # TransactionVersion.transactionVersionForEndTxn
         )
         return None
 
@@ -616,11 +682,15 @@ class TransactionCoordinator:
         epoch: int,
         commit: bool,
         from_client: bool,
-        then: Callable[[int], None],
+        then: Callable[..., None],
+        tv: int = 0,
     ) -> None:
-        """``TransactionCoordinator.endTransaction`` (transaction version 1). ``from_client=False``
-        is an epoch fence (InitProducerId over an Ongoing transaction, or a timeout): ``epoch`` is
-        the bumped one, and the PrepareAbort record carries it."""
+        """``TransactionCoordinator.endTransaction``: ``then(code)`` (TV1) or ``then(code, producer
+        id, epoch)`` (TV2). ``from_client=False`` is an epoch fence (InitProducerId over an Ongoing
+        transaction, or a timeout) with ``epoch`` the bumped one; ``tv`` is the client's
+        transaction version, for a fence the finalized one."""
+        if tv >= 2:
+            return self._end_transaction_tv2(meta, pid, epoch, commit, from_client, then)
         if meta.producer_id != pid:
             return then(E.INVALID_PRODUCER_ID_MAPPING)
         # strict equality for clients; a fence may only raise the epoch
@@ -639,18 +709,9 @@ class TransactionCoordinator:
                 producer_epoch=epoch if fence else meta.producer_epoch,
                 last_producer_epoch=NO_PRODUCER_EPOCH if fence else meta.last_producer_epoch,
                 next_producer_id=NO_PRODUCER_ID,
+                client_transaction_version=0,  # endTransactionWithTV1: TransactionVersion.fromFeatureLevel(0)
             )
-
-            def prepared(code: int) -> None:
-                if code:
-                    return then(append_error(code))
-                then(E.NONE)
-                fresh = self.transactions.get(meta.transactional_id)
-                if fresh is not None:
-                    self._send_markers(fresh)
-                return None
-
-            self._append(meta, value, prepared)
+            self._append(meta, value, self._after_prepare(meta.transactional_id, then, tv2=False))
             return None
         if state == S.COMPLETE_COMMIT:
             return then(E.NONE if commit else E.INVALID_TXN_STATE)
@@ -659,6 +720,123 @@ class TransactionCoordinator:
         if state == S.EMPTY:
             return then(E.INVALID_TXN_STATE)
         raise IllegalTransactionTransition(f"{meta.transactional_id} found in {state.kafka_name}")
+
+    def _end_transaction_tv2(
+        self,
+        meta: TransactionMetadata,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        from_client: bool,
+        then: Callable[..., None],
+    ) -> None:
+        """``TransactionCoordinator.endTransaction`` for transaction version 2: the Prepare*
+        record bumps the epoch (a retry is told apart from the next transaction by that epoch), a
+        new producer id is taken when the bump exhausts the epoch, and an abort is accepted from
+        Empty/Complete* (the client was unsure whether its transaction started)."""
+        fence = not from_client  # Kafka: pendingState == PrepareEpochFence, set by its own fences only
+        # a retry whose first attempt overflowed the epoch: the new producer id is in place
+        retry_on_overflow = (
+            not fence and meta.previous_producer_id == pid and epoch == SHORT_MAX - 1 and meta.producer_epoch == 0
+        )
+        # a retry whose first attempt bumped the epoch
+        retry_on_bump = not fence and meta.producer_epoch == epoch + 1
+        state = meta.state
+        if fence:
+            valid_epoch = epoch >= meta.producer_epoch
+        elif state in (S.ONGOING, S.EMPTY):
+            valid_epoch = epoch == meta.producer_epoch
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        else:  # Complete*
+            valid_epoch = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
+        is_retry = retry_on_bump or retry_on_overflow
+
+        def current() -> None:
+            then(E.NONE, meta.producer_id, meta.producer_epoch)
+
+        # groupd's Prepare* always has Complete* pending (see _end_transaction)
+        if meta.pending_state is not None or state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return then(E.CONCURRENT_TRANSACTIONS)
+        if meta.producer_id != pid and not retry_on_overflow:
+            return then(E.INVALID_PRODUCER_ID_MAPPING)
+        if not valid_epoch:
+            return then(E.PRODUCER_FENCED)
+        if state == S.ONGOING:
+            return self._prepare_tv2(meta, S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, False, fence, then)
+        if state == S.COMPLETE_COMMIT:
+            if commit:
+                return current() if is_retry else self._invalid_txn_state(meta, commit, then)
+            if is_retry:
+                return self._invalid_txn_state(meta, commit, then)
+            return self._prepare_tv2(meta, S.PREPARE_ABORT, True, fence, then)
+        if state == S.COMPLETE_ABORT:
+            if not commit:
+                return current() if is_retry else self._prepare_tv2(meta, S.PREPARE_ABORT, True, fence, then)
+            return self._invalid_txn_state(meta, commit, then)
+        if state == S.EMPTY:
+            if not commit:
+                return self._prepare_tv2(meta, S.PREPARE_ABORT, True, fence, then)
+            return self._invalid_txn_state(meta, commit, then)
+        raise IllegalTransactionTransition(f"{meta.transactional_id} found in {state.kafka_name}")
+
+    def _invalid_txn_state(self, meta: TransactionMetadata, commit: bool, then: Callable[..., None]) -> None:
+        """``logInvalidStateTransitionAndReturnError``."""
+        self.log.warning(
+            "transaction_end_invalid_state",
+            transactional_id=meta.transactional_id,
+            state=meta.state.kafka_name,
+            result="COMMIT" if commit else "ABORT",
+        )
+        then(E.INVALID_TXN_STATE)
+
+    def _prepare_tv2(
+        self,
+        meta: TransactionMetadata,
+        state: TransactionState,
+        no_partition_added: bool,
+        fence: bool,
+        then: Callable[..., None],
+    ) -> None:
+        """``generateTxnTransitMetadataForTxnCompletion`` + ``prepareAbortOrCommit`` (TV2): epoch
+        + 1, the current one kept as the last; a next producer id when that exhausts the epoch (not
+        for a fence, which may use the last epoch). An abort with no partition added starts now."""
+        next_pid = NO_PRODUCER_ID
+        if not fence and meta.epoch_exhausted:
+            allocated = self._allocate()
+            if allocated is None:
+                return then(E.KAFKA_STORAGE_ERROR)
+            next_pid = allocated
+        value = self._transit(
+            meta,
+            state,
+            producer_epoch=min(meta.producer_epoch + 1, SHORT_MAX),
+            last_producer_epoch=meta.producer_epoch,
+            start_timestamp_ms=self.runtime.now if no_partition_added else meta.start_timestamp_ms,
+            next_producer_id=next_pid,
+            client_transaction_version=2,
+        )
+        self._append(meta, value, self._after_prepare(meta.transactional_id, then, tv2=True))
+        return None
+
+    def _after_prepare(self, txn_id: str, then: Callable[..., None], *, tv2: bool) -> Callable[[int], None]:
+        """Once Prepare* is durable the outcome is decided: answer (TV2: with the producer id and
+        epoch Complete* will have, ``prepareComplete``), then have the markers written."""
+
+        def prepared(code: int) -> None:
+            if code:
+                return then(append_error(code))
+            fresh = self.transactions.get(txn_id)
+            if fresh is None:
+                return then(E.NONE)
+            if tv2:
+                then(E.NONE, *_completed_producer(fresh))
+            else:
+                then(E.NONE)
+            self._send_markers(fresh)
+            return None
+
+        return prepared
 
     def _send_markers(self, meta: TransactionMetadata) -> None:
         self.runtime.out.markers.append(
@@ -681,7 +859,15 @@ class TransactionCoordinator:
             return
         self._completing.discard(txn_id)
         complete = S.COMPLETE_COMMIT if meta.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
-        value = self._transit(meta, complete, partitions=frozenset(), next_producer_id=NO_PRODUCER_ID)
+        pid, epoch = _completed_producer(meta)
+        value = self._transit(
+            meta,
+            complete,
+            producer_id=pid,
+            producer_epoch=epoch,
+            partitions=frozenset(),
+            next_producer_id=NO_PRODUCER_ID,
+        )
 
         def done(code: int) -> None:
             if code:
@@ -704,12 +890,20 @@ class TransactionCoordinator:
                 txn_id = meta.transactional_id
                 self.log.info("transaction_timed_out", transactional_id=txn_id, producer_id=meta.producer_id)
 
-                def done(code: int, txn_id: str = txn_id) -> None:
+                def done(code: int, *_new: int, txn_id: str = txn_id) -> None:
                     if code:
                         self.log.warning("transaction_timeout_abort_failed", transactional_id=txn_id, error=code)
 
                 fenced_epoch = min(meta.producer_epoch + 1, SHORT_MAX)
-                self._end_transaction(meta, meta.producer_id, fenced_epoch, False, from_client=False, then=done)
+                self._end_transaction(
+                    meta,
+                    meta.producer_id,
+                    fenced_epoch,
+                    False,
+                    from_client=False,
+                    then=done,
+                    tv=self.config.transaction_version,
+                )
 
     def _remove_expired_transactional_ids(self) -> None:
         """``removeExpiredTransactionalIds``: an id idle past transactional.id.expiration.ms in
@@ -724,105 +918,17 @@ class TransactionCoordinator:
             ):
                 self._append(meta, None, lambda _code: None)
 
-    # --- DescribeTransactions / ListTransactions --------------------------------------------------
-    def _describe(self, version: int, req: dict[str, Any], ctx: Any) -> None:
-        states = []
-        for txn_id in req.get("transactional_ids") or []:
-            entry: dict[str, Any] = {
-                "error_code": E.NONE,
-                "transactional_id": txn_id,
-                "transaction_state": "",
-                "transaction_timeout_ms": 0,
-                "transaction_start_time_ms": -1,
-                "producer_id": -1,
-                "producer_epoch": -1,
-                "topics": [],
-            }
-            meta = self.transactions.get(txn_id)
-            if not txn_id:
-                entry["error_code"] = E.INVALID_REQUEST
-            elif code := self._route_error(txn_id):
-                entry["error_code"] = code
-            elif meta is None or meta.producer_epoch == NO_PRODUCER_EPOCH or meta.state == S.DEAD:
-                entry["error_code"] = E.TRANSACTIONAL_ID_NOT_FOUND
-            else:
-                entry.update(
-                    transaction_state=meta.state.kafka_name,
-                    transaction_timeout_ms=meta.timeout_ms,
-                    transaction_start_time_ms=meta.start_timestamp_ms,
-                    producer_id=meta.producer_id,
-                    producer_epoch=meta.producer_epoch,
-                    topics=[
-                        {"topic": topic, "partitions": parts}
-                        for topic, parts in _group_by_topic(meta.partitions).items()
-                    ],
-                )
-            states.append(entry)
-        self.runtime.respond(ctx, {"throttle_time_ms": 0, "transaction_states": states})
 
-    def _list(self, version: int, req: dict[str, Any], ctx: Any) -> None:
-        """``listTransactionStates``: filters by state name, producer id, (v1) running longer than a
-        duration, (v2) a transactional id pattern; unknown state names are echoed back."""
-        unknown = []
-        wanted_states: set[TransactionState] = set()
-        for name in req.get("state_filters") or []:
-            state = TransactionState.from_kafka_name(name)
-            if state is None:
-                unknown.append(name)
-            else:
-                wanted_states.add(state)
-        wanted_pids = set(req.get("producer_id_filters") or [])
-        duration = req.get("duration_filter", -1) if version >= 1 else -1
-        pattern = req.get("transactional_id_pattern") if version >= 2 else None
-        try:
-            matcher = re.compile(pattern) if pattern else None
-        except re.error:
-            self.runtime.respond(
-                ctx,
-                {
-                    "throttle_time_ms": 0,
-                    "error_code": E.INVALID_REQUEST,
-                    "unknown_state_filters": [],
-                    "transaction_states": [],
-                },
-            )
-            return
-        if self.loading:
-            code, listed = int(E.COORDINATOR_LOAD_IN_PROGRESS), []
-        else:
-            code, listed = int(E.NONE), []
-            for txn_id, meta in sorted(self.transactions.items()):
-                if (
-                    meta.producer_epoch == NO_PRODUCER_EPOCH
-                    or meta.state == S.DEAD
-                    or (wanted_pids and meta.producer_id not in wanted_pids)
-                    or (wanted_states and meta.state not in wanted_states)
-                    or (duration >= 0 and self.runtime.now - meta.start_timestamp_ms <= duration)
-                    or (matcher is not None and matcher.fullmatch(txn_id) is None)
-                ):
-                    continue
-                listed.append(
-                    {
-                        "transactional_id": txn_id,
-                        "producer_id": meta.producer_id,
-                        "transaction_state": meta.state.kafka_name,
-                    }
-                )
-        self.runtime.respond(
-            ctx,
-            {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": unknown, "transaction_states": listed},
-        )
+def _completed_producer(meta: TransactionMetadata) -> tuple[int, int]:
+    """The producer id and epoch ``prepareComplete`` writes: with TV2 an exhausted epoch moves to
+    the next producer id at epoch 0."""
+    if meta.client_transaction_version >= 2 and meta.next_producer_id != NO_PRODUCER_ID:
+        return meta.next_producer_id, 0
+    return meta.producer_id, meta.producer_epoch
 
 
 def _exists(count: int | None, partition: int) -> bool:
     return count is not None and 0 <= partition < count
-
-
-def _group_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for topic, partition in sorted(partitions):
-        out.setdefault(topic, []).append(partition)
-    return out
 
 
 def _by_topic(results: dict[TopicPartition, int], inner: str) -> list[dict[str, Any]]:

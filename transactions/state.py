@@ -49,8 +49,16 @@ Valid predecessors (Kafka's ``TransactionState.validPreviousStates``), enforced 
     PrepareEpochFence  Ongoing
     =================  ====================================================
 
-(PrepareAbort from Empty/Complete* exists for transaction version 2's "abort when unsure"; groupd
-speaks version 1, whose handlers never ask for it.)
+(PrepareAbort from Empty/Complete* is transaction version 2's "abort when unsure".)
+
+Transaction version 2 (KIP-890 part 2, EndTxn v5+) changes steps 2-4: partitions are added by the
+partition leaders on the client's behalf (Produce v12+, TxnOffsetCommit v5+); **PrepareCommit** /
+**PrepareAbort** bump the epoch (the old one is fenced from then on, the markers carry the new
+one); when that bump reaches ``Short.MAX_VALUE`` the record also names a next producer id, and
+**Complete*** moves to it at epoch 0. EndTxn answers the producer id and epoch to go on with. An
+EndTxn abort from Empty/Complete* writes an empty PrepareAbort ("abort when unsure"). Each record
+keeps the client's transaction version (``client_transaction_version``), which decides how the
+next record is checked.
 
 Only ``replay`` changes the persisted fields, through ``transition_to``; ``pending_state`` (a
 transition whose record is being written) is in-memory only, as in Kafka.
@@ -166,21 +174,32 @@ class TransactionMetadata:
                 and value.transaction_timeout_ms == self.timeout_ms
             )
         elif new in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            fence = new == S.PREPARE_ABORT and value.producer_epoch == min(self.producer_epoch + 1, SHORT_MAX)
+            bumped = value.producer_epoch == min(self.producer_epoch + 1, SHORT_MAX)
+            if value.client_transaction_version >= 2:
+                # TV2 bumps the epoch with every Prepare* (validProducerEpoch: its last epoch is the
+                # current one); an abort from Empty/Complete* starts its transaction now
+                epoch_ok = bumped
+                start_ok = value.start_timestamp_ms == self.start_timestamp_ms or (
+                    new == S.PREPARE_ABORT and self.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+                )
+            else:
+                # TV1 keeps the epoch, but an epoch fence's PrepareAbort carries the bumped one
+                epoch_ok = value.producer_epoch == self.producer_epoch or (new == S.PREPARE_ABORT and bumped)
+                start_ok = value.start_timestamp_ms == self.start_timestamp_ms
             ok = (
                 same_producer
-                and (value.producer_epoch == self.producer_epoch or fence)
+                and epoch_ok
                 and value.partitions == self.partitions
                 and value.transaction_timeout_ms == self.timeout_ms
-                and value.start_timestamp_ms == self.start_timestamp_ms
+                and start_ok
             )
         elif new in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            ok = (
-                same_producer
-                and value.producer_epoch == self.producer_epoch
-                and value.transaction_timeout_ms == self.timeout_ms
-                and value.start_timestamp_ms != -1
-            )
+            if value.client_transaction_version >= 2 and value.producer_epoch == 0:
+                # TV2's epoch overflow: Complete* moves to the next producer id at epoch 0
+                producer_ok = value.previous_producer_id == self.producer_id
+            else:
+                producer_ok = same_producer and value.producer_epoch == self.producer_epoch
+            ok = producer_ok and value.transaction_timeout_ms == self.timeout_ms and value.start_timestamp_ms != -1
         else:  # Dead and PrepareEpochFence are never written (a tombstone removes a Dead id)
             ok = False
         if not ok:

@@ -30,7 +30,7 @@ from .fetch import FETCH_VERSIONS, FetchHandler
 from .list_offsets import LIST_OFFSETS_VERSIONS, ListOffsetsHandler
 from .maintenance import Maintenance
 from .markers import MarkerWriter
-from .produce import PRODUCE_VERSIONS, ProduceHandler
+from .produce import PRODUCE_VERSIONS, ProduceHandler, TxnAdder
 from .producer_ids import INIT_PRODUCER_ID_VERSIONS, PRODUCER_ID_FILE, ProducerIdManager, init_producer_id
 from .producers import ProducerStates
 from .state import DataState, Key, wall_ms
@@ -166,6 +166,16 @@ class DataPlane:
     @txn_verifier.setter
     def txn_verifier(self, verifier: Callable[[str, int, int, str, int], int] | None) -> None:
         self.produce_handler.txn_verifier = verifier
+
+    @property
+    def txn_adder(self) -> TxnAdder | None:
+        """Transaction version 2: adds a partition to a producer's transaction for Produce v12+,
+        set by the node (the transaction shell's ``add_partitions_with_retry``)."""
+        return self.produce_handler.txn_adder
+
+    @txn_adder.setter
+    def txn_adder(self, adder: TxnAdder | None) -> None:
+        self.produce_handler.txn_adder = adder
 
     @property
     def parked_fetches(self) -> int:

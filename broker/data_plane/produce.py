@@ -26,7 +26,11 @@ Transactions. A Produce whose batches are transactional needs the request's tran
 the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as KafkaApis answers); each batch then
 passes the producer checks (a stale epoch is INVALID_PRODUCER_EPOCH at every version, a plain batch
 inside an open transaction INVALID_TXN_STATE) and, when it would open a transaction in the
-partition, KIP-890's verification through ``txn_verifier`` (set by the transaction shell).
+partition, KIP-890's verification through ``txn_verifier`` (set by the transaction shell). From
+Produce v12 on (a transaction version 2 client, which sends no AddPartitionsToTxn) the partition is
+added to the transaction instead (``txn_adder``: Kafka's ``AddPartitionsToTxnManager`` with
+``ADD_PARTITION``, retried while the coordinator answers CONCURRENT_TRANSACTIONS); the batch is
+checked and handed to the appender once the add is durable, then as any other.
 
 Old versions. Produce v0-2, which Kafka 4.0 removed, is served as Kafka 3.x served it, for clients
 written against Kafka 2.x (sarama's default Version, kafka-go 0.2, Burrow): the message set (magic
@@ -36,7 +40,7 @@ written against Kafka 2.x (sarama's default Version, kafka-go 0.2, Burrow): the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -58,10 +62,20 @@ from .batch_checks import check_batch, partition_error, up_convert
 from .producers import Load, ProducerStates
 from .state import DataState, Key, Wake
 
-__all__ = ["LEGACY_PRODUCE_MAX", "PRODUCE_VERSIONS", "PendingAppend", "ProduceHandler", "append_error"]
+__all__ = ["LEGACY_PRODUCE_MAX", "PRODUCE_VERSIONS", "PendingAppend", "ProduceHandler", "TxnAdder", "append_error"]
 
-# What Produce serves (and ApiVersions advertises): the whole range of the schema.
-PRODUCE_VERSIONS = (0, 11)
+# What Produce serves (and ApiVersions advertises): the whole range of the schema. v12 is v11 from a
+# client that speaks transaction version 2 (AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation).
+PRODUCE_VERSIONS = (0, 12)
+# The first Produce version whose transactional batches add their partition (ADD_PARTITION).
+FIRST_ADDING_PRODUCE = 12
+
+# Not in ErrorCode (groupd answered neither before transaction version 2).
+NETWORK_EXCEPTION = 13
+NOT_ENOUGH_REPLICAS = 19
+
+# (transactional id, producer id, epoch, partitions) -> the coordinator's code per partition
+TxnAdder = Callable[[str, int, int, list[tuple[str, int]]], Awaitable[dict[tuple[str, int], int]]]
 # The newest version that may carry message sets (magic 0/1).
 LEGACY_PRODUCE_MAX = 2
 
@@ -100,6 +114,8 @@ class ProduceHandler:
         # coordinator's error (INVALID_TXN_STATE, TRANSACTION_ABORTABLE, PRODUCER_FENCED...).
         # None: transactional batches are not verified.
         self.txn_verifier: Callable[[str, int, int, str, int], int] | None = None
+        # Transaction version 2 (Produce v12+): adds the partition to the producer's transaction.
+        self.txn_adder: TxnAdder | None = None
 
     def handle(self, req: Request) -> Any:
         body = req.body
@@ -144,7 +160,7 @@ class ProduceHandler:
         return self._finish_produce(req, acks, results)
 
     def _produce_partition(
-        self, t: Topic, index: int, raw: bytes | None, v: int, now: int, txn_id: str | None = None
+        self, t: Topic, index: int, raw: bytes | None, v: int, now: int, txn_id: str | None = None, added: bool = False
     ) -> dict[str, Any] | PendingAppend:
         if t.internal:
             return partition_error(
@@ -169,6 +185,17 @@ class ProduceHandler:
         view = checked
         lat = now if cfg.message_timestamp_type == "LogAppendTime" else -1
         key = (t.name, index)
+        if (
+            not added
+            and v >= FIRST_ADDING_PRODUCE
+            and view.is_transactional
+            and txn_id is not None
+            and self.txn_adder is not None
+        ):
+            producers = self.state.producers.get(key)
+            if producers is None or not producers.has_ongoing_transaction(view.producer_id, view.producer_epoch):
+                fut = self._after_add(txn_id, view.producer_id, view.producer_epoch, t, index, raw, v)
+                return PendingAppend(index, plog, fut, lat)
         if view.producer_id >= 0:
             load = self.producer_states.load_for(key, plog)
             if load is not None:
@@ -230,6 +257,34 @@ class ProduceHandler:
         if code == ErrorCode.TRANSACTION_ABORTABLE and v < 11:
             return ErrorCode.INVALID_TXN_STATE
         return code
+
+    def _after_add(
+        self, txn_id: str, pid: int, epoch: int, t: Topic, index: int, raw: bytes | None, v: int
+    ) -> asyncio.Future[Any]:
+        """Transaction version 2: add the partition to the transaction, then check and append the
+        batch (``ReplicaManager.handleProduceAppend``'s postVerificationCallback), with the
+        coordinator's error mapped as ``postVerificationCallback`` maps it."""
+        adder = self.txn_adder
+        assert adder is not None
+        key = (t.name, index)
+
+        async def add_then_append() -> tuple[int, int] | dict[str, Any]:
+            code = (await adder(txn_id, pid, epoch, [key])).get(key, ErrorCode.UNKNOWN_SERVER_ERROR)
+            code = _add_error(code)
+            if code != ErrorCode.NONE:
+                log.info("produce_txn_add_failed", topic=t.name, partition=index, producer_id=pid, error=code)
+                return partition_error(index, code, f"Partition {t.name}-{index} was not added to the transaction")
+            if self.state.topics.get(t.name) is not t:
+                return partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition was deleted.")
+            r = self._produce_partition(t, index, raw, v, self.state.clock(), txn_id, added=True)
+            if isinstance(r, dict):
+                return r
+            if r.duplicate is not None and r.future is None:
+                return (r.duplicate.first_offset, r.duplicate.last_offset)
+            assert r.future is not None
+            return await r.future
+
+        return asyncio.ensure_future(add_then_append())
 
     def _after_load(
         self,
@@ -345,6 +400,23 @@ class ProduceHandler:
             "record_errors": [],
             "error_message": None,
         }
+
+
+def _add_error(code: int) -> int:
+    """A TV2 add's error as Produce answers it (``ReplicaManager.handleProduceAppend``): the
+    coordinator errors become NOT_ENOUGH_REPLICAS (retriable without a metadata refresh),
+    PRODUCER_FENCED INVALID_PRODUCER_EPOCH (``AddPartitionsToTxnManager``); CONCURRENT_TRANSACTIONS
+    stays what it is for a TV2 client."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code in (
+        NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    ):
+        return NOT_ENOUGH_REPLICAS
+    return code
 
 
 def append_error(topics: TopicRegistry, topic: str, index: int, exc: BaseException) -> dict[str, Any]:

@@ -174,14 +174,25 @@ class ConsumerGroup:
             del self.static_members[old.instance_id]
 
     def validate_offset_commit(
-        self, member_id: str, member_epoch: int, api_version: int, *, transactional: bool = False
+        self,
+        member_id: str,
+        member_epoch: int,
+        api_version: int,
+        *,
+        transactional: bool = False,
+        instance_id: str | None = None,
     ) -> int:
         """``ConsumerGroup.validateOffsetCommit``: without an epoch only an empty group takes commits
-        (admin tools, consumers managing their own partitions); otherwise the member must exist,
-        speak OffsetCommit v9+ (KIP-848 members; any TxnOffsetCommit version), and commit at its
-        current epoch (STALE_MEMBER_EPOCH, which ``validateTransactionalOffsetCommit`` answers as
-        ILLEGAL_GENERATION). The error code, NONE when the commit may go ahead."""
+        (admin tools, consumers managing their own partitions); a transactional commit that names
+        no member at all (generation -1, no member id, no instance id: TxnOffsetCommit v0-2, or a
+        producer given only the group id) is taken as it is, since TxnOffsetCommit does not require
+        those fields; otherwise the member must exist, speak OffsetCommit v9+ (KIP-848 members; any
+        TxnOffsetCommit version), and commit at its current epoch (STALE_MEMBER_EPOCH, which
+        ``validateTransactionalOffsetCommit`` answers as ILLEGAL_GENERATION). The error code, NONE
+        when the commit may go ahead."""
         if member_epoch < 0 and not self.members:
+            return errors.NONE
+        if transactional and member_epoch == -1 and member_id == "" and instance_id is None:
             return errors.NONE
         member = self.members.get(member_id)
         if member is None:

@@ -1,7 +1,7 @@
 """Data-plane APIs: Produce, Fetch, ListOffsets, InitProducerId, DescribeProducers.
 
 Transcribed from Kafka's ``Produce*.json``, ``Fetch*.json``, ``ListOffsets*.json``,
-``InitProducerId*.json`` and ``DescribeProducers*.json``. groupd serves only the version ranges below (Produce 0-11, Fetch 0-12,
+``InitProducerId*.json`` and ``DescribeProducers*.json``. groupd serves only the version ranges below (Produce 0-12, Fetch 0-12,
 ListOffsets 0-8), so fields that exist only above them (topic ids in Produce v13 / Fetch v13, Fetch's
 ReplicaState and replica directory ids, ListOffsets' TimeoutMs, ...) are left out. The versions Kafka 4.0
 removed (KIP-896: Produce v0-2, Fetch v0-3, ListOffsets v0) are served as Kafka 3.9 served them, for
@@ -16,7 +16,7 @@ from ..schema import api, f
 PRODUCE = api(
     0,
     "Produce",
-    valid="0-11",
+    valid="0-12",
     flexible="9+",
     request=[
         f("transactional_id", "string", "3+", nullable="3+", default=None),

@@ -24,6 +24,7 @@ from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.messages import API_BY_KEY, API_BY_NAME
 from groupd.security import acl
+from groupd.transactions.coordinator import HANDLED_APIS as TXN_HANDLED_APIS
 
 from groupd.config import Config
 
@@ -89,8 +90,8 @@ def test_kafka_checks_the_new_group_apis() -> None:
 
 def test_routing_agrees_with_the_coordinator_and_the_cluster() -> None:
     by = {r: {a.name for a in APIS if a.routing is r} for r in Routing}
-    # what the coordinator handles is made per broker, and nothing else is
-    assert by[Routing.COORDINATOR] == set(HANDLED_APIS)
+    # what the group and transaction coordinators handle is made per broker, and nothing else is
+    assert by[Routing.COORDINATOR] == set(HANDLED_APIS) | set(TXN_HANDLED_APIS)
     # the cluster knows the request shape of every API it guards or renames configs of
     assert by[Routing.LEADER] == GUARDED_APIS
     assert by[Routing.BROKER_CONFIGS] == BROKER_CONFIG_APIS

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from groupd.coordinator import CoordinatorConfig, GroupState, Node
 from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 from harness import Ctx, Shell
@@ -325,6 +326,24 @@ def test_consumer_group_member_epoch_checked_stale_is_illegal_generation() -> No
     p = s.coord.partition_for("cg")
     assert marker(s, True, partition=p) == 0
     assert offsets_of(fetch(s, "cg", {"t": [0]})) == {("t", 0): 5}
+
+
+@pytest.mark.parametrize("version", [0, 2, 3, 5])
+def test_consumer_group_takes_a_commit_that_names_only_the_group_validateOffsetCommit(version: int) -> None:
+    """TxnOffsetCommit v0-2, and v3+ from a producer given only the group id
+    (``consumer_group_metadata_new``), carry no member: ConsumerGroup.validateOffsetCommit skips
+    the member checks for a transactional commit with generation -1, no member id, no instance id."""
+    from test_consumer_group_coordinator import IMAGE, hb
+
+    s = Shell(topics_image=lambda: IMAGE, topic_partitions=lambda t: 4 if t == "t" else None)
+    hb(s, "m1")  # the group has a member
+    ok = txn_commit(s, {("t", 0): 7}, group="cg", version=version)
+    assert txn_errors(s, ok) == {("t", 0): 0}
+    # naming anything at all is checked as before
+    static = txn_commit(s, {("t", 0): 7}, group="cg", instance_id="i", version=max(version, 3))
+    assert txn_errors(s, static) == {("t", 0): 25}  # UNKNOWN_MEMBER_ID
+    assert marker(s, True, partition=s.coord.partition_for("cg")) == 0
+    assert offsets_of(fetch(s, "cg", {"t": [0]})) == {("t", 0): 7}
 
 
 # -- fetchOffsets with requireStable -----------------------------------------------------------------

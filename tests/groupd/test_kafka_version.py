@@ -91,16 +91,17 @@ def test_api_versions_is_the_generated_table(daemons: Daemons, rel: str | None) 
     finalized = {f["name"]: f["max_version_level"] for f in v4.get("finalized_features") or []}
     v3_supported = {f["name"] for f in v3.get("supported_features") or []}
     if rel is None:
-        assert supported == {"group.version": (0, 1)} and finalized == {"group.version": 1}
+        assert supported == {"group.version": (0, 1), "transaction.version": (0, 2)}
+        assert finalized == {"group.version": 1, "transaction.version": 2}
         return
-    # groupd serves transaction version 1 and no share groups: at most that, whatever the release says
+    # groupd serves no share groups: not advertised, whatever the release says
     assert "share.version" not in supported and "streams.version" not in supported
     assert v3_supported == set()  # Kafka leaves out min-0 features below ApiVersions v4 (KAFKA-17492)
     if rel == "3.9":
         assert supported == {} and finalized == {}
     else:
-        assert supported == {"group.version": (0, 1), "transaction.version": (0, 1)}
-        assert finalized == {"group.version": 1, "transaction.version": 1}
+        assert supported == {"group.version": (0, 1), "transaction.version": (0, 2)}
+        assert finalized == {"group.version": 1, "transaction.version": 2}
 
 
 def test_hand_checked_ranges_under_4_0(daemons: Daemons) -> None:
@@ -110,12 +111,12 @@ def test_hand_checked_ranges_under_4_0(daemons: Daemons) -> None:
         got = ranges(c.request("ApiVersions", 3, V3_BODY))
     finally:
         c.close()
-    assert got[0] == (0, 11)  # Produce: advertised from 0 (KAFKA-18659), groupd serves up to 11
+    assert got[0] == (0, 12)  # Produce: advertised from 0 (KAFKA-18659), accepted 3-12
     assert got[1] == (4, 12)  # Fetch
     assert got[2] == (1, 8)  # ListOffsets
     assert got[8] == (2, 9)  # OffsetCommit
     assert got[9] == (1, 9)  # OffsetFetch
-    assert got[26] == (0, 4)  # EndTxn: transaction version 1 only
+    assert got[26] == (0, 5)  # EndTxn: v5 is transaction version 2
 
 
 REMOVED_IN_4_0 = [("Produce", 2), ("Fetch", 3), ("ListOffsets", 0), ("OffsetCommit", 1), ("OffsetFetch", 0)]

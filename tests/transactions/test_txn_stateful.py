@@ -10,6 +10,9 @@ lose whatever was not durable. Kafka's invariants are checked after every step:
   and it completes in the state of that type (CompleteCommit after COMMIT, CompleteAbort after ABORT);
 - a transaction at rest (Empty, Complete*) has no partitions, an open one has some;
 - a coordinator loaded from the log (Kafka's bytes) has exactly the live state.
+
+Producers speak transaction version 1 or 2 (``tv2_transaction``: the partition leader adds the
+partition, EndTxn v5 answers the bumped epoch or a new producer id, which the producer goes on with).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class TransactionMachine(RuleBasedStateMachine):
         self.producers: list[Producer] = []
         self.inits: dict[Ctx, tuple[Producer, bool, int, int]] = {}  # producer, recovering, its id and epoch then
         self.abort_requests: dict[Ctx, tuple[str, int, int]] = {}
+        self.tv2_ends: dict[Ctx, Producer] = {}  # EndTxn v5 sent: the producer takes its answer
         self.client_aborts: set[tuple[str, int, int]] = set()  # EndTxn(abort) accepted
         self.seen_answers: set[Ctx] = set()
         self.granted: dict[str, tuple[int, int]] = {"z": (50, SHORT_MAX - 3)}
@@ -136,6 +140,33 @@ class TransactionMachine(RuleBasedStateMachine):
             self._end(p, commit)
             self.everything_lands()
 
+    @rule(data=st.data(), commit=st.booleans(), part=st.sampled_from(PARTITIONS), add=st.booleans())
+    def tv2_transaction(self, data: st.DataObject, commit: bool, part: tuple[str, int], add: bool) -> None:
+        """A transaction version 2 producer: its Produce has the leader add the partition
+        (AddPartitionsToTxn v5), then EndTxn v5; without the add an abort is "abort when unsure"."""
+        p = self._pick(data)
+        if p is None:
+            return
+        if add:
+            txn = {
+                "transactional_id": p.txn_id,
+                "producer_id": p.pid,
+                "producer_epoch": p.epoch,
+                "verify_only": False,
+                "topics": [{"name": part[0], "partitions": [part[1]]}],
+            }
+            self.shell.send("AddPartitionsToTxn", 5, {"transactions": [txn]})
+            self.everything_lands()
+        # a transaction that completed meanwhile is done with (its markers' type is forgotten)
+        self.states_are_consistent_and_replay_equals_live()
+        req = {"transactional_id": p.txn_id, "producer_id": p.pid, "producer_epoch": p.epoch, "committed": commit}
+        ctx = self.shell.send("EndTxn", 5, req)
+        self.tv2_ends[ctx] = p
+        if not commit:
+            # its markers carry the bumped epoch of the producer id it had
+            self.abort_requests[ctx] = (p.txn_id, p.pid, min(p.epoch + 1, SHORT_MAX))
+        self.everything_lands()
+
     @rule(ms=st.sampled_from([0, 100, 2000, 6000, 31_000]))
     def time_passes(self, ms: int) -> None:
         self.shell.advance(ms)
@@ -149,6 +180,7 @@ class TransactionMachine(RuleBasedStateMachine):
         self.shell.pending_markers.clear()
         self.inits.clear()
         self.abort_requests.clear()
+        self.tv2_ends.clear()
         self.decided.clear()  # re-checked against the markers the load re-sends
         self.shell.restart()
         event("restart")
@@ -164,6 +196,18 @@ class TransactionMachine(RuleBasedStateMachine):
             aborting = self.abort_requests.pop(ctx, None)
             if aborting is not None and resp["error_code"] == 0:
                 self.client_aborts.add(aborting)
+            ended = self.tv2_ends.pop(ctx, None)
+            if ended is not None and resp["error_code"] == 0:
+                pid, epoch = resp["producer_id"], resp["producer_epoch"]
+                assert (pid, epoch) != (ended.pid, ended.epoch) or self.granted.get(ended.txn_id) == (pid, epoch)
+                if pid != ended.pid:
+                    self.retired.add((ended.txn_id, ended.pid))
+                    event("tv2 producer id rolled over")
+                else:
+                    assert epoch >= ended.epoch
+                self.highest[(ended.txn_id, pid)] = max(epoch, self.highest.get((ended.txn_id, pid), -1))
+                self.granted[ended.txn_id] = (pid, epoch)
+                ended.pid, ended.epoch = pid, epoch
             sent = self.inits.pop(ctx, None)
             if sent is not None and resp["error_code"] == 0:
                 p, recovering, had_pid, had_epoch = sent
@@ -185,13 +229,16 @@ class TransactionMachine(RuleBasedStateMachine):
         for m in shell.pending_markers:
             meta = shell.coord.transactions[m.transactional_id]
             assert meta.state == (S.PREPARE_COMMIT if m.committed else S.PREPARE_ABORT)
-            assert m.partitions == meta.partitions and m.partitions
+            # only a TV2 "abort when unsure" has nothing to mark
+            assert m.partitions == meta.partitions
+            assert m.partitions or (not m.committed and meta.client_transaction_version >= 2)
             assert (m.producer_id, m.producer_epoch) == (meta.producer_id, meta.producer_epoch)
             assert self.decided.setdefault(m.transactional_id, m.committed) == m.committed, "two marker types"
             if m.committed:
-                assert self.granted[m.transactional_id] == (m.producer_id, m.producer_epoch), (
-                    "a fenced producer committed"
-                )
+                granted = self.granted[m.transactional_id]
+                # TV2: the epoch the commit was answered with (a rollover: the next producer id)
+                rolled = meta.next_producer_id >= 0 and granted == (meta.next_producer_id, 0)
+                assert granted == (m.producer_id, m.producer_epoch) or rolled, "a fenced producer committed"
                 event("commit decided")
             elif (m.transactional_id, m.producer_id, m.producer_epoch) not in self.client_aborts:
                 # an abort the coordinator decided (a fence, a timeout) fences the producer: its
@@ -215,7 +262,7 @@ class TransactionMachine(RuleBasedStateMachine):
                     assert meta.state == (S.COMPLETE_COMMIT if decided else S.COMPLETE_ABORT)
             else:
                 assert meta.state in (S.ONGOING, S.PREPARE_COMMIT, S.PREPARE_ABORT)
-                assert meta.partitions
+                assert meta.partitions or (meta.state == S.PREPARE_ABORT and meta.client_transaction_version >= 2)
             highest = self.highest.get((txn_id, meta.producer_id), -1)
             assert meta.producer_epoch >= highest, "the durable epoch is below one handed out"
         loaded = TxnShell(config=shell.config)
