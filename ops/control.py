@@ -17,7 +17,10 @@
 
 Bad input is a 4xx answer with ``{"error": <kind>, "message": <what is wrong>}``, never an exception
 in the daemon: every document is checked field by field against the same rules the OpenAPI
-description states. The endpoint has no authentication: it is off unless asked for, and listens
+description states, and a rule or action naming a broker this process does not have is refused.
+The HTTP server's own refusals have the same shape: no such path (404), method (405), a body too
+large (413) or without a length (411), a head over 16 KiB (431), and bytes that are not an HTTP/1.x
+request at all (400), each answered before the connection closes. The endpoint has no authentication: it is off unless asked for, and listens
 on the listen address (a loopback one by default).
 """
 
