@@ -17,7 +17,10 @@
 
 Bad input is a 4xx answer with ``{"error": <kind>, "message": <what is wrong>}``, never an exception
 in the daemon: every document is checked field by field against the same rules the OpenAPI
-description states. The endpoint has no authentication: it is off unless asked for, and listens
+description states, and a rule or action naming a broker this process does not have is refused.
+The HTTP server's own refusals have the same shape: no such path (404), method (405), a body too
+large (413) or without a length (411), a head over 16 KiB (431), and bytes that are not an HTTP/1.x
+request at all (400), each answered before the connection closes. The endpoint has no authentication: it is off unless asked for, and listens
 on the listen address (a loopback one by default).
 """
 
@@ -158,6 +161,11 @@ def _problem(e: BadInput) -> Response:
     return _json(e.status, {"error": e.kind, "message": str(e)})
 
 
+def _server_problem(status: str, kind: str, message: str) -> Response:
+    """The HTTP server's own refusals (404, 405, 413, 431, a garbage request) in the same shape."""
+    return _json(status, {"error": kind, "message": message})
+
+
 class Control:
     """The endpoint over one broker (cluster mode will hand it several)."""
 
@@ -181,6 +189,7 @@ class Control:
             },
             not_found="no such path: see /openapi.json",
             methods=("GET", "HEAD", "POST", "DELETE"),
+            error=_server_problem,
         )
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
@@ -206,6 +215,9 @@ class Control:
                 log.info("faults_cleared", cleared=n)
                 return _json("200 OK", {"cleared": n})
             rule = parse_rule(_body(req))
+            if rule.broker is not None and rule.broker not in self._node_ids():
+                # A rule no request can ever match would sit in the list doing nothing.
+                raise BadInput(f"no broker {rule.broker} (brokers: {self._node_ids()}; GET /brokers lists them)")
             try:
                 self.faults.add(rule)
             except ValueError as e:
@@ -258,10 +270,13 @@ class Control:
             raise BadInput("only POST", "405 Method Not Allowed", "method_not_allowed")
         doc = _check_fields(_body(req) if req.body or not empty else {}, allowed)
         broker = _int(doc, "broker", 0, 2**31 - 1)
-        known = list(self.cluster.nodes) if self.cluster is not None else [self.broker.config.node_id]
+        known = self._node_ids()
         if broker is not None and broker not in known:
             raise BadInput(f"no broker {broker} (brokers: {known})", "404 Not Found", "not_found")
         return doc
+
+    def _node_ids(self) -> list[int]:
+        return list(self.cluster.nodes) if self.cluster is not None else [self.broker.config.node_id]
 
     # --- broker actions (cluster mode) -------------------------------------------------------------
     @property

@@ -27,6 +27,8 @@ HEAD_LIMIT = 16 * 1024  # request line and headers; nothing legitimate comes clo
 HEAD_TIMEOUT_S = 10.0
 BODY_LIMIT = 64 * 1024  # a JSON document of the control endpoint
 STREAM_STALL_S = 30.0
+LINGER_S = 2.0  # reading what a refused client still sends, before closing
+LINGER_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -56,16 +58,33 @@ class Stream:
 
 
 Handler = Callable[[HttpRequest], Awaitable[Response | Stream]]
+# The server's own answers (no route, wrong method, a request it cannot read): status, kind, message.
+ErrorBody = Callable[[str, str, str], Response]
 
 
 def text(status: str, message: str) -> Response:
     return Response(status, (message + "\n").encode())
 
 
+def text_error(status: str, _kind: str, message: str) -> Response:
+    return text(status, message)
+
+
+class BadRequest(ValueError):
+    """A request the server answers itself, with ``status`` and then closes: what any HTTP server
+    answers to a line that is not a request line (400) or a head too large to read (431)."""
+
+    def __init__(self, status: str, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
 class HttpServer:
     """Routes by exact path, then by the longest route ``/prefix/*`` whose prefix starts the path;
     ``name`` is the prefix of its log events (``metrics_listening``, ...). ``methods``: what the
-    handlers answer (beyond GET and HEAD they check ``req.method`` themselves)."""
+    handlers answer (beyond GET and HEAD they check ``req.method`` themselves). ``error`` renders
+    the server's own 4xx/5xx answers (the control endpoint's are JSON, as its handlers' are)."""
 
     def __init__(
         self,
@@ -74,11 +93,13 @@ class HttpServer:
         *,
         not_found: str = "not found",
         methods: tuple[str, ...] = ("GET", "HEAD"),
+        error: ErrorBody = text_error,
     ) -> None:
         self.name = name
         self.routes = routes
         self.not_found = not_found
         self.methods = methods
+        self.error = error
         self._server: asyncio.base_events.Server | None = None
         self._streams: set[asyncio.Task[None]] = set()
 
@@ -101,28 +122,26 @@ class HttpServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             req = await asyncio.wait_for(_read_head(reader), timeout=HEAD_TIMEOUT_S)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError, OSError):
-            writer.close()
+        except BadRequest as e:
+            await self._refuse(self.error(e.status, e.kind, str(e)), reader, writer)
             return
-        if isinstance(req, Response):  # a body it could not read
-            writer.write(_head(req.status, req.content_type, req.headers, len(req.body)) + req.body)
-            with contextlib.suppress(OSError):
-                await writer.drain()
+        except (asyncio.IncompleteReadError, TimeoutError, OSError):
+            # The client went away, or sent nothing usable in time: nobody is waiting for an answer.
             writer.close()
             return
         if req.method not in self.methods:
             allowed = ", ".join(self.methods[:-1]) + " and " + self.methods[-1]
-            answer: Response | Stream = text("405 Method Not Allowed", "only " + allowed)
+            answer: Response | Stream = self.error("405 Method Not Allowed", "method_not_allowed", "only " + allowed)
         else:
             handler = self._route(req.path)
             if handler is None:
-                answer = text("404 Not Found", self.not_found)
+                answer = self.error("404 Not Found", "not_found", self.not_found)
             else:
                 try:
                     answer = await handler(req)
                 except Exception:
                     log.exception(f"{self.name}_request_failed", path=req.path)
-                    answer = text("500 Internal Server Error", "the page could not be rendered")
+                    answer = self.error("500 Internal Server Error", "internal", "the page could not be rendered")
         try:
             if isinstance(answer, Stream) and req.method == "GET":
                 await self._stream(answer, reader, writer)
@@ -133,6 +152,24 @@ class HttpServer:
                 writer.write(head if req.method == "HEAD" else head + answer.body)
                 await writer.drain()
         except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def _refuse(self, answer: Response, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answer a request that could not be read, then close. What the client still sends is read
+        and dropped for a moment first: closing a socket with unread bytes resets the connection,
+        and the reset can reach the client before the answer it was about to read."""
+        try:
+            writer.write(_head(answer.status, answer.content_type, answer.headers, len(answer.body)) + answer.body)
+            await asyncio.wait_for(writer.drain(), LINGER_S)
+            if writer.can_write_eof():
+                writer.write_eof()
+            async with asyncio.timeout(LINGER_S):
+                drained = 0
+                while drained < LINGER_BYTES and (chunk := await reader.read(65536)):
+                    drained += len(chunk)
+        except (OSError, TimeoutError):
             pass
         finally:
             writer.close()
@@ -166,31 +203,79 @@ class HttpServer:
                 await answer.chunks.aclose()  # type: ignore[attr-defined]
 
 
-async def _read_head(reader: asyncio.StreamReader) -> HttpRequest | Response:
-    """The request (with its body), or the error answer to a body that cannot be read."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    method, target, _version = lines[0].split(" ", 2)
+def _head_too_large() -> BadRequest:
+    """Kafka's and most HTTP servers' answer to a head past their limit (RFC 6585)."""
+    return BadRequest(
+        "431 Request Header Fields Too Large",
+        "header_too_large",
+        f"the request line and headers are limited to {HEAD_LIMIT} bytes",
+    )
+
+
+_TOKEN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_PRINTABLE = frozenset(range(0x20, 0x7F))
+
+
+async def _read_head(reader: asyncio.StreamReader) -> HttpRequest:
+    """The request (with its body). Raises BadRequest for what is not an HTTP/1.x request or cannot
+    be read (too large, no length), IncompleteReadError when the client goes away before its head
+    starts or its body ends."""
+    buf = bytearray()
+    while (end := buf.find(b"\r\n\r\n")) < 0:
+        _check_request_line(bytes(buf[:HEAD_LIMIT]))
+        if len(buf) > HEAD_LIMIT:
+            raise _head_too_large()
+        chunk = await reader.read(4096)
+        if not chunk:
+            if not buf:
+                raise asyncio.IncompleteReadError(b"", None)
+            raise BadRequest("400 Bad Request", "bad_request", "the request ended before its headers did")
+        buf += chunk
+    if end > HEAD_LIMIT:
+        raise _head_too_large()
+    lines = buf[:end].decode("latin-1").split("\r\n")
+    rest = bytes(buf[end + 4 :])
+    _check_request_line(lines[0].encode("latin-1"), complete=True)
+    method, target, _version = lines[0].split(" ")
+    if not target.startswith("/"):
+        raise BadRequest("400 Bad Request", "bad_request", "the request target must be a path starting with /")
     headers = {}
     for line in lines[1:]:
         name, sep, value = line.partition(":")
-        if sep:
-            headers[name.strip().lower()] = value.strip()
+        if not sep or not name or name != name.strip():
+            raise BadRequest("400 Bad Request", "bad_request", f"not a header line ('Name: value'): {line[:80]!r}")
+        headers[name.lower()] = value.strip()
     path, _, query = target.partition("?")
     body = b""
     if "content-length" in headers:
         try:
             length = int(headers["content-length"])
         except ValueError:
-            return text("400 Bad Request", "bad Content-Length")
+            length = -1
         if length < 0:
-            return text("400 Bad Request", "bad Content-Length")
+            raise BadRequest("400 Bad Request", "bad_request", "bad Content-Length")
         if length > BODY_LIMIT:
-            return text("413 Content Too Large", f"bodies are limited to {BODY_LIMIT} bytes")
-        body = await reader.readexactly(length)
+            raise BadRequest("413 Content Too Large", "too_large", f"bodies are limited to {BODY_LIMIT} bytes")
+        body = rest[:length]
+        if len(body) < length:
+            body += await reader.readexactly(length - len(body))
     elif "transfer-encoding" in headers:
-        return text("411 Length Required", "send the body with a Content-Length")
+        raise BadRequest("411 Length Required", "length_required", "send the body with a Content-Length")
     return HttpRequest(method, path, query, headers, body)
+
+
+def _check_request_line(data: bytes, *, complete: bool = False) -> None:
+    """BadRequest as soon as the first line (or what has come of it) cannot be ``METHOD target
+    HTTP/1.x``: binary bytes are refused at once instead of waiting for a blank line never sent."""
+    complete = complete or b"\r\n" in data
+    line = data.split(b"\r\n", 1)[0]
+    method = line.partition(b" ")[0]
+    ok = all(b in _PRINTABLE for b in line) and len(method) <= 20 and all(b in _TOKEN for b in method)
+    if ok and complete:
+        parts = line.split(b" ")
+        ok = len(parts) == 3 and bool(method) and parts[2] in (b"HTTP/1.0", b"HTTP/1.1")
+    if not ok:
+        raise BadRequest("400 Bad Request", "bad_request", "not an HTTP/1.1 request line: METHOD /path HTTP/1.1")
 
 
 async def _cancel_on_eof(reader: asyncio.StreamReader, task: asyncio.Task[None]) -> None:

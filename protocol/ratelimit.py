@@ -34,28 +34,33 @@ _limiters: weakref.WeakSet[LogLimiter] = weakref.WeakSet()
 
 
 class _Window:
-    __slots__ = ("ends", "held", "last", "timer")
+    __slots__ = ("ends", "held", "last", "logged", "timer")
 
     def __init__(self, ends: float) -> None:
         self.ends = ends
+        self.logged = 1  # the line that opened it
         self.held = 0
         self.last: tuple[str, dict[str, Any]] = ("", {})
         self.timer: asyncio.TimerHandle | None = None
 
 
 class LogLimiter:
-    """Log through ``logger`` at most one line per (event, key) per ``interval_s``."""
+    """Log through ``logger`` at most ``burst`` lines per (event, key) per ``interval_s`` (one by
+    default; a few when each of a short series is worth seeing, as the closes of a handful of bad
+    connections are, while a flood of them is still a few lines and a count)."""
 
     def __init__(
         self,
         logger: Any,
         interval_s: float = 10.0,
         *,
+        burst: int = 1,
         max_keys: int = 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.logger = logger
         self.interval_s = interval_s
+        self.burst = burst
         self.max_keys = max_keys
         self.clock = clock
         self._windows: dict[tuple[str, Hashable], _Window] = {}
@@ -70,6 +75,10 @@ class LogLimiter:
             k = (event, "<other keys>")
             w = self._windows.get(k)
         now = self.clock()
+        if w is not None and now < w.ends and w.logged < self.burst and not w.held:
+            w.logged += 1
+            self._emit(level, event, fields, 0)
+            return True
         if w is not None and now < w.ends:
             w.held += 1
             w.last = (level, fields)

@@ -41,6 +41,10 @@ from .ratelimit import LogLimiter
 
 log = structlog.get_logger("groupd.server")
 limited_log = LogLimiter(log)
+# Connections closed for what they sent (a bad frame, an unknown API, no authentication): a fuzzer
+# or a broken client makes thousands a minute (102,842 lines in two minutes of fuzzing). The first
+# few of each reason and host are logged, then one line per interval with the count.
+closed_log = LogLimiter(log, burst=10)
 
 _conn_ids = itertools.count(1)
 _FRAME_SIZE = struct.Struct(">i")
@@ -379,14 +383,22 @@ class Connection(asyncio.Protocol):
     def close(self, reason: str, **fields: Any) -> None:
         if self.closed:
             return
-        log.warning(
-            "connection_closed", conn=self.id, peer=f"{self.peer_host}:{self.peer_port}", reason=reason, **fields
-        )
+        self._log_closed(reason, fields)
         self.closed = True
         self._drop_buffers()
         if self.transport is not None:
             self.transport.abort()
         self._run_close_callbacks()
+
+    def _log_closed(self, reason: str, fields: dict[str, Any]) -> None:
+        closed_log.warning(
+            "connection_closed",
+            key=(reason, self.peer_host),
+            conn=self.id,
+            peer=f"{self.peer_host}:{self.peer_port}",
+            reason=reason,
+            **fields,
+        )
 
     def add_close_callback(self, callback: Callable[[Connection], None]) -> None:
         """Call ``callback(self)`` once, when this connection closes (at once if it has). Adding the
@@ -421,9 +433,11 @@ class Connection(asyncio.Protocol):
                 return
             self._flush()
             self._drop_buffers()
-            (log.debug if quiet else log.warning)(
-                "connection_closed", conn=self.id, peer=f"{self.peer_host}:{self.peer_port}", reason=reason, **fields
-            )
+            if quiet:
+                peer = f"{self.peer_host}:{self.peer_port}"
+                log.debug("connection_closed", conn=self.id, peer=peer, reason=reason, **fields)
+            else:
+                self._log_closed(reason, fields)
             self.closed = True
             transport = self.transport
             if transport is not None:

@@ -180,7 +180,17 @@ class Appender:
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        """Nobody awaits these tasks: an exception is retrieved and logged here, or asyncio prints
+        it raw ("Task exception was never retrieved") whenever the task is collected."""
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("storage.task.failed", error=repr(exc), exc_info=exc)
 
     def _job(self, units: list) -> list:
         """Executor side: every unit's writes (and fsyncs), each failing on its own."""
@@ -283,10 +293,16 @@ class Appender:
     async def _background_fsync(self, plog: PartitionLog, state: _PartitionState) -> None:
         loop = asyncio.get_running_loop()
         try:
+            if plog.closed:
+                return  # closed (shutdown: flushed) or abandoned (its topic deleted) since scheduled
             state.last_fsync = self._clock()
             self.fsyncs += 1
             await loop.run_in_executor(self._executor, self._timed_fsync, plog)
-        except (StorageError, OSError) as exc:
+        except (StorageError, OSError, ValueError) as exc:
+            # The log closed while the fsync waited in the executor's queue: nothing to report
+            # (PartitionLog.flush skips a closed log; an injected fsync may not).
+            if plog.closed:
+                return
             # Callers were already answered; the data stays dirty and the next interval retries.
             limited_log.error("storage.fsync.failed", key=plog.path, path=str(plog.path), error=str(exc))
         finally:

@@ -1238,8 +1238,15 @@ class PartitionLog:
     # -- durability -------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync every segment written since the last flush. Raises StorageError."""
+        """fsync every segment written since the last flush. Raises StorageError.
+
+        A closed log has nothing left to flush: ``close()`` flushed it, and an abandoned one (a
+        deleted topic's) is going away. A background fsync queued before the close comes here
+        after it, from an executor thread, and may even find the fds closed under it (``fd -1``
+        is a ValueError, a closed number an EBADF): both are the close winning, not a failure."""
         with self._lock:
+            if self._closed:
+                return
             dirty, self._dirty = self._dirty, set()
             active = self._segments[-1]
             point = (active.base_offset, active.size, self._next_offset)
@@ -1249,14 +1256,16 @@ class PartitionLog:
         try:
             for seg in sorted(dirty, key=lambda s: s.base_offset):
                 seg.fsync()
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
+            if self._closed:
+                return
             with self._lock:
                 self._dirty |= dirty
             raise StorageError(f"fsync in {self.path} failed: {exc}") from exc
         # Everything appended before the snapshot above is durable now (Kafka: the recovery point
         # moves with each flush).
         with self._lock:
-            if truncations == self._truncations:
+            if truncations == self._truncations and not self._closed:
                 self._write_recovery_point(*point)
 
     @property

@@ -303,7 +303,7 @@ async def test_streams_are_capped_and_closing_ends_them() -> None:
         assert await asyncio.to_thread(status, "/events") == 503  # the one slot is taken
         assert await asyncio.to_thread(status, "/api/view") == 200
         assert await asyncio.to_thread(status, "/nowhere") == 404
-        assert await asyncio.to_thread(status, "/", "x" * 20_000) == -1  # a head over 16 KiB
+        assert await asyncio.to_thread(status, "/", "x" * 20_000) == 431  # a head over 16 KiB
         await asyncio.wait_for(dash.close(), 5)  # ends the open stream instead of waiting on it
         await asyncio.wait_for(reader.read(), 5)  # to EOF: the server closed the stream
         assert reader.at_eof()

@@ -98,3 +98,14 @@ async def test_on_a_loop_the_window_end_logs_the_count_even_when_the_flood_stopp
     # The closing line opened a window of its own; it ended empty and the key is forgotten.
     assert len(rec.lines) == 2
     assert lim.error("offsets_append_failed", key=7, partition=7, i=10) is True
+
+
+def test_a_burst_logs_the_first_lines_of_a_window_then_holds_back() -> None:
+    rec, clock = Recorder(), Clock()
+    lim = LogLimiter(rec, 10.0, burst=3, clock=clock)
+    logged = [lim.warning("connection_closed", key=("bad frame", "h"), conn=i) for i in range(100)]
+    assert logged == [True] * 3 + [False] * 97
+    assert [f["conn"] for _, _, f in rec.lines] == [0, 1, 2]
+    clock.now += 10.0
+    assert lim.warning("connection_closed", key=("bad frame", "h"), conn=100) is True
+    assert rec.lines[-1][2] == {"conn": 100, "suppressed": 97, "suppressed_window_s": 10.0}
