@@ -1,0 +1,68 @@
+"""What a newcomer meets when the daemon cannot start: one line saying why, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+GROUPD = [sys.executable, "-m", "groupd"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(data_dir: Path, port: int, *extra: str) -> list[str]:
+    return [*GROUPD, "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir), *extra]
+
+
+def _wait_listening(proc: subprocess.Popen[str], port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("the daemon did not listen")
+
+
+def _refused(argv: list[str]) -> str:
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=60, env={**os.environ, "GROUPD_LOG_LEVEL": "warning"}
+    )
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+def test_second_daemon_on_one_data_dir_is_refused_in_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    port = _free_port()
+    first = subprocess.Popen(_serve(data, port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_listening(first, port)
+        line = _refused(_serve(data, _free_port()))
+        assert str(data.resolve()) in line
+        assert f"process {first.pid}" in line
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=30)
+    # the lock goes with the process: a daemon started afterwards gets the directory
+    port = _free_port()
+    again = subprocess.Popen(_serve(data, port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_listening(again, port)
+    finally:
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(timeout=30) == 0
