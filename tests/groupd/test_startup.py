@@ -66,3 +66,21 @@ def test_second_daemon_on_one_data_dir_is_refused_in_one_line(tmp_path: Path) ->
     finally:
         again.send_signal(signal.SIGTERM)
         assert again.wait(timeout=30) == 0
+
+
+def test_port_in_use_names_the_address_and_the_option(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = _refused(_serve(tmp_path / "data", port))
+    assert f"127.0.0.1:{port} is already in use" in line
+    assert "--port" in line and "PORT=" in line
+    assert "Errno" not in line
+
+
+def test_data_dir_that_is_a_file_says_so(tmp_path: Path) -> None:
+    f = tmp_path / "data"
+    f.write_text("")
+    line = _refused(_serve(f, _free_port()))
+    assert f"{f}: the path is a file, not a directory" in line
