@@ -1,0 +1,31 @@
+"""groupd's own command line as a newcomer meets it (issue 29, item 8)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+GROUPD = [sys.executable, "-m", "groupd"]
+
+
+def test_scram_credential_without_a_terminal_reads_stdin() -> None:
+    done = subprocess.run(
+        [*GROUPD, "scram-credential", "alice", "--mechanism", "SCRAM-SHA-256"],
+        input="secret\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith('[users."alice"]')
+    assert "SCRAM-SHA-256" in done.stdout
+    assert "Warning" not in done.stderr
+
+
+def test_scram_credential_with_nothing_on_stdin_is_one_line() -> None:
+    done = subprocess.run(
+        [*GROUPD, "scram-credential", "alice"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
