@@ -29,3 +29,18 @@ def test_scram_credential_with_nothing_on_stdin_is_one_line() -> None:
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_serve_help_names_each_env_var_and_one_default() -> None:
+    from groupd import cli
+
+    parser = cli.build_parser()
+    serve = parser._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    helps = {a.dest: a.help or "" for a in serve._actions if a.dest not in ("help",)}
+    assert helps["config"].endswith("(env GROUPD_CONFIG)")
+    for dest, text in helps.items():
+        if dest == "config":
+            continue
+        assert f"env GROUPD_{dest.upper()})" in text, (dest, text)
+        assert text.count("(default:") == 1, (dest, text)
+    assert helps["port"].endswith("(default: 9092; env GROUPD_PORT)")
