@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+
+import pytest
 
 GROUPD = [sys.executable, "-m", "groupd"]
 
@@ -44,3 +47,21 @@ def test_serve_help_names_each_env_var_and_one_default() -> None:
         assert f"env GROUPD_{dest.upper()})" in text, (dest, text)
         assert text.count("(default:") == 1, (dest, text)
     assert helps["port"].endswith("(default: 9092; env GROUPD_PORT)")
+
+
+def test_log_lines_leave_out_an_absent_instance(capsys: pytest.CaptureFixture[str]) -> None:
+    import structlog
+
+    from groupd import logs
+
+    saved = structlog.get_config()
+    try:
+        logs.configure("json", "info")
+        log = structlog.get_logger("test")
+        log.info("member_joined", member="m-1", instance=None)
+        log.info("member_joined", member="m-2", instance="i-2")
+    finally:
+        structlog.configure(**saved)
+    first, second = (json.loads(line) for line in capsys.readouterr().err.splitlines())
+    assert "instance" not in first
+    assert second["instance"] == "i-2"

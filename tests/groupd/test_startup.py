@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -84,3 +85,43 @@ def test_data_dir_that_is_a_file_says_so(tmp_path: Path) -> None:
     f.write_text("")
     line = _refused(_serve(f, _free_port()))
     assert f"{f}: the path is a file, not a directory" in line
+
+
+def _listening_events(argv: list[str], until: str = "groupd_listening") -> list[dict[str, object]]:
+    """The JSON events a daemon logs up to ``until``; the daemon is stopped afterwards."""
+    proc = subprocess.Popen(
+        [*argv, "--log-format", "json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    events: list[dict[str, object]] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            events.append(json.loads(line))
+            if events[-1].get("event") == until:
+                return events
+        raise AssertionError(f"the daemon ended before {until}: {events}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_startup_line_shows_the_listen_and_the_advertised_address(tmp_path: Path) -> None:
+    port = _free_port()
+    argv = [*GROUPD, "serve", "--data-dir", str(tmp_path / "data")]
+    argv += [
+        "--listeners",
+        f"PLAINTEXT://127.0.0.1:{port}",
+        "--advertised-listeners",
+        "PLAINTEXT://kafka.example:29092",
+    ]
+    listening = _listening_events(argv)[-1]
+    assert listening["listen"] == f"127.0.0.1:{port}"
+    assert listening["advertised"] == "kafka.example:29092"
+
+
+def test_cluster_brokers_log_their_addresses_as_strings(tmp_path: Path) -> None:
+    port = _free_port()
+    events = _listening_events(_serve(tmp_path / "data", port, "--brokers", "2"))
+    (broker,) = [e for e in events if e["event"] == "broker_listening"]
+    assert broker["advertised"] == f"127.0.0.1:{port + 1}"
+    assert broker["listen"] == f"127.0.0.1:{port + 1}"
