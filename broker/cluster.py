@@ -649,7 +649,12 @@ class Cluster:
         li = node.listener
         ssl = self.broker.ssl_context if li.tls else None
         _host, li.port = await node.server.start(li.host, li.port, ssl=ssl, listener=li)
-        log.info("broker_listening", node_id=node.node_id, listen=f"{li.host}:{li.port}", advertised=node.endpoint)
+        log.info(
+            "broker_listening",
+            node_id=node.node_id,
+            listen=f"{li.host}:{li.port}",
+            advertised="{}:{}".format(*node.endpoint),
+        )
 
     def transaction_coordinator(self, transactional_id: str) -> CoordinatorNode | None:
         """The leader of the id's ``__transaction_state`` partition (FindCoordinator key type 1).

@@ -280,7 +280,13 @@ class Broker:
             "groupd_listening",
             listen=f"{first.host}:{first.port}",
             listeners=[str(li) for li in self.listeners],
-            advertised=f"{first.advertised_host}:{first.port}",
+            # what clients are told (--advertised-listeners' host and port), not the bound port
+            advertised="{}:{}".format(*endpoint(None, first)),
+            **(
+                {"advertised_listeners": ["{}://{}:{}".format(li.name, *endpoint(None, li)) for li in self.listeners]}
+                if len(self.listeners) > 1
+                else {}
+            ),
             data_dir=str(self.data_dir.resolve()),
             cluster_id=self.topics.cluster_id,
             node_id=self.config.node_id,

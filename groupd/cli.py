@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "fault":
         return fault_cli.run(args, parser)
     if args.command == "scram-credential":
-        return scram.run_cli(args)
+        return _scram_credential(args)
     if args.command == "healthcheck" and args.local:
         try:  # the daemon's own configuration, which ops/ cannot read (it sits below groupd/)
             args.bootstrap_server = local_bootstrap(config.load(None))
@@ -59,6 +59,23 @@ def main(argv: list[str] | None = None) -> int:
         return admin_cli.run(args, parser)
     parser.print_help()
     return 2
+
+
+def _scram_credential(args: argparse.Namespace) -> int:
+    """Without a terminal to prompt on (a pipe, a CI job, ``docker run`` without ``-t``) the password
+    is read from standard input, as ``--password-stdin`` says: getpass would warn that it cannot hide
+    the echo and read it there anyway, or end in a traceback on an empty input."""
+    if not args.password_stdin and not sys.stdin.isatty():
+        args.password_stdin = True
+    try:
+        return scram.run_cli(args)
+    except (EOFError, KeyboardInterrupt):
+        print(
+            "groupd: no password given: type it at the prompt or pipe it in "
+            f"(echo secret | groupd scram-credential {args.user} --password-stdin)",
+            file=sys.stderr,
+        )
+        return 2
 
 
 def local_bootstrap(cfg: config.Config) -> str:

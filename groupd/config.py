@@ -279,12 +279,27 @@ def _convert_value(f: dataclasses.Field[Any], raw: Any) -> Any:
     return raw
 
 
+def env_var(name: str) -> str:
+    """The environment variable of setting ``name`` (``port`` -> ``GROUPD_PORT``)."""
+    return "GROUPD_" + name.upper()
+
+
+def _help(f: dataclasses.Field[Any]) -> str:
+    """A flag's help: its text, then its environment variable and one default (a help text that
+    says its own default, such as "default: --host", keeps it instead of the field's raw value)."""
+    text = f.metadata.get("help", "")
+    if "(default:" in text:
+        return f"{text} (env {env_var(f.name)})"
+    default = "none" if f.default == "" else f.default
+    return f"{text} (default: {default}; env {env_var(f.name)})"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="TOML configuration file")
+    parser.add_argument("--config", help="TOML configuration file (env GROUPD_CONFIG)")
     for f in fields(Config):
         if f.metadata.get("table"):
             continue
-        help_ = f.metadata.get("help", "") + f" (default: {f.default})"
+        help_ = _help(f)
         if _kind(f) == "bool":
             parser.add_argument(
                 flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_
@@ -313,7 +328,7 @@ def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = No
             origins[key] = f"{k} in {path}"
             values[key] = _convert(by_name[key], v, origins[key])
     for name, f in by_name.items():
-        var = "GROUPD_" + name.upper()
+        var = env_var(name)
         raw = None if f.metadata.get("table") else env.get(var)
         if raw is not None:
             origins[name] = var

@@ -7,16 +7,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fcntl
 import os
+import re
 import signal
 import sys
 import time
+from pathlib import Path
 
 import structlog
 
 from groupd.broker.node import Broker
 from groupd.broker.settings import Config
 from groupd.protocol import ratelimit
+from groupd.storage import StorageError
+from groupd.storage.manager import LOCK_FILE
 
 from . import __version__
 
@@ -214,14 +219,85 @@ class _GcTuner:
             gc.freeze()
 
 
+def data_dir_problem(data_dir: str) -> str | None:
+    """Why the daemon cannot use ``data_dir``, in one line, or None.
+
+    The storage takes ``<data_dir>/.lock`` (``flock``, non-blocking, as Kafka's ``LogManager.lockLogDirs``
+    takes its ``.lock``) and keeps it until the process ends; checked here first so a second daemon
+    (``make run`` twice) is refused with the other process named instead of a storage traceback."""
+    path = Path(data_dir)
+    if path.exists() and not path.is_dir():
+        return f"--data-dir {path}: the path is a file, not a directory"
+    lock = path / LOCK_FILE
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return None  # no lock file yet (or unreadable: the storage says why)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _flock_holder(fd)
+        who = f"process {holder}" if holder is not None else "another process"
+        return f"data directory {path.resolve()} is in use by {who} (its {LOCK_FILE} is locked): stop it or use another --data-dir"
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # closing drops the probe's lock, if it got one
+    return None
+
+
+def _flock_holder(fd: int) -> int | None:
+    """The pid holding a ``flock`` on ``fd``'s file, from /proc/locks (Linux), or None."""
+    st = os.fstat(fd)
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        text = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; "->" lines are waiters
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == dev:
+            with contextlib.suppress(ValueError):
+                return int(parts[4])
+    return None
+
+
+_BIND_ADDRESS = re.compile(r"address \('?([^',]*)'?, (\d+)")
+
+
+def start_error(config: Config, e: BaseException) -> str:
+    """One line for an error that stops the daemon from starting, with a hint where one helps."""
+    if isinstance(e, OSError) and e.errno == errno.EADDRINUSE:
+        m = _BIND_ADDRESS.search(str(e))
+        if m is not None:
+            host, port = m.group(1), int(m.group(2))
+            where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            option = {
+                config.metrics_port: "--metrics-port",
+                config.dashboard_port: "--dashboard-port",
+                config.control_port: "--control-port",
+            }.get(port, "--port")
+            hint = f"choose another with {option}" + (" (PORT=... for make run)" if option == "--port" else "")
+            return f"{where} is already in use by another process: {hint}"
+        return f"{e}: an address is already in use by another process (choose another --port)"
+    return str(e)
+
+
 def run(config: Config) -> int:
+    problem = data_dir_problem(config.data_dir)
+    if problem is not None:
+        print(f"groupd: cannot start: {problem}", file=sys.stderr)
+        return 1
     _raise_fd_limit()
     _GcTuner().install()
     try:
         import uvloop
 
         uvloop.run(serve(config))
-    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError; bad listeners/users/acl are ValueErrors
-        print(f"groupd: cannot start: {e}", file=sys.stderr)
+    # ssl.SSLError is an OSError; bad listeners/users/acl are ValueErrors; StorageError: a disk that
+    # refuses the data directory (or a second daemon that took its lock since data_dir_problem)
+    except (OSError, ValueError, StorageError) as e:
+        print(f"groupd: cannot start: {start_error(config, e)}", file=sys.stderr)
         return 1
     return 0

@@ -37,6 +37,20 @@ def add_request_context(_logger: Any, _method: str, event: MutableMapping[str, A
     return event
 
 
+# Fields only some members have: a dynamic member (no group.instance.id) logs none rather than
+# ``instance=None`` on every join and leave.
+OPTIONAL_FIELDS = ("instance",)
+
+
+def drop_absent_optional_fields(
+    _logger: Any, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    for key in OPTIONAL_FIELDS:
+        if key in event and event[key] is None:
+            del event[key]
+    return event
+
+
 class _IsoUtcStamper:
     """``TimeStamper(fmt="iso", utc=True)``'s exact output (``2026-01-02T03:04:05.123456Z``, no
     fraction when it is zero, as ``datetime.isoformat``), with the date and time formatted once per
@@ -73,6 +87,7 @@ def configure(fmt: str = "console", level: str = "info") -> None:
         processors=[
             structlog.contextvars.merge_contextvars,
             add_request_context,
+            drop_absent_optional_fields,
             structlog.processors.add_log_level,
             _IsoUtcStamper(),
             structlog.processors.format_exc_info,

@@ -93,6 +93,20 @@ def _group_types(s: str) -> list[str]:
     return types
 
 
+# Kafka's GroupState names but Unknown (what GroupState.parse answers for any other text)
+GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
+
+
+def _group_state(s: str) -> str:
+    """``--state stable``: a Kafka group state, case-insensitive; anything else is refused as
+    ConsumerGroupCommand.consumerGroupStatesFromString refuses it (Invalid state list)."""
+    by_lower = {state.lower(): state for state in GROUP_STATES}
+    state = by_lower.get(s.strip().lower())
+    if state is None:
+        raise argparse.ArgumentTypeError(f"invalid state {s!r}: valid states are {', '.join(GROUP_STATES)}")
+    return state
+
+
 def _config_pair(s: str) -> tuple[str, str]:
     key, sep, value = s.partition("=")
     if not sep or not key.strip():
@@ -182,7 +196,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--command-config client.properties --json",
     )
     p.add_argument(
-        "--state", action="append", metavar="STATE", help="only groups in this state (repeatable), e.g. Stable, Empty"
+        "--state",
+        action="append",
+        type=_group_state,
+        metavar="STATE",
+        help=f"only groups in this state (repeatable): {', '.join(GROUP_STATES)}",
     )
     p.add_argument(
         "--type",
