@@ -276,13 +276,7 @@ class ProduceHandler:
                 return partition_error(index, code, f"Partition {t.name}-{index} was not added to the transaction")
             if self.state.topics.get(t.name) is not t:
                 return partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition was deleted.")
-            r = self._produce_partition(t, index, raw, v, self.state.clock(), txn_id, added=True)
-            if isinstance(r, dict):
-                return r
-            if r.duplicate is not None and r.future is None:
-                return (r.duplicate.first_offset, r.duplicate.last_offset)
-            assert r.future is not None
-            return await r.future
+            return await _outcome(self._produce_partition(t, index, raw, v, self.state.clock(), txn_id, added=True))
 
         return asyncio.ensure_future(add_then_append())
 
@@ -314,12 +308,7 @@ class ProduceHandler:
                 # The last waiter lets later batches take the direct path again; until then they
                 # queue here, behind the ones that arrived during the load.
                 self.producer_states.leave(key, load)
-            if isinstance(r, dict):
-                return r
-            if r.duplicate is not None and r.future is None:
-                return (r.duplicate.first_offset, r.duplicate.last_offset)
-            assert r.future is not None
-            return await r.future
+            return await _outcome(r)
 
         return asyncio.ensure_future(continue_after_load())
 
@@ -400,6 +389,17 @@ class ProduceHandler:
             "record_errors": [],
             "error_message": None,
         }
+
+
+async def _outcome(r: dict[str, Any] | PendingAppend) -> tuple[int, int] | dict[str, Any]:
+    """What a partition's append that had to wait answers: its error, the original offsets of a
+    duplicate, or the offsets once the append is durable."""
+    if isinstance(r, dict):
+        return r
+    if r.duplicate is not None and r.future is None:
+        return (r.duplicate.first_offset, r.duplicate.last_offset)
+    assert r.future is not None
+    return await r.future
 
 
 def _add_error(code: int) -> int:
