@@ -413,20 +413,10 @@ class TransactionCoordinator:
         if meta.state == S.ONGOING:
             # prepareFenceProducerEpoch, then endTransaction(ABORT, isFromClient = false): the bumped
             # epoch fences the old producer; the client is told to retry once PrepareAbort is durable.
-            fenced_epoch = min(meta.producer_epoch + 1, SHORT_MAX)
-
             def after_fence(code: int, *_new: int) -> None:
                 answer(code if code else E.CONCURRENT_TRANSACTIONS)
 
-            self._end_transaction(
-                meta,
-                meta.producer_id,
-                fenced_epoch,
-                False,
-                from_client=False,
-                then=after_fence,
-                tv=self.config.transaction_version,
-            )
+            self._fence_and_abort(meta, after_fence)
             return None
         if meta.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             raise IllegalTransactionTransition(f"{txn_id} found in {meta.state.kafka_name}")
@@ -894,16 +884,22 @@ class TransactionCoordinator:
                     if code:
                         self.log.warning("transaction_timeout_abort_failed", transactional_id=txn_id, error=code)
 
-                fenced_epoch = min(meta.producer_epoch + 1, SHORT_MAX)
-                self._end_transaction(
-                    meta,
-                    meta.producer_id,
-                    fenced_epoch,
-                    False,
-                    from_client=False,
-                    then=done,
-                    tv=self.config.transaction_version,
-                )
+                self._fence_and_abort(meta, done)
+
+    def _fence_and_abort(self, meta: TransactionMetadata, then: Callable[..., None]) -> None:
+        """The coordinator aborts ``meta``'s open transaction itself (a successor's InitProducerId,
+        a timeout): ``prepareFenceProducerEpoch`` bumps the epoch, fencing the old producer, then
+        ``endTransaction(ABORT, isFromClient = false)`` at the finalized transaction version."""
+        fenced_epoch = min(meta.producer_epoch + 1, SHORT_MAX)
+        self._end_transaction(
+            meta,
+            meta.producer_id,
+            fenced_epoch,
+            False,
+            from_client=False,
+            then=then,
+            tv=self.config.transaction_version,
+        )
 
     def _remove_expired_transactional_ids(self) -> None:
         """``removeExpiredTransactionalIds``: an id idle past transactional.id.expiration.ms in
