@@ -12,7 +12,8 @@ included. The rule, as Kafka's request classes apply it:
 - Fetch v7-12 does both, as ``FetchRequest.getErrorResponse`` does before v13.
 
 Other fields get Kafka's "unknown" values: -1 for offsets, epochs, generations, ids and leaders,
-empty strings (null where the field is nullable), empty bytes, and ``error_message`` the error's
+empty strings (null where the field is nullable), empty bytes and records (never null records:
+``FetchResponse.partitionResponse`` answers ``MemoryRecords.EMPTY``), and ``error_message`` the error's
 text. Which request array an answer entry mirrors is found by name (same name, same identifying
 fields) or in ``_MIRRORS`` where Kafka's names differ.
 """
@@ -198,4 +199,6 @@ def _identity(fld: Field, version: int, source: Any, src: dict[str, Any]) -> Any
         return -1
     if fld.type == "string" and fld.nullable_in(version):
         return None
+    if fld.type == "records":
+        return b""  # FetchResponse.partitionResponse: MemoryRecords.EMPTY (librdkafka cannot parse null)
     return fld.default_value(version)

@@ -164,6 +164,11 @@ class Connection(asyncio.Protocol):
         # for its requests (a long-polling Fetch) is dropped then, not when its timer fires.
         self._close_callbacks: dict[Callable[[Connection], None], None] = {}
         self._unread: list[bytes] = []  # received while the server held reading
+        # The largest frame this connection may send now, and the setting that says so (named in
+        # the close's log line). A SASL listener starts lower, until authentication completes
+        # (``Server.start(max_frame_bytes=...)``); the application raises it then.
+        self.max_frame_bytes = server.max_request_bytes
+        self.frame_limit_setting = "max_request_bytes"
 
     # --- asyncio.Protocol -------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -218,12 +223,12 @@ class Connection(asyncio.Protocol):
         the others are held. Returns how many bytes they took."""
         pos = 0
         end = len(buf)
-        max_bytes = self.server.max_request_bytes
+        max_bytes = self.max_frame_bytes
         unpack = _FRAME_SIZE.unpack_from
         while end - pos >= 4:
             (size,) = unpack(buf, pos)
             if size < 8 or size > max_bytes:
-                self.close("frame size out of bounds", frame_size=size, max_request_bytes=max_bytes)
+                self.close("frame size out of bounds", frame_size=size, **{self.frame_limit_setting: max_bytes})
                 return pos
             start = pos + 4
             if end - start < size:
@@ -493,15 +498,26 @@ class Server:
             conn._check_reading()
 
     async def start(
-        self, host: str, port: int, *, ssl: ssl_.SSLContext | None = None, listener: Any = None
+        self,
+        host: str,
+        port: int,
+        *,
+        ssl: ssl_.SSLContext | None = None,
+        listener: Any = None,
+        max_frame_bytes: tuple[int, str] | None = None,
     ) -> tuple[str, int]:
         """Listen on one address; call once per listener. ``ssl`` makes it a TLS listener (the
-        handshake completes before ``connection_made``); ``listener`` is stored on each connection."""
+        handshake completes before ``connection_made``); ``listener`` is stored on each connection.
+        ``max_frame_bytes``: (bytes, setting name), the frame limit of this listener's connections
+        until the application raises it (Kafka's ``sasl.server.max.receive.size`` before SASL
+        authentication completes: ``SaslServerAuthenticator.authenticate``)."""
         self.loop = asyncio.get_running_loop()
 
         def factory() -> Connection:
             conn = Connection(self)
             conn.listener = listener
+            if max_frame_bytes is not None:
+                conn.max_frame_bytes, conn.frame_limit_setting = max_frame_bytes
             return conn
 
         srv = await self.loop.create_server(factory, host, port, reuse_address=True, backlog=1024, ssl=ssl)
