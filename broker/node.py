@@ -32,6 +32,7 @@ from .configs import ConfigHandlers, consumer_group_overrides
 from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
+from .scram_apis import ScramApis
 from .settings import Config
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicRegistry, TopicsImageCache
 from .txn_shell import TxnShell
@@ -142,6 +143,7 @@ class Broker:
             config, self.topics, self.logs, self.authorizer, lambda req: endpoint(req.conn.listener, self.listeners[0])
         )
         self.acl_apis = AclApis(self.authorizer)
+        self.scram_apis = ScramApis(self.authenticator.store, self.authorizer)
         # Cluster mode (--brokers N): the other brokers of this process, sharing everything above.
         self.cluster: Cluster | None = Cluster(self) if config.brokers > 1 else None
         self._register(self.dispatcher, config.node_id, self.listeners[0])
