@@ -21,8 +21,9 @@ prefix arrives, before a byte of it is buffered or parsed (``SaslServerAuthentic
 reads with a ``NetworkReceive`` of that maximum and fails the authentication on an
 ``InvalidReceiveException``). Nothing a client may send within that bound stalls the event loop: a
 SCRAM client-first naming an ASCII user the store does not have is refused without ``scramp``'s
-per-character SASLprep (a 10 MiB one was 36.8 s of it, on the loop), big SCRAM messages are parsed
-on a worker thread, and PLAIN checks a printable-ASCII password with ``hashlib`` alone.
+per-character SASLprep (a 10 MiB one was 36.8 s of it, on the loop), long SCRAM messages and long
+non-ASCII PLAIN passwords are SASLprep'd on one worker thread, and PLAIN checks a printable-ASCII
+password with ``hashlib`` alone.
 
 The mechanisms: PLAIN and SCRAM-SHA-256/512 over the credential store (``scram.py``), and
 OAUTHBEARER with Kafka's unsecured validator (``oauthbearer.py``), only when listed.
@@ -37,10 +38,11 @@ password, proof or token.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import enum
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from groupd.protocol.errors import ErrorCode
@@ -56,11 +58,22 @@ log = structlog.get_logger("groupd.security.auth")
 # one line per interval with the count of the failures held back.
 limited_log = LogLimiter(log)
 
+T = TypeVar("T")
 ANONYMOUS = "User:ANONYMOUS"
 _INVALID_CREDENTIALS = "Authentication failed: Invalid user credentials"
-# SCRAM messages at least this long are parsed on a worker thread (scramp's SASLprep of a name or a
-# nonce is pure Python, ~2 us a character); shorter ones, every real client's, on the loop.
-_SCRAM_THREAD_BYTES = 4096
+# SASL input at least this long is parsed or SASLprep'd on ``_long_input_pool``, one worker thread: scramp's
+# SASLprep of a name, a nonce or a non-ASCII password is pure Python (~2 us a character, a 512 KiB one
+# a second of CPU). One worker, so that a flood of them takes one core's share of the GIL at most and
+# the event loop keeps answering; a real client's input is short and never waits behind them.
+_LONG_INPUT = 4096
+_long_input_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sasl-long-input")
+
+
+async def _off_loop(fn: Callable[[], T], long_input: bool) -> T:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_long_input_pool if long_input else None, fn)
+
+
 # RFC 5802 saslname: "=2C" and "=3D" stand for "," and "=" (ScramFormatter.username).
 _SASLNAME_ESCAPES = {"=2C": ",", "=3D": "="}
 
@@ -90,7 +103,8 @@ class PlainMechanism(Mechanism):
         self.user = user
         # PBKDF2 with thousands of iterations takes milliseconds: off the event loop, so that other
         # connections are not stalled by a login (hashlib releases the GIL while it hashes).
-        ok = await asyncio.to_thread(self.store.check_password, user, password)
+        long_input = len(password) >= _LONG_INPUT and not password.isascii()
+        ok = await _off_loop(lambda: self.store.check_password(user, password), long_input)
         if not ok:
             raise SaslError(_INVALID_CREDENTIALS)
         return b"", True
@@ -150,7 +164,7 @@ class ScramServerMechanism(Mechanism):
             return answer().encode()
 
         try:
-            reply = run() if len(text) < _SCRAM_THREAD_BYTES else await asyncio.to_thread(run)
+            reply = run() if len(text) < _LONG_INPUT else await _off_loop(run, True)
         except ScramException as e:
             # Unknown user, wrong proof and malformed messages all look the same to the client
             # (Kafka's message); the log gets the reason, which never contains the proof.
