@@ -12,11 +12,14 @@ import socket
 import struct
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
-from .conftest import PASSWORDS, RawClient, SecureDaemon
+from tests.support.daemon import GroupdProcess
+
+from .conftest import PASSWORDS, RawClient, SecureDaemon, security_toml
 
 pytestmark = pytest.mark.e2e
 
@@ -138,3 +141,36 @@ def test_a_raw_socket_sending_only_a_huge_size_prefix_is_closed(secure_daemon: S
             assert s.recv(1) == b""
     finally:
         s.close()
+
+
+def test_every_broker_of_a_cluster_bounds_pre_authentication_frames(tmp_path: Path) -> None:
+    """``--brokers 2`` with a SASL listener: the second broker's port is bounded the same way, and
+    lifts the bound once the client has authenticated (a 600 KB ApiVersions is then answered)."""
+    cfg = tmp_path / "groupd.toml"
+    cfg.write_text(security_toml())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = GroupdProcess(
+        tmp_path / "data", "--config", str(cfg), "--listeners", f"SASL_PLAINTEXT://127.0.0.1:{port}", "--brokers", "2"
+    )
+    d.start()
+    try:
+        (second,) = d.events("broker_listening")
+        port2 = int(str(second["listen"]).rsplit(":", 1)[1])
+        raw = socket.create_connection(("127.0.0.1", port2), timeout=10)
+        try:
+            raw.sendall(struct.pack(">i", 600_000))
+            with contextlib.suppress(ConnectionResetError):
+                assert raw.recv(1) == b""
+        finally:
+            raw.close()
+        c = RawClient(port2, timeout=10)
+        try:
+            c.login_plain("alice", PASSWORDS["alice"])
+            r = c.request("ApiVersions", 3, {"client_software_name": "x" * 600_000, "client_software_version": "1"})
+            assert "error_code" in r  # read and answered, whatever it thinks of the name
+        finally:
+            c.close()
+    finally:
+        d.stop()
