@@ -202,3 +202,32 @@ def test_a_huge_ascii_plain_password_is_hashed_without_scramp(monkeypatch: pytes
     with pytest.raises(SaslError):
         asyncio.run(PlainMechanism(store).step(b"\0alice\0" + b"p" * 500_000))
     assert asyncio.run(PlainMechanism(store).step(b"\0alice\0pw")) == (b"", True)
+
+
+# --- the settings ----------------------------------------------------------------------------------
+def test_settings_from_environment_and_their_checks(tmp_path: Path) -> None:
+    from groupd import config
+
+    env = {
+        "GROUPD_DATA_DIR": str(tmp_path),
+        "GROUPD_SUPER_USERS": "User:admin;User:ops",
+        "GROUPD_ALLOW_EVERYONE_IF_NO_ACL_FOUND": "true",
+        "GROUPD_SASL_SERVER_MAX_RECEIVE_SIZE": "65536",
+        "GROUPD_OAUTHBEARER_PRINCIPAL_CLAIM_NAME": "client_id",
+    }
+    cfg = config.load(None, env)
+    assert (cfg.super_users, cfg.allow_everyone_if_no_acl_found, cfg.sasl_server_max_receive_size) == (
+        "User:admin;User:ops",
+        True,
+        65536,
+    )
+    assert UnsecuredValidator.from_settings(cfg).principal_claim == "client_id"
+    defaults = config.load(None, {"GROUPD_DATA_DIR": str(tmp_path)})
+    assert (defaults.sasl_server_max_receive_size, defaults.allow_everyone_if_no_acl_found) == (524_288, False)
+    for name, bad in (
+        ("GROUPD_SUPER_USERS", "admin"),
+        ("GROUPD_SASL_SERVER_MAX_RECEIVE_SIZE", "0"),
+        ("GROUPD_OAUTHBEARER_PRINCIPAL_CLAIM_NAME", " "),
+    ):
+        with pytest.raises(config.ConfigError, match=name.removeprefix("GROUPD_").lower().replace("_", "-")):
+            config.load(None, {"GROUPD_DATA_DIR": str(tmp_path), name: bad})
