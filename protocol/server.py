@@ -1,7 +1,8 @@
 """The asyncio TCP server: framing, one request at a time per connection, batched writes, backpressure.
 
 Each connection is an ``asyncio.Protocol`` (not streams: pipelined requests are ~10x cheaper this
-way, design.md). Frames are 4-byte size prefixed; the size is checked against ``max_request_bytes``
+way, design.md). Frames are 4-byte size prefixed; the size is checked against the connection's bound
+(``max_request_bytes``, or less until the application lifts it: ``Server.start(max_frame_bytes=...)``)
 as soon as the prefix arrives, before anything is buffered.
 
 A connection processes its requests as Kafka's ``SocketServer`` does: one at a time. Kafka mutes a
@@ -20,7 +21,7 @@ Nothing a client sends or fails to read grows memory without bound: at most one 
 connection is being processed; reading pauses (``pause_reading``) while the held frames reach
 ``max_inflight`` or ``max_inflight_bytes``, or while the transport holds more than
 ``max_write_buffer_bytes`` of unsent answers (``pause_writing``), and nothing is dispatched then
-either; a frame larger than ``max_request_bytes`` closes the connection.
+either; a frame larger than the connection's bound closes the connection.
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ class Connection(asyncio.Protocol):
 
     def _take_frames(self, buf: bytes | bytearray) -> int:
         """Frame the complete requests at the start of ``buf``, each checked against
-        ``max_request_bytes`` as soon as its size arrives, and dispatch each whose turn has come;
+        the connection's bound as soon as its size arrives, and dispatch each whose turn has come;
         the others are held. Returns how many bytes they took."""
         pos = 0
         end = len(buf)
