@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,9 @@ from groupd.security.scram import (
     credential_from_salted_password,
     make_credential,
 )
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 NOW = 1_700_000_000.0
 
@@ -231,3 +236,57 @@ def test_settings_from_environment_and_their_checks(tmp_path: Path) -> None:
     ):
         with pytest.raises(config.ConfigError, match=name.removeprefix("GROUPD_").lower().replace("_", "-")):
             config.load(None, {"GROUPD_DATA_DIR": str(tmp_path), name: bad})
+
+
+# --- run-time credentials as a state machine: the store is its model, across restarts --------------
+_USERS = st.sampled_from(["alice", "bob", "carol"])
+_MECHS = st.sampled_from(["SCRAM-SHA-256", "SCRAM-SHA-512"])
+_TOML_CRED = make_credential("SCRAM-SHA-256", "toml-pw", 4096, b"toml-salt-0123456")
+
+
+class CredentialsMachine(RuleBasedStateMachine):
+    """AlterUserScramCredentials' deletions and upsertions, and restarts (a new store over the same
+    directory and TOML table): the credentials in force are always the model's."""
+
+    @initialize()
+    def start(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="scram-sm-"))
+        self.toml = {"alice": {"SCRAM-SHA-256": _TOML_CRED.to_json()}}
+        self.store = CredentialStore(self.toml, self.dir)
+        self.model: dict[tuple[str, str], object] = {("alice", "SCRAM-SHA-256"): _TOML_CRED}
+        self.n = 0
+
+    @rule(user=_USERS, mech=_MECHS)
+    def upsert(self, user: str, mech: str) -> None:
+        self.n += 1
+        cred = credential_from_salted_password(mech, b"salt-%d-0123456789" % self.n, 4096, b"%d" % self.n)
+        self.store.alter([], [(user, mech, cred)])
+        self.model[(user, mech)] = cred
+
+    @rule(user=_USERS, mech=_MECHS)
+    def delete(self, user: str, mech: str) -> None:
+        if (user, mech) not in self.model:
+            return  # ScramApis answers RESOURCE_NOT_FOUND and never calls the store
+        self.store.alter([(user, mech)], [])
+        del self.model[(user, mech)]
+
+    @rule()
+    def restart(self) -> None:
+        self.store = CredentialStore(self.toml, self.dir)
+
+    def teardown(self) -> None:
+        if hasattr(self, "dir"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    @invariant()
+    def in_force(self) -> None:
+        if not hasattr(self, "store"):
+            return
+        for user in ("alice", "bob", "carol"):
+            for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                assert self.store.scram(user, mech) == self.model.get((user, mech))
+        assert self.store.users() == sorted({u for u, _ in self.model})
+
+
+TestCredentialsMachine = CredentialsMachine.TestCase
+TestCredentialsMachine.settings = settings(max_examples=40, stateful_step_count=20, deadline=None)
