@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import socket
 import statistics
 import struct
@@ -140,6 +141,8 @@ def main() -> int:
     finally:
         proc.terminate()
         proc.wait(15)
+        log.close()
+        shutil.rmtree(d, ignore_errors=True)
     return 0
 
 

@@ -1,6 +1,6 @@
 """SASL/OAUTHBEARER with Kafka's default unsecured-token validator (issue 29 item 3), with
-librdkafka's own unsecured JWT (``sasl.oauthbearer.config=principal=...``), kafka-python's token
-provider, and a raw client for the RFC 7628 error exchange."""
+librdkafka's own unsecured JWT (``sasl.oauthbearer.config=principal=...``), kafka-python's and
+aiokafka's token providers, and a raw client for the RFC 7628 error exchange."""
 
 from __future__ import annotations
 
@@ -95,6 +95,36 @@ def test_kafka_python_token_provider(daemon: tuple[GroupdProcess, int]) -> None:
         p.send("oauth-topic", b"from kafka-python").get(timeout=30)
     finally:
         p.close()
+
+
+def test_aiokafka_token_provider(daemon: tuple[GroupdProcess, int]) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
+
+    _proc, port = daemon
+    now = int(time.time())
+    token = jws({"sub": "alice", "iat": now, "exp": now + 600})
+
+    class Tokens(AioTokenProvider):
+        async def token(self) -> str:
+            return token
+
+    async def produce() -> None:
+        p = AIOKafkaProducer(
+            bootstrap_servers=f"127.0.0.1:{port}",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            sasl_oauth_token_provider=Tokens(),
+        )
+        await p.start()
+        try:
+            await p.send_and_wait("oauth-topic", b"from aiokafka")
+        finally:
+            await p.stop()
+
+    asyncio.run(asyncio.wait_for(produce(), 30))
 
 
 def _authenticate(port: int, token_message: bytes) -> tuple[RawClient, dict]:  # type: ignore[type-arg]
