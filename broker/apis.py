@@ -45,6 +45,7 @@ from .data_plane import (
 )
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
+from .scram_apis import ScramApis
 from .txn_shell import TxnShell
 
 
@@ -101,6 +102,7 @@ class BrokerParts(Protocol):
     configs: ConfigHandlers
     log_admin: LogAdmin
     acl_apis: AclApis
+    scram_apis: ScramApis
     groups: GroupShell
     data: DataPlane
     txns: TxnShell
@@ -204,6 +206,16 @@ APIS: tuple[Api, ...] = (
         InHandler("AclApis._cluster_refusal: DESCRIBE on the cluster"),
     ),
     Api("DeleteAcls", lambda b, _: b.acl_apis.delete_acls, InHandler("AclApis._cluster_refusal: ALTER on the cluster")),
+    Api(
+        "DescribeUserScramCredentials",
+        lambda b, _: b.scram_apis.describe,
+        InHandler("ScramApis.describe: DESCRIBE on the cluster"),
+    ),
+    Api(
+        "AlterUserScramCredentials",
+        lambda b, _: b.scram_apis.alter,
+        InHandler("ScramApis.alter: ALTER on the cluster"),
+    ),
     # --- the group coordinator (groupd.coordinator.HANDLED_APIS) ----------------------------------
     # FindCoordinator's answer also names the node by the listener asked, on every broker
     # (``security.listeners.advertise_per_listener``, applied after the cluster's wrapper).

@@ -648,7 +648,9 @@ class Cluster:
     async def _listen(self, node: ClusterNode) -> None:
         li = node.listener
         ssl = self.broker.ssl_context if li.tls else None
-        _host, li.port = await node.server.start(li.host, li.port, ssl=ssl, listener=li)
+        _host, li.port = await node.server.start(
+            li.host, li.port, ssl=ssl, listener=li, max_frame_bytes=self.broker.pre_auth_frame_limit(li)
+        )
         log.info(
             "broker_listening",
             node_id=node.node_id,

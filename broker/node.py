@@ -20,6 +20,7 @@ from groupd.protocol.server import Server
 from groupd.security import acl
 from groupd.security.auth import Authenticator
 from groupd.security.listeners import Listener, advertise_per_listener, endpoint, parse_listeners, server_ssl_context
+from groupd.security.oauthbearer import UnsecuredValidator
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
 from groupd.transactions.coordinator import TransactionConfig, TransactionCoordinator
 
@@ -31,6 +32,7 @@ from .configs import ConfigHandlers, consumer_group_overrides
 from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
+from .scram_apis import ScramApis
 from .settings import Config
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicRegistry, TopicsImageCache
 from .txn_shell import TxnShell
@@ -55,9 +57,18 @@ class Broker:
         self.listeners: list[Listener] = parse_listeners(config)
         self.ssl_context = server_ssl_context(config) if any(li.tls for li in self.listeners) else None
         self.authenticator = Authenticator.from_config(
-            config.users, config.sasl_mechanisms, config.connection_failed_authentication_delay_ms
+            config.users,
+            config.sasl_mechanisms,
+            config.connection_failed_authentication_delay_ms,
+            data_dir=self.data_dir,
+            oauthbearer=UnsecuredValidator.from_settings(config),
         )
-        self.authorizer = acl.Authorizer(config.acl, self.data_dir)
+        self.authorizer = acl.Authorizer(
+            config.acl,
+            self.data_dir,
+            super_users=config.super_users,
+            allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+        )
         self.authorizer.topic_name_for_id = self._topic_name_for_id
         self.port = self.listeners[0].port
         self.admin = AdminHandlers(config, self.topics, lambda req: endpoint(req.conn.listener, self.listeners[0]))
@@ -132,6 +143,7 @@ class Broker:
             config, self.topics, self.logs, self.authorizer, lambda req: endpoint(req.conn.listener, self.listeners[0])
         )
         self.acl_apis = AclApis(self.authorizer)
+        self.scram_apis = ScramApis(self.authenticator.store, self.authorizer)
         # Cluster mode (--brokers N): the other brokers of this process, sharing everything above.
         self.cluster: Cluster | None = Cluster(self) if config.brokers > 1 else None
         self._register(self.dispatcher, config.node_id, self.listeners[0])
@@ -242,6 +254,15 @@ class Broker:
         if self.authorizer.enabled:
             acl.install(d, self.authorizer, ACL_WRAPPERS)
 
+    def pre_auth_frame_limit(self, li: Listener) -> tuple[int, str] | None:
+        """A SASL listener reads at most ``sasl.server.max.receive.size`` per frame until the client
+        has authenticated (Kafka's ``SaslServerAuthenticator``); then ``max_request_bytes``."""
+        if not li.sasl:
+            return None
+        return min(
+            self.config.sasl_server_max_receive_size, self.config.max_request_bytes
+        ), "sasl_server_max_receive_size"
+
     def _topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         t = self.topics.by_id(topic_id)
         return t.name if t is not None else None
@@ -263,7 +284,11 @@ class Broker:
             await hook()
         for li in self.listeners:
             _host, li.port = await self.server.start(
-                li.host, li.port, ssl=self.ssl_context if li.tls else None, listener=li
+                li.host,
+                li.port,
+                ssl=self.ssl_context if li.tls else None,
+                listener=li,
+                max_frame_bytes=self.pre_auth_frame_limit(li),
             )
         first = self.listeners[0]
         self.port = first.port
@@ -274,8 +299,15 @@ class Broker:
             self.core.txn_coordinator = self.cluster.transaction_coordinator
         self._load_task = asyncio.create_task(self.groups.load(partitions))
         self._txn_load_task = asyncio.create_task(self.txns.load())
-        if any(li.sasl for li in self.listeners) and not len(self.authenticator.store):
-            log.warning("sasl_without_users", hint="add [users.<name>] entries (groupd scram-credential)")
+        if any(li.sasl for li in self.listeners):
+            mechanisms = self.authenticator.mechanisms
+            if not len(self.authenticator.store) and any(m != "OAUTHBEARER" for m in mechanisms):
+                log.warning("sasl_without_users", hint="add [users.<name>] entries (groupd scram-credential)")
+            if "OAUTHBEARER" in mechanisms:
+                # Kafka's default OAUTHBEARER validator checks no signature: a development setting.
+                log.warning(
+                    "sasl_oauthbearer_unsecured", hint="any client may claim any principal with an unsigned JWT"
+                )
         log.info(
             "groupd_listening",
             listen=f"{first.host}:{first.port}",

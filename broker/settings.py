@@ -172,6 +172,43 @@ class Config:
     connection_failed_authentication_delay_ms: int = dataclasses.field(
         default=100, metadata={"help": "a failed SASL authentication's connection is closed this long after its answer"}
     )
+    sasl_server_max_receive_size: int = dataclasses.field(
+        default=524_288,
+        metadata={
+            "help": "largest frame a SASL listener reads before authentication completes; a larger one "
+            "closes the connection unread (Kafka's sasl.server.max.receive.size)"
+        },
+    )
+    # SASL/OAUTHBEARER with Kafka's unsecured-token validator (OAuthBearerUnsecuredValidatorCallbackHandler's
+    # JAAS options): only where OAUTHBEARER is listed in --sasl-mechanisms, for development.
+    oauthbearer_principal_claim_name: str = dataclasses.field(
+        default="sub", metadata={"help": "claim naming the principal (Kafka's unsecuredValidatorPrincipalClaimName)"}
+    )
+    oauthbearer_scope_claim_name: str = dataclasses.field(
+        default="scope", metadata={"help": "claim holding the scope (Kafka's unsecuredValidatorScopeClaimName)"}
+    )
+    oauthbearer_required_scope: str = dataclasses.field(
+        default="",
+        metadata={"help": "space-separated scope a token must have (Kafka's unsecuredValidatorRequiredScope)"},
+    )
+    oauthbearer_allowable_clock_skew_ms: int = dataclasses.field(
+        default=0,
+        metadata={"help": "clock skew allowed on iat and exp (Kafka's unsecuredValidatorAllowableClockSkewMs)"},
+    )
+    super_users: str = dataclasses.field(
+        default="",
+        metadata={
+            "help": "principals every ACL check allows, e.g. 'User:admin;User:ops' (Kafka's super.users); "
+            "setting it turns ACL checks on"
+        },
+    )
+    allow_everyone_if_no_acl_found: bool = dataclasses.field(
+        default=False,
+        metadata={
+            "help": "allow an action on a resource no ACL names (Kafka's allow.everyone.if.no.acl.found); "
+            "true turns ACL checks on"
+        },
+    )
     # Tables: only in the TOML file (no flag, no environment variable).
     users: dict[str, Any] = dataclasses.field(
         default_factory=dict, metadata={"table": True, "help": "SASL users and their salted credentials"}

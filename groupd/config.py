@@ -22,6 +22,7 @@ from typing import Any
 from groupd.broker.settings import KAFKA_RELEASE_DEFAULTS, Config
 from groupd.protocol.kafka_releases import RELEASES
 from groupd.security.acl import Authorizer
+from groupd.security.authorizer import parse_super_users
 from groupd.security.listeners import CLIENT_AUTH, parse_listeners
 from groupd.security.scram import ALL_MECHANISMS, CredentialStore
 from groupd.storage import FsyncPolicy
@@ -159,6 +160,13 @@ DOMAINS: dict[str, Check] = {
     "ssl_client_auth": one_of(*CLIENT_AUTH),
     "sasl_mechanisms": _sasl_mechanisms,
     "connection_failed_authentication_delay_ms": _ms,
+    "sasl_server_max_receive_size": _positive,
+    "oauthbearer_principal_claim_name": _non_empty,
+    "oauthbearer_scope_claim_name": _non_empty,
+    "oauthbearer_required_scope": _anything,
+    "oauthbearer_allowable_clock_skew_ms": _ms,
+    "super_users": _parses(parse_super_users),
+    "allow_everyone_if_no_acl_found": _anything,
     "users": _parses(CredentialStore),
     "acl": _parses(Authorizer),
     "metrics_port": _port,

@@ -12,7 +12,8 @@ included. The rule, as Kafka's request classes apply it:
 - Fetch v7-12 does both, as ``FetchRequest.getErrorResponse`` does before v13.
 
 Other fields get Kafka's "unknown" values: -1 for offsets, epochs, generations, ids and leaders,
-empty strings (null where the field is nullable), empty bytes, and ``error_message`` the error's
+empty strings (null where the field is nullable), empty bytes and records (never null records:
+``FetchResponse.partitionResponse`` answers ``MemoryRecords.EMPTY``), and ``error_message`` the error's
 text. Which request array an answer entry mirrors is found by name (same name, same identifying
 fields) or in ``_MIRRORS`` where Kafka's names differ.
 """
@@ -25,7 +26,8 @@ from .errors import default_message
 from .schema import ApiSchema, Field
 
 # APIs whose error answer carries the error both at the top and per entry (FetchRequest.getErrorResponse).
-_BOTH = frozenset({"Fetch"})
+# DescribeUserScramCredentialsRequest.getErrorResponse too: one (unnamed) result per user asked.
+_BOTH = frozenset({"Fetch", "DescribeUserScramCredentials"})
 
 # (api, response array) -> request array it mirrors, where the names differ.
 _MIRRORS: dict[tuple[str, str], str] = {
@@ -50,6 +52,8 @@ _MIRRORS: dict[tuple[str, str], str] = {
     ("DeleteAcls", "filter_results"): "filters",
     ("DescribeTransactions", "transaction_states"): "transactional_ids",
     ("ConsumerGroupDescribe", "groups"): "group_ids",
+    ("DescribeUserScramCredentials", "results"): "users",
+    ("AlterUserScramCredentials", "results"): "users",  # made by _users_altered
 }
 # Fallbacks tried after the table when the first request array is absent at this version.
 _MIRROR_FALLBACKS: dict[tuple[str, str], str] = {("DeleteTopics", "responses"): "topics"}
@@ -65,6 +69,7 @@ _IDENTITY_RENAMES: dict[str, tuple[str, ...]] = {
     "resource_type": ("resource_type",),
     "resource_name": ("resource_name",),
     "transactional_id": ("transactional_id",),
+    "user": ("user",),
 }
 # When the mirrored request entry is a bare value (a string or int array), the field it becomes.
 _SCALAR_KEYS = ("group_id", "key", "name", "partition_index", "transactional_id")
@@ -108,7 +113,15 @@ def error_response(api: ApiSchema, version: int, request: dict[str, Any], error_
     top = any(f.name == "error_code" for f in fields)
     mirror = not top or api.name in _BOTH
     message = default_message(error_code) or f"error {error_code} (injected)"
+    if api.name == "AlterUserScramCredentials":
+        request = _users_altered(request)
     return _fill(api.name, fields, version, request, error_code, message, mirror=mirror, top=True)
+
+
+def _users_altered(request: dict[str, Any]) -> dict[str, Any]:
+    # AlterUserScramCredentialsRequest.getErrorResponse: one result per user named, sorted
+    names = {e.get("name") for key in ("deletions", "upsertions") for e in request.get(key) or ()}
+    return {"users": [{"user": n} for n in sorted(n for n in names if n is not None)]}
 
 
 def carries_error(obj: Any, code: int) -> bool:
@@ -198,4 +211,6 @@ def _identity(fld: Field, version: int, source: Any, src: dict[str, Any]) -> Any
         return -1
     if fld.type == "string" and fld.nullable_in(version):
         return None
+    if fld.type == "records":
+        return b""  # FetchResponse.partitionResponse: MemoryRecords.EMPTY (librdkafka cannot parse null)
     return fld.default_value(version)

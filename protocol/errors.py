@@ -75,6 +75,9 @@ class ErrorCode(IntEnum):
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
     PRODUCER_FENCED = 90
+    RESOURCE_NOT_FOUND = 91
+    DUPLICATE_RESOURCE = 92
+    UNACCEPTABLE_CREDENTIAL = 93
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_TOPIC_ID = 103
     TRANSACTIONAL_ID_NOT_FOUND = 105
@@ -95,6 +98,7 @@ _DEFAULT_MESSAGES: dict[int, str] = {
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
     ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
     ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
 }
 

@@ -1,7 +1,8 @@
 """The asyncio TCP server: framing, one request at a time per connection, batched writes, backpressure.
 
 Each connection is an ``asyncio.Protocol`` (not streams: pipelined requests are ~10x cheaper this
-way, design.md). Frames are 4-byte size prefixed; the size is checked against ``max_request_bytes``
+way, design.md). Frames are 4-byte size prefixed; the size is checked against the connection's bound
+(``max_request_bytes``, or less until the application lifts it: ``Server.start(max_frame_bytes=...)``)
 as soon as the prefix arrives, before anything is buffered.
 
 A connection processes its requests as Kafka's ``SocketServer`` does: one at a time. Kafka mutes a
@@ -20,7 +21,7 @@ Nothing a client sends or fails to read grows memory without bound: at most one 
 connection is being processed; reading pauses (``pause_reading``) while the held frames reach
 ``max_inflight`` or ``max_inflight_bytes``, or while the transport holds more than
 ``max_write_buffer_bytes`` of unsent answers (``pause_writing``), and nothing is dispatched then
-either; a frame larger than ``max_request_bytes`` closes the connection.
+either; a frame larger than the connection's bound closes the connection.
 """
 
 from __future__ import annotations
@@ -164,6 +165,11 @@ class Connection(asyncio.Protocol):
         # for its requests (a long-polling Fetch) is dropped then, not when its timer fires.
         self._close_callbacks: dict[Callable[[Connection], None], None] = {}
         self._unread: list[bytes] = []  # received while the server held reading
+        # The largest frame this connection may send now, and the setting that says so (named in
+        # the close's log line). A SASL listener starts lower, until authentication completes
+        # (``Server.start(max_frame_bytes=...)``); the application raises it then.
+        self.max_frame_bytes = server.max_request_bytes
+        self.frame_limit_setting = "max_request_bytes"
 
     # --- asyncio.Protocol -------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -214,16 +220,16 @@ class Connection(asyncio.Protocol):
 
     def _take_frames(self, buf: bytes | bytearray) -> int:
         """Frame the complete requests at the start of ``buf``, each checked against
-        ``max_request_bytes`` as soon as its size arrives, and dispatch each whose turn has come;
+        the connection's bound as soon as its size arrives, and dispatch each whose turn has come;
         the others are held. Returns how many bytes they took."""
         pos = 0
         end = len(buf)
-        max_bytes = self.server.max_request_bytes
+        max_bytes = self.max_frame_bytes
         unpack = _FRAME_SIZE.unpack_from
         while end - pos >= 4:
             (size,) = unpack(buf, pos)
             if size < 8 or size > max_bytes:
-                self.close("frame size out of bounds", frame_size=size, max_request_bytes=max_bytes)
+                self.close("frame size out of bounds", frame_size=size, **{self.frame_limit_setting: max_bytes})
                 return pos
             start = pos + 4
             if end - start < size:
@@ -493,15 +499,26 @@ class Server:
             conn._check_reading()
 
     async def start(
-        self, host: str, port: int, *, ssl: ssl_.SSLContext | None = None, listener: Any = None
+        self,
+        host: str,
+        port: int,
+        *,
+        ssl: ssl_.SSLContext | None = None,
+        listener: Any = None,
+        max_frame_bytes: tuple[int, str] | None = None,
     ) -> tuple[str, int]:
         """Listen on one address; call once per listener. ``ssl`` makes it a TLS listener (the
-        handshake completes before ``connection_made``); ``listener`` is stored on each connection."""
+        handshake completes before ``connection_made``); ``listener`` is stored on each connection.
+        ``max_frame_bytes``: (bytes, setting name), the frame limit of this listener's connections
+        until the application raises it (Kafka's ``sasl.server.max.receive.size`` before SASL
+        authentication completes: ``SaslServerAuthenticator.authenticate``)."""
         self.loop = asyncio.get_running_loop()
 
         def factory() -> Connection:
             conn = Connection(self)
             conn.listener = listener
+            if max_frame_bytes is not None:
+                conn.max_frame_bytes, conn.frame_limit_setting = max_frame_bytes
             return conn
 
         srv = await self.loop.create_server(factory, host, port, reuse_address=True, backlog=1024, ssl=ssl)

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -43,20 +41,11 @@ from groupd.protocol.errors import ErrorCode, default_message
 from groupd.protocol.server import Request
 from groupd.storage import records as rec
 
-from .acl_model import (
-    CLUSTER_NAME,
-    SUPPORTED_OPERATIONS,
-    WILDCARD,
-    AclBinding,
-    AclOperation,
-    AclStore,
-    PatternType,
-    Permission,
-    ResourceType,
-    bit_field,
-    decide,
-)
+from .acl_model import CLUSTER_NAME, AclOperation, ResourceType
 from .auth import principal_of
+from .authorizer import Authorizer, Subject, toml_bindings
+
+__all__ = ["Authorizer", "Subject", "install", "subject_of", "toml_bindings"]
 
 log = structlog.get_logger("groupd.security.acl")
 
@@ -66,142 +55,6 @@ _TXN = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 _ZERO_UUID = uuid.UUID(int=0)
 _NO_AUTH_OPS = -(2**31)
 Body = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Subject:
-    """Who asks, from where, with which API: what an ACL check needs besides the resource."""
-
-    principal: str
-    host: str
-    api_key: int = -1
-
-
-# The operation each API needs on a group / a topic (KafkaApis' authorize calls per handler).
-_GROUP_OPS: dict[int, AclOperation] = {
-    10: AclOperation.DESCRIBE,  # FindCoordinator
-    9: AclOperation.DESCRIBE,  # OffsetFetch
-    15: AclOperation.DESCRIBE,  # DescribeGroups
-    16: AclOperation.DESCRIBE,  # ListGroups (listing filtered by DESCRIBE)
-    42: AclOperation.DELETE,  # DeleteGroups
-    47: AclOperation.DELETE,  # OffsetDelete
-    69: AclOperation.DESCRIBE,  # ConsumerGroupDescribe
-}  # JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, ConsumerGroupHeartbeat: READ
-_TOPIC_OPS: dict[int, AclOperation] = {
-    0: AclOperation.WRITE,  # Produce
-    1: AclOperation.READ,  # Fetch
-    2: AclOperation.DESCRIBE,  # ListOffsets
-    3: AclOperation.DESCRIBE,  # Metadata
-    8: AclOperation.READ,  # OffsetCommit
-    9: AclOperation.DESCRIBE,  # OffsetFetch
-    19: AclOperation.CREATE,  # CreateTopics
-    20: AclOperation.DELETE,  # DeleteTopics
-    37: AclOperation.ALTER,  # CreatePartitions
-    47: AclOperation.READ,  # OffsetDelete
-    61: AclOperation.READ,  # DescribeProducers
-}
-
-
-def toml_bindings(acl: dict[str, Any]) -> list[AclBinding]:
-    """The ``[acl]`` table as Kafka bindings: each prefix of ``groups``, ``topics`` and
-    ``transactional_ids`` is ALLOW ALL on a PREFIXED pattern (``"*"``: the LITERAL wildcard), from any
-    host; ``cluster`` lists operations allowed on the cluster (``["ALL"]``, ``["ALTER", "DESCRIBE"]``)."""
-    out: list[AclBinding] = []
-    kinds = {
-        "groups": ResourceType.GROUP,
-        "topics": ResourceType.TOPIC,
-        "transactional_ids": ResourceType.TRANSACTIONAL_ID,
-    }
-    for principal, entry in acl.items():
-        if ":" not in principal:
-            raise ValueError(f"acl: principal {principal!r} must look like 'User:name' (or 'User:*')")
-        if not isinstance(entry, dict) or set(entry) - {*kinds, "cluster"}:
-            raise ValueError(
-                f"acl.{principal!r}: expected a table with `groups`, `topics`, `transactional_ids` and/or `cluster` lists"
-            )
-        for key, rtype in kinds.items():
-            values = entry.get(key, [])
-            if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
-                raise ValueError(f"acl.{principal!r}.{key}: expected a list of name prefixes")
-            for v in values:
-                pattern = PatternType.LITERAL if v == WILDCARD else PatternType.PREFIXED
-                out.append(AclBinding(rtype, v, pattern, principal, WILDCARD, AclOperation.ALL, Permission.ALLOW))
-        ops = entry.get("cluster", [])
-        if not isinstance(ops, list) or not all(
-            isinstance(o, str) and o.upper() in AclOperation.__members__ for o in ops
-        ):
-            raise ValueError(f"acl.{principal!r}.cluster: expected a list of operations (ALL, ALTER, DESCRIBE, ...)")
-        for o in ops:
-            op = AclOperation[o.upper()]
-            out.append(
-                AclBinding(
-                    ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL, principal, WILDCARD, op, Permission.ALLOW
-                )
-            )
-    return out
-
-
-class Authorizer:
-    """Kafka's authorizer over two sets of bindings: the ``[acl]`` table (configuration, read-only)
-    and the ACLs created through CreateAcls (``AclStore``, persisted in the data directory).
-
-    It is configured (``enabled``) when the table has an entry or the data directory has an ACL
-    file, i.e. ACLs were created while it was configured: enforcement never silently turns off
-    across a restart. Unconfigured, nothing is checked and the ACL APIs answer SECURITY_DISABLED,
-    as a Kafka broker without ``authorizer.class.name`` does."""
-
-    def __init__(self, acl: dict[str, Any], data_dir: Path | None = None) -> None:
-        self.static = toml_bindings(acl)
-        self.store = AclStore(data_dir)
-        self.store.load()
-        self.enabled = bool(self.static) or (self.store.path is not None and self.store.path.exists())
-        self._cache: dict[tuple[str, str, int, int, str], bool] = {}
-        # The name of a topic by its id, for requests that name topics by id (DeleteTopics v6+):
-        # the node that owns the topic registry sets it.
-        self.topic_name_for_id: Callable[[uuid.UUID], str | None] = lambda _topic_id: None
-
-    def bindings(self) -> list[AclBinding]:
-        return [*self.static, *self.store.bindings]
-
-    def replace_dynamic(self, bindings: list[AclBinding]) -> None:
-        """Persist and apply a new set of CreateAcls-made bindings."""
-        self.store.save(bindings)
-        self._cache.clear()
-
-    def authorize(self, subject: Subject | str, op: AclOperation, rtype: int, name: str) -> bool:
-        if not self.enabled:
-            return True
-        if isinstance(subject, str):
-            subject = Subject(subject, "")
-        key = (subject.principal, subject.host, int(op), int(rtype), name)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        ok = decide(self.bindings(), subject.principal, subject.host, op, rtype, name)
-        if len(self._cache) > 100_000:  # names come from clients: keep the memo bounded
-            self._cache.clear()
-        self._cache[key] = ok
-        return ok
-
-    def authorized_operations(self, subject: Subject | str, rtype: ResourceType, name: str) -> int:
-        """Kafka's ``AuthHelper.authorizedOperations``: the supported operations the subject may do
-        (all of them without an authorizer), as a bit field."""
-        ops = SUPPORTED_OPERATIONS[rtype]
-        return bit_field(op for op in ops if self.authorize(subject, op, rtype, name))
-
-    def group(self, subject: Subject | str, group_id: str) -> bool:
-        api = subject.api_key if isinstance(subject, Subject) else -1
-        return self.authorize(subject, _GROUP_OPS.get(api, AclOperation.READ), ResourceType.GROUP, group_id)
-
-    def topic(self, subject: Subject | str, topic: str) -> bool:
-        api = subject.api_key if isinstance(subject, Subject) else -1
-        if api == 19 and self.authorize(subject, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
-            return True  # KafkaApis.handleCreateTopicsRequest: CREATE on the cluster covers every topic
-        return self.authorize(subject, _TOPIC_OPS.get(api, AclOperation.DESCRIBE), ResourceType.TOPIC, topic)
-
-    def transactional_id(self, subject: Subject | str, transactional_id: str) -> bool:
-        # KafkaApis.getCoordinator: DESCRIBE on the transactional id (FindCoordinator key type 1).
-        return self.authorize(subject, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
 def subject_of(req: Request) -> Subject:
@@ -693,7 +546,9 @@ fetch = _topic_list_api(
                 "log_start_offset": -1,
                 "aborted_transactions": None,
                 "preferred_read_replica": -1,
-                "records": None,
+                # FetchResponse.partitionResponse: MemoryRecords.EMPTY, never null. librdkafka
+                # cannot parse null records: it never saw the error and fetched again at once.
+                "records": b"",
             }
             for x in t["partitions"]
         ],

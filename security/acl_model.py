@@ -11,7 +11,8 @@ entry (principal, host, operation, ALLOW or DENY). The decision follows Kafka's
 - a DENY for the operation (or ALL) wins over everything;
 - otherwise an ALLOW for the operation, for ALL, or for an operation that implies it (READ, WRITE,
   DELETE and ALTER imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS) allows it;
-- nothing matching: denied (``allow.everyone.if.no.acl.found`` is false by default).
+- nothing matching: denied, unless no ACL at all names the resource and
+  ``allow.everyone.if.no.acl.found`` is set (``--allow-everyone-if-no-acl-found``; false by default).
 
 Filters (DescribeAcls, DeleteAcls) are ``AclBindingFilter``: ANY matches every value, a null name,
 principal or host matches every value, and the pattern type MATCH matches the patterns that would
@@ -216,23 +217,37 @@ def validate_binding(b: AclBinding) -> str | None:
     return None
 
 
-def decide(bindings: Iterable[AclBinding], principal: str, host: str, op: AclOperation, rtype: int, name: str) -> bool:
-    """Kafka's authorization decision for one action (module docstring)."""
+def decide(
+    bindings: Iterable[AclBinding],
+    principal: str,
+    host: str,
+    op: AclOperation,
+    rtype: int,
+    name: str,
+    *,
+    if_no_acl: bool = False,
+) -> bool:
+    """Kafka's authorization decision for one action (module docstring). ``if_no_acl`` is the
+    answer when no binding applies to the resource at all, whatever its principal, host or
+    operation (``allow.everyone.if.no.acl.found``: ``StandardAuthorizerData``'s ``noAclRule``,
+    taken only when ``hasResourceAcls`` stayed false)."""
     allowed = False
+    resource_has_acls = False
     implied = _IMPLIED_BY.get(op, frozenset({op, Op.ALL}))
     for b in bindings:
+        if not b.applies_to(rtype, name):
+            continue
+        resource_has_acls = True
         if b.principal != principal and b.principal != WILDCARD_PRINCIPAL:
             continue
         if b.host != host and b.host != WILDCARD:
-            continue
-        if not b.applies_to(rtype, name):
             continue
         if b.permission == Permission.DENY:
             if b.operation in (op, Op.ALL):
                 return False
         elif b.operation in implied or b.operation == op:
             allowed = True
-    return allowed
+    return allowed or (if_no_acl and not resource_has_acls)
 
 
 class AclStore:

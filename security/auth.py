@@ -15,6 +15,19 @@ through (anything else closes the connection, as Kafka does). The exchange, as a
     AUTHENTICATE   | bad token / credentials  | SASL_AUTHENTICATION_FAILED + message, close
     anything else  | SaslHandshake/Authenticate | ILLEGAL_SASL_STATE (+ close unless authenticated)
 
+Until DONE a frame may be at most ``sasl_server_max_receive_size`` bytes (Kafka's
+``sasl.server.max.receive.size``, 512 KiB): a larger one closes the connection as soon as its size
+prefix arrives, before a byte of it is buffered or parsed (``SaslServerAuthenticator.authenticate``
+reads with a ``NetworkReceive`` of that maximum and fails the authentication on an
+``InvalidReceiveException``). Nothing a client may send within that bound stalls the event loop: a
+SCRAM client-first naming an ASCII user the store does not have is refused without ``scramp``'s
+per-character SASLprep (a 10 MiB one was 36.8 s of it, on the loop), long SCRAM messages and long
+non-ASCII PLAIN passwords are SASLprep'd on one worker thread, and PLAIN checks a printable-ASCII
+password with ``hashlib`` alone.
+
+The mechanisms: PLAIN and SCRAM-SHA-256/512 over the credential store (``scram.py``), and
+OAUTHBEARER with Kafka's unsecured validator (``oauthbearer.py``), only when listed.
+
 After DONE, Sasl* requests reach Kafka's request handler, which answers ILLEGAL_SASL_STATE; so do
 we. Sessions do not expire (KIP-368 session lifetime 0), so clients never re-authenticate.
 
@@ -25,9 +38,11 @@ password, proof or token.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import enum
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import structlog
 from groupd.protocol.errors import ErrorCode
@@ -35,6 +50,7 @@ from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Connection, Request
 
 from .listeners import Listener, certificate_cn
+from .oauthbearer import OAuthBearerServer, UnsecuredValidator
 from .scram import ALL_MECHANISMS, SCRAM_MECHANISMS, CredentialStore, SaslError, parse_plain
 
 log = structlog.get_logger("groupd.security.auth")
@@ -42,8 +58,24 @@ log = structlog.get_logger("groupd.security.auth")
 # one line per interval with the count of the failures held back.
 limited_log = LogLimiter(log)
 
+T = TypeVar("T")
 ANONYMOUS = "User:ANONYMOUS"
 _INVALID_CREDENTIALS = "Authentication failed: Invalid user credentials"
+# SASL input at least this long is parsed or SASLprep'd on ``_long_input_pool``, one worker thread: scramp's
+# SASLprep of a name, a nonce or a non-ASCII password is pure Python (~2 us a character, a 512 KiB one
+# a second of CPU). One worker, so that a flood of them takes one core's share of the GIL at most and
+# the event loop keeps answering; a real client's input is short and never waits behind them.
+_LONG_INPUT = 4096
+_long_input_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sasl-long-input")
+
+
+async def _off_loop(fn: Callable[[], T], long_input: bool) -> T:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_long_input_pool if long_input else None, fn)
+
+
+# RFC 5802 saslname: "=2C" and "=3D" stand for "," and "=" (ScramFormatter.username).
+_SASLNAME_ESCAPES = {"=2C": ",", "=3D": "="}
 
 
 class State(enum.Enum):
@@ -71,7 +103,8 @@ class PlainMechanism(Mechanism):
         self.user = user
         # PBKDF2 with thousands of iterations takes milliseconds: off the event loop, so that other
         # connections are not stalled by a login (hashlib releases the GIL while it hashes).
-        ok = await asyncio.to_thread(self.store.check_password, user, password)
+        long_input = len(password) >= _LONG_INPUT and not password.isascii()
+        ok = await _off_loop(lambda: self.store.check_password(user, password), long_input)
         if not ok:
             raise SaslError(_INVALID_CREDENTIALS)
         return b"", True
@@ -95,29 +128,61 @@ class ScramServerMechanism(Mechanism):
         self._round = 0
 
     async def step(self, token: bytes) -> tuple[bytes, bool]:
-        from scramp import ScramException
-
         try:
             text = token.decode("utf-8")
         except UnicodeDecodeError:
             raise SaslError("Authentication failed: the SCRAM message is not valid UTF-8") from None
+        if self._round == 0:
+            self._round = 1
+            parts = text.split(",", 3)
+            if "tokenauth=true" in text.split(","):
+                # Kafka's delegation-token extension: groupd has no delegation tokens.
+                raise SaslError("Authentication failed: delegation tokens are not supported")
+            if len(parts) > 2 and parts[2].startswith("n="):
+                name = parts[2][2:]
+                for escaped, char in _SASLNAME_ESCAPES.items():
+                    name = name.replace(escaped, char)
+                if name.isascii() and name not in self.store:
+                    # SASLprep leaves ASCII as it is (or refuses it): the lookup scramp would make
+                    # after a per-character pass fails now, the same way. Kafka looks the name up
+                    # as sent (ScramSaslServer.evaluateResponse) and answers the same message.
+                    self.user = name[:256]
+                    raise SaslError(_INVALID_CREDENTIALS, "Unknown user")
+            return await self._run(self._server.set_client_first, self._server.get_server_first, text, False)
+        if self._round == 1:
+            self._round = 2
+            return await self._run(self._server.set_client_final, self._server.get_server_final, text, True)
+        raise SaslError("Authentication failed: unexpected SCRAM message after the exchange completed")
+
+    async def _run(
+        self, take: Callable[[str], None], answer: Callable[[], str], text: str, complete: bool
+    ) -> tuple[bytes, bool]:
+        from scramp import ScramException
+
+        def run() -> bytes:
+            take(text)
+            return answer().encode()
+
         try:
-            if self._round == 0:
-                self._round = 1
-                if "tokenauth=true" in text.split(","):
-                    # Kafka's delegation-token extension: groupd has no delegation tokens.
-                    raise SaslError("Authentication failed: delegation tokens are not supported")
-                self._server.set_client_first(text)
-                return self._server.get_server_first().encode(), False
-            if self._round == 1:
-                self._round = 2
-                self._server.set_client_final(text)
-                return self._server.get_server_final().encode(), True
+            reply = run() if len(text) < _LONG_INPUT else await _off_loop(run, True)
         except ScramException as e:
             # Unknown user, wrong proof and malformed messages all look the same to the client
             # (Kafka's message); the log gets the reason, which never contains the proof.
             raise SaslError(_INVALID_CREDENTIALS, str(e).split(".")[0]) from None
-        raise SaslError("Authentication failed: unexpected SCRAM message after the exchange completed")
+        return reply, complete
+
+
+class OAuthBearerMechanism(Mechanism):
+    """SASL/OAUTHBEARER, Kafka's unsecured validator (``oauthbearer.py``)."""
+
+    def __init__(self, validator: UnsecuredValidator) -> None:
+        self._server = OAuthBearerServer(validator)
+
+    async def step(self, token: bytes) -> tuple[bytes, bool]:
+        try:
+            return self._server.step(token)
+        finally:
+            self.user = self._server.user
 
 
 class Session:
@@ -125,6 +190,7 @@ class Session:
 
     def __init__(self, auth: Authenticator, conn: Connection, listener: Listener | None) -> None:
         self.auth = auth
+        self.conn = conn
         self.listener = listener
         self.principal = ANONYMOUS
         self.sasl = listener is not None and listener.sasl
@@ -156,6 +222,10 @@ class Session:
             self.authenticated = True
             self.raw_tokens = False
             self.principal = f"User:{self.mechanism.user}"
+            # Authenticated: frames up to max_request_bytes again (sasl.server.max.receive.size
+            # bounds only what is read before, SaslServerAuthenticator).
+            srv = self.conn.server
+            self.conn.max_frame_bytes, self.conn.frame_limit_setting = srv.max_request_bytes, "max_request_bytes"
         return reply, complete
 
     async def raw_token(self, conn: Connection, token: bytes) -> bytes | None:
@@ -172,18 +242,33 @@ class Session:
 class Authenticator:
     """Makes sessions and answers SaslHandshake and SaslAuthenticate."""
 
-    def __init__(self, store: CredentialStore, mechanisms: list[str], failed_delay_ms: int = 100) -> None:
+    def __init__(
+        self,
+        store: CredentialStore,
+        mechanisms: list[str],
+        failed_delay_ms: int = 100,
+        oauthbearer: UnsecuredValidator | None = None,
+    ) -> None:
         for m in mechanisms:
             if m not in ALL_MECHANISMS:
                 raise ValueError(f"unknown SASL mechanism {m!r} (supported: {', '.join(ALL_MECHANISMS)})")
         self.store = store
         self.mechanisms = mechanisms
         self.failed_delay_ms = failed_delay_ms
+        self.oauthbearer = oauthbearer or UnsecuredValidator()
 
     @classmethod
-    def from_config(cls, users: dict[str, Any], mechanisms: str, failed_delay_ms: int = 100) -> Authenticator:
+    def from_config(
+        cls,
+        users: dict[str, Any],
+        mechanisms: str,
+        failed_delay_ms: int = 100,
+        *,
+        data_dir: Path | None = None,
+        oauthbearer: UnsecuredValidator | None = None,
+    ) -> Authenticator:
         names = [m.strip().upper() for m in mechanisms.split(",") if m.strip()]
-        return cls(CredentialStore(users), names, failed_delay_ms)
+        return cls(CredentialStore(users, data_dir), names, failed_delay_ms, oauthbearer)
 
     def open_session(self, conn: Connection) -> Session:
         return Session(self, conn, conn.listener)
@@ -193,6 +278,8 @@ class Authenticator:
             return PlainMechanism(self.store)
         if name in SCRAM_MECHANISMS:
             return ScramServerMechanism(self.store, name)
+        if name == "OAUTHBEARER":
+            return OAuthBearerMechanism(self.oauthbearer)
         raise AssertionError(name)
 
     @staticmethod

@@ -2,8 +2,8 @@
 
 Transcribed from Kafka's ``DescribeConfigs*.json``, ``AlterConfigs*.json``,
 ``IncrementalAlterConfigs*.json``, ``DescribeCluster*.json``, ``DeleteRecords*.json``,
-``CreateAcls*.json``, ``DescribeAcls*.json``, ``DeleteAcls*.json``, ``OffsetForLeaderEpoch*.json``
-and ``DescribeLogDirs*.json``, at the union of the ranges Kafka 2.0-4.x served: Kafka 4.0 (KIP-896) removed DescribeConfigs v0,
+``CreateAcls*.json``, ``DescribeAcls*.json``, ``DeleteAcls*.json``, ``OffsetForLeaderEpoch*.json``,
+``DescribeLogDirs*.json``, ``DescribeUserScramCredentials*.json`` and ``AlterUserScramCredentials*.json``, at the union of the ranges Kafka 2.0-4.x served: Kafka 4.0 (KIP-896) removed DescribeConfigs v0,
 the ACL APIs' v0 (no pattern type: LITERAL), OffsetForLeaderEpoch v0-1 and DescribeLogDirs v0, which
 older clients (sarama with an old ``Version``) still send.
 """
@@ -367,6 +367,59 @@ DESCRIBE_LOG_DIRS = api(
             ),
             f("total_bytes", "int64", "4+", default=-1),
             f("usable_bytes", "int64", "4+", default=-1),
+        ),
+    ],
+)
+
+DESCRIBE_USER_SCRAM_CREDENTIALS = api(
+    50,
+    "DescribeUserScramCredentials",
+    valid="0",
+    flexible="0+",
+    request=[f("users", "[]", "0+", f("name", "string"), nullable="0+")],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f("error_code", "int16"),
+        f("error_message", "string", "0+", nullable="0+"),
+        f(
+            "results",
+            "[]",
+            "0+",
+            f("user", "string"),
+            f("error_code", "int16"),
+            f("error_message", "string", "0+", nullable="0+"),
+            f("credential_infos", "[]", "0+", f("mechanism", "int8"), f("iterations", "int32")),
+        ),
+    ],
+)
+
+ALTER_USER_SCRAM_CREDENTIALS = api(
+    51,
+    "AlterUserScramCredentials",
+    valid="0",
+    flexible="0+",
+    request=[
+        f("deletions", "[]", "0+", f("name", "string"), f("mechanism", "int8")),
+        f(
+            "upsertions",
+            "[]",
+            "0+",
+            f("name", "string"),
+            f("mechanism", "int8"),
+            f("iterations", "int32"),
+            f("salt", "bytes"),
+            f("salted_password", "bytes"),
+        ),
+    ],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f(
+            "results",
+            "[]",
+            "0+",
+            f("user", "string"),
+            f("error_code", "int16"),
+            f("error_message", "string", "0+", nullable="0+"),
         ),
     ],
 )

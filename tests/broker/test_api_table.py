@@ -156,6 +156,12 @@ _CASES: dict[str, tuple[int, dict[str, Any], Callable[[dict[str, Any]], int]]] =
     "CreateAcls": (3, {"creations": [{}]}, lambda r: r["results"][0]["error_code"]),
     "DescribeAcls": (3, {}, lambda r: r["error_code"]),
     "DeleteAcls": (3, {"filters": [{}]}, lambda r: r["filter_results"][0]["error_code"]),
+    "DescribeUserScramCredentials": (0, {"users": None}, lambda r: r["error_code"]),
+    "AlterUserScramCredentials": (
+        0,
+        {"deletions": [{"name": "alice", "mechanism": 1}], "upsertions": []},
+        lambda r: r["results"][0]["error_code"],
+    ),
 }
 _REFUSED = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED,
