@@ -954,6 +954,22 @@ def decode_window_verified(
     return out, position, bad, False
 
 
+def intact_batch_at(read: Callable[[int, int], bytes], position: int, end: int, min_base_offset: int) -> int | None:
+    """Base offset of the batch at `position` if its header is plausible, it ends by `end`, its base
+    offset is at least `min_base_offset` and its CRC matches; else None. `read` as in find_next_batch."""
+    head = read(HEADER_SIZE, position)
+    if len(head) < HEADER_SIZE:
+        return None
+    base, length, _epoch, magic = _LEN_MAGIC.unpack_from(head)
+    size = LOG_OVERHEAD + length
+    if magic != MAGIC or length < BATCH_OVERHEAD or base < min_base_offset or position + size > end:
+        return None
+    data = read(size, position)
+    if len(data) != size or compute_crc(data, 0, size) != _UINT32.unpack_from(data, CRC_OFFSET)[0]:
+        return None
+    return base
+
+
 def find_next_batch(read: Callable[[int, int], bytes], position: int, end: int, min_base_offset: int) -> int | None:
     """Start of the first batch after `position` (and before `end`) whose header is plausible and
     whose CRC matches, found by trying every byte that could be a magic byte; None if there is none.
