@@ -27,7 +27,10 @@ def _layout(path: Path) -> list[tuple[Path, int, int, int, int]]:
     """(segment file, start, end, base offset, last offset) of every batch, in log order."""
     out = []
     for seg in sorted(path.glob("*.log")):
-        out += [(seg, v.position, v.position + v.size, v.base_offset, v.last_offset) for v in R.iter_batches(seg.read_bytes())]
+        out += [
+            (seg, v.position, v.position + v.size, v.base_offset, v.last_offset)
+            for v in R.iter_batches(seg.read_bytes())
+        ]
     return out
 
 
