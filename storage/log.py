@@ -557,7 +557,7 @@ class PartitionLog:
                 self._recover_active(seg, clean, self._recovery_point)
             elif not seg.load_indexes(self.config.index_interval_bytes):
                 log.warning("storage.index.rebuild", path=str(seg.log_path), reason="missing or damaged")
-                self._rebuild(seg, check_crc=False, inactive=True)
+                self._rebuild(seg, check_crc=True, inactive=True)
             segments.append(seg)
         # A crash between checkpointing a new log start and deleting segments leaves dead ones.
         while len(segments) > 1 and start is not None and segments[1].base_offset <= start:
@@ -741,9 +741,8 @@ class PartitionLog:
         `first_last_offset` is what the index says the batch at `start` ends with.
 
         Before `trusted_end` (the recovery point, where the batch holding `trusted_next` starts),
-        or anywhere with `keep_all`, nothing stops the walk: CRCs are not checked there (a bad
-        batch is skipped when read), and a header too damaged to walk past is recorded as damage
-        and stepped over to the next intact batch (or the point).
+        or anywhere with `keep_all`, nothing stops the walk: a bad batch there is recorded as
+        damage and stepped over to the next intact batch (or the point); reads skip it.
         """
         cur = _Cursor(seg, self.config.index_interval_bytes)
         fd = seg.log_fd
@@ -773,6 +772,10 @@ class PartitionLog:
                     reason = f"bad batch length {length}"
                 elif size > end - pos:
                     reason = f"batch of {size} bytes runs past the end of the file"
+                elif pos < trusted_end < pos + size:
+                    # The point is where a batch starts: a length that leads past it is damaged
+                    # (the CRCs before it are not checked, so this is what catches it).
+                    reason = f"batch of {size} bytes runs past the recovery point"
                 elif base < seg.base_offset or lod < 0 or count < 0 or base + lod - seg.base_offset > INT32_MAX:
                     reason = f"implausible offsets (base {base}, lastOffsetDelta {lod}, count {count})"
                 elif prev_next is not None and base < prev_next:
@@ -790,7 +793,9 @@ class PartitionLog:
                         reason = f"offset {base} does not follow {prev_next - 1}"
                     else:
                         gaps = True
-                if reason is None and check_crc and pos >= trusted_end:
+                # Before the point too: a bad batch there is skipped, not cut, but a damaged length
+                # must be caught at its own batch, not where it leads to.
+                if reason is None and check_crc:
                     if off + size > len(chunk):
                         chunk = _pread_exact(fd, max(min(READ_CHUNK, end - pos), size), pos)
                         chunk_pos, off = pos, 0
@@ -1417,12 +1422,14 @@ class PartitionLog:
         may hold it; None if neither is before `size`."""
         fd = seg.log_fd
         pos = seg.index_position(offset, size)
+        prev = None  # where the batch walked over last starts
         while pos < size:
             known = self._known_damage(seg, pos)
             if known is not None:
                 if known.next_offset is None or known.next_offset > offset:
                     return pos
                 pos = known.end
+                prev = None
                 continue
             stop = min(size, self._next_damage(seg, pos))
             chunk = os.pread(fd, min(SEEK_CHUNK, stop - pos), pos)
@@ -1439,6 +1446,7 @@ class PartitionLog:
                     break
                 if base + lod >= offset:
                     return pos + p
+                prev = pos + p
                 p += rec.LOG_OVERHEAD + length
             if reason is None and p == 0:
                 if pos + n >= stop:  # fewer bytes than a header before the end or known damage
@@ -1447,10 +1455,13 @@ class PartitionLog:
                     raise CorruptRecordError(f"{seg.log_path}: short read at byte {pos}")
             pos += p
             if reason is not None:
+                if prev is not None and pos - prev >= rec.HEADER_SIZE and not _crc_ok(fd, prev, pos - prev):
+                    pos = prev  # a damaged length led here: the damage starts at its batch
                 d = self._damage(seg, pos, size, reason)
                 if d.next_offset is None or d.next_offset > offset:
-                    return pos
+                    return d.start
                 pos = d.end
+                prev = None
         return None
 
     def _run(
@@ -1955,6 +1966,11 @@ def _complete_prefix(buf: bytes, limit: int) -> int:
 
 _NO_DAMAGE = 2**63 - 1
 _CRC_AT = struct.Struct(">I")
+
+
+def _crc_ok(fd: int, position: int, size: int) -> bool:
+    data = _pread_exact(fd, size, position)
+    return len(data) == size and rec.compute_crc(data, 0, size) == _CRC_AT.unpack_from(data, rec.CRC_OFFSET)[0]
 
 
 def _damage_start(d: Damage) -> int:

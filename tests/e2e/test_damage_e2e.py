@@ -19,8 +19,10 @@ from __future__ import annotations
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from groupd.coordinator import partition_for
 from groupd.storage import records as rec
 
 from tests.support.daemon import GroupdProcess
@@ -194,5 +196,108 @@ def test_a_damaged_user_batch_at_every_position_costs_only_its_records(tmp_path:
         assert by_topic == {t: 1 for t in topics if t not in torn}
         assert not d.events("fetch_read_failed")
         assert not d.events("producer_state_load_failed")
+    finally:
+        d.stop()
+
+
+OFFSETS_GROUPS = 8  # groups (one commit, one batch each) per __consumer_offsets partition
+
+
+def _groups_in(partition: int, tag: str, n: int) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while len(out) < n:
+        g = f"{tag}-{i}"
+        if partition_for(g) == partition:
+            out.append(g)
+        i += 1
+    return out
+
+
+def _alter(admin: Any, commits: list[tuple[str, int]]) -> None:
+    """Commit `offset` of orders-0 for each group, concurrently (the groups' partitions differ)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    futures = [
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, [TopicPartition("orders", 0, o)])])[g]
+        for g, o in commits
+    ]
+    for f in futures:
+        (tp,) = f.result(timeout=30).topic_partitions
+        assert tp.error is None, tp.error
+
+
+def _committed(admin: Any, groups: list[str], timeout: float = 30) -> dict[str, int | None]:
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+    out: dict[str, int | None] = {}
+    deadline = time.monotonic() + timeout
+    for g in groups:
+        while True:
+            try:
+                req = [ConsumerGroupTopicPartitions(g, [TopicPartition("orders", 0)])]
+                (tp,) = admin.list_consumer_group_offsets(req)[g].result(timeout=10).topic_partitions
+                break
+            except KafkaException:  # the coordinator is still loading: retried until the deadline
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        out[g] = tp.offset if tp.offset >= 0 else None
+    return out
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["clean-shutdown", "sigkill-fsync-always"])
+def test_a_damaged_offsets_batch_at_every_position_costs_only_its_commit(tmp_path: Path, crash: bool) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    # One __consumer_offsets partition per (kind, position): every case is set up in one run.
+    cases = [(kind, i) for kind in KINDS for i in range(OFFSETS_GROUPS)]
+    groups = {p: _groups_in(p, f"g{p}", OFFSETS_GROUPS) for p in range(len(cases))}
+    d = GroupdProcess(tmp_path / "data", "--fsync", "always").start()
+    try:
+        admin = AdminClient({"bootstrap.servers": d.bootstrap})
+        admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(timeout=30)
+        for k in range(OFFSETS_GROUPS):  # one commit per partition at a time: one batch each
+            _alter(admin, [(groups[p][k], 1000 * p + k) for p in groups])
+        if crash:
+            d.kill()
+        else:
+            assert d.stop() == 0
+
+        want: dict[str, int | None] = {}
+        torn: set[int] = set()
+        for p, (kind, i) in enumerate(cases):
+            directory = tmp_path / "data" / f"__consumer_offsets-{p}"
+            layout = _layout(directory)
+            assert len(layout) == OFFSETS_GROUPS, (p, layout)
+            seg, start, end, _base, _last = layout[i]
+            point = _recovery_point(directory) if crash else None
+            _damage(kind, seg, start, end)
+            lost, tail = _lost(kind, layout, i, point)
+            if tail:
+                torn.add(p)
+            for k, g in enumerate(groups[p]):
+                want[g] = None if k in lost else 1000 * p + k  # commit k is at offset k
+
+        d.start()
+        admin = AdminClient({"bootstrap.servers": d.bootstrap})
+        everyone = [g for gs in groups.values() for g in gs]
+        assert _committed(admin, everyone) == want
+        events = [e for e in d.events("storage.batch.corrupt") if e["level"] == "error"]
+        assert sorted(int(str(e["partition"])) for e in events) == [p for p in groups if p not in torn]
+        assert {e["topic"] for e in events} == {"__consumer_offsets"}
+        assert d.events("offsets_loaded")[-1]["corrupt_batches"] == len(groups) - len(torn)
+        listed = {g.group_id for g in admin.list_consumer_groups().result(timeout=30).valid}
+        assert {g for g, o in want.items() if o is not None} <= listed
+
+        # Commits made after the damage survive a crash: recovery does not cut the log there.
+        for k in range(2):
+            _alter(admin, [(groups[p][k], 5000 * p + k) for p in groups])
+        want.update({groups[p][k]: 5000 * p + k for p in groups for k in range(2)})
+        d.kill()
+        d.start()
+        admin = AdminClient({"bootstrap.servers": d.bootstrap})
+        assert _committed(admin, everyone) == want
+        assert not d.events("offsets_partition_load_failed")
     finally:
         d.stop()

@@ -129,3 +129,28 @@ def test_every_batch_position_damaged_the_rest_is_served_and_reported_once(
             (event,) = events
             assert event["log_level"] == "error" and event["position"] == start
             assert event["offset"] == layout[i][3], (i, event)
+
+
+def test_a_damaged_length_does_not_carry_crash_recovery_past_the_recovery_point(tmp_path: Path) -> None:
+    """Below the recovery point CRCs are not checked, so a damaged length could walk recovery
+    into the unflushed tail at a byte that is no batch start, and it would cut valid batches
+    there. A batch cannot cross the point (it is a batch start): that one is the damage."""
+    path = tmp_path / "t-0"
+    cfg = small_config(segment_bytes=10**6, index_interval_bytes=150)
+    plog = PartitionLog.open(path, cfg)
+    records = fill(plog, 10)
+    plog.close()
+    (seg,) = sorted(path.glob("*.log"))
+    _seg, start, end, base, last = _layout(path)[0]
+    _damage("length", seg, start, end)  # 1024 bytes longer: past the end of the file for now
+    plog = PartitionLog.open(path, cfg)
+    records = [r for r in records if r[0] > last] + fill(plog, 30, seed=1)
+    plog.flush()  # the recovery point
+    records += fill(plog, 1, seed=2)  # acknowledged after it (the point is not moved yet)
+    plog.abandon()
+    with capture_logs() as logs:
+        plog = PartitionLog.open(path, cfg)
+        assert [(o, k, v) for o, _t, k, v in plog.iter_records()] == [(o, k, v) for o, _t, k, v in records]
+    assert not [e for e in logs if e["event"] == "storage.recovery.truncated"]
+    assert [e["offset"] for e in logs if e["event"] == "storage.batch.corrupt"] == [base]
+    plog.close()
