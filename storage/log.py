@@ -1344,15 +1344,27 @@ class PartitionLog:
         """Where the damage at `pos` ends (the next intact batch before `bound`, else `bound`) and
         that batch's base offset (None at `bound`). `expected`: the least offset it may start at."""
         read = functools.partial(_pread_exact, seg.log_fd)
-        head = read(rec.HEADER_SIZE, pos)
-        if len(head) == rec.HEADER_SIZE:
-            _base, length, _epoch, magic = _LEN_MAGIC.unpack_from(head)
+        head = read(27, pos)
+        if len(head) == 27:
+            base, length, _, magic, _, _, lod = _HEAD7.unpack_from(head)
             after = pos + rec.LOG_OVERHEAD + length
-            # Most damage leaves the length intact: then the next batch starts where it says.
+            # Most damage leaves the length intact: then the next batch starts where it says. It
+            # is taken to if it is intact, or if its header goes on with this one's offsets (a
+            # damaged neighbour, reported on its own then).
             if magic == rec.MAGIC and length >= rec.BATCH_OVERHEAD and after < bound:
-                base = rec.intact_batch_at(read, after, bound, expected)
-                if base is not None:
-                    return after, base
+                found = rec.intact_batch_at(read, after, bound, expected)
+                if found is not None:
+                    return after, found
+                nxt = read(rec.HEADER_SIZE, after)
+                if len(nxt) == rec.HEADER_SIZE and lod >= 0:
+                    nbase, nlength, _, nmagic = _LEN_MAGIC.unpack_from(nxt)
+                    if (
+                        nmagic == rec.MAGIC
+                        and nlength >= rec.BATCH_OVERHEAD
+                        and after + rec.LOG_OVERHEAD + nlength <= bound
+                        and nbase == base + lod + 1 >= expected
+                    ):
+                        return after, nbase
         found = rec.find_next_batch(read, pos, bound, expected)
         if found is None:
             return bound, None
