@@ -36,11 +36,10 @@ checked by the last recovery), as Kafka's ``LogLoader`` recovers (``LogSegment.r
 at the first batch failing ``ensureValid``) only the segments after its recovery-point checkpoint.
 Bytes before it were durable and acknowledged; if one of their batches is damaged later (a flipped
 bit on disk), truncating there would throw away every valid batch written after it, including
-commits acknowledged since. Such a batch is left in place instead:
-recovery walks past it by its header (or, if the header itself is damaged, jumps to the recovery
-point), and the start-up replay (``iter_records(verify=True)``) checks every CRC, reports a bad
-batch (``storage.batch.corrupt``, error) and skips it. Fetch serves stored bytes as they are, as
-Kafka does; consumers check CRCs themselves.
+commits acknowledged since. Such a batch is left in place instead: recovery records it as
+damage and walks on from the next intact batch (or the recovery point), and every read steps over
+it (see "damaged batches" below: Fetch, the producer-state load and the start-up replays serve the
+valid batches before and after it, and the first read to meet it reports it, once).
 
 Threading: any method may be called from a worker thread. Appends, truncation and rolls are
 serialised by the I/O lock; compaction and retention by a maintenance lock; the segment list is

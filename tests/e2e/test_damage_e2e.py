@@ -82,7 +82,8 @@ def _lost(kind: str, layout: list[tuple[Path, int, int, int, int]], i: int, poin
 def _produce(bootstrap: str, topics: list[str], rounds: int, tag: str) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap})
+    # Idempotent, so each partition has producer state to load around the damage.
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for b in range(rounds):
         for t in topics:
             for r in range(RECORDS_PER_BATCH):
@@ -109,7 +110,8 @@ def _consume_confluent(
             assert m.error() is None, m.error()
             got[m.topic()].append(m.value())
         for t in want:
-            # ListOffsets; Fetch answered the same high watermark, or librdkafka would have stalled.
+            # What the last Fetch answered (-1 with KAFKA_STORAGE_ERROR before), and ListOffsets.
+            assert c.get_watermark_offsets(TopicPartition(t, 0), cached=True)[1] == high[t], t
             assert c.get_watermark_offsets(TopicPartition(t, 0), timeout=10) == (0, high[t]), t
     finally:
         c.close()
@@ -196,6 +198,9 @@ def test_a_damaged_user_batch_at_every_position_costs_only_its_records(tmp_path:
         assert by_topic == {t: 1 for t in topics if t not in torn}
         assert not d.events("fetch_read_failed")
         assert not d.events("producer_state_load_failed")
+        # The producer state loaded around the damage: the idempotent producer of the intact batches.
+        loaded = {str(e["topic"]): e["producers"] for e in d.events("producer_state_loaded")}
+        assert loaded == {t: 1 for t in topics}
     finally:
         d.stop()
 
