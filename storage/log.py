@@ -825,6 +825,8 @@ class PartitionLog:
             prev_next = next_offset = base + lod + 1
             pos += size
         seg.apply_cursor(cur)
+        if check_crc:
+            seg.checked = (start, pos)  # reads need not check these CRCs again
         # Entries can only point below the valid end.
         while seg.idx_positions and seg.idx_positions[-1] >= pos:
             seg.idx_positions.pop()
@@ -1784,6 +1786,7 @@ class PartitionLog:
                 if seg is None and s.base_offset == offset:
                     self._ops.ftruncate(s.log_fd, 0)
                     s.size = 0
+                    s.damage, s.unchecked_end = [], 0
                     s.reset_indexes()
                     s.write_indexes()
                     truncate_index(self.path, s.base_offset, -1)

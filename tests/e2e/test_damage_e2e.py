@@ -306,3 +306,74 @@ def test_a_damaged_offsets_batch_at_every_position_costs_only_its_commit(tmp_pat
         assert not d.events("offsets_partition_load_failed")
     finally:
         d.stop()
+
+
+TXN_IDS = 6  # transactional ids (one InitProducerId, one batch each) per __transaction_state partition
+
+
+def _init_producer_id(port: int, transactional_id: str, timeout: float = 30) -> tuple[int, int]:
+    """(producer id, epoch) from InitProducerId, retried while the coordinator loads."""
+    from tests.support.raw_client import RawClient
+
+    deadline = time.monotonic() + timeout
+    c = RawClient(port)
+    try:
+        while True:
+            r = c.request("InitProducerId", 4, {"transactional_id": transactional_id, "transaction_timeout_ms": 60000})
+            if r["error_code"] == 0:
+                return r["producer_id"], r["producer_epoch"]
+            assert r["error_code"] in (14, 15, 51), r  # loading, not available, concurrent transactions
+            assert time.monotonic() < deadline, r
+            time.sleep(0.2)
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["clean-shutdown", "sigkill-fsync-always"])
+def test_a_damaged_transaction_state_batch_at_every_position_costs_only_its_id(tmp_path: Path, crash: bool) -> None:
+    """A transactional id whose record is intact keeps its producer id across the restart (its
+    epoch is bumped); only the one whose batch is damaged starts afresh with a new producer id."""
+    from groupd.transactions.coordinator import partition_for as txn_partition_for
+
+    cases = [(kind, i) for kind in KINDS for i in range(TXN_IDS)]
+    ids: dict[int, list[str]] = {}
+    for p in range(len(cases)):
+        ids[p], n = [], 0
+        while len(ids[p]) < TXN_IDS:
+            if txn_partition_for(f"tx{p}-{n}") == p:
+                ids[p].append(f"tx{p}-{n}")
+            n += 1
+    d = GroupdProcess(tmp_path / "data", "--fsync", "always").start()
+    try:
+        first: dict[str, tuple[int, int]] = {}
+        for k in range(TXN_IDS):
+            for p in ids:
+                first[ids[p][k]] = _init_producer_id(d.port, ids[p][k])
+        if crash:
+            d.kill()
+        else:
+            assert d.stop() == 0
+        lost_ids: set[str] = set()
+        torn: set[int] = set()
+        for p, (kind, i) in enumerate(cases):
+            directory = tmp_path / "data" / f"__transaction_state-{p}"
+            layout = _layout(directory)
+            assert len(layout) == TXN_IDS, (p, layout)
+            seg, start, end, _base, _last = layout[i]
+            point = _recovery_point(directory) if crash else None
+            _damage(kind, seg, start, end)
+            lost, tail = _lost(kind, layout, i, point)
+            if tail:
+                torn.add(p)
+            lost_ids |= {ids[p][k] for k in range(TXN_IDS) if k in lost}
+        d.start()
+        for tid, (pid, epoch) in first.items():
+            again = _init_producer_id(d.port, tid)
+            if tid in lost_ids:
+                assert again[0] != pid, tid
+            else:
+                assert again == (pid, epoch + 1), tid
+        events = [e for e in d.events("storage.batch.corrupt") if e["topic"] == "__transaction_state"]
+        assert sorted(int(str(e["partition"])) for e in events) == [p for p in ids if p not in torn]
+    finally:
+        d.stop()
