@@ -773,8 +773,8 @@ class PartitionLog:
                 elif size > end - pos:
                     reason = f"batch of {size} bytes runs past the end of the file"
                 elif pos < trusted_end < pos + size:
-                    # The point is where a batch starts: a length that leads past it is damaged
-                    # (the CRCs before it are not checked, so this is what catches it).
+                    # The point is where a batch starts: a length that leads past it is damaged,
+                    # and must not carry the walk into the tail, where it would cut.
                     reason = f"batch of {size} bytes runs past the recovery point"
                 elif base < seg.base_offset or lod < 0 or count < 0 or base + lod - seg.base_offset > INT32_MAX:
                     reason = f"implausible offsets (base {base}, lastOffsetDelta {lod}, count {count})"
