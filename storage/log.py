@@ -1479,13 +1479,13 @@ class PartitionLog:
         return None
 
     def _run(
-        self, seg: Segment, pos: int, size: int, limit: int, *, min_one: bool, check: bool = False
+        self, seg: Segment, pos: int, size: int, limit: int, *, min_one: bool, check: bool = False, crc: bool = True
     ) -> tuple[bytes, int, bool]:
         """The intact batches from byte `pos` of `seg` (where a batch or damage starts), whole,
         within `limit` bytes (the first one even if larger when `min_one`); where to go on from;
         and whether `limit` ended the run. Damage at `pos` is recorded, reported once and
         stepped over: (b"", its end, False). Batches that were on disk at open (all with `check`)
-        have their CRCs checked, once."""
+        have their CRCs checked, once; none without `crc` (a bad one is then served)."""
         d = self._known_damage(seg, pos)
         if d is not None:
             self._report_damage(seg, d)
@@ -1501,7 +1501,7 @@ class PartitionLog:
             (length,) = struct.unpack_from(">i", buf, 8)
             buf = _pread_exact(fd, rec.LOG_OVERHEAD + length, pos)
             cut, full = len(buf), True
-        if cut and (check or pos < seg.unchecked_end):
+        if cut and crc and (check or pos < seg.unchecked_end):
             bad = _first_bad_crc(seg, buf, pos, cut, check)
             if bad is not None:
                 cut, reason, full = bad - pos, "CRC mismatch", False
@@ -1676,8 +1676,8 @@ class PartitionLog:
             pos = self._find(seg, max(hint, start), size)
             if pos is None:
                 continue
-            for buf, cut in self._segment_runs(seg, pos, size):
-                for view in rec.iter_batches(buf, 0, cut, strict=True):
+            for _at, buf in self._segment_runs(seg, pos, size):
+                for view in rec.iter_batches(buf, strict=True):
                     if view.max_timestamp < timestamp or view.is_control:
                         continue
                     if view.timestamp_type == rec.TIMESTAMP_LOG_APPEND_TIME:
@@ -1691,12 +1691,14 @@ class PartitionLog:
                             return r[0], r[1]
         return None
 
-    def _segment_runs(self, seg: Segment, pos: int, size: int) -> Iterator[tuple[bytes, int]]:
-        """Like _segment_windows, stepping over damage."""
+    def _segment_runs(self, seg: Segment, pos: int, size: int, *, crc: bool = True) -> Iterator[tuple[int, bytes]]:
+        """(position, bytes) of each run of intact batches from `pos` on, stepping over damage
+        (see _run for `crc`)."""
         while pos < size:
-            buf, pos, _full = self._run(seg, pos, size, READ_CHUNK, min_one=True)
+            start = pos
+            buf, pos, _full = self._run(seg, pos, size, READ_CHUNK, min_one=True, crc=crc)
             if buf:
-                yield buf, len(buf)
+                yield start, buf
 
     def _segment_windows(self, seg: Segment, pos: int, size: int) -> Iterator[tuple[bytes, int]]:
         while pos < size:

@@ -154,3 +154,26 @@ def test_a_damaged_length_does_not_carry_crash_recovery_past_the_recovery_point(
     assert not [e for e in logs if e["event"] == "storage.recovery.truncated"]
     assert [e["offset"] for e in logs if e["event"] == "storage.batch.corrupt"] == [base]
     plog.close()
+
+
+def test_compaction_steps_over_a_zeroed_batch_instead_of_failing_every_pass(tmp_path: Path) -> None:
+    """The cleaner reads segments as the readers do: a range with no batch boundaries left is
+    reported once and left out of the cleaned segment (Kafka would mark the partition
+    uncleanable: its log then grows for good); the cleaning goes on around it."""
+    from groupd.storage import compact
+
+    path = tmp_path / "t-0"
+    cfg = small_config(segment_bytes=600, index_interval_bytes=150, cleanup_policy="compact")
+    plog = PartitionLog.open(path, cfg)
+    for i in range(60):  # keys 0..4 rewritten over and over, across many segments
+        plog.append_records([(b"k%d" % (i % 5), b"v%d" % i, [], 1000 + i)])
+    plog.close()
+    victim = _layout(path)[7]  # in an old segment
+    _damage("zeroed", path / victim[0].name, victim[1], victim[2])
+    plog = PartitionLog.open(path, cfg)
+    with capture_logs() as logs:
+        compact(plog)
+        latest = {k: v for _o, _t, k, v in plog.iter_records()}
+        plog.close()
+    assert latest == {b"k%d" % (i % 5): b"v%d" % i for i in range(55, 60)}
+    assert [e["offset"] for e in logs if e["event"] == "storage.batch.corrupt"] == [victim[3]]
