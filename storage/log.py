@@ -1441,7 +1441,7 @@ class PartitionLog:
             known = self._known_damage(seg, pos)
             if known is not None:
                 if known.next_offset is None or known.next_offset > offset:
-                    return pos
+                    return known.start
                 pos = known.end
                 prev = None
                 continue
@@ -1747,15 +1747,25 @@ class PartitionLog:
                 seg = segs[-1]
                 truncate_index(self.path, seg.base_offset, offset)
                 pos = self._find(seg, offset, seg.size)
+                cut_base = None
                 if pos is not None:
+                    head = _pread_exact(seg.log_fd, rec.HEADER_SIZE, pos)
+                    if len(head) == rec.HEADER_SIZE and head[rec.MAGIC_OFFSET] == rec.MAGIC:
+                        cut_base = _LEN_MAGIC.unpack_from(head)[0]
                     self._ops.ftruncate(seg.log_fd, pos)
                     seg.size = pos
                     # What is appended there from now on is new: neither damage nor unchecked.
                     seg.damage = [d for d in seg.damage if d.start < pos]
+                    for d in seg.damage:
+                        if d.end > pos:
+                            d.end, d.next_offset = pos, None
                     seg.unchecked_end = min(seg.unchecked_end, pos)
                 scanned = self._rebuild(seg, check_crc=False)
                 self._ops.fsync(seg.log_fd)
                 new_end = seg.next_offset if seg.next_offset is not None else seg.base_offset
+                if cut_base is not None and seg.damage and seg.damage[-1].end >= seg.size:
+                    # What is left ends in damage, whose offsets ran up to the batch cut off.
+                    new_end = seg.next_offset = max(new_end, cut_base)
                 if new_end < self._log_start:
                     # The batch holding `offset` began below the log start: nothing readable
                     # is left, so the log restarts empty at that batch's base.

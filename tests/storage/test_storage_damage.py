@@ -177,3 +177,29 @@ def test_compaction_steps_over_a_zeroed_batch_instead_of_failing_every_pass(tmp_
         plog.close()
     assert latest == {b"k%d" % (i % 5): b"v%d" % i for i in range(55, 60)}
     assert [e["offset"] for e in logs if e["event"] == "storage.batch.corrupt"] == [victim[3]]
+
+
+@pytest.mark.parametrize("where", ["inside", "after"])
+def test_truncation_at_or_after_damage_leaves_new_appends_readable(tmp_path: Path, where: str) -> None:
+    """A follower's truncation (truncate_to) into or past a damaged range: what is appended
+    afterwards at those bytes is new, so it is read, not skipped as damage."""
+    path = tmp_path / "t-0"
+    cfg = small_config(segment_bytes=10**6, index_interval_bytes=150)
+    plog = PartitionLog.open(path, cfg)
+    records = fill(plog, 20)
+    plog.close()
+    layout = _layout(path)
+    _seg, start, end, base, last = layout[10]
+    _damage("zeroed", path / _seg.name, start, end)
+    plog = PartitionLog.open(path, cfg)
+    assert [r[0] for r in plog.iter_records()] == [r[0] for r in records if not base <= r[0] <= last]
+    cut = base if where == "inside" else last + 3
+    # truncate_to removes the whole batch holding `cut`.
+    cut_base = next(b for _s, _a, _e, b, la in layout if b <= cut <= la)
+    plog.truncate_to(cut)
+    assert plog.log_end_offset == cut_base  # the damaged offsets stay a gap when kept
+    more = fill(plog, 5, seed=4)
+    want = [r for r in records if r[0] < cut_base and not base <= r[0] <= last] + more
+    assert [(o, k, v) for o, _t, k, v in plog.iter_records()] == [(o, k, v) for o, _t, k, v in want]
+    assert _consume(plog, 150) == [(o, k, v) for o, _t, k, v in want]
+    plog.close()
