@@ -95,12 +95,13 @@ def _segment_newest_ms(seg: Segment) -> int:
 
 
 def _iter_segment_batches(plog: PartitionLog, seg: Segment):
-    """(position in segment, view) for each batch of a segment."""
-    pos = 0
-    for buf, cut in plog._segment_windows(seg, 0, seg.size):
-        for view in rec.iter_batches(buf, 0, cut, strict=True):
-            yield pos + view.position, view
-        pos += cut
+    """(position in segment, view) for each batch of a segment. A range whose batch boundaries
+    are lost (a zeroed or cut batch: PartitionLog's "damaged batches") is reported and stepped
+    over, so it is left out of a cleaned segment, as readers leave it out; a batch whose CRC does
+    not match is served as it is (and copied so, see _clean_group)."""
+    for start, buf in plog._segment_runs(seg, 0, seg.size, crc=False):
+        for view in rec.iter_batches(buf, strict=True):
+            yield start + view.position, view
 
 
 # (producer id, batch base offset) -> whether the batch belongs to an aborted transaction.

@@ -36,11 +36,10 @@ checked by the last recovery), as Kafka's ``LogLoader`` recovers (``LogSegment.r
 at the first batch failing ``ensureValid``) only the segments after its recovery-point checkpoint.
 Bytes before it were durable and acknowledged; if one of their batches is damaged later (a flipped
 bit on disk), truncating there would throw away every valid batch written after it, including
-commits acknowledged since. Such a batch is left in place instead:
-recovery walks past it by its header (or, if the header itself is damaged, jumps to the recovery
-point), and the start-up replay (``iter_records(verify=True)``) checks every CRC, reports a bad
-batch (``storage.batch.corrupt``, error) and skips it. Fetch serves stored bytes as they are, as
-Kafka does; consumers check CRCs themselves.
+commits acknowledged since. Such a batch is left in place instead: recovery records it as
+damage and walks on from the next intact batch (or the recovery point), and every read steps over
+it (see "damaged batches" below: Fetch, the producer-state load and the start-up replays serve the
+valid batches before and after it, and the first read to meet it reports it, once).
 
 Threading: any method may be called from a worker thread. Appends, truncation and rolls are
 serialised by the I/O lock; compaction and retention by a maintenance lock; the segment list is
@@ -287,6 +286,13 @@ class Segment:
         self.created_ms = created_ms
         # Known for the active segment and for any segment that was scanned; else computed lazily.
         self.next_offset: int | None = None
+        # Damaged byte ranges found so far (PartitionLog._damage), sorted by start. Bytes below
+        # `unchecked_end` were on disk before this process opened the file, so reads check their
+        # CRCs once (`checked` is the span of them checked last); later appends were checked on
+        # the way in.
+        self.damage: list[Damage] = []
+        self.unchecked_end = self.size
+        self.checked = (0, 0)
 
     # -- fds --------------------------------------------------------------------------------
 
@@ -416,26 +422,6 @@ class Segment:
             i -= 1
         return positions[i] if i >= 0 else 0
 
-    def find_batch(self, offset: int, size: int) -> int | None:
-        """Position of the first batch whose last offset >= offset, or None if none before `size`."""
-        fd = self._log.fd
-        pos = self.index_position(offset, size)
-        while pos < size:
-            chunk = os.pread(fd, min(SEEK_CHUNK, size - pos), pos)
-            p = 0
-            n = len(chunk)
-            while n - p >= rec.HEADER_SIZE:
-                base, length, _, magic, _, _, lod = _HEAD7.unpack_from(chunk, p)
-                if magic != rec.MAGIC or length < rec.BATCH_OVERHEAD:
-                    raise CorruptRecordError(f"{self.log_path}: bad batch header at byte {pos + p}")
-                if base + lod >= offset:
-                    return pos + p
-                p += rec.LOG_OVERHEAD + length
-            if p == 0:
-                raise CorruptRecordError(f"{self.log_path}: truncated batch at byte {pos}")
-            pos += p
-        return None
-
     def read_next_offset(self) -> int:
         """Offset after this segment's last batch (scans from the last index entry)."""
         if self.next_offset is not None:
@@ -444,7 +430,9 @@ class Segment:
         pos = self.idx_positions[-1] if self.idx_positions else 0
         fd = self._log.fd
         while self.size - pos >= rec.HEADER_SIZE:
-            base, length, _, _, _, _, lod = _HEAD7.unpack_from(_pread_exact(fd, 27, pos))
+            base, length, _, magic, _, _, lod = _HEAD7.unpack_from(_pread_exact(fd, 27, pos))
+            if magic != rec.MAGIC or length < rec.BATCH_OVERHEAD:
+                break  # damage (reads step over it): the offsets after it are not known here
             nxt = base + lod + 1
             pos += rec.LOG_OVERHEAD + length
         self.next_offset = nxt
@@ -452,6 +440,9 @@ class Segment:
 
 
 _HEAD7 = struct.Struct(">qiibIhi")  # up to lastOffsetDelta
+_LEN_MAGIC = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+_INT32 = struct.Struct(">i")
+_LEN_EPOCH_MAGIC = struct.Struct(">iib")  # batchLength, partitionLeaderEpoch, magic (from byte 8)
 
 
 @dataclass
@@ -468,6 +459,18 @@ class _Prepared:
     roll_from: Segment | None = None
     new_segment: Segment | None = None
     results: list = field(default_factory=list)
+
+
+class Damage:
+    """Bytes [start, end) of a segment that hold no intact batch, and the offsets they took from
+    the log: from `offset` (the one after the last intact batch before them) to `next_offset` (the
+    base of the intact batch at `end`; None when the segment ends there). Reads step over them."""
+
+    __slots__ = ("end", "next_offset", "offset", "reason", "reported", "start")
+
+    def __init__(self, start: int, end: int, offset: int, next_offset: int | None, reason: str) -> None:
+        self.start, self.end, self.offset, self.next_offset, self.reason = start, end, offset, next_offset, reason
+        self.reported = False
 
 
 @dataclass
@@ -554,7 +557,7 @@ class PartitionLog:
                 self._recover_active(seg, clean, self._recovery_point)
             elif not seg.load_indexes(self.config.index_interval_bytes):
                 log.warning("storage.index.rebuild", path=str(seg.log_path), reason="missing or damaged")
-                self._rebuild(seg, check_crc=False, inactive=True)
+                self._rebuild(seg, check_crc=True, inactive=True)
             segments.append(seg)
         # A crash between checkpointing a new log start and deleting segments leaves dead ones.
         while len(segments) > 1 and start is not None and segments[1].base_offset <= start:
@@ -709,11 +712,9 @@ class PartitionLog:
 
     def _rebuild(self, seg: Segment, *, check_crc: bool, inactive: bool = False) -> _ScanResult:
         seg.reset_indexes()
-        result = self._scan(seg, 0, check_crc=check_crc)
-        if result.reason is not None:
-            # Older segments are not truncated (later segments depend on their offsets); reads
-            # that reach the bad spot fail with CorruptRecordError instead.
-            log.error("storage.segment.corrupt", path=str(seg.log_path), position=result.end, reason=result.reason)
+        # Older segments are not truncated (later segments depend on their offsets): damage is
+        # stepped over and recorded, and reads skip it.
+        result = self._scan(seg, 0, check_crc=check_crc, keep_all=True)
         seg.next_offset = result.next_offset
         seg.write_indexes()
         if inactive:
@@ -730,6 +731,7 @@ class PartitionLog:
         first_last_offset: int | None = None,
         trusted_end: int = 0,
         trusted_next: int | None = None,
+        keep_all: bool = False,
     ) -> _ScanResult:
         """Walk batches from `start`, rebuilding index state; stop at the first bad one.
 
@@ -738,9 +740,9 @@ class PartitionLog:
         baseOffset, the one header field besides the leader epoch that the CRC does not cover.
         `first_last_offset` is what the index says the batch at `start` ends with.
 
-        Before `trusted_end` (the recovery point, where the batch holding `trusted_next` starts)
-        nothing stops the walk: CRCs are not checked there (a bad batch is skipped when read), and
-        a header too damaged to walk past is logged and stepped over by jumping to the point.
+        Before `trusted_end` (the recovery point, where the batch holding `trusted_next` starts),
+        or anywhere with `keep_all`, nothing stops the walk: a bad batch there is recorded as
+        damage and stepped over to the next intact batch (or the point); reads skip it.
         """
         cur = _Cursor(seg, self.config.index_interval_bytes)
         fd = seg.log_fd
@@ -770,6 +772,10 @@ class PartitionLog:
                     reason = f"bad batch length {length}"
                 elif size > end - pos:
                     reason = f"batch of {size} bytes runs past the end of the file"
+                elif pos < trusted_end < pos + size:
+                    # The point is where a batch starts: a length that leads past it is damaged,
+                    # and must not carry the walk into the tail, where it would cut.
+                    reason = f"batch of {size} bytes runs past the recovery point"
                 elif base < seg.base_offset or lod < 0 or count < 0 or base + lod - seg.base_offset > INT32_MAX:
                     reason = f"implausible offsets (base {base}, lastOffsetDelta {lod}, count {count})"
                 elif prev_next is not None and base < prev_next:
@@ -787,29 +793,41 @@ class PartitionLog:
                         reason = f"offset {base} does not follow {prev_next - 1}"
                     else:
                         gaps = True
-                if reason is None and check_crc and pos >= trusted_end:
+                # Before the point too: a bad batch there is skipped, not cut, but a damaged length
+                # must be caught at its own batch, not where it leads to.
+                if reason is None and check_crc:
                     if off + size > len(chunk):
                         chunk = _pread_exact(fd, max(min(READ_CHUNK, end - pos), size), pos)
                         chunk_pos, off = pos, 0
                     if crc32c(memoryview(chunk)[off + rec.ATTRIBUTES_OFFSET : off + size]) != crc:
                         reason = "CRC mismatch"
             if reason is not None:
-                if pos >= trusted_end or trusted_next is None or (pos == start and start > 0):
+                if pos == start and start > 0:
+                    break  # the batch the index pointed at is bad: the caller distrusts the index
+                if not keep_all and (pos >= trusted_end or trusted_next is None):
                     break
-                # Damage before the recovery point: those bytes were durable, so it is not a torn
-                # tail and nothing after it may be cut off. Its batch boundaries are lost, so the
-                # walk resumes at the point (index entries in between are simply missing).
-                log.error(
-                    "storage.segment.corrupt", path=str(seg.log_path), position=pos, reason=reason, action="skipped"
-                )
+                # Damage among durable bytes (before the recovery point, or in a segment that is
+                # never cut): not a torn tail, so nothing after it may be cut off. The walk resumes
+                # at the next intact batch, or at the point if none is found before it; reads step
+                # over the range and the first one to meet it reports it (after this open has
+                # wired up the counters).
+                bound = end if keep_all else trusted_end
+                expected = seg.base_offset if prev_next is None else prev_next
+                resume, resume_offset = self._locate_damage_end(seg, pos, bound, expected)
+                if resume == bound and not keep_all:
+                    resume_offset = trusted_next
+                self._note_damage(seg, Damage(pos, resume, expected, resume_offset, reason))
                 reason = None
-                pos = trusted_end
-                prev_next = next_offset = trusted_next
+                pos = resume
+                if resume_offset is not None:
+                    prev_next = next_offset = resume_offset
                 continue
             cur.track(pos, base + lod, max_ts, size)
             prev_next = next_offset = base + lod + 1
             pos += size
         seg.apply_cursor(cur)
+        if check_crc:
+            seg.checked = (start, pos)  # reads need not check these CRCs again
         # Entries can only point below the valid end.
         while seg.idx_positions and seg.idx_positions[-1] >= pos:
             seg.idx_positions.pop()
@@ -1298,6 +1316,200 @@ class PartitionLog:
         for s in self._segments:
             s.close()
 
+    # -- damaged batches ----------------------------------------------------------------------
+    #
+    # A batch that is not intact (zeroed bytes from a lost write, a flipped bit, a length pointing
+    # nowhere) among durable data is never cut off (see the module docstring) and never served.
+    # Kafka serves the stored bytes and fails a read whose offset lookup walks into a bad header
+    # (FileRecords.searchForOffsetFromPosition raises CorruptRecordException, answered as
+    # CORRUPT_MESSAGE), so a consumer stops there for good. Here every reader steps over the
+    # damaged range to the next intact batch (found by its CRC: records.find_next_batch), as if
+    # compaction had removed those offsets: the valid batches before and after it stay readable
+    # and the range is reported once, when first met.
+
+    def _known_damage(self, seg: Segment, pos: int) -> Damage | None:
+        damage = seg.damage
+        if not damage:
+            return None
+        i = bisect.bisect_right(damage, pos, key=_damage_start) - 1
+        if i >= 0 and damage[i].start <= pos < damage[i].end:
+            return damage[i]
+        return None
+
+    def _next_damage(self, seg: Segment, pos: int) -> int:
+        """Start of the first known damage after `pos` (INT64 max if none)."""
+        damage = seg.damage
+        i = bisect.bisect_right(damage, pos, key=_damage_start) if damage else 0
+        return damage[i].start if i < len(damage) else _NO_DAMAGE
+
+    def _locate_damage_end(self, seg: Segment, pos: int, bound: int, expected: int) -> tuple[int, int | None]:
+        """Where the damage at `pos` ends (the next intact batch before `bound`, else `bound`) and
+        that batch's base offset (None at `bound`). `expected`: the least offset it may start at."""
+        read = functools.partial(_pread_exact, seg.log_fd)
+        head = read(27, pos)
+        if len(head) == 27:
+            base, length, _, magic, _, _, lod = _HEAD7.unpack_from(head)
+            after = pos + rec.LOG_OVERHEAD + length
+            # Most damage leaves the length intact: then the next batch starts where it says. It
+            # is taken to if it is intact, or if its header goes on with this one's offsets (a
+            # damaged neighbour, reported on its own then).
+            if magic == rec.MAGIC and length >= rec.BATCH_OVERHEAD and after < bound:
+                found = rec.intact_batch_at(read, after, bound, expected)
+                if found is not None:
+                    return after, found
+                nxt = read(rec.HEADER_SIZE, after)
+                if len(nxt) == rec.HEADER_SIZE and lod >= 0:
+                    nbase, nlength, _, nmagic = _LEN_MAGIC.unpack_from(nxt)
+                    if (
+                        nmagic == rec.MAGIC
+                        and nlength >= rec.BATCH_OVERHEAD
+                        and after + rec.LOG_OVERHEAD + nlength <= bound
+                        and nbase == base + lod + 1 >= expected
+                    ):
+                        return after, nbase
+        found = rec.find_next_batch(read, pos, bound, expected)
+        if found is None:
+            return bound, None
+        return found, _LEN_MAGIC.unpack_from(read(rec.HEADER_SIZE, found))[0]
+
+    def _note_damage(self, seg: Segment, d: Damage) -> Damage:
+        """Record `d` unless a known damage already covers its start; returns the one in force."""
+        with self._lock:
+            known = self._known_damage(seg, d.start)
+            if known is not None:
+                return known
+            bisect.insort(seg.damage, d, key=_damage_start)
+            return d
+
+    def _offset_before(self, seg: Segment, pos: int) -> int:
+        """The offset after the last intact batch before byte `pos` (walked from an index entry)."""
+        i = bisect.bisect_left(seg.idx_positions, pos) - 1
+        p, nxt = (seg.idx_positions[i] if i >= 0 else 0), seg.base_offset
+        fd = seg.log_fd
+        while p < pos:
+            known = self._known_damage(seg, p)
+            if known is not None:
+                if known.next_offset is None:
+                    break
+                p, nxt = known.end, known.next_offset
+                continue
+            head = _pread_exact(fd, 27, p)
+            if len(head) < 27:
+                break
+            base, length, _, magic, _, _, lod = _HEAD7.unpack_from(head)
+            if magic != rec.MAGIC or length < rec.BATCH_OVERHEAD or p + rec.LOG_OVERHEAD + length > pos:
+                break
+            nxt = base + lod + 1
+            p += rec.LOG_OVERHEAD + length
+        return nxt
+
+    def _damage(self, seg: Segment, pos: int, size: int, reason: str) -> Damage:
+        """The damage that starts at byte `pos` (a batch start), located and recorded if new; its
+        first meeting with a read reports it."""
+        d = self._known_damage(seg, pos)
+        if d is None:
+            expected = self._offset_before(seg, pos)
+            end, next_offset = self._locate_damage_end(seg, pos, size, expected)
+            d = self._note_damage(seg, Damage(pos, end, expected, next_offset, reason))
+        self._report_damage(seg, d)
+        return d
+
+    def _report_damage(self, seg: Segment, d: Damage) -> None:
+        with self._lock:
+            if d.reported:
+                return
+            d.reported = True
+        if d.next_offset is not None:
+            last: int | None = d.next_offset - 1
+        else:
+            last = self._next_offset - 1 if seg is self._segments[-1] else self._segment_end_offset(seg)
+        self._report_corrupt(seg, d.start, d.offset, last, d.reason, skipped_bytes=d.end - d.start)
+
+    def _segment_end_offset(self, seg: Segment) -> int | None:
+        """The last offset a segment that is not the active one may hold (the next one's base - 1)."""
+        bases = self._bases
+        i = bisect.bisect_right(bases, seg.base_offset)
+        return bases[i] - 1 if i < len(bases) and self._segments[i - 1] is seg else None
+
+    def _find(self, seg: Segment, offset: int, size: int) -> int | None:
+        """Byte position of the first batch whose last offset >= `offset`, or of the damage that
+        may hold it; None if neither is before `size`."""
+        fd = seg.log_fd
+        pos = seg.index_position(offset, size)
+        prev = None  # where the batch walked over last starts
+        while pos < size:
+            known = self._known_damage(seg, pos)
+            if known is not None:
+                if known.next_offset is None or known.next_offset > offset:
+                    return known.start
+                pos = known.end
+                prev = None
+                continue
+            stop = min(size, self._next_damage(seg, pos))
+            chunk = os.pread(fd, min(SEEK_CHUNK, stop - pos), pos)
+            p = 0
+            n = len(chunk)
+            reason = None
+            while n - p >= rec.HEADER_SIZE:
+                base, length, _, magic, _, _, lod = _HEAD7.unpack_from(chunk, p)
+                if magic != rec.MAGIC or length < rec.BATCH_OVERHEAD:
+                    reason = f"bad batch header (magic {magic}, length {length})"
+                    break
+                if pos + p + rec.LOG_OVERHEAD + length > stop:
+                    reason = f"batch of {rec.LOG_OVERHEAD + length} bytes runs past the end of the segment"
+                    break
+                if base + lod >= offset:
+                    return pos + p
+                prev = pos + p
+                p += rec.LOG_OVERHEAD + length
+            if reason is None and p == 0:
+                if pos + n >= stop:  # fewer bytes than a header before the end or known damage
+                    reason = f"{stop - pos} trailing bytes are too few for a batch"
+                else:
+                    raise CorruptRecordError(f"{seg.log_path}: short read at byte {pos}")
+            pos += p
+            if reason is not None:
+                if prev is not None and pos - prev >= rec.HEADER_SIZE and not _crc_ok(fd, prev, pos - prev):
+                    pos = prev  # a damaged length led here: the damage starts at its batch
+                d = self._damage(seg, pos, size, reason)
+                if d.next_offset is None or d.next_offset > offset:
+                    return d.start
+                pos = d.end
+                prev = None
+        return None
+
+    def _run(
+        self, seg: Segment, pos: int, size: int, limit: int, *, min_one: bool, check: bool = False, crc: bool = True
+    ) -> tuple[bytes, int, bool]:
+        """The intact batches from byte `pos` of `seg` (where a batch or damage starts), whole,
+        within `limit` bytes (the first one even if larger when `min_one`); where to go on from;
+        and whether `limit` ended the run. Damage at `pos` is recorded, reported once and
+        stepped over: (b"", its end, False). Batches that were on disk at open (all with `check`)
+        have their CRCs checked, once; none without `crc` (a bad one is then served)."""
+        d = self._known_damage(seg, pos)
+        if d is not None:
+            self._report_damage(seg, d)
+            return b"", d.end, False
+        fd = seg.log_fd
+        stop = min(size, self._next_damage(seg, pos))
+        buf = os.pread(fd, min(max(limit, rec.HEADER_SIZE), stop - pos), pos)
+        cut, reason = _intact_prefix(buf, stop - pos)
+        full = reason is None and cut < len(buf)
+        if cut == 0 and reason is None:
+            if not min_one:
+                return b"", pos, True
+            (length,) = struct.unpack_from(">i", buf, 8)
+            buf = _pread_exact(fd, rec.LOG_OVERHEAD + length, pos)
+            cut, full = len(buf), True
+        if cut and crc and (check or pos < seg.unchecked_end):
+            bad = _first_bad_crc(seg, buf, pos, cut, check)
+            if bad is not None:
+                cut, reason, full = bad - pos, "CRC mismatch", False
+        if cut == 0:
+            d = self._damage(seg, pos, size, reason or "damaged batch")
+            return b"", d.end, False
+        return (buf if cut == len(buf) else buf[:cut]), pos + cut, full
+
     # -- reading ----------------------------------------------------------------------------
 
     def _snapshot(self) -> tuple[list[Segment], list[int], list[int], int, int]:
@@ -1321,27 +1533,21 @@ class PartitionLog:
         out: list[bytes] = []
         total = 0
         try:
-            pos = segs[i].find_batch(offset, sizes[i])
+            pos = self._find(segs[i], offset, sizes[i])
             while i < len(segs):
                 if pos is None or pos >= sizes[i]:
                     i += 1
                     pos = 0
                     continue
-                seg, size = segs[i], sizes[i]
                 want = max_bytes - total
                 if want < rec.HEADER_SIZE and (out or not min_one_batch):
                     break
-                buf = os.pread(seg.log_fd, min(max(want, rec.HEADER_SIZE), size - pos), pos)
-                cut = _complete_prefix(buf, want)
-                if cut == 0:
-                    if total == 0 and min_one_batch:
-                        (length,) = struct.unpack_from(">i", buf, 8)
-                        out.append(_pread_exact(seg.log_fd, rec.LOG_OVERHEAD + length, pos))
-                    break
-                out.append(buf[:cut] if cut < len(buf) else buf)
-                total += cut
-                pos += cut
-                if cut < len(buf) or total >= max_bytes:
+                # Damage is stepped over (see "damaged batches"): the batches after it follow.
+                data, pos, full = self._run(segs[i], pos, sizes[i], want, min_one=min_one_batch and not out)
+                if data:
+                    out.append(data)
+                    total += len(data)
+                if full or total >= max_bytes:
                     break
         except OSError as exc:
             raise StorageError(f"read from {self.path} failed: {exc}") from exc
@@ -1355,23 +1561,15 @@ class PartitionLog:
         if offset == end:
             return
         i = max(bisect.bisect_right(bases, offset) - 1, 0)
-        pos = segs[i].find_batch(offset, sizes[i])
+        pos = self._find(segs[i], offset, sizes[i])
         while i < len(segs):
             if pos is None or pos >= sizes[i]:
                 i += 1
                 pos = 0
                 continue
-            fd, size = segs[i].log_fd, sizes[i]
-            buf = _pread_exact(fd, min(READ_CHUNK, size - pos), pos)
-            cut = _complete_prefix(buf, len(buf))
-            if cut == 0:
-                (length,) = struct.unpack_from(">i", buf, 8)
-                buf = _pread_exact(fd, rec.LOG_OVERHEAD + length, pos)
-                cut = len(buf)
-                if cut < rec.LOG_OVERHEAD + length:
-                    raise CorruptRecordError(f"{segs[i].log_path}: batch at {pos} is truncated")
-            yield buf, cut
-            pos += cut
+            buf, pos, _full = self._run(segs[i], pos, sizes[i], READ_CHUNK, min_one=True)
+            if buf:
+                yield buf, len(buf)
 
     def iter_batches(self, start_offset: int | None = None) -> Iterator[rec.BatchView]:
         """Every batch from the one holding `start_offset` (default: log start) to the end."""
@@ -1393,10 +1591,10 @@ class PartitionLog:
         """Like iter_records, but yields lists of records (a few MiB of log each): the fastest way
         to replay a log, as the consumer's loop then runs over plain lists.
 
-        With `verify`, every batch's CRC is checked and a damaged batch anywhere in the log is
-        reported (`storage.batch.corrupt`, `on_corrupt_batch`) and skipped, as is a batch whose
-        records cannot be decoded; a damaged header is stepped over by finding the next intact
-        batch. Without it, a malformed batch raises CorruptRecordError and CRCs are not checked.
+        Damage is reported once (`storage.batch.corrupt`, `on_corrupt_batch`) and skipped, as by
+        every read (see "damaged batches"); with `verify` also a batch whose records cannot be
+        decoded although its CRC matches, and every CRC is checked, not only those of batches
+        that were on disk at open.
         With `verify` and `txn`, transactional batches and transaction markers are delimited by
         `records.TxnBatch` entries (key None) in the stream (the ``__consumer_offsets`` replay).
         """
@@ -1407,47 +1605,26 @@ class PartitionLog:
         if lo == end:
             return
         i = max(bisect.bisect_right(bases, lo) - 1, 0)
-        pos = segs[i].find_batch(lo, sizes[i])
+        pos = self._find(segs[i], lo, sizes[i])
         first = True
-        expected = lo  # the offset the next batch should start at, for reports and resyncs
         while i < len(segs):
             if pos is None or pos >= sizes[i]:
                 i += 1
                 pos = 0
                 continue
-            seg, fd, size = segs[i], segs[i].log_fd, sizes[i]
-            buf = _pread_exact(fd, min(READ_CHUNK, size - pos), pos)
+            seg, at = segs[i], pos
+            buf, pos, _full = self._run(seg, pos, sizes[i], READ_CHUNK, min_one=True, check=verify)
+            if not buf:
+                continue
             if verify:
-                chunk, used, bad, damaged = rec.decode_window_verified(buf, 0, len(buf), full=full, txn=txn)
-                if used == 0 and not damaged and not bad:  # one batch bigger than the read size
-                    (length,) = struct.unpack_from(">i", buf, 8)
-                    if pos + rec.LOG_OVERHEAD + length > size:
-                        damaged = True
-                    else:
-                        buf = _pread_exact(fd, rec.LOG_OVERHEAD + length, pos)
-                        chunk, used, bad, damaged = rec.decode_window_verified(buf, 0, len(buf), full=full, txn=txn)
+                chunk, _used, bad, _damaged = rec.decode_window_verified(buf, 0, len(buf), full=full, txn=txn)
                 for b in bad:
-                    self._report_corrupt(seg, pos + b.position, b.base_offset, b.last_offset, b.reason)
-                    expected = max(expected, b.last_offset + 1)
-                if chunk:
-                    expected = max(expected, chunk[-1][0] + 1)
-                if damaged:
-                    at = pos + used
-                    nxt = rec.find_next_batch(functools.partial(_pread_exact, fd), at, size, expected)
-                    skipped_to = size if nxt is None else nxt
-                    self._report_corrupt(
-                        seg, at, expected, None, "unreadable batch header", skipped_bytes=skipped_to - at
-                    )
-                    used = skipped_to - pos
+                    (length,) = _INT32.unpack_from(buf, b.position + 8)
+                    start_b = at + b.position
+                    d = Damage(start_b, start_b + rec.LOG_OVERHEAD + length, b.base_offset, b.last_offset + 1, b.reason)
+                    self._report_damage(seg, self._note_damage(seg, d))
             else:
-                chunk, used = rec.decode_window(buf, 0, len(buf), full=full)
-                if used == 0:  # one batch bigger than the read size
-                    (length,) = struct.unpack_from(">i", buf, 8)
-                    buf = _pread_exact(fd, rec.LOG_OVERHEAD + length, pos)
-                    chunk, used = rec.decode_window(buf, 0, len(buf), full=full)
-                    if used == 0:
-                        raise CorruptRecordError(f"{seg.log_path}: batch at {pos} is truncated")
-            pos += used
+                chunk, _used = rec.decode_window(buf, 0, len(buf), full=full)
             if first:
                 first = False
                 # The first batch may begin before the requested offset (or the log start).
@@ -1496,11 +1673,11 @@ class PartitionLog:
                 continue
             i = min(bisect.bisect_right(seg.ti_timestamps, timestamp), len(seg.ti_offsets)) - 1
             hint = seg.base_offset + seg.ti_offsets[i] if i >= 0 else seg.base_offset
-            pos = seg.find_batch(max(hint, start), size)
+            pos = self._find(seg, max(hint, start), size)
             if pos is None:
                 continue
-            for buf, cut in self._segment_windows(seg, pos, size):
-                for view in rec.iter_batches(buf, 0, cut, strict=True):
+            for _at, buf in self._segment_runs(seg, pos, size):
+                for view in rec.iter_batches(buf, strict=True):
                     if view.max_timestamp < timestamp or view.is_control:
                         continue
                     if view.timestamp_type == rec.TIMESTAMP_LOG_APPEND_TIME:
@@ -1513,6 +1690,15 @@ class PartitionLog:
                         if r[1] >= timestamp and r[0] >= start:
                             return r[0], r[1]
         return None
+
+    def _segment_runs(self, seg: Segment, pos: int, size: int, *, crc: bool = True) -> Iterator[tuple[int, bytes]]:
+        """(position, bytes) of each run of intact batches from `pos` on, stepping over damage
+        (see _run for `crc`)."""
+        while pos < size:
+            start = pos
+            buf, pos, _full = self._run(seg, pos, size, READ_CHUNK, min_one=True, crc=crc)
+            if buf:
+                yield start, buf
 
     def _segment_windows(self, seg: Segment, pos: int, size: int) -> Iterator[tuple[bytes, int]]:
         while pos < size:
@@ -1560,13 +1746,26 @@ class PartitionLog:
                     self._unlink_segment(segs.pop())
                 seg = segs[-1]
                 truncate_index(self.path, seg.base_offset, offset)
-                pos = seg.find_batch(offset, seg.size)
+                pos = self._find(seg, offset, seg.size)
+                cut_base = None
                 if pos is not None:
+                    head = _pread_exact(seg.log_fd, rec.HEADER_SIZE, pos)
+                    if len(head) == rec.HEADER_SIZE and head[rec.MAGIC_OFFSET] == rec.MAGIC:
+                        cut_base = _LEN_MAGIC.unpack_from(head)[0]
                     self._ops.ftruncate(seg.log_fd, pos)
                     seg.size = pos
+                    # What is appended there from now on is new: neither damage nor unchecked.
+                    seg.damage = [d for d in seg.damage if d.start < pos]
+                    for d in seg.damage:
+                        if d.end > pos:
+                            d.end, d.next_offset = pos, None
+                    seg.unchecked_end = min(seg.unchecked_end, pos)
                 scanned = self._rebuild(seg, check_crc=False)
                 self._ops.fsync(seg.log_fd)
                 new_end = seg.next_offset if seg.next_offset is not None else seg.base_offset
+                if cut_base is not None and seg.damage and seg.damage[-1].end >= seg.size:
+                    # What is left ends in damage, whose offsets ran up to the batch cut off.
+                    new_end = seg.next_offset = max(new_end, cut_base)
                 if new_end < self._log_start:
                     # The batch holding `offset` began below the log start: nothing readable
                     # is left, so the log restarts empty at that batch's base.
@@ -1600,6 +1799,7 @@ class PartitionLog:
                 if seg is None and s.base_offset == offset:
                     self._ops.ftruncate(s.log_fd, 0)
                     s.size = 0
+                    s.damage, s.unchecked_end = [], 0
                     s.reset_indexes()
                     s.write_indexes()
                     truncate_index(self.path, s.base_offset, -1)
@@ -1789,3 +1989,70 @@ def _complete_prefix(buf: bytes, limit: int) -> int:
             break
         p += size
     return p
+
+
+_NO_DAMAGE = 2**63 - 1
+_CRC_AT = struct.Struct(">I")
+
+
+def _crc_ok(fd: int, position: int, size: int) -> bool:
+    data = _pread_exact(fd, size, position)
+    return len(data) == size and rec.compute_crc(data, 0, size) == _CRC_AT.unpack_from(data, rec.CRC_OFFSET)[0]
+
+
+def _damage_start(d: Damage) -> int:
+    return d.start
+
+
+def _intact_prefix(buf: bytes, room: int) -> tuple[int, str | None]:
+    """Length of the run of whole, plausible batches at the start of `buf`, and why the walk
+    stopped if the batch there is damaged (None: it merely does not fit in `buf`). `room`: the
+    bytes up to the end of the segment or the next known damage, which no batch may cross.
+    (The Fetch hot path: one unpack per batch, as few checks as will catch a broken header.)"""
+    p = 0
+    n = len(buf)
+    unpack = _LEN_EPOCH_MAGIC.unpack_from
+    while n - p >= rec.HEADER_SIZE:
+        length, _, magic = unpack(buf, p + 8)
+        if magic != 2 or length < rec.BATCH_OVERHEAD:
+            return p, f"bad batch header (magic {magic}, length {length})"
+        end = p + rec.LOG_OVERHEAD + length
+        if end > n:
+            if end > room:
+                return p, f"batch of {end - p} bytes runs past the end of the segment"
+            return p, None
+        p = end
+    if p < n == room:
+        return p, f"{n - p} trailing bytes are too few for a batch"
+    return p, None
+
+
+def _first_bad_crc(seg: Segment, buf: bytes, pos: int, cut: int, force: bool) -> int | None:
+    """Position of the first batch in buf[:cut] (read at `pos`) whose CRC does not match, among
+    those not checked before that were on disk at open (all with `force`); None if all match."""
+    lo, hi = seg.checked
+    limit = cut if force else min(cut, seg.unchecked_end - pos)
+    view = memoryview(buf)
+    crc32c = rec._crc32c
+    p = 0
+    bad = None
+    if not force and lo <= pos < hi:
+        if pos + limit <= hi:
+            return None  # all checked before
+        # Start at the end of the checked span if a batch starts there (it was a run's end).
+        q = hi - pos
+        if q + rec.HEADER_SIZE <= cut and buf[q + rec.MAGIC_OFFSET] == rec.MAGIC:
+            p = q
+    while p < limit:
+        (length,) = _INT32.unpack_from(buf, p + 8)
+        size = rec.LOG_OVERHEAD + length
+        if (force or not lo <= pos + p < hi) and crc32c(
+            view[p + rec.ATTRIBUTES_OFFSET : p + size]
+        ) != _CRC_AT.unpack_from(buf, p + rec.CRC_OFFSET)[0]:
+            bad = pos + p
+            break
+        p += size
+    # Remember what was checked: readers mostly move forwards, so one span per segment does.
+    end = pos + min(p, cut)
+    seg.checked = (lo, max(hi, end)) if lo <= pos <= hi else (pos, end)
+    return bad

@@ -954,6 +954,30 @@ def decode_window_verified(
     return out, position, bad, False
 
 
+_MAX_SKIP = 2**31 - 1  # offsets a segment can span (relative offsets are int32)
+
+
+def intact_batch_at(read: Callable[[int, int], bytes], position: int, end: int, min_base_offset: int) -> int | None:
+    """Base offset of the batch at `position` if its header is plausible, it ends by `end`, its base
+    offset is at least `min_base_offset` and its CRC matches; else None. `read` as in find_next_batch."""
+    head = read(HEADER_SIZE, position)
+    if len(head) < HEADER_SIZE:
+        return None
+    base, length, _epoch, magic = _LEN_MAGIC.unpack_from(head)
+    size = LOG_OVERHEAD + length
+    if (
+        magic != MAGIC
+        or length < BATCH_OVERHEAD
+        or not 0 <= base - min_base_offset <= _MAX_SKIP
+        or position + size > end
+    ):
+        return None
+    data = read(size, position)
+    if len(data) != size or compute_crc(data, 0, size) != _UINT32.unpack_from(data, CRC_OFFSET)[0]:
+        return None
+    return base
+
+
 def find_next_batch(read: Callable[[int, int], bytes], position: int, end: int, min_base_offset: int) -> int | None:
     """Start of the first batch after `position` (and before `end`) whose header is plausible and
     whose CRC matches, found by trying every byte that could be a magic byte; None if there is none.
@@ -970,7 +994,9 @@ def find_next_batch(read: Callable[[int, int], bytes], position: int, end: int, 
             start = q + i - MAGIC_OFFSET
             base, length, _epoch, _magic = _LEN_MAGIC.unpack_from(window, i - MAGIC_OFFSET)
             size = LOG_OVERHEAD + length
-            if length >= BATCH_OVERHEAD and base >= min_base_offset and start + size <= end:
+            # A segment spans at most 2**31 offsets: random bytes rarely pass for a base offset,
+            # so few candidates cost a read of their whole claimed length.
+            if length >= BATCH_OVERHEAD and 0 <= base - min_base_offset <= _MAX_SKIP and start + size <= end:
                 data = read(size, start)
                 if len(data) == size and compute_crc(data, 0, size) == _UINT32.unpack_from(data, CRC_OFFSET)[0]:
                     return start

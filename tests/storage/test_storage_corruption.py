@@ -125,9 +125,11 @@ def test_a_damaged_header_among_durable_batches_does_not_truncate_at_crash_recov
     plog.abandon()
     with capture_logs() as logs:
         plog = PartitionLog.open(path, CFG)
-    assert [e["position"] for e in logs if e["event"] == "storage.segment.corrupt"] == [victim[0]]
+        assert list(plog.iter_records(verify=True)) == without(expected, victim) + more
+        assert list(plog.iter_records()) == without(expected, victim) + more
     assert not [e for e in logs if e["event"] == "storage.recovery.truncated"]
-    assert list(plog.iter_records(verify=True)) == without(expected, victim) + more
+    # Recovery steps over it; the first read to meet it reports it, once.
+    assert [e["position"] for e in corrupt_events(logs)] == [victim[0]]
     plog.close()
 
 
