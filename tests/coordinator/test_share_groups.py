@@ -1,0 +1,195 @@
+"""Share groups (KIP-932) in the coordinator, with a fake clock: ShareGroupHeartbeat
+(``GroupMetadataManager.shareGroupHeartbeat``), sessions, leaving, fencing, the share-partition
+initialization round, ShareGroupDescribe, the group id namespace, and the records' replay."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from groupd.coordinator import errors as err
+from groupd.coordinator.consumer import TopicsImage
+from groupd.coordinator.consumer.assignor_spec import GroupSpec, SubscriptionType, java_member_spec
+from groupd.coordinator.consumer.simple import simple_assign
+from groupd.coordinator.serde import decode_record, encode_record
+from groupd.coordinator.share import ShareGroupConfig
+
+from .harness import Shell, replay_batches
+
+G = "sg"
+
+
+def tid(name: str) -> uuid.UUID:
+    return uuid.uuid5(uuid.NAMESPACE_DNS, name)
+
+
+def image(**parts: int) -> TopicsImage:
+    return TopicsImage(1, {n: (tid(n), c) for n, c in parts.items()})
+
+
+class ShareShell(Shell):
+    pass
+
+
+def make(topics: TopicsImage | None = None, **kw: Any) -> Shell:
+    img = topics or image(t=3)
+    shell = Shell(topics_image=lambda: img, **kw)
+    return shell
+
+
+def hb(shell: Shell, member: str, epoch: int, topics: list[str] | None = None, group: str = G, **over: Any) -> dict:
+    req = {"group_id": group, "member_id": member, "member_epoch": epoch, "rack_id": None, "subscribed_topic_names": topics}
+    req.update(over)
+    ctx = shell.send("ShareGroupHeartbeat", 1, req)
+    ans = shell.answer(ctx)
+    assert ans is not None
+    return ans
+
+
+def parts_of(ans: dict) -> dict[uuid.UUID, list[int]]:
+    return {tp["topic_id"]: tp["partitions"] for tp in ans["assignment"]["topic_partitions"]}
+
+
+def test_join_then_assignment_after_initialization_as_kafka() -> None:
+    """The first heartbeat records the subscribed share partitions as initializing and answers an
+    empty assignment; once the share-partition state initialized them, the next heartbeat bumps the
+    epoch (``initializedAssignmentPending``) and assigns them."""
+    s = make()
+    a = hb(s, "m1", 0, ["t"])
+    assert a["error_code"] == 0 and a["member_id"] == "m1" and a["member_epoch"] == 1
+    assert a["heartbeat_interval_ms"] == 5000 and a["assignment"] == {"topic_partitions": []}
+    g = s.coord.share.group(G)
+    assert g is not None and g.initialized_partitions() == {tid("t"): frozenset({0, 1, 2})}
+    b = hb(s, "m1", 1)
+    assert b["member_epoch"] == 2 and parts_of(b) == {tid("t"): [0, 1, 2]}
+    c = hb(s, "m1", 2)
+    assert c["member_epoch"] == 2 and c["assignment"] is None
+
+
+def test_three_members_one_partition_all_share_it() -> None:
+    s = make(image(t=1))
+    for m in ("a", "b", "c"):
+        hb(s, m, 0, ["t"])
+    epochs = {m: hb(s, m, s.coord.share.group(G).members[m].member_epoch) for m in ("a", "b", "c")}
+    # one more round: every member at the target epoch
+    for m in ("a", "b", "c"):
+        epochs[m] = hb(s, m, s.coord.share.group(G).members[m].member_epoch)
+    g = s.coord.share.group(G)
+    assert {m: dict(x.assigned) for m, x in g.members.items()} == {m: {tid("t"): frozenset({0})} for m in "abc"}
+
+
+def test_leave_fence_and_session_timeout() -> None:
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    hb(s, "m2", 0, ["t"])
+    left = hb(s, "m1", -1)
+    assert left == {**left, "error_code": 0, "member_id": "m1", "member_epoch": -1}
+    g = s.coord.share.group(G)
+    assert "m1" not in g.members
+    assert hb(s, "m1", 3)["error_code"] == err.UNKNOWN_MEMBER_ID
+    e = g.members["m2"].member_epoch
+    assert hb(s, "m2", e + 5)["error_code"] == err.FENCED_MEMBER_EPOCH
+    s.advance(45000)
+    assert s.coord.share.group(G).members == {}
+    assert hb(s, "m2", e)["error_code"] == err.UNKNOWN_MEMBER_ID
+
+
+def test_invalid_requests() -> None:
+    s = make()
+    assert hb(s, "", 0, ["t"])["error_code"] == err.INVALID_REQUEST
+    assert hb(s, "m", 0, None)["error_message"] == "SubscribedTopicNames must be set in first request."
+    assert hb(s, "m", -2, None)["error_message"] == "MemberEpoch is invalid."
+    assert hb(s, "m", 3, None)["error_code"] == err.GROUP_ID_NOT_FOUND
+
+
+def test_namespace_shared_with_consumer_groups() -> None:
+    s = make()
+    ctx = s.send(
+        "ConsumerGroupHeartbeat",
+        0,
+        {
+            "group_id": "cg",
+            "member_id": "x",
+            "member_epoch": 0,
+            "instance_id": None,
+            "rack_id": None,
+            "rebalance_timeout_ms": 30000,
+            "subscribed_topic_names": ["t"],
+            "server_assignor": None,
+            "topic_partitions": [],
+        },
+    )
+    assert s.answer(ctx)["error_code"] == 0
+    ans = hb(s, "m", 0, ["t"], group="cg")
+    assert ans["error_code"] == err.GROUP_ID_NOT_FOUND and ans["error_message"] == "Group cg is not a share group."
+
+
+def test_group_max_size() -> None:
+    s = make(config=None) if False else Shell(topics_image=lambda: image(t=1))
+    s.coord.share.config = ShareGroupConfig(max_size=2)
+    hb(s, "a", 0, ["t"])
+    hb(s, "b", 0, ["t"])
+    assert hb(s, "c", 0, ["t"])["error_code"] == err.GROUP_MAX_SIZE_REACHED
+
+
+def test_records_round_trip_and_reload_rebuilds_the_group() -> None:
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    hb(s, "m1", 1)
+    hb(s, "m2", 0, ["t"])
+    for r in s.records():
+        assert decode_record(*encode_record(r)) == r
+    before = s.coord.share.group(G)
+    img = image(t=3)
+    from groupd.coordinator import GroupCoordinator
+
+    from .harness import quiet_logger
+
+    fresh = GroupCoordinator(s.config, logger=quiet_logger(), topics_image=lambda: img)
+    parts = list(fresh.ownership.local_partitions())
+    for p in parts:
+        fresh.begin_load(p)
+    replay_batches(fresh, s.batches)
+    for p in parts:
+        fresh.end_load(p, s.now)
+    after = fresh.share.group(G)
+    assert after is not None
+    assert (after.group_epoch, after.target_epoch, after.members, after.target) == (
+        before.group_epoch,
+        before.target_epoch,
+        before.members,
+        before.target,
+    )
+    assert after.initialized_partitions() == before.initialized_partitions()
+
+
+def test_assignment_is_simple_assignor() -> None:
+    s = make(image(t=4, u=2))
+    for m in ("a", "b", "c"):
+        hb(s, m, 0, ["t", "u"] if m != "c" else ["t"])
+    for _ in range(2):
+        for m in ("a", "b", "c"):
+            hb(s, m, s.coord.share.group(G).members[m].member_epoch)
+    g = s.coord.share.group(G)
+    assert all(m.member_epoch == g.target_epoch for m in g.members.values())
+    assigned = {m: dict(x.assigned) for m, x in g.members.items()}
+    assert assigned == {m: {t: ps for t, ps in g.target[m].items() if ps} for m in g.members}
+    union = {}
+    for parts in assigned.values():
+        for t, ps in parts.items():
+            union.setdefault(t, set()).update(ps)
+    assert union == {tid("t"): {0, 1, 2, 3}, tid("u"): {0, 1}}
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_describe(n: int) -> None:
+    s = make()
+    for i in range(n):
+        hb(s, f"m{i}", 0, ["t"])
+    ctx = s.send("ShareGroupDescribe", 1, {"group_ids": [G, "nope"], "include_authorized_operations": False})
+    groups = s.answer(ctx)["groups"]
+    assert groups[0]["group_state"] == "Stable" and len(groups[0]["members"]) == n
+    assert groups[0]["assignor_name"] == "simple"
+    assert groups[1]["error_code"] == err.GROUP_ID_NOT_FOUND
