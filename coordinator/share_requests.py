@@ -99,6 +99,10 @@ class ShareGroupRequests:
     def is_share_group(self, gid: str) -> bool:
         return self.share.group(gid) is not None
 
+    def is_empty(self, gid: str) -> bool:
+        g = self.share.group(gid)
+        return g is None or not g.members
+
     def queue_behind_write(self, gid: str, retry: Callable[[], None]) -> bool:
         busy = self.busy.get(gid)
         if busy is None:
@@ -315,24 +319,35 @@ class ShareGroupRequests:
         self.rt.respond(ctx, {"throttle_time_ms": 0, "groups": out})
 
     # -- DeleteGroups ----------------------------------------------------------------------------
-    def delete_share_group(self, gid: str, reason: str, on_done: Callable[[int | None], None]) -> None:
-        """Delete an empty share group now (``ShareGroup.createGroupTombstoneRecords``), its share
-        partitions' state with it (``GroupCoordinatorService.deleteShareGroups``)."""
+    def delete_state(self, gid: str) -> int:
+        """``GroupCoordinatorService.deleteShareGroups``' persister step: the group's share partitions'
+        state is deleted before the group; NONE, or the error to answer the group with."""
         g = self.share.group(gid)
-        if g is not None and g.state_metadata is not None:
-            parts = [
-                (tid, p)
-                for infos in (g.state_metadata.initialized, g.state_metadata.initializing)
-                for tid, v in infos.items()
-                for p in v.partitions
-            ]
-            failed = next((c for c in self.state.delete(gid, parts).values() if c != err.NONE), err.NONE)
-            if failed != err.NONE:
-                on_done(failed)
-                return
+        if g is None or g.state_metadata is None:
+            return err.NONE
+        info = g.state_metadata
+        parts = [
+            (tid, p)
+            for infos in (info.initialized, info.initializing)
+            for tid, v in infos.items()
+            for p in v.partitions
+        ]
+        parts += [(tid, p) for tid, name in info.deleting.items() for p in range(self._partition_count(name))]
+        if not parts:
+            return err.NONE
+        return next((c for c in self.state.delete(gid, parts).values() if c != err.NONE), err.NONE)
+
+    def _partition_count(self, name: str) -> int:
+        t = self.share.topics.topics.get(name)
+        return 0 if t is None else t[1]
+
+    def delete_share_group(self, gid: str, reason: str, on_done: Callable[[int | None], None]) -> None:
+        """Delete an empty share group now (``ShareGroup.createGroupTombstoneRecords``): its
+        tombstones, applied and written like its other records (``delete_state`` went first)."""
         records: list[Record] = list(self.share.groups.tombstones(gid))
         self.snapshot(gid)
         self.share.apply(self.rt.now, records)  # type: ignore[arg-type]
+        self.share.deadlines.cancel_where(lambda key: key[0] == gid)  # type: ignore[index]
         self.log.info("share_group_deleted", group=gid, reason=reason)
         self.write(gid, records, on_done)
 

@@ -40,7 +40,13 @@ def make(topics: TopicsImage | None = None, **kw: Any) -> Shell:
 
 
 def hb(shell: Shell, member: str, epoch: int, topics: list[str] | None = None, group: str = G, **over: Any) -> dict:
-    req = {"group_id": group, "member_id": member, "member_epoch": epoch, "rack_id": None, "subscribed_topic_names": topics}
+    req = {
+        "group_id": group,
+        "member_id": member,
+        "member_epoch": epoch,
+        "rack_id": None,
+        "subscribed_topic_names": topics,
+    }
     req.update(over)
     ctx = shell.send("ShareGroupHeartbeat", 1, req)
     ans = shell.answer(ctx)
@@ -193,3 +199,133 @@ def test_describe(n: int) -> None:
     assert groups[0]["group_state"] == "Stable" and len(groups[0]["members"]) == n
     assert groups[0]["assignor_name"] == "simple"
     assert groups[1]["error_code"] == err.GROUP_ID_NOT_FOUND
+
+
+def test_list_groups_types_filter_and_states() -> None:
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    s.send(
+        "OffsetCommit",
+        2,
+        {
+            "group_id": "simple",
+            "generation_id": -1,
+            "member_id": "",
+            "retention_time_ms": -1,
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}
+            ],
+        },
+    )
+
+    def listed(**req: Any) -> list[dict]:
+        return s.answer(s.send("ListGroups", 5, {"states_filter": [], "types_filter": [], **req}))["groups"]
+
+    assert {g["group_id"]: (g["group_type"], g["protocol_type"], g["group_state"]) for g in listed()} == {
+        G: ("share", "share", "Stable"),
+        "simple": ("classic", "", "Empty"),
+    }
+    assert [g["group_id"] for g in listed(types_filter=["Share"])] == [G]
+    assert [g["group_id"] for g in listed(types_filter=["share"], states_filter=["empty"])] == []
+    assert [g["group_id"] for g in listed(types_filter=["consumer"])] == []
+
+
+def test_describe_groups_of_a_share_group_is_not_found_as_kafka() -> None:
+    """``GroupMetadataManager.describeGroups`` looks the id up as a classic group: v6+ answers
+    GROUP_ID_NOT_FOUND "Group <id> is not a classic group.", older versions a Dead placeholder."""
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    new = s.answer(s.send("DescribeGroups", 6, {"groups": [G], "include_authorized_operations": False}))["groups"][0]
+    assert (new["error_code"], new["error_message"], new["group_state"]) == (
+        err.GROUP_ID_NOT_FOUND,
+        f"Group {G} is not a classic group.",
+        "Dead",
+    )
+    old = s.answer(s.send("DescribeGroups", 5, {"groups": [G], "include_authorized_operations": False}))["groups"][0]
+    assert (old["error_code"], old["group_state"]) == (0, "Dead")
+
+
+def test_delete_groups_only_when_empty_and_state_deleted() -> None:
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    res = s.answer(s.send("DeleteGroups", 2, {"groups_names": [G]}))["results"]
+    assert res == [{"group_id": G, "error_code": err.NON_EMPTY_GROUP}]
+    hb(s, "m1", -1)
+    state = s.coord.share_requests.state
+    assert any(k[0] == G for k in state.partitions)  # type: ignore[attr-defined]
+    res = s.answer(s.send("DeleteGroups", 2, {"groups_names": [G]}))["results"]
+    assert res == [{"group_id": G, "error_code": 0}]
+    assert s.coord.share.group(G) is None
+    assert not any(k[0] == G for k in state.partitions)  # type: ignore[attr-defined]
+    # the tombstones replay to nothing
+    from groupd.coordinator import GroupCoordinator
+
+    from .harness import quiet_logger
+
+    fresh = GroupCoordinator(s.config, logger=quiet_logger())
+    fresh.load(0, s.records())
+    assert fresh.share.groups.groups == {}
+
+
+def test_classic_and_consumer_apis_on_a_share_group_id() -> None:
+    """JoinGroup: INCONSISTENT_GROUP_PROTOCOL with no member id (``classicGroupJoin``);
+    ConsumerGroupHeartbeat: GROUP_ID_NOT_FOUND "not a consumer group"; OffsetCommit and OffsetFetch:
+    GROUP_ID_NOT_FOUND (``ShareGroup.validateOffsetCommit`` / ``validateOffsetFetch``)."""
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    join = s.answer(
+        s.send(
+            "JoinGroup",
+            5,
+            {
+                "group_id": G,
+                "session_timeout_ms": 10000,
+                "rebalance_timeout_ms": 10000,
+                "member_id": "",
+                "group_instance_id": None,
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            },
+        )
+    )
+    assert (join["error_code"], join["member_id"]) == (err.INCONSISTENT_GROUP_PROTOCOL, "")
+    chb = s.answer(
+        s.send(
+            "ConsumerGroupHeartbeat",
+            0,
+            {
+                "group_id": G,
+                "member_id": "x",
+                "member_epoch": 0,
+                "instance_id": None,
+                "rack_id": None,
+                "rebalance_timeout_ms": 30000,
+                "subscribed_topic_names": ["t"],
+                "server_assignor": None,
+                "topic_partitions": [],
+            },
+        )
+    )
+    assert (chb["error_code"], chb["error_message"]) == (err.GROUP_ID_NOT_FOUND, f"Group {G} is not a consumer group.")
+    commit = s.answer(
+        s.send(
+            "OffsetCommit",
+            2,
+            {
+                "group_id": G,
+                "generation_id": -1,
+                "member_id": "",
+                "retention_time_ms": -1,
+                "topics": [
+                    {
+                        "name": "t",
+                        "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}],
+                    }
+                ],
+            },
+        )
+    )
+    assert commit["topics"][0]["partitions"][0]["error_code"] == err.GROUP_ID_NOT_FOUND
+    fetch = s.answer(s.send("OffsetFetch", 5, {"group_id": G, "topics": None, "require_stable": False}))
+    assert fetch["error_code"] == err.GROUP_ID_NOT_FOUND
+    assert s.coord.group(G) is None  # no simple classic group was made for it
