@@ -153,8 +153,10 @@ class ShareGroupRequests:
                 else:
                     self.share.groups.groups[gid] = snapshot
                     self.share.end_load(self.rt.now, [gid])
-            on_done(code)
+            # the waiters are taken first: on_done may write again (the share partitions'
+            # initialization after a heartbeat), and they then wait behind that write
             waiting = self.busy.pop(gid)
+            on_done(code)
             while waiting and gid not in self.busy:
                 waiting.popleft()()
             if waiting:

@@ -8,11 +8,8 @@ import uuid
 from typing import Any
 
 import pytest
-
 from groupd.coordinator import errors as err
 from groupd.coordinator.consumer import TopicsImage
-from groupd.coordinator.consumer.assignor_spec import GroupSpec, SubscriptionType, java_member_spec
-from groupd.coordinator.consumer.simple import simple_assign
 from groupd.coordinator.serde import decode_record, encode_record
 from groupd.coordinator.share import ShareGroupConfig
 
@@ -329,3 +326,104 @@ def test_classic_and_consumer_apis_on_a_share_group_id() -> None:
     fetch = s.answer(s.send("OffsetFetch", 5, {"group_id": G, "topics": None, "require_stable": False}))
     assert fetch["error_code"] == err.GROUP_ID_NOT_FOUND
     assert s.coord.group(G) is None  # no simple classic group was made for it
+
+
+def _alter(s: Shell, group: str, **offsets: dict[int, int]) -> dict:
+    topics = [
+        {"topic_name": t, "partitions": [{"partition_index": p, "start_offset": o} for p, o in parts.items()]}
+        for t, parts in offsets.items()
+    ]
+    return s.answer(s.send("AlterShareGroupOffsets", 0, {"group_id": group, "topics": topics}))
+
+
+def _describe_offsets(s: Shell, group: str, topics: list[dict] | None, version: int = 1) -> dict:
+    return s.answer(s.send("DescribeShareGroupOffsets", version, {"groups": [{"group_id": group, "topics": topics}]}))[
+        "groups"
+    ][0]
+
+
+def test_alter_then_describe_offsets_and_members_get_the_altered_partitions() -> None:
+    """``alterShareGroupOffsets`` on an empty (here new) group: the partitions are initialized in
+    the share-partition state at the given start offsets and recorded initialized, so the first
+    member is assigned them at once; DescribeShareGroupOffsets reads them back (``readSummary``)."""
+    s = make(image(t=3))
+    ans = _alter(s, G, t={0: 5, 1: 7, 9: 1}, nope={0: 1})
+    assert ans["error_code"] == 0
+    rows = {
+        r["topic_name"]: [(p["partition_index"], p["error_code"]) for p in r["partitions"]] for r in ans["responses"]
+    }
+    assert rows == {
+        "t": [(0, 0), (1, 0), (9, err.UNKNOWN_TOPIC_OR_PARTITION)],
+        "nope": [(0, err.UNKNOWN_TOPIC_OR_PARTITION)],
+    }
+    d = _describe_offsets(s, G, None)
+    assert [
+        (t["topic_name"], [(p["partition_index"], p["start_offset"]) for p in t["partitions"]]) for t in d["topics"]
+    ] == [("t", [(0, 5), (1, 7)])]
+    d = _describe_offsets(s, G, [{"topic_name": "t", "partitions": [0, 2]}, {"topic_name": "x", "partitions": [0]}], 0)
+    got = {t["topic_name"]: [(p["partition_index"], p["start_offset"]) for p in t["partitions"]] for t in d["topics"]}
+    assert got == {"t": [(0, 5), (2, -1)], "x": [(0, -1)]}
+    first = hb(s, "m1", 0, ["t"])
+    # 0 and 1 were initialized by the alter: assigned at once; 2 is initialized by this heartbeat
+    assert parts_of(first) == {tid("t"): [0, 1]}
+    assert parts_of(hb(s, "m1", first["member_epoch"])) == {tid("t"): [0, 1, 2]}
+
+
+def test_alter_and_delete_offsets_refused_while_members() -> None:
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    assert _alter(s, G, t={0: 1})["error_code"] == err.NON_EMPTY_GROUP
+    d = s.answer(s.send("DeleteShareGroupOffsets", 0, {"group_id": G, "topics": [{"topic_name": "t"}]}))
+    assert d["error_code"] == err.NON_EMPTY_GROUP
+    assert _alter(s, "", t={0: 1})["error_code"] == err.INVALID_GROUP_ID
+    d = s.answer(s.send("DeleteShareGroupOffsets", 0, {"group_id": "none", "topics": [{"topic_name": "t"}]}))
+    assert d["error_code"] == err.GROUP_ID_NOT_FOUND
+
+
+def test_delete_offsets_then_a_member_initializes_again() -> None:
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    hb(s, "m1", -1)
+    d = s.answer(
+        s.send("DeleteShareGroupOffsets", 0, {"group_id": G, "topics": [{"topic_name": "t"}, {"topic_name": "u"}]})
+    )
+    assert d["error_code"] == 0
+    assert {r["topic_name"]: r["error_code"] for r in d["responses"]} == {"t": 0, "u": err.UNKNOWN_TOPIC_OR_PARTITION}
+    g = s.coord.share.group(G)
+    assert g.initialized_partitions() == {} and g.state_metadata.deleting == {}
+    assert _describe_offsets(s, G, None)["topics"] == []
+    d = s.answer(s.send("DeleteShareGroupOffsets", 0, {"group_id": G, "topics": [{"topic_name": "t"}]}))
+    assert d["responses"][0]["error_code"] == err.UNKNOWN_TOPIC_OR_PARTITION
+    hb(s, "m2", 0, ["t"])
+    assert g is not s.coord.share.group(G) or True
+    assert s.coord.share.group(G).initialized_partitions() == {tid("t"): frozenset({0, 1, 2})}
+
+
+def test_a_failed_share_state_initialize_leaves_partitions_unassigned_then_retried() -> None:
+    """``uninitializeShareGroupState``: the persister failed, the partitions leave initializing;
+    the next heartbeat asks again."""
+    s = make()
+    state = s.coord.share_requests.state
+    state.fail_with = err.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
+    a = hb(s, "m1", 0, ["t"])
+    g = s.coord.share.group(G)
+    assert g.initialized_partitions() == {} and g.state_metadata.initializing == {}
+    state.fail_with = None  # type: ignore[attr-defined]
+    b = hb(s, "m1", a["member_epoch"])
+    assert b["assignment"] is None
+    c = hb(s, "m1", b["member_epoch"])
+    assert parts_of(c) == {tid("t"): [0, 1, 2]}
+
+
+def test_a_failed_write_rolls_the_group_back() -> None:
+    s = make()
+    s.auto_append = False
+    ctx = s.send(
+        "ShareGroupHeartbeat",
+        1,
+        {"group_id": G, "member_id": "m1", "member_epoch": 0, "rack_id": None, "subscribed_topic_names": ["t"]},
+    )
+    assert s.answer(ctx) is None and s.coord.share.group(G) is not None
+    s.flush(error=err.NOT_COORDINATOR)
+    assert s.answer(ctx)["error_code"] != 0
+    assert s.coord.share.group(G) is None
