@@ -427,3 +427,22 @@ def test_a_failed_write_rolls_the_group_back() -> None:
     s.flush(error=err.NOT_COORDINATOR)
     assert s.answer(ctx)["error_code"] != 0
     assert s.coord.share.group(G) is None
+
+
+def test_group_configs_set_the_session_and_interval() -> None:
+    """``shareGroupSessionTimeoutMs`` / ``shareGroupHeartbeatIntervalMs``: the group's own configs,
+    else the broker's; in force from the member's next heartbeat."""
+    s = make()
+    s.coord.share.set_group_config(G, 3000, 1234)
+    a = hb(s, "m1", 0, ["t"])
+    assert a["heartbeat_interval_ms"] == 1234
+    s.advance(2999)
+    assert "m1" in s.coord.share.group(G).members
+    s.advance(1)
+    assert "m1" not in s.coord.share.group(G).members
+    s.coord.share.set_group_config(G, None, None)
+    assert hb(s, "m2", 0, ["t"])["heartbeat_interval_ms"] == 5000
+    s.advance(44999)
+    assert "m2" in s.coord.share.group(G).members
+    s.advance(1)
+    assert "m2" not in s.coord.share.group(G).members

@@ -258,3 +258,47 @@ def test_share_groups_cli(daemon: GroupdProcess, pollers: Pollers) -> None:
     out = cli("delete", group)
     assert out.returncode == 0, out.stderr
     assert describe(daemon, group)["error_code"] == 69
+
+
+def test_group_configs_share_timings_in_force(daemon: GroupdProcess) -> None:
+    """``share.heartbeat.interval.ms`` / ``share.session.timeout.ms`` set on the group's GROUP resource
+    (IncrementalAlterConfigs) are what its members are told and timed by (Kafka's
+    ``shareGroupHeartbeatIntervalMs``), within the broker's group.share.* bounds; DescribeConfigs
+    shows them and the other share.* configs in force."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    topic, group = _topic(daemon, 1), "sg-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": daemon.bootstrap})
+
+    def alter(**configs: str) -> None:
+        entries = [
+            ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
+        ]
+        res = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=entries)
+        admin.incremental_alter_configs([res])[res].result(10)
+
+    alter(share_heartbeat_interval_ms="1234", share_session_timeout_ms="3000", share_auto_offset_reset="earliest")
+    with pytest.raises(Exception, match="share.session.timeout.ms"):
+        alter(share_session_timeout_ms="500")  # below group.share.min.session.timeout.ms (1000 here)
+    with pytest.raises(Exception, match="share.isolation.level"):
+        alter(share_isolation_level="snapshot")
+    res = ConfigResource(ConfigResource.Type.GROUP, group)
+    described = admin.describe_configs([res])[res].result(10)
+    assert described["share.heartbeat.interval.ms"].value == "1234"
+    assert described["share.auto.offset.reset"].value == "earliest"
+    assert described["share.isolation.level"].value == "read_uncommitted"  # the default, in force
+    with KafkaClient(daemon.bootstrap) as client:
+        _, ans = client.coordinator(group).send(
+            "ShareGroupHeartbeat",
+            {
+                "group_id": group,
+                "member_id": uuid.uuid4().hex[:22],
+                "member_epoch": 0,
+                "rack_id": None,
+                "subscribed_topic_names": [topic],
+            },
+        )
+    assert (ans["error_code"], ans["heartbeat_interval_ms"]) == (0, 1234)
+    # no more heartbeats: the session fences the member (its length under the group's config is
+    # checked with a fake clock in tests/coordinator/test_share_groups.py)
+    wait_for(lambda: describe(daemon, group)["members"] == [], timeout=20)
