@@ -278,9 +278,9 @@ def test_group_configs_share_timings_in_force(daemon: GroupdProcess) -> None:
         admin.incremental_alter_configs([res])[res].result(10)
 
     alter(share_heartbeat_interval_ms="1234", share_session_timeout_ms="3000", share_auto_offset_reset="earliest")
-    with pytest.raises(Exception, match="share.session.timeout.ms"):
+    with pytest.raises(Exception, match=r"share\.session\.timeout\.ms"):
         alter(share_session_timeout_ms="500")  # below group.share.min.session.timeout.ms (1000 here)
-    with pytest.raises(Exception, match="share.isolation.level"):
+    with pytest.raises(Exception, match=r"share\.isolation\.level"):
         alter(share_isolation_level="snapshot")
     res = ConfigResource(ConfigResource.Type.GROUP, group)
     described = admin.describe_configs([res])[res].result(10)
