@@ -141,6 +141,8 @@ class Broker:
         self.configs.on_group_configs_changed.append(
             lambda group, configs: self.core.share.set_group_config(group, *share_group_overrides(configs))
         )
+        # DescribeShareGroupOffsets v1's lag needs each partition's end offset (the high watermark)
+        self.core.share_requests.end_offset = self._log_end_offset
         self.log_admin = LogAdmin(
             config, self.topics, self.logs, self.authorizer, lambda req: endpoint(req.conn.listener, self.listeners[0])
         )
@@ -256,6 +258,10 @@ class Broker:
         advertise_per_listener(d, node_id, listener)
         if self.authorizer.enabled:
             acl.install(d, self.authorizer, ACL_WRAPPERS)
+
+    def _log_end_offset(self, topic: str, partition: int) -> int | None:
+        plog = self.logs.get(topic, partition)
+        return None if plog is None else plog.log_end_offset
 
     def _topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         t = self.topics.by_id(topic_id)
