@@ -26,7 +26,7 @@ from groupd.transactions.coordinator import TransactionConfig, TransactionCoordi
 
 from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
-from .apis import ACL_WRAPPERS, APIS, IMPLEMENTED_FEATURES
+from .apis import ACL_WRAPPERS, APIS, IMPLEMENTED_FEATURES, SHARE_APIS, share_disabled
 from .cluster import Cluster
 from .configs import ConfigHandlers, consumer_group_overrides, share_group_overrides
 from .data_plane import DataPlane, topic_log_config
@@ -240,6 +240,8 @@ class Broker:
             # In a cluster each broker's handlers name it (Routing.COORDINATOR: the shared core
             # serves a group only on the broker leading its __consumer_offsets partition).
             handler = api.handler(self, node_id if cluster is not None else None)
+            if kafka is not None and api.name in SHARE_APIS and kafka.features.get("share.version", (0, 0, 0))[2] < 1:
+                handler = share_disabled(api.name)
             if cluster is not None:
                 handler = cluster.wrap(api, handler, node_id)
             d.register(schema, handler, min_version=lo, max_version=hi)

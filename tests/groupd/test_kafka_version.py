@@ -110,6 +110,31 @@ def test_api_versions_is_the_generated_table(daemons: Daemons, rel: str | None) 
         assert finalized == {"group.version": 1, "transaction.version": 2, **share}
 
 
+@pytest.mark.parametrize("rel", ["4.1", "4.2"])
+def test_share_groups_only_where_share_version_is_finalized(daemons: Daemons, rel: str) -> None:
+    """4.1 lists the share-group APIs but finalizes share.version 0: KafkaApis'
+    ``isShareGroupProtocolEnabled`` answers them UNSUPPORTED_VERSION; 4.2 serves them."""
+    c = RawClient(daemons(rel).port)
+    try:
+        body = {
+            "group_id": "sg",
+            "member_id": "m" * 22,
+            "member_epoch": 0,
+            "rack_id": None,
+            "subscribed_topic_names": ["t"],
+        }
+        hb = c.request("ShareGroupHeartbeat", 1, body)
+        described = c.request("ShareGroupDescribe", 1, {"group_ids": ["sg"], "include_authorized_operations": False})
+    finally:
+        c.close()
+    if rel == "4.1":
+        assert hb["error_code"] == 35
+        assert [(g["group_id"], g["error_code"]) for g in described["groups"]] == [("sg", 35)]
+    else:
+        assert hb["error_code"] == 0 and hb["member_epoch"] == 1
+        assert described["groups"][0]["group_state"] == "Stable"
+
+
 def test_hand_checked_ranges_under_4_0(daemons: Daemons) -> None:
     d = daemons("4.0")
     c = RawClient(d.port)
