@@ -446,3 +446,30 @@ def test_group_configs_set_the_session_and_interval() -> None:
     assert "m2" in s.coord.share.group(G).members
     s.advance(1)
     assert "m2" not in s.coord.share.group(G).members
+
+
+def test_describe_empty_group_id_is_invalid() -> None:
+    s = make()
+    groups = s.answer(
+        s.send("ShareGroupDescribe", 1, {"group_ids": ["x", ""], "include_authorized_operations": False})
+    )["groups"]
+    assert [(g["group_id"], g["error_code"]) for g in groups] == [
+        ("", err.INVALID_GROUP_ID),
+        ("x", err.GROUP_ID_NOT_FOUND),
+    ]
+
+
+def test_a_topic_recreated_under_a_new_id_is_initialized_again_without_epoch_churn() -> None:
+    img = {"v": image(t=2)}
+    s = Shell(topics_image=lambda: img["v"])
+    a = hb(s, "m1", 0, ["t"])
+    b = hb(s, "m1", a["member_epoch"])
+    assert parts_of(b) == {tid("t"): [0, 1]}
+    new_id = uuid.uuid4()
+    img["v"] = TopicsImage(2, {"t": (new_id, 3)})
+    c = hb(s, "m1", b["member_epoch"])
+    d = hb(s, "m1", c["member_epoch"])
+    assert parts_of(d) == {new_id: [0, 1, 2]}
+    e = hb(s, "m1", d["member_epoch"])
+    f = hb(s, "m1", e["member_epoch"])
+    assert f["member_epoch"] == d["member_epoch"]  # steady: no bump per heartbeat
