@@ -280,7 +280,7 @@ class ShareGroupRequests:
         out = []
         ids = list(req.get("group_ids") or [])
         # GroupCoordinatorService.shareGroupDescribe: an empty id is INVALID_GROUP_ID, answered first
-        for gid in [g for g in ids if not g]:
+        for _empty in [g for g in ids if not g]:
             out.append({**_DESCRIBED_EMPTY, "group_id": "", "error_code": err.INVALID_GROUP_ID})
         for gid in [g for g in ids if g]:
             entry: dict[str, Any] = {
