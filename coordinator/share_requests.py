@@ -264,6 +264,17 @@ class ShareGroupRequests:
         for key in self.share.due(now_ms):
             self.fire(key)
 
+    def expire_member(self, gid: str, mid: str) -> int:
+        """Fault injection: the member's session expires now (``shareGroupFenceMemberOperation``)."""
+        g = self.share.group(gid)
+        if g is None:
+            return err.GROUP_ID_NOT_FOUND
+        if mid not in g.members:
+            return err.UNKNOWN_MEMBER_ID
+        self.share.deadlines.cancel((gid, mid, "share-session"))
+        self.fire((gid, mid, "share-session"))
+        return err.NONE
+
     def fire(self, key: tuple[Any, ...]) -> None:
         gid = key[0]
         if self.queue_behind_write(gid, lambda: self.fire(key)):

@@ -473,3 +473,14 @@ def test_a_topic_recreated_under_a_new_id_is_initialized_again_without_epoch_chu
     e = hb(s, "m1", d["member_epoch"])
     f = hb(s, "m1", e["member_epoch"])
     assert f["member_epoch"] == d["member_epoch"]  # steady: no bump per heartbeat
+
+
+def test_fault_injection_expires_a_share_member() -> None:
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    hb(s, "m2", 0, ["t"])
+    code, result = s.coord.expire_member(s.now, G, "m1")
+    s.absorb(result)
+    assert code == 0 and set(s.coord.share.group(G).members) == {"m2"}
+    assert s.coord.expire_member(s.now, G, "m1")[0] == err.UNKNOWN_MEMBER_ID
+    assert hb(s, "m1", 2)["error_code"] == err.UNKNOWN_MEMBER_ID
