@@ -87,10 +87,11 @@ def test_leave_fence_and_session_timeout() -> None:
     s = make()
     hb(s, "m1", 0, ["t"])
     hb(s, "m2", 0, ["t"])
+    before = s.coord.share.group(G).group_epoch
     left = hb(s, "m1", -1)
     assert left == {**left, "error_code": 0, "member_id": "m1", "member_epoch": -1}
     g = s.coord.share.group(G)
-    assert "m1" not in g.members
+    assert "m1" not in g.members and g.group_epoch == before + 1  # shareGroupFenceMember bumps it
     assert hb(s, "m1", 3)["error_code"] == err.UNKNOWN_MEMBER_ID
     e = g.members["m2"].member_epoch
     assert hb(s, "m2", e + 5)["error_code"] == err.FENCED_MEMBER_EPOCH
