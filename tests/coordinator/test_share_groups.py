@@ -485,3 +485,19 @@ def test_fault_injection_expires_a_share_member() -> None:
     assert code == 0 and set(s.coord.share.group(G).members) == {"m2"}
     assert s.coord.expire_member(s.now, G, "m1")[0] == err.UNKNOWN_MEMBER_ID
     assert hb(s, "m1", 2)["error_code"] == err.UNKNOWN_MEMBER_ID
+
+
+def test_metrics_count_share_groups_and_members() -> None:
+    from groupd.ops.metrics import Metrics
+
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    hb(s, "m2", 0, ["t"])
+    hb(s, "m3", 0, ["t"], group="other")
+    hb(s, "m3", -1, group="other")
+    m = Metrics(process_metrics=False)
+    m.core = s.coord
+    text = m.render()[0].decode()
+    assert 'groupd_groups_by_type{state="Stable",type="share"} 1.0' in text
+    assert 'groupd_groups_by_type{state="Empty",type="share"} 1.0' in text
+    assert "groupd_share_group_members 2.0" in text
