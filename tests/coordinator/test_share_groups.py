@@ -501,3 +501,28 @@ def test_metrics_count_share_groups_and_members() -> None:
     assert 'groupd_groups_by_type{state="Stable",type="share"} 1.0' in text
     assert 'groupd_groups_by_type{state="Empty",type="share"} 1.0' in text
     assert "groupd_share_group_members 2.0" in text
+
+
+def test_classic_heartbeat_sync_leave_on_a_share_group_id_are_unknown_member() -> None:
+    """``classicGroupHeartbeat`` / ``classicGroupSync`` / ``classicGroupLeave``: a group of another
+    type is UNKNOWN_MEMBER_ID ("Group g not found."), as a missing one."""
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    beat = s.answer(
+        s.send("Heartbeat", 3, {"group_id": G, "generation_id": 1, "member_id": "m1", "group_instance_id": None})
+    )
+    assert beat["error_code"] == err.UNKNOWN_MEMBER_ID
+    sync = s.answer(
+        s.send(
+            "SyncGroup",
+            3,
+            {"group_id": G, "generation_id": 1, "member_id": "m1", "group_instance_id": None, "assignments": []},
+        )
+    )
+    assert sync["error_code"] == err.UNKNOWN_MEMBER_ID
+    leave = s.answer(
+        s.send("LeaveGroup", 3, {"group_id": G, "members": [{"member_id": "m1", "group_instance_id": None}]})
+    )
+    # v3+: not a top-level error, each member named is answered UNKNOWN_MEMBER_ID (leaveGroup)
+    assert [m["error_code"] for m in leave["members"]] == [err.UNKNOWN_MEMBER_ID]
+    assert set(s.coord.share.group(G).members) == {"m1"}
