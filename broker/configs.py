@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from groupd.coordinator.share.state import parse_auto_offset_reset
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request
 from groupd.security.acl import Authorizer, subject_of
@@ -80,6 +81,8 @@ class ConfigDef:
     low: float | None = None  # ConfigDef.Range.atLeast / between
     high: float | None = None
     choices: tuple[str, ...] = ()  # ValidString / ValidList
+    # a validator of its own (Kafka's custom ConfigDef.Validator): the error text, None when valid
+    validator: Callable[[str], str | None] | None = None
 
     def check(self, value: str) -> str:
         """The value normalised, or ConfigError(INVALID_CONFIG) with Kafka's ``ConfigException`` text."""
@@ -114,6 +117,8 @@ class ConfigDef:
                 ErrorCode.INVALID_CONFIG,
                 f"Invalid value {value} for configuration {self.name}: Value must be no more than {_num(self.high)}",
             )
+        if self.validator is not None and (problem := self.validator(raw)) is not None:
+            raise ConfigError(ErrorCode.INVALID_CONFIG, problem)
         if self.choices:
             items = [x.strip() for x in raw.split(",")] if self.type == LIST else [raw]
             bad = [x for x in items if x not in self.choices]
@@ -397,6 +402,19 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
 # Broker names whose Kafka default is given in another unit (DescribeConfigs shows that synonym as DEFAULT_CONFIG).
 _DEFAULT_SYNONYM = {"retention.ms": ("log.retention.hours", "168"), "segment.ms": ("log.roll.hours", "168")}
 
+
+def _share_auto_offset_reset(value: str) -> str | None:
+    """``ShareGroupAutoOffsetResetStrategy.Validator``: earliest, latest or by_duration:<duration>."""
+    try:
+        parse_auto_offset_reset(value)
+    except ValueError:
+        return (
+            f"Invalid value `{value}` for configuration share.auto.offset.reset. The value must be either "
+            "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+        )
+    return None
+
+
 # Kafka 4.0's GroupConfig and the broker bounds it is validated against (GroupCoordinatorConfig,
 # ShareGroupConfig defaults).
 GROUP_CONFIGS: dict[str, ConfigDef] = {
@@ -423,7 +441,7 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
             STRING,
             "latest",
             "The strategy to initialize the share-partition start offset.",
-            choices=("latest", "earliest"),
+            validator=_share_auto_offset_reset,
         ),
         _d(
             "share.heartbeat.interval.ms",

@@ -290,6 +290,10 @@ def test_group_configs_share_timings_in_force(daemon: GroupdProcess) -> None:
         alter(share_session_timeout_ms="500")  # below group.share.min.session.timeout.ms (1000 here)
     with pytest.raises(Exception, match=r"share\.isolation\.level"):
         alter(share_isolation_level="snapshot")
+    with pytest.raises(Exception, match=r"by_duration:<PnDTnHnMn\.nS>"):
+        alter(share_auto_offset_reset="by_duration:-PT1H")  # ShareGroupAutoOffsetResetStrategy.Validator
+    alter(share_auto_offset_reset="by_duration:PT1H")
+    alter(share_auto_offset_reset="earliest")
     res = ConfigResource(ConfigResource.Type.GROUP, group)
     described = admin.describe_configs([res])[res].result(10)
     assert described["share.heartbeat.interval.ms"].value == "1234"
