@@ -25,8 +25,12 @@ Each method answers ``{(topic id, partition): error code}`` for the partitions i
 (``errors.NONE``, or e.g. ``COORDINATOR_NOT_AVAILABLE`` / ``KAFKA_STORAGE_ERROR``), except
 ``read_summary`` which answers ``{(topic id, partition): PartitionSummary}``.
 
-The group's ``share.*`` configs in force (``share.auto.offset.reset``, ``share.isolation.level``,
-``share.record.lock.duration.ms``, ...) are read through ``GroupConfigs`` (``ShareGroupConfigLookup``).
+Wiring: the coordinator starts with an ``InMemoryShareState``; the node hands it the real store with
+``broker.core.share_requests.state = store`` (``Broker.core`` is the ``GroupCoordinator``). The group's
+``share.*`` configs in force (``share.auto.offset.reset``, ``share.isolation.level``,
+``share.record.lock.duration.ms``, ``share.session.timeout.ms``, ``share.heartbeat.interval.ms``) are
+read with ``broker.configs.share_config(group_id, name)`` (``ShareGroupConfigLookup``: the group's own
+value, else the broker's default); ``parse_auto_offset_reset`` below reads the first.
 """
 
 from __future__ import annotations
