@@ -235,6 +235,11 @@ class ShareGroupMachine(RuleBasedStateMachine):
         if g is None:
             return
         assert g.target_epoch <= g.group_epoch
+        counts: dict[str, int] = {}  # the derived subscription counts are the members' subscriptions
+        for m in g.members.values():
+            for n in set(m.subscribed_topic_names):
+                counts[n] = counts.get(n, 0) + 1
+        assert g.subscribed_counts == counts
         init = g.initialized_partitions()
         for m in g.members.values():
             assert 0 < m.member_epoch <= g.group_epoch
