@@ -30,6 +30,9 @@ from enum import Enum
 from typing import Protocol
 
 from groupd.protocol.dispatch import Handler
+from groupd.protocol.error_response import error_response
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.messages import API_BY_NAME
 from groupd.security import acl
 from groupd.security.auth import Authenticator
 
@@ -287,6 +290,37 @@ APIS: tuple[Api, ...] = (
         Wrapped(acl.consumer_group_describe, "DESCRIBE on each group and on every topic its members are assigned"),
         Routing.COORDINATOR,
     ),
+    # KIP-932 share groups (their delivery, ShareFetch/ShareAcknowledge, is the data plane's)
+    Api(
+        "ShareGroupHeartbeat",
+        _group("ShareGroupHeartbeat"),
+        Wrapped(acl.share_group_heartbeat, "READ on the group, then DESCRIBE on each subscribed topic name"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "ShareGroupDescribe",
+        _group("ShareGroupDescribe"),
+        Wrapped(acl.share_group_describe, "DESCRIBE on each group and on every topic its members are assigned"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "DescribeShareGroupOffsets",
+        _group("DescribeShareGroupOffsets"),
+        Wrapped(acl.describe_share_group_offsets, "DESCRIBE on each group, then DESCRIBE on each topic"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "AlterShareGroupOffsets",
+        _group("AlterShareGroupOffsets"),
+        Wrapped(acl.alter_share_group_offsets, "READ on the group, then READ on each topic"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "DeleteShareGroupOffsets",
+        _group("DeleteShareGroupOffsets"),
+        Wrapped(acl.delete_share_group_offsets, "DELETE on the group, then READ on each topic"),
+        Routing.COORDINATOR,
+    ),
     # --- the data plane ---------------------------------------------------------------------------
     Api(
         "Produce",
@@ -348,9 +382,27 @@ APIS: tuple[Api, ...] = (
 )
 
 API_TABLE: dict[str, Api] = {api.name: api for api in APIS}
+# The share-group APIs (KIP-932): served only where share.version is finalized at 1 or more
+SHARE_APIS = frozenset(
+    {
+        "ShareGroupHeartbeat",
+        "ShareGroupDescribe",
+        "DescribeShareGroupOffsets",
+        "AlterShareGroupOffsets",
+        "DeleteShareGroupOffsets",
+    }
+)
+
+
+def share_disabled(name: str) -> Handler:
+    """A share-group API where share groups are off (``--kafka-version 4.1``: share.version finalized
+    0): KafkaApis' ``isShareGroupProtocolEnabled`` check answers UNSUPPORTED_VERSION."""
+    api = API_BY_NAME[name]
+    return lambda req: error_response(api, req.api_version, req.body, ErrorCode.UNSUPPORTED_VERSION)
+
+
 # The highest level of each finalized feature groupd implements; under --kafka-version a release's
-# features are capped to these and the others (share.version: no share groups; streams.version)
-# are not advertised.
-IMPLEMENTED_FEATURES: dict[str, int] = {"group.version": 1, "transaction.version": 2}
+# features are capped to these and the others (streams.version) are not advertised.
+IMPLEMENTED_FEATURES: dict[str, int] = {"group.version": 1, "transaction.version": 2, "share.version": 1}
 # What ``groupd.security.acl.install`` wraps when ACLs are on.
 ACL_WRAPPERS: dict[str, acl.Wrapper] = {api.name: api.auth.wrapper for api in APIS if isinstance(api.auth, Wrapped)}

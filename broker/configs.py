@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from groupd.coordinator.share.state import parse_auto_offset_reset
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request
 from groupd.security.acl import Authorizer, subject_of
@@ -80,6 +81,8 @@ class ConfigDef:
     low: float | None = None  # ConfigDef.Range.atLeast / between
     high: float | None = None
     choices: tuple[str, ...] = ()  # ValidString / ValidList
+    # a validator of its own (Kafka's custom ConfigDef.Validator): the error text, None when valid
+    validator: Callable[[str], str | None] | None = None
 
     def check(self, value: str) -> str:
         """The value normalised, or ConfigError(INVALID_CONFIG) with Kafka's ``ConfigException`` text."""
@@ -114,6 +117,8 @@ class ConfigDef:
                 ErrorCode.INVALID_CONFIG,
                 f"Invalid value {value} for configuration {self.name}: Value must be no more than {_num(self.high)}",
             )
+        if self.validator is not None and (problem := self.validator(raw)) is not None:
+            raise ConfigError(ErrorCode.INVALID_CONFIG, problem)
         if self.choices:
             items = [x.strip() for x in raw.split(",")] if self.type == LIST else [raw]
             bad = [x for x in items if x not in self.choices]
@@ -397,6 +402,19 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
 # Broker names whose Kafka default is given in another unit (DescribeConfigs shows that synonym as DEFAULT_CONFIG).
 _DEFAULT_SYNONYM = {"retention.ms": ("log.retention.hours", "168"), "segment.ms": ("log.roll.hours", "168")}
 
+
+def _share_auto_offset_reset(value: str) -> str | None:
+    """``ShareGroupAutoOffsetResetStrategy.Validator``: earliest, latest or by_duration:<duration>."""
+    try:
+        parse_auto_offset_reset(value)
+    except ValueError:
+        return (
+            f"Invalid value `{value}` for configuration share.auto.offset.reset. The value must be either "
+            "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+        )
+    return None
+
+
 # Kafka 4.0's GroupConfig and the broker bounds it is validated against (GroupCoordinatorConfig,
 # ShareGroupConfig defaults).
 GROUP_CONFIGS: dict[str, ConfigDef] = {
@@ -423,7 +441,7 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
             STRING,
             "latest",
             "The strategy to initialize the share-partition start offset.",
-            choices=("latest", "earliest"),
+            validator=_share_auto_offset_reset,
         ),
         _d(
             "share.heartbeat.interval.ms",
@@ -432,6 +450,13 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
             "The heartbeat interval given to the members of a share group.",
             low=5000,
             high=15000,
+        ),
+        _d(
+            "share.isolation.level",
+            STRING,
+            "read_uncommitted",
+            "Controls how to read records written transactionally.",
+            choices=("read_committed", "read_uncommitted"),
         ),
         _d(
             "share.record.lock.duration.ms",
@@ -482,12 +507,31 @@ def group_config_defs(config: Config) -> dict[str, ConfigDef]:
             low=config.group_consumer_min_session_timeout_ms,
             high=config.group_consumer_max_session_timeout_ms,
         ),
+        # the share.* timings against group.share.* the same way (GroupConfig.validateValues)
+        "share.heartbeat.interval.ms": replace(
+            GROUP_CONFIGS["share.heartbeat.interval.ms"],
+            default=str(config.group_share_heartbeat_interval_ms),
+            low=config.group_share_min_heartbeat_interval_ms,
+            high=config.group_share_max_heartbeat_interval_ms,
+        ),
+        "share.session.timeout.ms": replace(
+            GROUP_CONFIGS["share.session.timeout.ms"],
+            default=str(config.group_share_session_timeout_ms),
+            low=config.group_share_min_session_timeout_ms,
+            high=config.group_share_max_session_timeout_ms,
+        ),
     }
 
 
 def consumer_group_overrides(configs: dict[str, str]) -> tuple[int | None, int | None]:
     """(session timeout, heartbeat interval) a group's own configs set, for the coordinator."""
     session, interval = configs.get("consumer.session.timeout.ms"), configs.get("consumer.heartbeat.interval.ms")
+    return (None if session is None else int(session)), (None if interval is None else int(interval))
+
+
+def share_group_overrides(configs: dict[str, str]) -> tuple[int | None, int | None]:
+    """(session timeout, heartbeat interval) a share group's own configs set, for the coordinator."""
+    session, interval = configs.get("share.session.timeout.ms"), configs.get("share.heartbeat.interval.ms")
     return (None if session is None else int(session)), (None if interval is None else int(interval))
 
 
@@ -624,6 +668,17 @@ class ConfigHandlers:
         for name, configs in self.group_configs.items():
             for cb in self.on_group_configs_changed:
                 cb(name, configs)
+
+    def share_config(self, group_id: str, name: str) -> str:
+        """A group's ``share.*`` config in force (``coordinator.share.ShareGroupConfigLookup``): its own
+        value (IncrementalAlterConfigs on its GROUP resource), else the broker's default
+        (``GroupConfigManager.groupConfig`` / ``ShareGroupConfigProvider``). KeyError for a name that
+        is not a group config."""
+        own = self.group_configs.get(group_id, {}).get(name)
+        if own is not None:
+            return own
+        default = self.group_defs[name].default
+        return "" if default is None else default
 
     # --- authorization (KafkaApis: DESCRIBE_CONFIGS / ALTER_CONFIGS on the resource) ----------------
     def _refused(self, req: Request, rtype: int, name: str, op: AclOperation) -> int | None:

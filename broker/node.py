@@ -12,6 +12,7 @@ from pathlib import Path
 import structlog
 from groupd.coordinator import CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
 from groupd.coordinator.consumer import ConsumerGroupConfig
+from groupd.coordinator.share import ShareGroupConfig
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.faults import FaultInjector
 from groupd.protocol.kafka_releases import KafkaRelease, release
@@ -26,9 +27,9 @@ from groupd.transactions.coordinator import TransactionConfig, TransactionCoordi
 
 from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
-from .apis import ACL_WRAPPERS, APIS, IMPLEMENTED_FEATURES
+from .apis import ACL_WRAPPERS, APIS, IMPLEMENTED_FEATURES, SHARE_APIS, share_disabled
 from .cluster import Cluster
-from .configs import ConfigHandlers, consumer_group_overrides
+from .configs import ConfigHandlers, consumer_group_overrides, share_group_overrides
 from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
@@ -98,6 +99,15 @@ class Broker:
                 regex_refresh_interval_ms=config.group_consumer_regex_refresh_interval_ms,
             ),
             topics_image=self.topics_image,
+            share_config=ShareGroupConfig(
+                session_timeout_ms=config.group_share_session_timeout_ms,
+                min_session_timeout_ms=config.group_share_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_share_max_session_timeout_ms,
+                heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+                min_heartbeat_interval_ms=config.group_share_min_heartbeat_interval_ms,
+                max_heartbeat_interval_ms=config.group_share_max_heartbeat_interval_ms,
+                max_size=config.group_share_max_size,
+            ),
         )
         self.groups = GroupShell(self.core, self._offsets_log, self.appender)
         self.data = DataPlane(config, self.topics, self.logs, self.appender)
@@ -139,6 +149,11 @@ class Broker:
         self.configs.on_group_configs_changed.append(
             lambda group, configs: self.core.consumer.set_group_config(group, *consumer_group_overrides(configs))
         )
+        self.configs.on_group_configs_changed.append(
+            lambda group, configs: self.core.share.set_group_config(group, *share_group_overrides(configs))
+        )
+        # DescribeShareGroupOffsets v1's lag needs each partition's end offset (the high watermark)
+        self.core.share_requests.end_offset = self._log_end_offset
         self.log_admin = LogAdmin(
             config, self.topics, self.logs, self.authorizer, lambda req: endpoint(req.conn.listener, self.listeners[0])
         )
@@ -237,6 +252,8 @@ class Broker:
             # In a cluster each broker's handlers name it (Routing.COORDINATOR: the shared core
             # serves a group only on the broker leading its __consumer_offsets partition).
             handler = api.handler(self, node_id if cluster is not None else None)
+            if kafka is not None and api.name in SHARE_APIS and kafka.features.get("share.version", (0, 0, 0))[2] < 1:
+                handler = share_disabled(api.name)
             if cluster is not None:
                 handler = cluster.wrap(api, handler, node_id)
             d.register(schema, handler, min_version=lo, max_version=hi)
@@ -244,6 +261,8 @@ class Broker:
             # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
             d.features["group.version"] = (0, 1, 1)
             d.features["transaction.version"] = (0, 2, self.txn_core.config.transaction_version)  # KIP-890 part 2
+            # KIP-932: share groups, finalized at 1 as Kafka 4.2's default (ShareVersion.SV_1)
+            d.features["share.version"] = (0, 1, 1)
         else:
             d.kafka_feature_rules = True
             for name, (f_lo, f_hi, level) in kafka.features.items():
@@ -262,6 +281,10 @@ class Broker:
         return min(
             self.config.sasl_server_max_receive_size, self.config.max_request_bytes
         ), "sasl_server_max_receive_size"
+
+    def _log_end_offset(self, topic: str, partition: int) -> int | None:
+        plog = self.logs.get(topic, partition)
+        return None if plog is None else plog.log_end_offset
 
     def _topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         t = self.topics.by_id(topic_id)

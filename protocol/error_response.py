@@ -54,6 +54,7 @@ _MIRRORS: dict[tuple[str, str], str] = {
     ("ConsumerGroupDescribe", "groups"): "group_ids",
     ("DescribeUserScramCredentials", "results"): "users",
     ("AlterUserScramCredentials", "results"): "users",  # made by _users_altered
+    ("ShareGroupDescribe", "groups"): "group_ids",
 }
 # Fallbacks tried after the table when the first request array is absent at this version.
 _MIRROR_FALLBACKS: dict[tuple[str, str], str] = {("DeleteTopics", "responses"): "topics"}
