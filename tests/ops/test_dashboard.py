@@ -434,3 +434,25 @@ def test_a_consumer_group_rebalance_names_who_revokes_and_who_waits() -> None:
     beat("m2", 2, [])  # gets the released partition
     assert _waiting(dash, "cg") == []
     assert tid
+
+
+def test_paused_and_sync_phase_are_named_apart_and_explained_everywhere() -> None:
+    # Issue 29: the report's "pause" (3 ms) and the dashboard's "paused" (6.01 s) for the same
+    # rebalance measured different things under one name. Now: "paused" only on the dashboard (the
+    # consumers' whole stop), "sync phase" in both (the same measure), each explained where shown.
+    root = Path(__file__).resolve().parents[2]
+    readme = root.joinpath("README.md").read_text()
+    dashboard = " ".join(readme.split("\n## Dashboard\n", 1)[1].split("\n## ", 1)[0].split())
+    analytics = " ".join(readme.split("\n## Analytics\n", 1)[1].split("\n## ", 1)[0].split())
+    for needle in ("**paused**", "**sync phase**", "`groupd analyze`'s report calls the sync phase"):
+        assert needle in dashboard, needle
+    assert "*sync phase per rebalance*" in analytics and "*paused*" in analytics
+    assert "pause per rebalance" not in analytics.lower() and "paused per rebalance" not in analytics
+
+    js = static_asset("dashboard.js").decode()
+    assert '"sync phase "' in js and '"paused "' in js
+    assert "the same measure as the analyze report's" in js  # the tooltip of the sync phase
+
+    report = root.joinpath("pipeline", "report.py").read_text()
+    assert "Sync phase per rebalance" in report and "Pause per rebalance" not in report
+    assert "This is not the dashboard's" in report
