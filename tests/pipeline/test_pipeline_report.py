@@ -92,7 +92,7 @@ def test_sync_phase_per_rebalance_is_join_end_to_assignment_written(analyzed) ->
     assert '<h2 id="pauses">Sync phase per rebalance</h2>' in page
     # Named apart from the dashboard's "paused", and said so (issue 29: 3 ms here, 6.01 s there for
     # the same rebalance, both called a pause).
-    assert "This is not the dashboard's \"paused\" (first JoinGroup to last SyncGroup answer" in html.unescape(page)
+    assert 'This is not the dashboard\'s "paused" (first JoinGroup to last SyncGroup answer' in html.unescape(page)
     assert "The first JoinGroup is not in the log" in page
     # the fixture's generations with members: state timestamp 100 ms before the (first) record;
     # the Empty g5 has no pause
