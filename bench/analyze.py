@@ -156,7 +156,8 @@ def _event_totals(events: Path) -> tuple[int, int, float, float]:
 
     stages = tasks = 0
     cpu_ns = run_ms = 0
-    for log in events.iterdir():
+    # Spark 4 rolls its event log: a directory per application, files events_<n>_<app id> in it
+    for log in sorted(f for f in events.rglob("events_*") if f.is_file()):
         for line in log.read_text().splitlines():
             ev = json.loads(line)
             kind = ev.get("Event")
@@ -182,7 +183,7 @@ def _cluster(n: int, cores: int, show_phases: bool) -> int:
         def events_conf(label: str) -> list[str]:
             d = tmp / f"events-{len(runs)}"
             d.mkdir()
-            return ["spark.eventLog.enabled=true", f"spark.eventLog.dir=file://{d}"]
+            return ["spark.eventLog.enabled=true", "spark.eventLog.compress=false", f"spark.eventLog.dir=file://{d}"]
 
         def report(label: str, wall: float, phases: str) -> None:
             stages, tasks, cpu, run = _event_totals(tmp / f"events-{len(runs)}")

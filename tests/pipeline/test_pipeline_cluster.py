@@ -26,7 +26,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def _stage_tasks(events: Path) -> list[tuple[str, int]]:
     """(stage name, tasks) of every completed stage in the application's Spark event log."""
     out = []
-    for log in events.iterdir():
+    # Spark 4 rolls its event log: a directory per application, files events_<n>_<app id> in it
+    for log in sorted(f for f in events.rglob("events_*") if f.is_file()):
         for line in log.read_text().splitlines():
             ev = json.loads(line)
             if ev.get("Event") == "SparkListenerStageCompleted":
@@ -43,7 +44,7 @@ def test_spark_submit_job_py_on_a_standalone_cluster(cluster: Cluster, spark, hi
     done = cluster.submit(
         job.__file__,
         *("--data-dir", str(history.data_dir), "--out", str(out), "--progress-interval", "0"),
-        conf=("spark.eventLog.enabled=true", f"spark.eventLog.dir=file://{events}"),
+        conf=("spark.eventLog.enabled=true", "spark.eventLog.compress=false", f"spark.eventLog.dir=file://{events}"),
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert "relative import" not in done.stderr
