@@ -50,11 +50,13 @@ def test_spark_submit_job_py_on_a_standalone_cluster(cluster: Cluster, spark, hi
     assert "relative import" not in done.stderr
     # spark-submit's PythonRunner merges the script's stderr into its stdout
     assert "analyzed 21 records" in done.stdout and "master from spark-submit" in done.stdout
-    # The worker's 2 cores and a log of a few KiB: 4 shuffle partitions, and no stage ran more tasks.
+    # The worker's 2 cores and a log of a few KiB: 4 shuffle partitions. Spark's default made every
+    # shuffle stage 200 tasks (bench.analyze --cluster: 1,953 tasks for a 10k-record log, 189 now);
+    # here the largest stages are a read of the packed segments (6) or two of them at once (12).
     (line,) = [ln for ln in done.stdout.splitlines() if "shuffle partitions" in ln]
     assert re.search(r"\] 4 shuffle partitions \(log 0\.\d MiB, 2 cores\)$", line), line
-    stages = _stage_tasks(events)
-    assert stages and max(n for _, n in stages) <= 4, stages
+    tasks = [n for _, n in _stage_tasks(events)]
+    assert 4 in tasks and max(tasks) <= 12 and sum(tasks) < 400, sorted(tasks)
     # the work ran on the cluster's worker: it launched an executor for the application
     assert list((cluster.tmp / "work").glob("app-*/*/stderr")), "no executor ran on the worker"
     order = {
