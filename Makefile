@@ -13,12 +13,17 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
+# setuptools ends every editable install of a package-dir mapping with a note that a folder named like
+# the package in the working directory may shadow it; here that folder (./groupd) is the package itself,
+# so the note is noise on a newcomer's first `make run` (tests/test_packaging.py installs with this).
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
+
 $(VENV)/.base: $(VENV)/bin/python pyproject.toml
-	$(PIP) install -q -e .
+	$(QUIET_EDITABLE) $(PIP) install -q -e .
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.base
-	$(PIP) install -q -e '.[dev]'
+	$(QUIET_EDITABLE) $(PIP) install -q -e '.[dev]'
 	touch $@
 
 # kafkajs for the Node end-to-end tests (transactions), from the npm registry when npm is

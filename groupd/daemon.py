@@ -69,7 +69,7 @@ def attach_dashboard(broker: Broker) -> None:
     from groupd.ops.dashboard import Dashboard
 
     config = broker.config
-    dashboard = Dashboard(broker.core, topics=broker.topics, logs=broker.logs)
+    dashboard = Dashboard(broker.core, topics=broker.topics, logs=broker.logs, cluster=broker.cluster)
     dashboard.bind(dispatcher=broker.dispatcher)
 
     async def start() -> None:

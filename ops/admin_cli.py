@@ -214,10 +214,22 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         gsub,
         "describe",
         common,
-        "members, assignments, committed offsets and lag of a group",
-        "  groupd groups describe billing\n  groupd groups describe billing --json | jq '.offsets[].lag'",
+        "members, assignments, committed offsets and lag of groups",
+        "  groupd groups describe billing\n  groupd groups describe billing --json | jq '.offsets[].lag'\n"
+        "  groupd groups describe billing shipping      # or: --group billing --group shipping\n"
+        "  groupd groups describe --all-groups --json | jq '.[] | {group, state}'",
+        description="Members, assignments, committed offsets and lag of groups: one block per group, in group "
+        "order, as kafka-consumer-groups.sh --describe. --json gives the group's object for one named group and "
+        "a list of them for several or --all-groups. A group that does not exist is named on stderr (an error "
+        "object in the JSON list) and the exit is 1, after the others are shown.",
     )
-    p.add_argument("group")
+    p.add_argument("group", nargs="*", metavar="GROUP", help="the groups (as --group)")
+    p.add_argument(
+        "--group", action="append", dest="group_opt", default=[], metavar="GROUP", help="a group (repeatable)"
+    )
+    p.add_argument(
+        "--all-groups", action="store_true", help="every consumer group (classic and consumer) the brokers know"
+    )
     p = _cmd(
         gsub,
         "delete",
@@ -514,12 +526,17 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return _fail(args, CommandError(str(e), e.name))
     except KafkaClientError as e:
         return _fail(args, CommandError(str(e)))
-    data, text = result
+    data, text, *partial = result
     if args.json:
         print(json.dumps(data, indent=2))
     elif text:
         print(text)
-    return 0
+    # A command over several items (groups describe A B) shows what it found, then names each item it
+    # could not and exits nonzero, as kafka-consumer-groups.sh prints its per-group errors and goes on.
+    failed: list[CommandError] = partial[0] if partial else []
+    for e in failed:
+        print(f"groupd: {e}", file=sys.stderr)
+    return max((e.exit_code for e in failed), default=0)
 
 
 def _fail(args: argparse.Namespace, e: CommandError) -> int:
@@ -613,9 +630,51 @@ def _log_end_offsets(client: KafkaClient, tps: set[TopicPartition]) -> dict[Topi
     return client.list_offsets(live, LATEST_TIMESTAMP) if live else {}
 
 
-def groups_describe(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, str]:
-    d = _describe_or_fail(client, args.group)
-    committed = client.committed_offsets(args.group)
+def _groups_to_describe(client: KafkaClient, args: argparse.Namespace) -> list[str]:
+    named = [*args.group, *args.group_opt]
+    if args.all_groups and named:
+        raise ValueError("name groups or give --all-groups, not both")
+    if not args.all_groups and not named:
+        raise ValueError("name a group (GROUP or --group GROUP, repeatable) or give --all-groups")
+    if args.all_groups:
+        # ListGroupsOptions.forConsumerGroups: classic and consumer groups of the consumer protocol
+        # (or none yet: a classic group that only ever committed offsets has protocol type "")
+        listed = client.list_groups(None, ["classic", "consumer"])
+        named = [g.group_id for g in listed if g.protocol_type in ("consumer", "")]
+    # ConsumerGroupCommand.describeGroups collects into a TreeMap: the groups come out sorted, once each
+    return sorted(set(named))
+
+
+def groups_describe(client: KafkaClient, args: argparse.Namespace) -> tuple[Any, ...]:
+    groups = _groups_to_describe(client, args)
+    one = not args.all_groups and len(groups) == 1
+    if one:
+        return _describe_one(client, _describe_or_fail(client, groups[0]))
+    data: list[dict[str, Any]] = []
+    blocks: list[str] = []
+    missing: list[CommandError] = []
+    for group in groups:
+        d = client.describe_group(group)
+        if d is None:
+            if args.all_groups:
+                continue  # listed a moment ago, deleted since: nothing the user named is missing
+            e = CommandError(f"consumer group {group!r} does not exist", "GROUP_ID_NOT_FOUND")
+            missing.append(e)
+            data.append({"group": group, "error": e.code, "message": str(e)})
+            continue
+        g_data, g_text = _describe_one(client, d)
+        data.append(g_data)
+        blocks.append(g_text)
+    if not groups:
+        return data, "no consumer groups"
+    return data, "\n\n".join(blocks), missing
+
+
+def _describe_one(client: KafkaClient, d: GroupDescription) -> tuple[dict[str, Any], str]:
+    """One group's object and its block: a summary line, its members, its offsets. Every row of the
+    member and offset tables starts with the group, as in kafka-consumer-groups.sh's tables, so the
+    blocks of several groups read apart."""
+    committed = client.committed_offsets(d.group_id)
     owner = {tp: m.member_id for m in d.members for tp in (m.assignment or [])}
     tps = set(committed) | set(owner)
     ends = _log_end_offsets(client, tps)
@@ -694,19 +753,31 @@ def groups_describe(client: KafkaClient, args: argparse.Namespace) -> tuple[Any,
             ]
             for m in d.members
         ]
-        headers = ["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT"]
-        parts.append(table([*headers, "TARGET-EPOCH", "TARGET-ASSIGNMENT"], rows))
+        headers = ["GROUP", "MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT"]
+        parts.append(table([*headers, "TARGET-EPOCH", "TARGET-ASSIGNMENT"], [[d.group_id, *r] for r in rows]))
     elif d.members:
-        rows = [[m.member_id, m.client_id, m.host, m.instance_id, _partitions_text(m.assignment)] for m in d.members]
-        parts.append(table(["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"], rows))
+        rows = [
+            [d.group_id, m.member_id, m.client_id, m.host, m.instance_id, _partitions_text(m.assignment)]
+            for m in d.members
+        ]
+        parts.append(table(["GROUP", "MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"], rows))
     if offsets:
         rows = [
-            [o["topic"], o["partition"], o["committed_offset"], o["log_end_offset"], o["lag"], o["member_id"]]
+            [
+                d.group_id,
+                o["topic"],
+                o["partition"],
+                o["committed_offset"],
+                o["log_end_offset"],
+                o["lag"],
+                o["member_id"],
+            ]
             for o in offsets
         ]
-        parts.append(table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID"], rows))
+        headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID"]
+        parts.append(table(headers, rows))
     else:
-        parts.append("no committed offsets")
+        parts.append(f"consumer group {d.group_id!r} has no committed offsets")
     return data, "\n\n".join(parts)
 
 

@@ -18,11 +18,31 @@ How it stays off the hot path:
 Who joined and who left a generation is the difference between the members at the end of the
 previous rebalance and at the end of this one (the core tells *that* a rebalance started and ended,
 the group's member dict tells *who*); expired members are named by the core's ``member_expired``.
-How long consumers were paused is the time from the first JoinGroup request of the rebalance (its
-arrival, as a member stops fetching and revokes its partitions when it sends it) to the answer of
-the last SyncGroup of the generation it formed (when the last member gets its partitions back): the
-client's view, which the coordinator's own duration (from entering PreparingRebalance to Stable)
-does not include.
+Three durations per rebalance, named apart because they measure different things (README "Dashboard"):
+
+- **paused**: from the first JoinGroup request of the rebalance (its arrival, as a member stops
+  fetching and revokes its partitions when it sends it) to the answer of the last SyncGroup of the
+  generation it formed (when the last member gets its partitions back): the consumers' view, the
+  whole stop-the-world window, join phase included (members finishing their poll and rejoining,
+  bounded by the rebalance timeout: seconds).
+- **sync phase**: from the end of the join phase (the group entering CompletingRebalance: the
+  JoinGroup answers go out; the group-metadata record's ``currentStateTimestamp``) to the leader's
+  SyncGroup handing the assignment to the log (the record's log time). This is the ``groupd
+  analyze`` report's "sync phase", the only part of the window the log holds (Kafka writes nothing
+  when a rebalance starts): the same two instants, read from the live requests instead of the log.
+  Usually milliseconds, where "paused" is seconds.
+- **coordinator**: the core's own duration, from its last entry into PreparingRebalance to Stable.
+
+Whom a rebalance waits for is read from the core at each tick (``_waiting_for``): for a classic group
+in PreparingRebalance the members that have not rejoined, in CompletingRebalance (and just after,
+until the sync timeout) those that have not sent SyncGroup, the leader first (its SyncGroup carries
+the assignment); for a KIP-848 consumer group in Reconciling the members not yet at the target
+assignment epoch, with what holds them: partitions they are still revoking, partitions they wait for
+another member to release, or a heartbeat that has not yet fetched the new target.
+
+In cluster mode (``--brokers N``) the view lists the brokers: address, state, the ``__consumer_offsets``
+partitions each leads (so the groups it coordinates), the ``__transaction_state`` partitions (its
+transactional ids) and how many partitions of user topics it leads; each group names its coordinator.
 """
 
 from __future__ import annotations
@@ -37,11 +57,14 @@ from importlib import resources
 from typing import Any
 
 import structlog
-from groupd.broker.topics import TopicRegistry
+from groupd.broker.cluster import Cluster
+from groupd.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicRegistry
 from groupd.coordinator import CoordinatorListener, GroupCoordinator
 from groupd.coordinator import listener as events
+from groupd.coordinator.consumer.member import MemberState
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.messages import API_BY_NAME
+from groupd.protocol.partitioning import coordinator_partition
 from groupd.protocol.server import Request
 from groupd.storage import LogManager
 
@@ -83,6 +106,10 @@ class Rebalance:
     coordinator_ms: int | None = None  # the core's duration: last entry into PreparingRebalance to the end
     first_join_ms: int | None = None
     last_sync_ms: int | None = None
+    # the sync phase (module docstring): the join phase's end and the leader's assignment handed over
+    join_ended_ms: int | None = None
+    assignment_ms: int | None = None
+    leader_id: str | None = None
     members: int = 0
     joined: list[tuple[str, MemberInfo]] = field(default_factory=list)
     left: list[tuple[str, MemberInfo]] = field(default_factory=list)
@@ -93,6 +120,12 @@ class Rebalance:
         if self.first_join_ms is None or self.last_sync_ms is None:
             return None
         return max(self.last_sync_ms - self.first_join_ms, 0)
+
+    @property
+    def sync_phase_ms(self) -> int | None:
+        if self.join_ended_ms is None or self.assignment_ms is None:
+            return None
+        return max(self.assignment_ms - self.join_ended_ms, 0)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,6 +139,7 @@ class Rebalance:
             "restarts": self.restarts,
             "coordinator_ms": self.coordinator_ms,
             "paused_ms": self.paused_ms,
+            "sync_phase_ms": self.sync_phase_ms,
             "members": self.members,
             "joined": [_member_json(mid, info) for mid, info in self.joined],
             "left": [_member_json(mid, info) for mid, info in self.left],
@@ -208,16 +242,34 @@ class Timeline:
         target = h.open.expired if h.open is not None else h.expired_early
         target.append((member_id, info, reason))
 
-    def join_answered(self, group_id: str, generation: int, received_ms: int) -> None:
+    def join_answered(
+        self,
+        group_id: str,
+        generation: int,
+        received_ms: int,
+        answered_ms: int | None = None,
+        leader: str | None = None,
+    ) -> None:
         h = self.groups.get(group_id)
         if h is None or h.open is None:
             return  # a known member rejoining a Stable group with nothing changed: no rebalance
         entry = h.open
         if entry.first_join_ms is None or received_ms < entry.first_join_ms:
             entry.first_join_ms = received_ms
+        if generation != entry.generation or entry.join_ended_ms is None:
+            # The join phase of this generation just ended (a restarted rebalance forms a newer one):
+            # the time the group entered CompletingRebalance, what its record will carry as
+            # currentStateTimestamp; the answer's own time if the group has moved on already.
+            group = self.core.groups.get(group_id)
+            formed = group is not None and group.generation == generation and str(group.state) == "CompletingRebalance"
+            entry.join_ended_ms = group.state_timestamp if formed and group is not None else answered_ms
+            entry.assignment_ms = None
+        entry.leader_id = leader or entry.leader_id
         entry.generation = generation
 
-    def sync_answered(self, group_id: str, generation: int, answered_ms: int) -> None:
+    def sync_answered(
+        self, group_id: str, generation: int, answered_ms: int, received_ms: int | None = None, member_id: str = ""
+    ) -> None:
         h = self.groups.get(group_id)
         if h is None:
             return
@@ -226,6 +278,9 @@ class Timeline:
             if entry.generation == generation:
                 if entry.last_sync_ms is None or answered_ms > entry.last_sync_ms:
                     entry.last_sync_ms = answered_ms
+                if member_id and member_id == entry.leader_id and entry.assignment_ms is None:
+                    # the leader's SyncGroup arrived with the assignment: the coordinator wrote it then
+                    entry.assignment_ms = received_ms
                 return
 
 
@@ -238,6 +293,7 @@ class Dashboard(CoordinatorListener):
         *,
         topics: TopicRegistry | None = None,
         logs: LogManager | None = None,
+        cluster: Cluster | None = None,
         clock: Callable[[], float] = time.time,
         tick_s: float = 1.0,
         per_group: int = 20,
@@ -250,6 +306,7 @@ class Dashboard(CoordinatorListener):
         self.core = core
         self.topics = topics
         self.logs = logs
+        self.cluster = cluster
         self.clock = clock
         self.tick_s = tick_s
         self.timeline = Timeline(core, clock, per_group=per_group, max_groups=max_groups)
@@ -294,11 +351,19 @@ class Dashboard(CoordinatorListener):
             return
         now = self.clock()
         gid = req.body.get("group_id", "")
+        received = now - elapsed if req.received_ns else now
         if key == JOIN_GROUP:
-            received = now - elapsed if req.received_ns else now
-            self.timeline.join_answered(gid, body.get("generation_id", -1), int(received * 1000))
+            self.timeline.join_answered(
+                gid, body.get("generation_id", -1), int(received * 1000), int(now * 1000), body.get("leader")
+            )
         else:
-            self.timeline.sync_answered(gid, req.body.get("generation_id", -1), int(now * 1000))
+            self.timeline.sync_answered(
+                gid,
+                req.body.get("generation_id", -1),
+                int(now * 1000),
+                int(received * 1000),
+                req.body.get("member_id") or "",
+            )
 
     # --- the view ---------------------------------------------------------------------------------
     def view(self) -> dict[str, Any]:
@@ -322,11 +387,100 @@ class Dashboard(CoordinatorListener):
         topics = self._topics_view()
         return {
             "now_ms": int(self.clock() * 1000),
+            "brokers": self._brokers_view(),
             "groups_total": len(gids),
             "groups": groups,
             "topics_total": self._topic_count(),
             "topics": topics,
         }
+
+    # --- cluster mode -----------------------------------------------------------------------------
+    def _leader(self, topic: str, partition: int) -> int | None:
+        t = self.topics.topics.get(topic) if self.cluster is not None and self.topics is not None else None
+        if t is None or self.cluster is None:
+            return None
+        return self.cluster.leaders.describe(t, partition)[0]  # what Metadata answers
+
+    def _brokers_view(self) -> list[dict[str, Any]] | None:
+        """Every broker of the cluster with what it leads; None for a single broker."""
+        cluster, topics = self.cluster, self.topics
+        if cluster is None or topics is None:
+            return None
+        out: dict[int, dict[str, Any]] = {}
+        for node_id, node in cluster.nodes.items():
+            host, port = node.endpoint
+            out[node_id] = {
+                "node_id": node_id,
+                "address": f"{host}:{port}",
+                "state": node.state,
+                "controller": node_id == cluster.controller_id(),
+                "coordinator_partitions": [],  # of __consumer_offsets: the groups it coordinates
+                "transaction_partitions": [],  # of __transaction_state: the transactional ids it coordinates
+                "leaders": 0,  # partitions of user topics it leads
+            }
+        for name, t in list(topics.topics.items()):
+            for p in range(t.partitions):
+                b = out.get(cluster.leaders.describe(t, p)[0])
+                if b is None:
+                    continue
+                if name == OFFSETS_TOPIC:
+                    b["coordinator_partitions"].append(p)
+                elif name == TRANSACTION_STATE_TOPIC:
+                    b["transaction_partitions"].append(p)
+                elif not t.internal:
+                    b["leaders"] += 1
+        return list(out.values())
+
+    def _coordinator_of(self, gid: str) -> int | None:
+        t = self.topics.topics.get(OFFSETS_TOPIC) if self.cluster is not None and self.topics is not None else None
+        return self._leader(OFFSETS_TOPIC, coordinator_partition(gid, t.partitions)) if t is not None else None
+
+    # --- whom a rebalance waits for ---------------------------------------------------------------
+    def _waiting_for(self, gid: str) -> list[dict[str, Any]]:
+        """The members a rebalance waits for now, each with why (module docstring); [] when none."""
+        core = self.core
+        group = core.groups.get(gid)
+        out: list[dict[str, Any]] = []
+        if group is not None:
+            state = str(group.state)
+            for mid, m in group.members.items():
+                why = None
+                if state == "PreparingRebalance" and not m.awaiting_join:
+                    why = "rejoin"  # JoinGroup not yet sent: it learns of the rebalance on a heartbeat
+                elif state in ("CompletingRebalance", "Stable") and mid in group.pending_sync_members:
+                    # CompletingRebalance waits for the leader's SyncGroup (the assignment); a
+                    # follower that never syncs is removed when the sync timeout fires
+                    why = "assignment" if mid == group.leader_id and state == "CompletingRebalance" else "sync"
+                if why is not None:
+                    out.append({"member_id": mid, "client_id": m.client_id, "host": m.client_host, "waiting": why})
+            out.sort(key=lambda w: (w["waiting"] != "assignment", w["client_id"], w["member_id"]))
+            return out
+        modern = group_view.consumer_group(core, gid)
+        if modern is None or str(modern.state.value) not in ("Assigning", "Reconciling"):
+            return out
+        for mid, cm in sorted(modern.members.items()):
+            if cm.is_reconciled_to(modern.target_epoch):
+                continue
+            entry: dict[str, Any] = {
+                "member_id": mid,
+                "client_id": cm.client_id,
+                "host": cm.client_host,
+                "member_epoch": cm.member_epoch,
+                "target_epoch": modern.target_epoch,
+            }
+            if cm.state == MemberState.UNREVOKED_PARTITIONS:
+                entry.update(waiting="revoke", partitions=group_view.consumer_assignment(core, cm.pending_revocation))
+            elif cm.state == MemberState.UNRELEASED_PARTITIONS:
+                target = modern.target.get(mid, {})
+                missing = {t: ps - cm.assigned.get(t, frozenset()) for t, ps in target.items()}
+                entry.update(
+                    waiting="release",
+                    partitions=group_view.consumer_assignment(core, {t: ps for t, ps in missing.items() if ps}),
+                )
+            else:
+                entry.update(waiting="heartbeat")  # still at its epoch: its next heartbeat gets the target
+            out.append(entry)
+        return out
 
     def _group_view(self, gid: str, lag: group_view.GroupLag | None, rows_left: int) -> tuple[dict[str, Any], int]:
         core = self.core
@@ -398,6 +552,8 @@ class Dashboard(CoordinatorListener):
             "partitions": partitions,
             "partitions_omitted": len(keys) - len(partitions),
             "timeline": [e.to_json() for e in reversed(h.entries)] if h is not None else [],
+            "waiting_for": self._waiting_for(gid),
+            "coordinator": self._coordinator_of(gid),
         }
         return out, rows_left - len(partitions)
 
@@ -430,6 +586,7 @@ class Dashboard(CoordinatorListener):
                         "partition": p,
                         "start": plog.log_start_offset if plog is not None else None,
                         "end": plog.log_end_offset if plog is not None else None,
+                        "leader": self._leader(name, p),
                     }
                 )
             out.append({"name": name, "partitions": parts})

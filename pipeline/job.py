@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,12 +76,6 @@ def build_parser(prog: str | None = None, default_master: str | None = None) -> 
     return p
 
 
-def _local_cores(master: str) -> int:
-    """The threads of ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``."""
-    inner = master[len("local[") : -1].split(",")[0] if master.startswith("local[") else "1"
-    return (os.cpu_count() or 1) if inner == "*" else max(1, int(inner) if inner.isdigit() else 1)
-
-
 def session(master: str | None, conf: Sequence[str] = ()) -> SparkSession:
     builder = SparkSession.builder.appName(APP_NAME).config("spark.sql.session.timeZone", "UTC")
     if master:
@@ -91,14 +85,11 @@ def session(master: str | None, conf: Sequence[str] = ()) -> SparkSession:
         # started below inherits the environment (the spark.pyspark.python setting is read only
         # by spark-submit).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        # Fixed cost: one machine, so a shuffle partition per core and a few to spare (the
-        # default 200 are 200 tasks per shuffle, each a round of scheduling); no adaptive
-        # re-planning at every stage boundary (at these partition counts it has nothing to
-        # coalesce); no web UI.
+        # Fixed cost: no adaptive re-planning at every stage boundary (the shuffle partitions are
+        # sized to the input by ``run``: nothing left to coalesce); no web UI.
         builder = (
             builder.config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", str(2 * _local_cores(master)))
             .config("spark.sql.adaptive.enabled", "false")
         )
     for item in conf:
@@ -107,6 +98,37 @@ def session(master: str | None, conf: Sequence[str] = ()) -> SparkSession:
             raise SystemExit(f"--conf wants KEY=VALUE, got {item!r}")
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+# Log bytes per shuffle partition: a decoded record takes a few times its bytes on disk, so this
+# keeps a shuffle task at some tens of MiB, where its scheduling round is small against its work.
+SHUFFLE_PARTITION_LOG_BYTES = 16 << 20
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+def shuffle_partitions(input_bytes: int | None, parallelism: int) -> int:
+    """The job's shuffle partitions, sized to its input: one per ``SHUFFLE_PARTITION_LOG_BYTES`` of
+    log, and at least two per core of the application so that every core has work. Spark's default
+    (200, whatever the input) made a small log's every shuffle 200 tasks, each a round trip to a
+    Python worker and an executor: on a cluster that was most of the run (3.5x the local run,
+    where 2 per core was already set)."""
+    floor = 2 * max(1, parallelism)
+    if not input_bytes:
+        return floor
+    return max(floor, -(-input_bytes // SHUFFLE_PARTITION_LOG_BYTES))
+
+
+def size_shuffles(spark: SparkSession, data_dir: str) -> tuple[int, str]:
+    """Set ``spark.sql.shuffle.partitions`` from the input unless it was set explicitly (``--conf``,
+    spark-submit's ``--conf``, an embedding caller's session): (the count, why)."""
+    if spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
+        return int(spark.conf.get(SHUFFLE_PARTITIONS) or 0), "set explicitly"
+    size = source.input_bytes(spark, data_dir)
+    parallelism = spark.sparkContext.defaultParallelism
+    n = shuffle_partitions(size, parallelism)
+    spark.conf.set(SHUFFLE_PARTITIONS, str(n))
+    shown = "unknown" if size is None else f"{size / (1 << 20):.1f} MiB"
+    return n, f"log {shown}, {parallelism} cores"
 
 
 def _join(base: str, name: str) -> str:
@@ -139,6 +161,14 @@ class Result:
     counts: dict[str, int]
     report: str | None
     seconds: float
+    # seconds per phase, in order: "read and decode", "tables", "report" (what the summary names)
+    phases: dict[str, float] = field(default_factory=dict)
+    shuffle_partitions: int = 0
+
+    def summary(self, data_dir: str) -> str:
+        """The first line ``analyze`` prints: the whole run, then where its time went."""
+        spent = ", ".join(f"{name} {secs:.1f}s" for name, secs in self.phases.items())
+        return f"analyzed {self.records} records from {data_dir} in {self.seconds:.1f}s ({spent})"
 
 
 # Small tables are written as one file in this order.
@@ -176,6 +206,17 @@ def run(
     say = reporter.phase if reporter is not None else (lambda _text: None)
     if source.is_local(data_dir) and not os.path.exists(source._local_path(data_dir)):
         raise FileNotFoundError(f"no such data directory: {data_dir}")
+    partitions, why = size_shuffles(spark, data_dir)
+    say(f"{partitions} shuffle partitions ({why})")
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
+
+    def done(phase: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        phases[phase] = now - mark
+        mark = now
+
     counts_by_topic, offsets_partitions = read_registry(spark, data_dir)
     registry = (
         spark.createDataFrame(sorted(counts_by_topic.items()), "topic string, partitions int")
@@ -199,6 +240,7 @@ def run(
     try:
         say(f"reading and decoding {data_dir}")
         records = raw.count()
+        done("read and decode")
         say(f"decoded {records} records; deriving the tables")
         gens = tables.generations(raw).persist(StorageLevel.MEMORY_AND_DISK)
         built = tables.within(tables.build(raw, registry, gens=gens), since, until)
@@ -208,6 +250,7 @@ def run(
             say(f"writing {name}")
             _write(name, df, path)
             counts[name] = spark.read.parquet(path).count()
+        done("tables")
     finally:
         if gens is not None:
             gens.unpersist()
@@ -226,7 +269,8 @@ def run(
         write_text(spark, report_path, html)
         for _, df in written.items():
             df.unpersist()
-    return Result(out, records, counts, report_path, time.monotonic() - started)
+        done("report")
+    return Result(out, records, counts, report_path, time.monotonic() - started, phases, partitions)
 
 
 def _describe_filters(group: str | None, since: datetime | None, until: datetime | None) -> str:
@@ -298,7 +342,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str | None = None, default_
     finally:
         if ours:
             spark.stop()
-    print(f"read {result.records} records from {args.data_dir} in {result.seconds:.1f}s")
+    print(result.summary(args.data_dir))
     for name in TABLES:
         print(f"  {name:<15} {result.counts[name]:>10} rows  {_join(args.out, name)}")
     if result.report:

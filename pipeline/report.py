@@ -5,27 +5,29 @@ the log: ranked groups, bucketed series, capped lists -- every cap is stated on 
 what was left out); ``render`` draws them with matplotlib and writes the HTML. The page reads
 the same at 1 group and at 1,000: aggregates first, then the worst groups.
 
-* summary -- counts, anomalies by kind, the pause distribution;
+* summary -- counts, anomalies by kind, the sync-phase distribution;
 * anomalies -- ranked (``tables.ANOMALY_RANK``: commits going backwards first), then by time;
 * worst groups -- ranked by rewinds, double assignments, unassigned partitions, then rebalances;
-* pause per rebalance -- see below; a histogram of every generation's pause and the longest ones;
+* sync phase per rebalance -- see below; a histogram of every generation's sync phase and the longest ones;
 * partitions moved per rebalance -- one bar per rebalance when there are few, otherwise summed
   per time bucket over all groups;
 * generations timeline of the groups with most generations; commit progress of the groups with
   most commits (a rewind shows as a drop);
 * the latest rebalances and generations as tables.
 
-*Pause per rebalance.* What the log holds per generation is its group-metadata record: written
-when the leader's SyncGroup made the assignment durable (the record's log time, which is when the
-coordinator answers every SyncGroup of the generation, i.e. the last SyncGroup response), and its
-``currentStateTimestamp``: when the group entered CompletingRebalance, i.e. when the join phase
-ended and the JoinGroup responses went out. The *start* of a rebalance -- the first JoinGroup, when
-the group entered PreparingRebalance -- is not in the log: Kafka's coordinator writes no record
-then (``GroupMetadataManager`` persists a classic group only on SyncGroup completion, a static
-member's replacement and the move to Empty). So the pause shown is measured from the end of the
-join phase to the assignment being durable: the part of the stop-the-world window after every
-member rejoined. The join phase before it (members finishing their poll, revoking and rejoining,
-bounded by the rebalance timeout) comes on top and cannot be read from the log.
+*Sync phase per rebalance.* What the log holds per generation is its group-metadata record: written
+when the leader's SyncGroup brought the assignment (the record's log time, taken as the coordinator
+writes it; the SyncGroup answers go out once it is durable), and its ``currentStateTimestamp``: when
+the group entered CompletingRebalance, i.e. when the join phase ended and the JoinGroup responses
+went out. The *start* of a rebalance -- the first JoinGroup, when the group entered
+PreparingRebalance -- is not in the log: Kafka's coordinator writes no record then
+(``GroupMetadataManager`` persists a classic group only on SyncGroup completion, a static member's
+replacement and the move to Empty). So what the report can measure is the *sync phase*, from the
+end of the join phase to the assignment being written: the tail of the stop-the-world window, after
+every member rejoined, usually milliseconds. It is named apart from the dashboard's *paused* (first
+JoinGroup to last SyncGroup answer, seconds: the join phase -- members finishing their poll,
+revoking and rejoining, bounded by the rebalance timeout -- is most of it and cannot be read from the
+log); the dashboard shows the same sync phase next to it (``groupd.ops.dashboard``).
 """
 
 from __future__ import annotations
@@ -193,7 +195,7 @@ def collect(t: Tables, counts: dict[str, int] | None = None) -> ReportData:
         summary[f"  {kind}"] = by_kind.get(kind, 0)
     pauses, histogram, pause_count, quantiles = _pauses(t)
     if pause_count:
-        summary["pause ms p50 / p95 / max"] = " / ".join(str(q) for q in quantiles)
+        summary["sync phase ms p50 / p95 / max"] = " / ".join(str(q) for q in quantiles)
     buckets = _rebalance_buckets(t) if counts["rebalances"] > MAX_REBALANCE_BARS else []
     consumer = _consumer_groups(t, summary, counts)
     return ReportData(
@@ -365,7 +367,7 @@ def _anomaly_rank() -> Any:
 
 
 def _pause_ms() -> Any:
-    """Join phase end to assignment durable (see the module docstring); null for Empty groups."""
+    """The sync phase: join phase end to assignment written (the module docstring); null for Empty groups."""
     return F.when(
         (F.col("member_count") > 0) & F.col("join_completed_at").isNotNull(),
         F.greatest(F.unix_millis("started_at") - F.unix_millis("join_completed_at"), F.lit(0)),
@@ -422,7 +424,7 @@ _MOVES = ("partitions_moved", "partitions_newly_assigned", "partitions_unassigne
 
 
 def _worst_groups(t: Tables) -> list[dict[str, Any]]:
-    """Per group: anomalies by kind, generations, rebalances, partitions moved, longest pause;
+    """Per group: anomalies by kind, generations, rebalances, partitions moved, longest sync phase;
     the worst first (rewinds, then double assignments, unassigned, then rebalances)."""
     kinds = list(ANOMALY_RANK)
     a = t.anomalies.groupBy("group").agg(*[F.sum(F.when(F.col("kind") == k, 1).otherwise(0)).alias(k) for k in kinds])
@@ -641,8 +643,8 @@ def plot_pauses(data: ReportData) -> str:
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, fontsize=8)
     ax.set_ylabel("generations")
-    ax.set_xlabel("pause: join phase end → assignment durable (the join phase before it is not in the log)")
-    ax.set_title(f"Pause per rebalance, all {data.pause_count} generations with members")
+    ax.set_xlabel("sync phase: join phase end → assignment written (the join phase before it is not in the log)")
+    ax.set_title(f"Sync phase per rebalance, all {data.pause_count} generations with members")
     ax.grid(axis="y", alpha=0.3)
     return _png(fig)
 
@@ -724,7 +726,7 @@ _WORST_HEADERS = [
     "generations",
     "rebalances",
     "partitions moved",
-    "longest pause ms",
+    "longest sync phase ms",
 ]
 
 
@@ -827,23 +829,26 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
     else:
         parts.append("<p>none</p>")
 
-    parts.append('<h2 id="pauses">Pause per rebalance</h2>')
+    parts.append('<h2 id="pauses">Sync phase per rebalance</h2>')
     parts.append(
         _note(
-            "Measured per generation from the end of its join phase (the group-metadata record's "
-            "currentStateTimestamp: every member had rejoined and got its JoinGroup response) to the "
-            "assignment being durable (the record's log time: the SyncGroup responses go out). The first "
-            "JoinGroup is not in the log -- Kafka's coordinator writes nothing when a rebalance starts -- "
-            "so the join phase before (bounded by the rebalance timeout) comes on top of these figures."
+            "The sync phase, measured per generation from the end of its join phase (the group-metadata "
+            "record's currentStateTimestamp: every member had rejoined and got its JoinGroup response) to "
+            "the assignment being written (the record's log time: the leader's SyncGroup brought it; the "
+            "SyncGroup responses go out once it is durable). The first JoinGroup is not in the log -- "
+            "Kafka's coordinator writes nothing when a rebalance starts -- so the join phase before it "
+            "(bounded by the rebalance timeout) comes on top of these figures. This is not the dashboard's "
+            '"paused" (first JoinGroup to last SyncGroup answer, join phase included: seconds where this '
+            'is milliseconds); the dashboard shows this same "sync phase" next to it.'
         )
     )
-    parts.append(_plot("pauses", "Pause per rebalance", plot_pauses(data)))
+    parts.append(_plot("pauses", "Sync phase per rebalance", plot_pauses(data)))
     if data.pauses:
         if data.pause_count > len(data.pauses):
             parts.append(_note(f"the {len(data.pauses)} longest of {data.pause_count}"))
         parts.append(
             _table(
-                ["assignment durable", "group", "generation", "members", "pause ms"],
+                ["assignment written", "group", "generation", "members", "sync phase ms"],
                 [
                     [_fmt_time(p["at"]), p["group"], p["generation"], p["member_count"], p["pause_ms"]]
                     for p in data.pauses

@@ -246,6 +246,21 @@ def _decode_files(pattern: str | None, verify_crc: bool):  # -> an RDD mapPartit
     return fn
 
 
+def input_bytes(spark: SparkSession, path: str) -> int | None:
+    """The bytes of the segment files under `path` (what a run reads), or None when they cannot be
+    listed from the driver: local paths directly, URIs through the cluster's Hadoop FileSystem (what
+    the binaryFile route reads with)."""
+    try:
+        if is_local(path):
+            return sum(s.size for s in list_segments(path))
+        jvm: Any = spark._jvm  # type: ignore[attr-defined]
+        glob = jvm.org.apache.hadoop.fs.Path(_hadoop_glob(path))
+        fs = glob.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+        return sum(int(st.getLen()) for st in fs.globStatus(glob) or [])
+    except Exception:  # unreadable here (credentials only on the executors, ...): size by cores alone
+        return None
+
+
 def _hadoop_glob(path: str) -> str:
     """The segment files under `path` as a Hadoop glob. Spark's file listing skips names that
     start with ``_`` (as in ``_SUCCESS``), so ``__consumer_offsets-<n>`` directories are never

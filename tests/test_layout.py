@@ -147,6 +147,12 @@ def test_every_subpackage_is_in_the_wheel() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     listed = set(pyproject["tool"]["setuptools"]["packages"])
     packages = {m for m, p in _modules().items() if p.name == "__init__.py"}
+    # A folder of data files (ops/static) is importable too: setuptools warns about any folder not listed
+    # ("Package would be ignored", the first `make run`'s ~80 lines) and leaves its files out of the wheel.
+    for pkg, folder in _package_dirs().items():
+        for sub in folder.rglob("*"):
+            if sub.is_dir() and "__pycache__" not in sub.parts and sub.name.isidentifier():
+                packages.add(".".join([pkg, *sub.relative_to(folder).parts]))
     assert packages <= listed, f"packages missing from [tool.setuptools] packages: {sorted(packages - listed)}"
 
 

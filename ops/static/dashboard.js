@@ -69,6 +69,52 @@ function partitionsTable(g) {
     g.partitions_omitted ? h("p", { class: "note" }, g.partitions_omitted + " more partitions not shown") : null);
 }
 
+// Partition ranges: 0,3,6,...,48 would be long; a broker's coordinator partitions are shown as a count
+// with the list in the tooltip.
+function partitionList(parts) {
+  return parts.length ? h("span", { title: parts.join(", ") }, parts.length + " (" + (parts.length > 8 ? parts.slice(0, 8).join(",") + ",…" : parts.join(",")) + ")") : "–";
+}
+
+function brokersTable(brokers) {
+  return h("table", { class: "brokers" },
+    h("thead", {}, h("tr", {}, h("th", { class: "num" }, "node id"), h("th", {}, "address"), h("th", {}, "state"),
+      h("th", { title: "__consumer_offsets partitions it leads: it coordinates the groups that hash to them" }, "group coordinator partitions"),
+      h("th", { title: "__transaction_state partitions it leads: it coordinates those transactional ids" }, "transaction coordinator partitions"),
+      h("th", { class: "num", title: "partitions of user topics it leads" }, "partition leaders"))),
+    h("tbody", {}, brokers.map((b) =>
+      h("tr", { "data-node": b.node_id, "data-state": b.state, "data-coordinator-partitions": b.coordinator_partitions.join(","), "data-leaders": b.leaders },
+        h("td", { class: "num" }, b.node_id, b.controller ? h("span", { class: "reason" }, " (controller)") : null),
+        h("td", { class: "address" }, b.address), h("td", {}, b.state),
+        h("td", { class: "coordinator-partitions" }, partitionList(b.coordinator_partitions)),
+        h("td", { class: "transaction-partitions" }, partitionList(b.transaction_partitions)),
+        h("td", { class: "num leaders" }, num(b.leaders))))));
+}
+
+const WAITING = {
+  rejoin: "has not rejoined (JoinGroup): it learns of the rebalance on its next heartbeat",
+  assignment: "leader: its SyncGroup brings the assignment everyone waits for",
+  sync: "has not sent SyncGroup yet",
+  revoke: "revoking",
+  release: "waiting for another member to release",
+  heartbeat: "has not fetched the new target yet (next heartbeat)",
+};
+
+function waitingFor(g) {
+  if (!g.waiting_for || !g.waiting_for.length) return null;
+  return h("div", { class: "waiting" },
+    h("h4", {}, "Waiting for"),
+    h("ul", {}, g.waiting_for.map((w) =>
+      h("li", { "data-member": w.member_id, "data-client": w.client_id, "data-waiting": w.waiting },
+        who(w), " ", h("span", { class: "why" }, WAITING[w.waiting] || w.waiting),
+        w.partitions ? " " + assignmentText(w.partitions) : null,
+        w.target_epoch !== undefined ? h("span", { class: "reason" }, " (epoch " + w.member_epoch + " → " + w.target_epoch + ")") : null))));
+}
+
+// What the three durations are (README "Dashboard"); the report's "sync phase" is the same measure.
+const PAUSED_TITLE = "first JoinGroup of the rebalance → answer to the last SyncGroup: how long consumers stopped, join phase included";
+const SYNC_TITLE = "join phase end (CompletingRebalance) → the leader's assignment written: the same measure as the analyze report's \"sync phase\"";
+const COORD_TITLE = "the coordinator's own duration: PreparingRebalance → Stable";
+
 function timelineList(g) {
   if (!g.timeline.length) return h("p", { class: "note" }, "no rebalance seen since the dashboard started");
   return h("ol", { class: "timeline" }, g.timeline.map((e) => {
@@ -78,8 +124,9 @@ function timelineList(g) {
       h("b", {}, "generation " + e.from_generation + " → " + gen),
       " ", h("span", { class: "fact" }, clock(e.started_ms)),
       e.in_progress ? h("span", { class: "reason" }, " in progress…")
-        : [" ", h("span", { class: "fact" }, "paused ", h("b", { class: "paused" }, duration(e.paused_ms))),
-           " ", h("span", { class: "fact" }, "coordinator ", duration(e.coordinator_ms)),
+        : [" ", h("span", { class: "fact", title: PAUSED_TITLE }, "paused ", h("b", { class: "paused" }, duration(e.paused_ms))),
+           " ", h("span", { class: "fact", title: SYNC_TITLE }, "sync phase ", h("span", { class: "sync-phase" }, duration(e.sync_phase_ms))),
+           " ", h("span", { class: "fact", title: COORD_TITLE }, "coordinator ", duration(e.coordinator_ms)),
            " ", h("span", { class: "fact" }, e.outcome === "empty" ? "→ Empty" : e.members + (e.members === 1 ? " member" : " members"))],
     ];
     const changes = [
@@ -94,17 +141,21 @@ function timelineList(g) {
 }
 
 function groupCard(g) {
-  return h("article", { class: "group", "data-group": g.group_id, "data-state": g.state, "data-members": g.members.length, "data-generation": g.generation },
+  return h("article", { class: "group", "data-group": g.group_id, "data-state": g.state, "data-members": g.members.length, "data-generation": g.generation, "data-coordinator": g.coordinator },
     h("div", { class: "group-head" },
       h("h3", {}, g.group_id),
       h("span", { class: "badge " + g.state }, g.state),
       h("span", { class: "fact" }, "generation ", h("b", {}, g.generation === null ? "–" : g.generation)),
       h("span", { class: "fact" }, "members ", h("b", { class: "member-count" }, g.members.length)),
       g.protocol ? h("span", { class: "fact" }, "assignor ", h("b", {}, g.protocol)) : null,
+      g.coordinator !== null && g.coordinator !== undefined ? h("span", { class: "fact" }, "coordinator broker ", h("b", { class: "coordinator" }, g.coordinator)) : null,
       h("span", { class: "fact" }, "lag ", h("b", { class: "group-lag" }, num(g.lag)))),
+    waitingFor(g),
     h("div", { class: "cols" },
       h("div", {}, h("h4", {}, "Members and assignment"), membersTable(g), h("h4", {}, "Partitions"), partitionsTable(g)),
-      h("div", {}, h("h4", {}, "Rebalances (newest first)"), timelineList(g))));
+      h("div", {}, h("h4", {}, "Rebalances (newest first)"),
+        h("p", { class: "note" }, "paused: first JoinGroup → last SyncGroup answer (join phase included); sync phase: join phase end → assignment written, the analyze report's \"sync phase\"; coordinator: PreparingRebalance → Stable"),
+        timelineList(g))));
 }
 
 function topicBox(t) {
@@ -113,10 +164,13 @@ function topicBox(t) {
     h("b", {}, t.name), h("span", { class: "fact" }, " " + t.partitions.length + " partitions, " + num(total) + " records"),
     h("table", {},
       h("thead", {}, h("tr", {}, h("th", { class: "num" }, "partition"), h("th", { class: "num" }, "start"), h("th", { class: "num" }, "end"))),
-      h("tbody", {}, t.partitions.map((p) => h("tr", {}, h("td", { class: "num" }, p.partition), h("td", { class: "num" }, num(p.start)), h("td", { class: "num" }, num(p.end)))))));
+      h("tbody", {}, t.partitions.map((p) => h("tr", { "data-leader": p.leader }, h("td", { class: "num" }, p.partition, p.leader !== null && p.leader !== undefined ? h("span", { class: "reason", title: "leader" }, " @" + p.leader) : null), h("td", { class: "num" }, num(p.start)), h("td", { class: "num" }, num(p.end)))))));
 }
 
 function render(view) {
+  const brokers = document.getElementById("brokers");
+  brokers.hidden = !view.brokers;
+  if (view.brokers) document.getElementById("broker-list").replaceChildren(brokersTable(view.brokers));
   const groups = document.getElementById("groups");
   groups.replaceChildren(...(view.groups.length ? view.groups.map(groupCard) : [h("p", { class: "empty" }, "no groups yet")]));
   if (view.groups_total > view.groups.length) {

@@ -201,14 +201,16 @@ def test_describe_shows_members_assignments_offsets_and_lag(
     assert r.code == 0
     head, member_table, offset_table = r.out.strip().split("\n\n")
     assert head.splitlines()[1].split() == [group, "Stable", "consumer", "range", broker, "2"]
-    assert member_table.splitlines()[0].split() == ["MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"]
+    member_rows = [line.split() for line in member_table.splitlines()]
+    assert member_rows[0] == ["GROUP", "MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "ASSIGNMENT"]
+    assert {r[0] for r in member_rows[1:]} == {group}
     assert f"static-{unique}" in member_table
     rows = [line.split() for line in offset_table.splitlines()]
-    assert rows[0] == ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID"]
+    assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID"]
     assert rows[1:] == [
-        [topic, "0", "4", "10", "6", owner[(topic, 0)]],
-        [topic, "1", "10", "10", "0", owner[(topic, 1)]],
-        [topic, "2", "-", "10", "-", owner[(topic, 2)]],
+        [group, topic, "0", "4", "10", "6", owner[(topic, 0)]],
+        [group, topic, "1", "10", "10", "0", owner[(topic, 1)]],
+        [group, topic, "2", "-", "10", "-", owner[(topic, 2)]],
     ]
 
 
@@ -224,6 +226,77 @@ def test_describe_a_missing_group_fails_with_one_line(broker: str, cli: Callable
         "error": "GROUP_ID_NOT_FOUND",
         "message": f"consumer group 'nope-{unique}' does not exist",
     }
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    """The data rows of every table in ``groups describe``'s text (header lines start with GROUP)."""
+    return [
+        line.split()
+        for block in text.strip().split("\n\n")
+        for line in block.splitlines()[1:]
+        if not line.startswith("consumer group ")
+    ]
+
+
+def test_describe_takes_many_groups_and_all_groups_as_kafkas_tool(
+    broker: str, cli: Callable[..., Any], members: Callable[..., Member], unique: str
+) -> None:
+    # kafka-consumer-groups.sh --describe --group A --group B / --all-groups: one block per group, in
+    # group order (its TreeMap), every row naming its group; a missing group is an error line and the
+    # others are still shown.
+    topic = f"t-{unique}"
+    live, idle = f"b-live-{unique}", f"a-idle-{unique}"  # idle sorts first
+    make_topic(broker, topic, partitions=2, messages=5)
+    commit(broker, idle, topic, {0: 1, 1: 2})  # offsets only: Empty, no members
+    members("kafka-python", broker, live, topic, client_id="live")
+    wait_balanced(broker, live, topic, 1, 2)
+
+    r = cli("groups", "describe", live, idle, "--bootstrap-server", broker)
+    assert r.code == 0, r.err
+    heads = [b.splitlines() for b in r.out.strip().split("\n\n") if b.startswith("GROUP  ") and "STATE" in b]
+    assert [h[1].split()[:2] for h in heads] == [[idle, "Empty"], [live, "Stable"]]
+    rows = _table_rows(r.out)
+    assert [row[0] for row in rows] == sorted(row[0] for row in rows)  # the blocks do not interleave
+    assert [row[:5] for row in rows if row[0] == idle and row[1] == topic] == [
+        [idle, topic, "0", "1", "5"],
+        [idle, topic, "1", "2", "5"],
+    ]
+    assert {row[0] for row in rows} == {idle, live}
+
+    # --group (repeatable, Kafka's spelling) is the same as naming them; a name given twice counts once
+    listed = json_out(
+        cli("groups", "describe", "--group", live, "--group", idle, live, "--bootstrap-server", broker, "--json")
+    )
+    assert [(g["group"], g["state"], len(g["members"])) for g in listed] == [(idle, "Empty", 0), (live, "Stable", 1)]
+    assert [(o["partition"], o["committed_offset"], o["lag"]) for o in listed[0]["offsets"]] == [(0, 1, 4), (1, 2, 3)]
+    # one named group stays one object (README: `groups describe billing --json | jq '.offsets[].lag'`)
+    assert json_out(cli("groups", "describe", "--group", live, "--bootstrap-server", broker, "--json"))["group"] == live
+
+    missing = f"c-nope-{unique}"
+    r = cli("groups", "describe", live, missing, idle, "--bootstrap-server", broker, "--json")
+    assert r.code == 1
+    assert r.err == f"groupd: consumer group '{missing}' does not exist\n"
+    got = json.loads(r.out)
+    assert [g["group"] for g in got] == [idle, live, missing]
+    assert got[2] == {
+        "group": missing,
+        "error": "GROUP_ID_NOT_FOUND",
+        "message": f"consumer group '{missing}' does not exist",
+    }
+    r = cli("groups", "describe", live, missing, "--bootstrap-server", broker)
+    assert r.code == 1 and {row[0] for row in _table_rows(r.out)} == {live}
+    assert r.err == f"groupd: consumer group '{missing}' does not exist\n"
+
+    every = json_out(cli("groups", "describe", "--all-groups", "--bootstrap-server", broker, "--json"))
+    names = [g["group"] for g in every]
+    assert names == sorted(names) and {idle, live} <= set(names)
+    assert next(g for g in every if g["group"] == live)["members"][0]["client_id"] == "live"
+    r = cli("groups", "describe", "--all-groups", "--bootstrap-server", broker)
+    assert r.code == 0 and {idle, live} <= {row[0] for row in _table_rows(r.out)}
+
+    for bad in ([], [live, "--all-groups"]):
+        r = cli("groups", "describe", *bad, "--bootstrap-server", broker)
+        assert r.code == 2 and r.out == "" and r.err.count("\n") == 1, r.err
 
 
 # --- groups delete ---------------------------------------------------------------------------------

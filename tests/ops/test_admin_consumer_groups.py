@@ -154,15 +154,16 @@ def test_describe_a_consumer_group_shows_epochs_members_targets_and_lag_consumer
     assert head.splitlines()[1].split() == [group, "consumer", "Stable", "uniform", epoch, epoch, broker, "2"]
     rows = [line.split() for line in member_table.splitlines()]
     assert rows[0] == [
-        "MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
-        "TARGET-ASSIGNMENT",
+        "GROUP", "MEMBER-ID", "CLIENT-ID", "HOST", "INSTANCE-ID", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT",
+        "TARGET-EPOCH", "TARGET-ASSIGNMENT",
     ]  # fmt: skip
     for row in rows[1:]:
-        m = next(m for m in d["members"] if m["member_id"] == row[0])
+        m = next(m for m in d["members"] if m["member_id"] == row[1])
         parts = f"{topic}:" + ",".join(str(a["partition"]) for a in m["assignment"])
-        assert row[1:] == [m["client_id"], m["host"], m["instance_id"] or "-", epoch, parts, epoch, parts]
+        assert row[0] == group
+        assert row[2:] == [m["client_id"], m["host"], m["instance_id"] or "-", epoch, parts, epoch, parts]
     assert [line.split() for line in offset_table.splitlines()][1:] == [
-        [topic, str(p), "3" if p < 2 else "-", "10", "7" if p < 2 else "-", owner[(topic, p)]] for p in range(4)
+        [group, topic, str(p), "3" if p < 2 else "-", "10", "7" if p < 2 else "-", owner[(topic, p)]] for p in range(4)
     ]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from groupd.coordinator import CoordinatorConfig
 from groupd.coordinator import listener as events
+from groupd.coordinator.records import GroupMetadataKey
 from groupd.ops.dashboard import STATIC_FILES, Dashboard, static_asset
 from groupd.ops.metrics import Metrics
 from groupd.protocol.messages import API_BY_NAME
@@ -61,7 +62,7 @@ class Wire:
                 seen = getattr(c, "_seen_" + api, 0)
                 for resp in answers[seen:]:
                     sent = self.sent[id(c), api]
-                    body = {"group_id": c.group, "generation_id": c.generation}
+                    body = {"group_id": c.group, "generation_id": c.generation, "member_id": c.member_id}
                     self.dash.observe(_Req(api, body), resp, (self.shell.now - sent) / 1000)  # type: ignore[arg-type]
                 setattr(c, "_seen_" + api, len(answers))
 
@@ -120,6 +121,14 @@ def test_timeline_names_who_joined_left_and_expired_and_how_long_consumers_were_
     assert gen2.coordinator_ms == 600
     assert gen2.paused_ms == 700
     assert gen2.first_join_ms == 1_001_000 and gen2.last_sync_ms == 1_001_700
+    # The sync phase, the report's measure: the join phase ended at +1.5 s (a rejoined; the record's
+    # currentStateTimestamp), the leader handed the assignment over at +1.6 s (the record's time).
+    (record,) = [
+        v for k, v in shell.records() if isinstance(k, GroupMetadataKey) and v is not None and v.generation == 2
+    ]
+    assert gen2.join_ended_ms == record.current_state_timestamp == 1_001_500
+    assert gen2.sync_phase_ms == 100
+    assert gen2.to_json()["sync_phase_ms"] == 100 and gen2.to_json()["paused_ms"] == 700
 
     assert gen3.generation == 3
     assert [(info[0], reason) for _, info, reason in gen3.expired] == [("app-b", events.SESSION_TIMEOUT)]
@@ -343,3 +352,107 @@ def test_view_shows_a_kip848_consumer_group_with_its_epoch_and_member_epochs() -
         ("orders", 1, "m1"),
     ]
     json.dumps(dash.view())
+
+
+def _waiting(dash: Dashboard, gid: str = "g") -> list[tuple[str, str]]:
+    (g,) = [g for g in dash.view()["groups"] if g["group_id"] == gid]
+    return [(w["client_id"], w["waiting"]) for w in g["waiting_for"]]
+
+
+def test_a_classic_rebalance_names_the_members_it_waits_for() -> None:
+    # Issue 29: the page said a group was rebalancing, not whom it waited for.
+    shell, dash, wire = _dashboard()
+    a, b, c = shell.client("app-a"), shell.client("app-b"), shell.client("app-c")
+    wire.join(a)
+    wire.join(b)
+    a.heartbeat()
+    wire.join(a)
+    leader = a if a.is_leader else b
+    wire.sync(leader, {a.member_id: assignment("t", 0), b.member_id: assignment("t", 1)})
+    wire.sync(b if leader is a else a)
+    assert shell.state() == "Stable" and _waiting(dash) == []
+
+    wire.join(c)  # PreparingRebalance: a and b learn of it on their heartbeats and rejoin
+    assert shell.state() == "PreparingRebalance"
+    assert _waiting(dash) == [("app-a", "rejoin"), ("app-b", "rejoin")]
+    a.heartbeat()
+    wire.join(a)
+    assert _waiting(dash) == [("app-b", "rejoin")]
+    b.heartbeat()
+    wire.join(b)
+    assert shell.state() == "CompletingRebalance"
+    leader = next(x for x in (a, b, c) if x.is_leader)
+    followers = sorted(x.name for x in (a, b, c) if x is not leader)
+    # the leader's SyncGroup (the assignment) first: it is what everyone waits for
+    assert _waiting(dash) == [(leader.name, "assignment")] + [(f, "sync") for f in followers]
+    follower = next(x for x in (a, b, c) if x is not leader)
+    wire.sync(follower)  # parked until the leader's assignment
+    assert (follower.name, "sync") not in _waiting(dash)
+    wire.sync(leader, {m["member_id"]: assignment("t", i) for i, m in enumerate(leader.members)})
+    assert shell.state() == "Stable"
+    last = next(x for x in (a, b, c) if x is not leader and x is not follower)
+    assert _waiting(dash) == [(last.name, "sync")]  # Stable, one follower still to fetch its partitions
+    wire.sync(last)
+    assert _waiting(dash) == []
+
+
+def test_a_consumer_group_rebalance_names_who_revokes_and_who_waits() -> None:
+    from groupd.coordinator.consumer import TopicsImage
+
+    from tests.coordinator.consumer_harness import image
+
+    topics: TopicsImage = image(1, orders=2)
+    shell = Shell(topics_image=lambda: topics)
+    dash = Dashboard(shell.coord, clock=lambda: shell.now / 1000)
+    api = API_BY_NAME["ConsumerGroupHeartbeat"]
+    base = {fl.name: fl.default_value(1) for fl in api.request.fields if fl.exists_in(1)}
+    join = {**base, "group_id": "cg", "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["orders"]}
+
+    def beat(member: str, epoch: int, owned: list[int] | None, **kw: Any) -> dict[str, Any]:
+        body = {**join, "member_id": member, "member_epoch": epoch, "client_id": member, **kw}
+        body["topic_partitions"] = None if owned is None else [{"topic_id": tid, "partitions": owned}] if owned else []
+        answer = shell.answer(shell.send("ConsumerGroupHeartbeat", 1, body, client_id=member))
+        assert answer is not None and answer["error_code"] == 0, answer
+        return answer
+
+    tid = topics.topics["orders"][0]
+    assert beat("m1", 0, [])["member_epoch"] == 1  # m1 owns orders 0 and 1
+    beat("m1", 1, [0, 1])
+    assert _waiting(dash, "cg") == []
+    assert beat("m2", 0, [])["member_epoch"] == 2  # target epoch 2: one partition each
+    # m2 is at the target epoch but one of its partitions is still m1's; m1 has not heard yet
+    waits = {w["client_id"]: w for w in dash.view()["groups"][0]["waiting_for"]}
+    assert {c: w["waiting"] for c, w in waits.items()} == {"m1": "heartbeat", "m2": "release"}
+    assert (waits["m1"]["member_epoch"], waits["m1"]["target_epoch"]) == (1, 2)
+    (released,) = waits["m2"]["partitions"]
+    beat("m1", 1, [0, 1])  # m1 learns it must give one up: revoking it
+    waits = {w["client_id"]: w for w in dash.view()["groups"][0]["waiting_for"]}
+    assert {c: w["waiting"] for c, w in waits.items()} == {"m1": "revoke", "m2": "release"}
+    assert waits["m1"]["partitions"] == [released]
+    kept = [p for p in (0, 1) if p not in released[1]]
+    beat("m1", 1, kept)  # revoked: at the target epoch
+    beat("m2", 2, [])  # gets the released partition
+    assert _waiting(dash, "cg") == []
+    assert tid
+
+
+def test_paused_and_sync_phase_are_named_apart_and_explained_everywhere() -> None:
+    # Issue 29: the report's "pause" (3 ms) and the dashboard's "paused" (6.01 s) for the same
+    # rebalance measured different things under one name. Now: "paused" only on the dashboard (the
+    # consumers' whole stop), "sync phase" in both (the same measure), each explained where shown.
+    root = Path(__file__).resolve().parents[2]
+    readme = root.joinpath("README.md").read_text()
+    dashboard = " ".join(readme.split("\n## Dashboard\n", 1)[1].split("\n## ", 1)[0].split())
+    analytics = " ".join(readme.split("\n## Analytics\n", 1)[1].split("\n## ", 1)[0].split())
+    for needle in ("**paused**", "**sync phase**", "`groupd analyze`'s report calls the sync phase"):
+        assert needle in dashboard, needle
+    assert "*sync phase per rebalance*" in analytics and "*paused*" in analytics
+    assert "pause per rebalance" not in analytics.lower() and "paused per rebalance" not in analytics
+
+    js = static_asset("dashboard.js").decode()
+    assert '"sync phase "' in js and '"paused "' in js
+    assert "the same measure as the analyze report's" in js  # the tooltip of the sync phase
+
+    report = root.joinpath("pipeline", "report.py").read_text()
+    assert "Sync phase per rebalance" in report and "Pause per rebalance" not in report
+    assert "This is not the dashboard's" in report

@@ -13,11 +13,14 @@ import shutil
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.coordinator.harness import assignment, sub
 from tests.support.daemon import GroupdProcess
 from tests.support.groups import Member, admin_for, wait_balanced
+from tests.support.raw_client import RawClient
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
@@ -103,4 +106,155 @@ def test_dashboard_shows_a_group_forming_and_a_rebalance_in_headless_chromium(tm
     finally:
         for m in members:
             m.stop()
+        d.stop()
+
+
+def _join(client: RawClient, group: str, member_id: str, topic: str) -> int:
+    """Send a JoinGroup v3 (no MEMBER_ID_REQUIRED round) without waiting: it parks during a rebalance."""
+    body = {
+        "group_id": group,
+        "session_timeout_ms": 30_000,
+        "rebalance_timeout_ms": 60_000,
+        "member_id": member_id,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": sub(topic)}],
+    }
+    return client.send("JoinGroup", 3, body)
+
+
+def _sync(client: RawClient, group: str, generation: int, member_id: str, assignments: list[Any]) -> int:
+    body = {"group_id": group, "generation_id": generation, "member_id": member_id, "assignments": assignments}
+    return client.send("SyncGroup", 1, body)
+
+
+@pytest.mark.e2e
+def test_dashboard_of_a_cluster_shows_the_brokers_and_whom_a_rebalance_waits_for(tmp_path: Path) -> None:
+    # Issue 29: in cluster mode the page showed no brokers, and a rebalancing group not whom it waited
+    # for. Three brokers; a group whose members are raw clients, so the test decides when each rejoins.
+    exe = _chromium()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from confluent_kafka.admin import NewTopic
+
+    unique = uuid.uuid4().hex[:8]
+    topic, group = f"orders-{unique}", f"billing-{unique}"
+    d = GroupdProcess(
+        tmp_path / "data", "--brokers", "3", "--dashboard-port", "0", "--group-initial-rebalance-delay-ms", "0"
+    ).start()
+    clients: list[RawClient] = []
+    try:
+        (listening,) = d.events("groupd_listening")
+        url = str(listening["dashboard"])
+        addresses = {int(n): str(a) for n, a in dict(listening["brokers"]).items()}  # type: ignore[call-overload]
+        assert len(addresses) == 3
+        admin_for(d.bootstrap).create_topics([NewTopic(topic, num_partitions=6, replication_factor=3)])[topic].result(
+            15
+        )
+        probe = RawClient(d.port)
+        found = probe.request("FindCoordinator", 3, {"key": group, "key_type": 0})
+        probe.close()
+        assert found["error_code"] == 0
+        coordinator, coordinator_port = found["node_id"], found["port"]
+
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=exe)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 1100})
+                page.goto(url)
+                page.wait_for_selector('#status[data-status="live"]', timeout=10_000)
+
+                # The brokers: each with its address, state and the __consumer_offsets partitions it
+                # leads (partition p on the (p % 3)-th broker), the 6 partitions' leaders among them.
+                page.wait_for_selector("#brokers:not([hidden]) table.brokers tbody tr", timeout=10_000)
+                rows = page.locator("table.brokers tbody tr")
+                assert rows.count() == 3
+                nodes = sorted(addresses)
+                leaders = 0
+                for i in range(3):
+                    row = rows.nth(i)
+                    node = int(row.get_attribute("data-node") or -1)
+                    assert row.locator("td.address").inner_text() == addresses[node]
+                    assert row.get_attribute("data-state") == "live"
+                    parts = [int(p) for p in (row.get_attribute("data-coordinator-partitions") or "").split(",")]
+                    assert parts == [p for p in range(50) if nodes[p % 3] == node], node
+                    assert row.locator("td.coordinator-partitions").inner_text().startswith(f"{len(parts)} (")
+                    leaders += int(row.get_attribute("data-leaders") or 0)
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('table.brokers tbody tr')]"
+                    ".reduce((s, r) => s + Number(r.dataset.leaders), 0) === 6",
+                    timeout=10_000,
+                )
+
+                # A group of one member (b), formed and synced.
+                b, c = RawClient(coordinator_port), RawClient(coordinator_port)
+                clients += [b, c]
+                joined = b.receive("JoinGroup", 3, _join(b, group, "", topic))
+                assert joined["error_code"] == 0, joined
+                b_id, gen = joined["member_id"], joined["generation_id"]
+                everything = [{"member_id": b_id, "assignment": assignment(topic, *range(6))}]
+                assert b.receive("SyncGroup", 1, _sync(b, group, gen, b_id, everything))["error_code"] == 0
+                card = f'article[data-group="{group}"]'
+                page.wait_for_selector(f'{card}[data-state="Stable"][data-members="1"]', timeout=10_000)
+                assert page.get_attribute(card, "data-coordinator") == str(coordinator)
+                assert page.locator(f"{card} .coordinator").inner_text() == str(coordinator)
+                assert page.locator(f"{card} .waiting").count() == 0
+
+                # c joins: the rebalance waits for b, who has not rejoined (it would on a heartbeat).
+                c_join = _join(c, group, "", topic)
+                waiting = f"{card} .waiting li"
+                page.wait_for_selector(f'{card}[data-state="PreparingRebalance"] .waiting li[data-waiting="rejoin"]')
+                assert page.locator(waiting).count() == 1
+                assert page.locator(waiting).get_attribute("data-member") == b_id
+                assert "has not rejoined" in page.locator(waiting).inner_text()
+
+                # b rejoins: the join phase ends; now the leader's SyncGroup (the assignment) and the
+                # follower's are awaited, the leader first.
+                b_joined = b.receive("JoinGroup", 3, _join(b, group, b_id, topic))
+                c_joined = c.receive("JoinGroup", 3, c_join)
+                gen = b_joined["generation_id"]
+                leader_id = b_joined["leader"]
+                c_id = c_joined["member_id"]
+                page.wait_for_selector(
+                    f'{card}[data-state="CompletingRebalance"] .waiting li[data-waiting="assignment"]'
+                )
+                got = [
+                    (
+                        page.locator(waiting).nth(i).get_attribute("data-member"),
+                        page.locator(waiting).nth(i).get_attribute("data-waiting"),
+                    )
+                    for i in range(page.locator(waiting).count())
+                ]
+                follower_id = c_id if leader_id == b_id else b_id
+                assert got == [(leader_id, "assignment"), (follower_id, "sync")]
+
+                # Both sync: Stable, nobody awaited; the entry shows paused and sync phase apart.
+                split = [
+                    {"member_id": b_id, "assignment": assignment(topic, 0, 1, 2)},
+                    {"member_id": c_id, "assignment": assignment(topic, 3, 4, 5)},
+                ]
+                leader, follower = (b, c) if leader_id == b_id else (c, b)
+                follower_sync = _sync(follower, group, gen, follower_id, [])
+                assert leader.receive("SyncGroup", 1, _sync(leader, group, gen, leader_id, split))["error_code"] == 0
+                assert follower.receive("SyncGroup", 1, follower_sync)["error_code"] == 0
+                page.wait_for_selector(f'{card}[data-state="Stable"][data-members="2"]', timeout=10_000)
+                assert page.locator(f"{card} .waiting").count() == 0
+                newest = page.locator(f'{card} .timeline li[data-outcome="stable"]').first
+                assert newest.get_attribute("data-generation") == str(gen)
+                # (the sync phase here lasts as long as the checks above held the leader's SyncGroup back)
+                page.wait_for_function(
+                    f"() => /(ms| s)$/.test(document.querySelector('{card} .timeline li .sync-phase')?.textContent)",
+                    timeout=10_000,
+                )
+                assert newest.locator(".paused").inner_text().endswith(("ms", " s"))
+                assert "analyze report" in (newest.locator(".sync-phase").locator("..").get_attribute("title") or "")
+
+                shot = tmp_path / "dashboard-cluster.png"
+                page.screenshot(path=str(shot), full_page=True)
+                ARTIFACTS.mkdir(exist_ok=True)
+                shutil.copy(shot, ARTIFACTS / "dashboard-cluster.png")
+                print(f"dashboard screenshot: {shot} (copied to {ARTIFACTS / 'dashboard-cluster.png'})")
+            finally:
+                browser.close()
+    finally:
+        for cl in clients:
+            cl.close()
         d.stop()

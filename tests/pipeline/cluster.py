@@ -52,17 +52,18 @@ class Cluster:
     env: dict[str, str]
     tmp: Path
 
-    def submit(self, script: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    def submit(
+        self, script: str, *args: str, timeout: float = 240, conf: tuple[str, ...] = ()
+    ) -> subprocess.CompletedProcess:
         cmd = [
             str(SPARK_HOME / "bin" / "spark-submit"),
             "--master",
             self.url,
+            *[a for item in conf for a in ("--conf", item)],
             "--conf",
             "spark.ui.enabled=false",
             "--conf",
             "spark.executor.memory=512m",
-            "--conf",
-            "spark.sql.shuffle.partitions=2",
             "--conf",
             f"spark.pyspark.python={sys.executable}",
             script,

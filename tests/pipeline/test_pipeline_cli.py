@@ -80,7 +80,7 @@ def test_a_fresh_data_directory_gives_empty_tables_and_a_report(spark, tmp_path,
     data.mkdir()  # a groupd that never stored anything
     out = tmp_path / "out"
     assert cli.main(["analyze", "--data-dir", str(data), "--out", str(out), "--master", "local[2]"]) == 0
-    assert "read 0 records" in capsys.readouterr().out
+    assert "analyzed 0 records" in capsys.readouterr().out
     for name in TABLES:
         assert spark.read.parquet(str(out / name)).count() == 0
     page = (out / "report.html").read_text(encoding="utf-8")
@@ -89,12 +89,31 @@ def test_a_fresh_data_directory_gives_empty_tables_and_a_report(spark, tmp_path,
 
 def test_progress_goes_to_stderr_phase_by_phase_with_running_stages(analyzed) -> None:
     # every phase says so as it starts, in order; the status tracker adds the running stages
-    phases = ["starting Spark", "reading and decoding", "decoded 21 records"]
+    phases = ["starting Spark", "shuffle partitions", "reading and decoding", "decoded 21 records"]
     phases += [f"writing {name}" for name in TABLES] + ["rendering the report"]
     positions = [analyzed.stderr.find(p) for p in phases]
     assert -1 not in positions and positions == sorted(positions), analyzed.stderr
     assert re.search(r"stage \d+ \(\w+\): \d+/\d+ tasks done, \d+ running", analyzed.stderr), analyzed.stderr
     assert "stage" not in analyzed.stdout  # stdout keeps the summary only
+
+
+def test_shuffle_partitions_follow_the_input() -> None:
+    # At least two per core (every core has work), then one per 16 MiB of log: never Spark's fixed
+    # 200, which made a small log's every shuffle 200 tasks on a cluster (issue 29).
+    mib = 1 << 20
+    assert job.shuffle_partitions(None, 2) == job.shuffle_partitions(0, 2) == 4
+    assert job.shuffle_partitions(300 * 1024, 2) == 4  # a small log
+    assert job.shuffle_partitions(300 * 1024, 8) == 16
+    assert job.shuffle_partitions(100 * mib, 2) == 7
+    assert job.shuffle_partitions(10_000 * mib, 2) == 625
+    sizes = [job.shuffle_partitions(n * mib, 2) for n in range(0, 2000, 50)]
+    assert sizes == sorted(sizes) and sizes[-1] > 100  # grows with the input
+
+
+def test_an_explicit_shuffle_setting_is_kept(spark, history) -> None:
+    # the test session sets spark.sql.shuffle.partitions=2 (tests/pipeline/conftest.py), as --conf would
+    assert job.size_shuffles(spark, str(history.data_dir)) == (2, "set explicitly")
+    assert spark.conf.get(job.SHUFFLE_PARTITIONS) == "2"
 
 
 def _without_java(tmp_path, **env: str) -> subprocess.CompletedProcess:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import re
 import shutil
 import subprocess
@@ -86,9 +87,12 @@ def test_report_renders_in_headless_chromium(analyzed, tmp_path) -> None:
     print(f"report screenshot: {shot}")
 
 
-def test_pause_per_rebalance_is_join_end_to_assignment_durable(analyzed) -> None:
+def test_sync_phase_per_rebalance_is_join_end_to_assignment_written(analyzed) -> None:
     page = analyzed.report.read_text(encoding="utf-8")
-    assert '<h2 id="pauses">Pause per rebalance</h2>' in page
+    assert '<h2 id="pauses">Sync phase per rebalance</h2>' in page
+    # Named apart from the dashboard's "paused", and said so (issue 29: 3 ms here, 6.01 s there for
+    # the same rebalance, both called a pause).
+    assert 'This is not the dashboard\'s "paused" (first JoinGroup to last SyncGroup answer' in html.unescape(page)
     assert "The first JoinGroup is not in the log" in page
     # the fixture's generations with members: state timestamp 100 ms before the (first) record;
     # the Empty g5 has no pause
@@ -103,7 +107,8 @@ def test_pause_per_rebalance_is_join_end_to_assignment_durable(analyzed) -> None
         ("billing", "4", "100"),
         ("connect-cluster", "1", "100"),
     ]
-    assert "pause ms p50 / p95 / max</td><td>100 / 100 / 100</td>" in page
+    assert "sync phase ms p50 / p95 / max</td><td>100 / 100 / 100</td>" in page
+    assert "pause ms" not in page
 
 
 def test_a_first_empty_generation_is_no_anomaly_and_a_rewind_ranks_first(spark, tmp_path) -> None:

@@ -37,7 +37,12 @@ def member(
 
 def test_cli_reports_every_table(analyzed) -> None:
     printed = analyzed.stdout
-    assert re.search(r"^read 21 records from .* in [0-9.]+s$", printed, re.M), printed
+    # The whole run, then its phases by name (issue 29: it called the whole run "read").
+    summary = (
+        r"^analyzed 21 records from .* in [0-9.]+s \(read and decode [0-9.]+s, tables [0-9.]+s, report [0-9.]+s\)$"
+    )
+    assert re.search(summary, printed, re.M), printed
+    assert not re.search(r"^read \d+ records", printed, re.M)
     counts = {m[1]: int(m[2]) for m in re.finditer(r"^  (\w+) +(\d+) rows  (.*)$", printed, re.M)}
     assert counts == {
         "offset_commits": 10,
