@@ -35,7 +35,7 @@ from typing import Any
 import structlog
 from groupd.coordinator import GroupCoordinator, Node
 from groupd.coordinator.result import Append, Result
-from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_records
+from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_log_records
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog
@@ -168,13 +168,13 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
             )
         elif append.producer_id >= 0:
             # TxnOffsetCommit: the producer's own transactional batch, never merged with others.
-            records = [(k, v, (), now_ms) for k, v in encode_records(append.records)]
+            records = encode_log_records(append.records, now_ms)
             batch = build_batch(
                 records, producer_id=append.producer_id, producer_epoch=append.producer_epoch, transactional=True
             )
             await self.appender.append(plog, batch)
         else:
-            records = [(k, v, (), now_ms) for k, v in encode_records(append.records)]
+            records = encode_log_records(append.records, now_ms)
             await self.appender.append(plog, records)
 
     # --- transactions -----------------------------------------------------------------------------

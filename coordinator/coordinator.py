@@ -159,8 +159,7 @@ class GroupCoordinator:
                 for key, value in pending.records:
                     self.replay_transactional(key, value, *producer)
             elif not extra.get("applied"):
-                for key, value in pending.records:
-                    self.replay(key, value)
+                self.offset_manager.replay_batch(pending.records, self.replay)
             else:  # a consumer group's records, applied when produced, are durable now
                 key = pending.records[0][0]
                 group_id = getattr(key, "group_id", None) or getattr(key, "group", "")
