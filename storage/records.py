@@ -43,8 +43,6 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
-import crc32c as _crc32c_module
-
 from . import codecs
 from .errors import CorruptRecordError, UnsupportedCompressionError
 
@@ -83,7 +81,34 @@ __all__ = [
     "set_log_append_time",
 ]
 
-_crc32c = _crc32c_module.crc32c
+
+def _load_crc32c() -> Callable[..., int]:
+    """The ``crc32c`` package's C function. Its ``__init__`` imports importlib.metadata (and with
+    it email, zipfile...) only to set ``__version__``: ~8 ms of every daemon start. The extension
+    module is loaded by itself, under the name the package gives it (a later ``import crc32c``
+    finds it in sys.modules); anything unexpected falls back to the package."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    try:
+        mod = sys.modules.get("crc32c._crc32c")
+        if mod is None:
+            pkg = importlib.util.find_spec("crc32c")
+            spec = importlib.machinery.PathFinder.find_spec("crc32c._crc32c", pkg.submodule_search_locations or [])  # type: ignore[union-attr]
+            if spec is None or spec.loader is None:
+                raise ImportError("crc32c._crc32c not found")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            sys.modules["crc32c._crc32c"] = mod
+        return mod.crc32c  # type: ignore[no-any-return]
+    except (ImportError, AttributeError):
+        import crc32c
+
+        return crc32c.crc32c
+
+
+_crc32c = _load_crc32c()
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
