@@ -36,6 +36,9 @@ from .result import Result
 from .retention import OffsetRetention
 from .routing import partition_for
 from .runtime import CoordinatorRuntime
+from .serde import _DECODED_KEYS as serde_keys  # bytes -> key, filled by decode_key
+from .serde import _V3_NO_METADATA as V3_NO_METADATA
+from .serde import decode_key
 
 Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -188,6 +191,52 @@ class OffsetManager:
                 if group_offsets is None:
                     group_offsets = offsets[gid] = {}
             group_offsets[(key.topic, key.partition)] = value  # type: ignore[index]
+
+    def replay_encoded(self, records: list, start: int) -> int:
+        """Replay the plain offset commits of a load's record chunk (``(offset, timestamp, key
+        bytes, value bytes)``) from ``start`` on, up to the first record this does not cover;
+        returns its index (``len(records)`` when it covered them all). Covered: an offset-commit
+        key and a v3 value without metadata, what nearly every consumer commits; each becomes what
+        ``decode_record`` + ``replay`` would make of it, without the two calls, the generic decode
+        and the named tuple's ``__new__`` per record. Whatever else (a tombstone, metadata,
+        another record type, a transactional delimiter, pending transactional offsets to
+        supersede) is left to the caller's generic path."""
+        if self.open_txns:
+            return start
+        keys = serde_keys
+        unpack = V3_NO_METADATA.unpack
+        new = tuple.__new__
+        value_type = OffsetCommitValue
+        offsets = self.offsets
+        gid = None
+        group_offsets: dict[TopicPartition, OffsetCommitValue] = {}
+        i, end = start, len(records)
+        while i < end:
+            _offset, _ts, kb, vb = records[i]
+            if vb is None or len(vb) != 24:
+                return i
+            key = keys.get(kb)  # type: ignore[arg-type]
+            if key is None:
+                # First sight (or the cache was full and cleared): the generic key decoder fills
+                # the cache; a key that is no offset commit's is the caller's.
+                try:
+                    key = decode_key(kb)
+                except Exception:  # malformed: the generic path reports it
+                    return i
+                if type(key) is not OffsetCommitKey:
+                    return i
+            version, offset, leader_epoch, metadata_len, commit_ts = unpack(vb)
+            if version != 3 or metadata_len != 0:
+                return i
+            group, topic, partition = key
+            if group != gid:
+                gid = group
+                group_offsets = offsets.get(gid)  # type: ignore[assignment]
+                if group_offsets is None:
+                    group_offsets = offsets[gid] = {}
+            group_offsets[(topic, partition)] = new(value_type, (offset, leader_epoch, "", commit_ts, -1))
+            i += 1
+        return i
 
     def replay_transactional(
         self, partition: int, key: OffsetCommitKey, value: OffsetCommitValue | None, producer_id: int, epoch: int
