@@ -182,13 +182,13 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def record(current: dict[str, dict[str, Any]], quick: bool, path: Path = HISTORY) -> None:
+def record(current: dict[str, dict[str, Any]], quick: bool, path: Path = HISTORY, commit: str | None = None) -> None:
     """Append this run's figures to the history file (commit it to make them the reference)."""
     entries = load(path)
     entries.append(
         {
             "recorded": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "commit": _git_commit(),
+            "commit": commit or _git_commit(),
             "quick": quick,
             "host": {"cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2)},
             "figures": current,
@@ -205,13 +205,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.history", description=main.__doc__)
     ap.add_argument("results", help="a file written by python -m bench.run --json")
     ap.add_argument("--record", action="store_true", help=f"append its figures to {HISTORY.name}")
+    ap.add_argument("--commit", help="the commit the run measured (default: this checkout's HEAD)")
     args = ap.parse_args(argv)
     results = json.loads(Path(args.results).read_text())
     quick = bool(results.get("quick"))
     figs = figures(results)
     compare(figs, load(), quick)
     if args.record:
-        record(figs, quick)
+        record(figs, quick, commit=args.commit)
     return 0
 
 
