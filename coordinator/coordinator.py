@@ -76,6 +76,8 @@ class GroupCoordinator:
         self.group_records, self.consumer, self._deadlines = m.group_records, m.consumer, m.deadlines
         self.classic, self.join, self.admin, self.finder = m.classic, m.join, m.admin, m.finder
         self.consumer_requests, self.migration, self.offset_manager = m.consumer_requests, m.migration, m.offset_manager
+        # The load's fast path for plain commits still in bytes (the rest: decode_record + replay).
+        self.replay_encoded = self.offset_manager.replay_encoded
         self._handlers = {api: getattr(getattr(self, owner), name) for api, (owner, name) in HANDLERS.items()}
         self.groups: dict[str, ClassicGroup] = self.classic.groups
         self._retention_armed = False
@@ -190,12 +192,6 @@ class GroupCoordinator:
                 self.log.warning("consumer_group_record_skipped", key=repr(key), error=str(e))
         else:
             raise TypeError(f"not a __consumer_offsets record key: {key!r}")
-
-    def replay_encoded(self, records: list, start: int) -> int:
-        """The start-up load's fast path for plain offset commits still in bytes: replays what it
-        covers of ``records`` from ``start`` and returns where it stopped (see
-        ``OffsetManager.replay_encoded``); the rest goes through ``decode_record`` + ``replay``."""
-        return self.offset_manager.replay_encoded(records, start)
 
     def replay_transactional(
         self, key: rec.RecordKey, value: rec.RecordValue | None, producer_id: int, producer_epoch: int
