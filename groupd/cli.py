@@ -26,7 +26,8 @@ class _VersionAction(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
         from . import __version__
 
-        parser.exit(message=f"groupd {__version__}\n")
+        print(f"groupd {__version__}")  # stdout, as argparse's own version action prints it
+        parser.exit()
 
 
 def _root_parser() -> tuple[argparse.ArgumentParser, Any]:
