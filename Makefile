@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 9092
 DATA ?= ./data
 
-.PHONY: run test test-quick bench bench-quick lint format clean wheel
+.PHONY: run test test-quick bench bench-quick bench-record bench-quick-record lint format clean wheel
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,15 @@ bench-quick: $(VENV)/.dev
 	$(PY) -m bench.codec --quick
 	$(PY) -m bench.run --quick
 	$(PY) -m bench.analyze --quick
+
+# Each `bench.run` figure is printed with its ratio to the librdkafka mock of the same run and
+# compared with the last ratios committed in bench/history.json (a drop of more than 15% says
+# REGRESSION). Only these targets append to that file: commit it with the change that moved them.
+bench-record: $(VENV)/.dev
+	$(PY) -m bench.run --record
+
+bench-quick-record: $(VENV)/.dev
+	$(PY) -m bench.run --quick --record
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

@@ -41,6 +41,7 @@ import asyncio
 import json
 import math
 import shutil
+import statistics
 import sys
 import time
 import traceback
@@ -51,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from . import consumer_groups as cg
-from . import logdata, txnfetch
+from . import history, logdata, txnfetch
 from . import txns as txn_bench
 from .simulator import (
     Scenario,
@@ -60,7 +61,15 @@ from .simulator import (
     percentile,
     run_scenario,
 )
-from .targets import Target, start_echo, start_groupd, start_mock, workdir
+from .targets import (
+    Target,
+    groupd_spawn_probe,
+    mock_spawn_probe,
+    start_echo,
+    start_groupd,
+    start_mock,
+    workdir,
+)
 
 WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "txnfetch", "consumer", "txns")
 # groupd log events that mean members were lost or rebalances went wrong
@@ -524,6 +533,8 @@ class Bench:
                 r["server_us_per_commit"] = probe.per(r["commits"])
                 r["partitions_per_commit"] = sum(len(tp.partitions) for tp in members[0].assignment)
                 r["version"] = sim.versions.get("OffsetCommit")
+                if not t.raw:
+                    r.update(await self._single_commits(sim, seconds))
                 out[label] = r
                 await sim.close()
                 _log_summary(t, self.results, f"commits-{label}")
@@ -547,6 +558,9 @@ class Bench:
                 # 602 and 1,077 commits/s an hour apart, at 1,968 and 852 us/commit: the host, not us.
                 ("server CPU us/commit", {k: v.get("server_us_per_commit") for k, v in per.items()}),
                 ("server CPU %", {k: v.get("server_cpu_pct") for k, v in per.items()}),
+                ("1 partition, 1 committer: commits/s", {k: v.get("single_commits_per_s") for k, v in per.items()}),
+                ("1 partition, 1 committer: p50 latency ms", {k: v.get("single_p50_ms") for k, v in per.items()}),
+                ("1 partition, 1 committer: p99 latency ms", {k: v.get("single_p99_ms") for k, v in per.items()}),
             ]
             policy = "--fsync always" if label.endswith("always") else "default fsync (interval:1000)"
             print_figures(
@@ -558,6 +572,22 @@ class Bench:
         for k, v in out.items():
             if v.get("partition_errors") or v.get("failures"):
                 print(f"   {k}: partition errors {v.get('partition_errors')} failures {v.get('failures')}")
+
+    async def _single_commits(self, sim: Simulator, seconds: float) -> dict[str, Any]:
+        """One committer of a one-partition group, one commit in flight: the latency of a lone
+        commit (the issue's "single-partition commit latency"), after the 50-committer run."""
+        await sim.ensure_topics({"commit-one": 1})
+        g = sim.add_group(f"commit-one-{uuid.uuid4().hex[:6]}", 1, ("commit-one",))
+        await sim.attach([g])
+        await sim.join_all([g], concurrency=1, timeout=60)
+        sim.release_long_polls()
+        r = await sim.drive_commits(list(g.members), seconds)
+        return {
+            "single_commits_per_s": r["commits_per_s"],
+            "single_p50_ms": r["p50_ms"],
+            "single_p99_ms": r["p99_ms"],
+            "single_errors": r["partition_errors"],
+        }
 
     # 5. start-up --------------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -609,6 +639,42 @@ class Bench:
         line("replay records/s", rate, None, 200_000.0)
         line("RSS after load, MiB", rss, None, None)
         shutil.rmtree(d, ignore_errors=True)
+        await self._spawn_probes()
+
+    async def _spawn_probes(self) -> None:
+        """Spawn -> first ApiVersions answer and idle RSS, groupd (empty data dir) against the mock,
+        median of a few starts each (the issue's goals: <= 100 ms, <= 25 MiB)."""
+        _compile_groupd()
+        runs = 3 if self.quick else 5
+        out: dict[str, Any] = {}
+        for kind in self._targets("groupd", "mock"):
+            ms: list[float] = []
+            rss: list[float] = []
+            for i in range(runs):
+                d = self.root / f"spawn-{kind}-{i}"
+                if kind == "groupd":
+                    a, b = await asyncio.to_thread(groupd_spawn_probe, d / "data")
+                else:
+                    a, b = await asyncio.to_thread(mock_spawn_probe, d)
+                ms.append(a)
+                if b is not None:
+                    rss.append(b)
+            out[kind] = {
+                "first_answer_ms": statistics.median(ms),
+                "first_answer_runs_ms": ms,
+                "idle_rss_mb": statistics.median(rss) if rss else None,
+            }
+        self.results["spawn"] = out
+        print_figures(
+            f"5b. spawn -> first ApiVersions answer, idle RSS (median of {runs} starts; goals 100 ms, 25 MiB)",
+            [
+                ("spawn -> first answer ms", {k: v["first_answer_ms"] for k, v in out.items()}),
+                ("idle RSS MiB", {k: v["idle_rss_mb"] for k, v in out.items()}),
+            ],
+            self._targets("mock"),
+            note="groupd: python -m groupd serve on an empty data dir, polled with ApiVersions v0; "
+            "mock: python -m bench.mock until it reports its listener (its client had ApiVersions answered)",
+        )
 
     # 6. read_committed Fetch -------------------------------------------------------------------------
     async def txnfetch(self) -> None:
@@ -784,7 +850,8 @@ def _compile_groupd() -> None:
     import compileall
     import importlib.util
 
-    for name in ("groupd", *(f"groupd.{p}" for p in ("protocol", "coordinator", "storage"))):
+    subs = ("protocol", "coordinator", "storage", "transactions", "broker", "security", "ops")
+    for name in ("groupd", *(f"groupd.{p}" for p in subs)):
         spec = importlib.util.find_spec(name)
         for path in spec.submodule_search_locations or () if spec else ():
             compileall.compile_dir(path, quiet=1, maxlevels=2)
@@ -817,6 +884,13 @@ async def amain(args: argparse.Namespace) -> int:
                     traceback.print_exc()
                     failed.append(name)
                 print(f"   ({name}: {time.perf_counter() - w0:.0f} s)")
+        figs = history.figures(bench.results)
+        history.compare(figs, history.load(), args.quick)
+        if args.record:
+            if failed:
+                print(f"   not recorded: workloads {failed} failed")
+            else:
+                history.record(figs, args.quick)
     finally:
         if args.json:
             Path(args.json).write_text(json.dumps(bench.results, indent=1, default=str))
@@ -834,6 +908,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help=f"comma-separated workloads: {', '.join(WORKLOADS)}")
     ap.add_argument("--json", help="also write every figure to this file")
     ap.add_argument("--no-mock", action="store_true", help="skip the librdkafka mock baseline")
+    ap.add_argument(
+        "--record",
+        action="store_true",
+        help=f"append this run's figures to {history.HISTORY.name} (the reference the next runs are compared with)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work dir (data dirs and logs)")
     ap.add_argument("--tick-ms", type=float, default=1.0, help="soak: the simulator's heartbeat wheel resolution")
     ap.add_argument(

@@ -304,3 +304,77 @@ def start_groupd(
 
 def workdir(prefix: str = "groupd-bench-") -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def free_port() -> int:
+    """A port nobody listens on now (a process started next may still lose it: rare, and the
+    start-up probe then fails loudly)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ApiVersions v0 request: api_key 18, version 0, correlation id 1, client id "probe" (no body).
+_API_VERSIONS_V0 = b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x05probe"
+_API_VERSIONS_FRAME = len(_API_VERSIONS_V0).to_bytes(4, "big") + _API_VERSIONS_V0
+
+
+def first_answer_s(port: int, t0: float, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> float:
+    """Seconds from ``t0`` (perf_counter) until an ApiVersions request to ``port`` is answered:
+    connects as a client does at start-up, retrying a refused connect every millisecond."""
+    import socket
+
+    deadline = t0 + timeout
+    while time.perf_counter() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{proc.args} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+                s.sendall(_API_VERSIONS_FRAME)
+                head = s.recv(4)
+                if len(head) == 4:
+                    return time.perf_counter() - t0
+        except OSError:
+            pass
+        time.sleep(0.001)
+    raise RuntimeError(f"no ApiVersions answer on port {port} in {timeout}s")
+
+
+def groupd_spawn_probe(data_dir: Path, settle_s: float = 1.0) -> tuple[float, float | None]:
+    """(spawn -> first ApiVersions answer in ms, RSS in MiB once idle) of ``groupd serve`` on an
+    empty data dir, started as a user starts it."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    cmd = [sys.executable, "-m", "groupd", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--data-dir", str(data_dir), "--log-format", "json"]
+    log = (data_dir.parent / f"{data_dir.name}.log").open("ab")
+    t0 = time.perf_counter()
+    proc = _spawn(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    log.close()
+    try:
+        ms = first_answer_s(port, t0, 60, proc) * 1000
+        time.sleep(settle_s)
+        kb = rss_kb(proc.pid)
+        return ms, None if kb is None else kb / 1024
+    finally:
+        _stop_proc(proc)
+
+
+def mock_spawn_probe(workdir: Path, settle_s: float = 1.0) -> tuple[float, float | None]:
+    """The same figures for the librdkafka mock (``bench.mock``): spawn -> its listener is known,
+    which is after the holder's client has had ApiVersions and Metadata answered by it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    err = (workdir / "mock.log").open("ab")
+    t0 = time.perf_counter()
+    proc = _spawn([sys.executable, "-m", "bench.mock"], stdout=subprocess.PIPE, stdin=subprocess.PIPE, stderr=err)
+    err.close()
+    try:
+        _wait_json_line(proc, 20)
+        ms = (time.perf_counter() - t0) * 1000
+        time.sleep(settle_s)
+        kb = rss_kb(proc.pid)
+        return ms, None if kb is None else kb / 1024
+    finally:
+        _stop_proc(proc)

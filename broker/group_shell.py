@@ -35,7 +35,7 @@ from typing import Any
 import structlog
 from groupd.coordinator import GroupCoordinator, Node
 from groupd.coordinator.result import Append, Result
-from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_records
+from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_log_records
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog
@@ -168,13 +168,13 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
             )
         elif append.producer_id >= 0:
             # TxnOffsetCommit: the producer's own transactional batch, never merged with others.
-            records = [(k, v, (), now_ms) for k, v in encode_records(append.records)]
+            records = encode_log_records(append.records, now_ms)
             batch = build_batch(
                 records, producer_id=append.producer_id, producer_epoch=append.producer_epoch, transactional=True
             )
             await self.appender.append(plog, batch)
         else:
-            records = [(k, v, (), now_ms) for k, v in encode_records(append.records)]
+            records = encode_log_records(append.records, now_ms)
             await self.appender.append(plog, records)
 
     # --- transactions -----------------------------------------------------------------------------
@@ -228,6 +228,7 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
         if progress.started is None:  # load() without begin_load() (tests)
             progress.partitions_total, progress.started = len(partitions), t0
         replay = self.core.replay
+        replay_encoded = self.core.replay_encoded
         for p in partitions:
             # A partition elected or resigned since its load began is no longer this load's.
             epoch = self._load_epoch(p, epochs)
@@ -244,30 +245,46 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
                 # verify: a damaged batch anywhere is reported and skipped, never replayed (a
                 # flipped bit must not turn a committed 4242 into 4243) and never the end of the load.
                 # txn: transactional batches come delimited and markers come too (TxnBatch).
-                for _offset, _ts, key, value in plog.iter_records(verify=True, txn=True):
-                    if key is None:
-                        if type(value) is TxnBatch:
-                            producer_id, producer_epoch = self._replay_txn_entry(p, value)
-                        else:
+                # Chunks of records, and the core's fast path over each chunk for the plain
+                # commits that make up most of the log: per record only what it leaves over
+                # goes through decode_record and replay.
+                stop = False
+                for chunk in plog.iter_record_chunks(verify=True, txn=True):
+                    i, end = 0, len(chunk)
+                    while i < end:
+                        if producer_id < 0:
+                            j = replay_encoded(chunk, i)
+                            n += j - i
+                            if j == end:
+                                break
+                            i = j
+                        _offset, _ts, key, value = chunk[i]
+                        i += 1
+                        if key is None:
+                            if type(value) is TxnBatch:
+                                producer_id, producer_epoch = self._replay_txn_entry(p, value)
+                            else:
+                                bad += 1
+                            continue
+                        try:
+                            k, v = decode_record(key, value)
+                        except RecordDecodeError as e:
                             bad += 1
-                        continue
-                    try:
-                        k, v = decode_record(key, value)
-                    except RecordDecodeError as e:
-                        bad += 1
-                        log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
-                        continue
-                    if producer_id < 0:
-                        replay(k, v)
-                    else:
-                        self.core.replay_transactional(k, v, producer_id, producer_epoch)
-                    n += 1
-                    if n == next_yield:
-                        next_yield += _LOAD_CHUNK
+                            log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
+                            continue
+                        if producer_id < 0:
+                            replay(k, v)
+                        else:
+                            self.core.replay_transactional(k, v, producer_id, producer_epoch)
+                        n += 1
+                    if n >= next_yield:
+                        next_yield = n + _LOAD_CHUNK
                         progress.records, progress.skipped = total + n, bad
                         await asyncio.sleep(0)
                         if not self.core.is_loading(p, epoch):
-                            break
+                            stop = True
+                    if stop:
+                        break
                 progress.corrupt_batches += plog.corrupt_batches - corrupt_before
             except Exception:
                 # Whatever stopped this partition's replay (an unreadable file), its groups are

@@ -24,7 +24,6 @@ This module imports neither the shard nor the group managers.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -37,6 +36,9 @@ from .result import Result
 from .retention import OffsetRetention
 from .routing import partition_for
 from .runtime import CoordinatorRuntime
+from .serde import _DECODED_KEYS as serde_keys  # bytes -> key, filled by decode_key
+from .serde import _V3_NO_METADATA as V3_NO_METADATA
+from .serde import decode_key
 
 Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -111,7 +113,10 @@ class OffsetManager:
         # Persisted state, changed only by replay().
         self.offsets: Offsets = {}
         # Commits written but not yet durable, per group: a group with some is not deleted under them.
-        self.inflight: dict[str, Counter[tuple[str, int]]] = {}
+        # Group -> write number -> that write's records: one entry per commit, not per partition
+        # (the partitions are only needed by the rare keys_of and topic deletion).
+        self.inflight: dict[str, dict[int, list[Record]]] = {}
+        self._write_seq = 0
         # Partitions of deleted topics whose offsets wait for a __consumer_offsets partition to
         # finish loading: __consumer_offsets partition -> topic -> partition indexes.
         self.deleted_while_loading: dict[int, dict[str, set[int]]] = {}
@@ -160,6 +165,79 @@ class OffsetManager:
                     del self.offsets[key.group]
             if self.open_txns:
                 self._drop_pending(key.group, (key.topic, key.partition))
+
+    def replay_batch(self, records: list[Record], other: Callable[[Any, Any], None]) -> None:
+        """``replay`` of each record of one durable append (``other`` replays what is not an offset
+        commit): a commit's 100 records in one loop, without two calls per record."""
+        if self.open_txns:  # pending transactional offsets to supersede or drop: record by record
+            for key, value in records:
+                if type(key) is OffsetCommitKey:
+                    self.replay(key, value)
+                else:
+                    other(key, value)
+            return
+        offsets = self.offsets
+        gid = group_offsets = None
+        for key, value in records:
+            if type(key) is not OffsetCommitKey or value is None:
+                if type(key) is OffsetCommitKey:
+                    self.replay(key, None)
+                else:
+                    other(key, value)
+                gid = None  # a tombstone may have dropped the group's dict
+                continue
+            if key.group != gid:
+                gid = key.group
+                group_offsets = offsets.get(gid)
+                if group_offsets is None:
+                    group_offsets = offsets[gid] = {}
+            group_offsets[(key.topic, key.partition)] = value  # type: ignore[index]
+
+    def replay_encoded(self, records: list, start: int) -> int:
+        """Replay the plain offset commits of a load's record chunk (``(offset, timestamp, key
+        bytes, value bytes)``) from ``start`` on, up to the first record this does not cover;
+        returns its index (``len(records)`` when it covered them all). Covered: an offset-commit
+        key and a v3 value without metadata, what nearly every consumer commits; each becomes what
+        ``decode_record`` + ``replay`` would make of it, without the two calls, the generic decode
+        and the named tuple's ``__new__`` per record. Whatever else (a tombstone, metadata,
+        another record type, a transactional delimiter, pending transactional offsets to
+        supersede) is left to the caller's generic path."""
+        if self.open_txns:
+            return start
+        keys = serde_keys
+        unpack = V3_NO_METADATA.unpack
+        new = tuple.__new__
+        value_type = OffsetCommitValue
+        offsets = self.offsets
+        gid = None
+        group_offsets: dict[TopicPartition, OffsetCommitValue] = {}
+        i, end = start, len(records)
+        while i < end:
+            _offset, _ts, kb, vb = records[i]
+            if vb is None or len(vb) != 24:
+                return i
+            key = keys.get(kb)  # type: ignore[arg-type]
+            if key is None:
+                # First sight (or the cache was full and cleared): the generic key decoder fills
+                # the cache; a key that is no offset commit's is the caller's.
+                try:
+                    key = decode_key(kb)
+                except Exception:  # malformed: the generic path reports it
+                    return i
+                if type(key) is not OffsetCommitKey:
+                    return i
+            version, offset, leader_epoch, metadata_len, commit_ts = unpack(vb)
+            if version != 3 or metadata_len != 0:
+                return i
+            group, topic, partition = key
+            if group != gid:
+                gid = group
+                group_offsets = offsets.get(gid)  # type: ignore[assignment]
+                if group_offsets is None:
+                    group_offsets = offsets[gid] = {}
+            group_offsets[(topic, partition)] = new(value_type, (offset, leader_epoch, "", commit_ts, -1))
+            i += 1
+        return i
 
     def replay_transactional(
         self, partition: int, key: OffsetCommitKey, value: OffsetCommitValue | None, producer_id: int, epoch: int
@@ -257,11 +335,11 @@ class OffsetManager:
 
     def keys_of(self, group_id: str) -> set[tuple[str, int]]:
         """Every partition the group has an offset for, durable, pending or being written."""
-        return (
-            set(self.offsets.get(group_id, ()))
-            | set(self.inflight.get(group_id, ()))
-            | set(self.open_txns.get(group_id, ()))
-        )
+        return set(self.offsets.get(group_id, ())) | self._writing(group_id) | set(self.open_txns.get(group_id, ()))
+
+    def _writing(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions of the group's commits being written."""
+        return {(k.topic, k.partition) for records in self.inflight.get(group_id, {}).values() for k, _ in records}
 
     # ------------------------------------------------------------------------------------------
     # OffsetCommit
@@ -291,54 +369,57 @@ class OffsetManager:
 
         resp_topics: list[dict[str, Any]] = []
         records: list[Record] = []
-        keys: list[tuple[str, int]] = []
         ok_partitions: list[dict[str, Any]] = []
         # The per-partition loop runs 100 times for a typical consumer's commit: loop invariants
         # are hoisted and records are built positionally.
         max_metadata = self.config.offset_metadata_max_bytes
         expire = -1 if retention == -1 else now + retention
+        none = err.NONE
+        with_epoch, with_ts = v >= 6, v == 1
+        add_record, add_ok = records.append, ok_partitions.append
         for t in topics:
             name = t.get("name") or ""
             parts_out: list[dict[str, Any]] = []
             resp_topics.append({"name": name, "partitions": parts_out})
-            count = topic_partitions(name) if topic_partitions is not None else None
-            for p in t.get("partitions") or []:
-                index = int(p.get("partition_index", 0))
-                entry = {"partition_index": index, "error_code": err.NONE}
-                parts_out.append(entry)
+            # None: every index is valid (no topic catalogue), -1: the topic is unknown
+            count = None if topic_partitions is None else (topic_partitions(name) or -1)
+            add_entry = parts_out.append
+            for p in t.get("partitions") or ():
+                # The parsed request holds ints already: no int() per field (4 calls x 100 partitions).
+                index = p.get("partition_index", 0)
+                entry = {"partition_index": index, "error_code": none}
+                add_entry(entry)
                 metadata = p.get("committed_metadata")
-                if topic_partitions is not None and (count is None or not 0 <= index < count):
+                if count is not None and not 0 <= index < count:
                     entry["error_code"] = err.UNKNOWN_TOPIC_OR_PARTITION
                 elif code:
                     entry["error_code"] = code
                 elif metadata is not None and len(metadata) > max_metadata:
                     entry["error_code"] = err.OFFSET_METADATA_TOO_LARGE
                 else:
-                    commit_ts = int(p.get("commit_timestamp", -1)) if v == 1 else -1
-                    leader_epoch = int(p.get("committed_leader_epoch", -1)) if v >= 6 else -1
+                    commit_ts = p.get("commit_timestamp", -1) if with_ts else -1
+                    leader_epoch = p.get("committed_leader_epoch", -1) if with_epoch else -1
                     value = OffsetCommitValue(
-                        int(p.get("committed_offset", -1)),
+                        p.get("committed_offset", -1),
                         leader_epoch if leader_epoch >= 0 else -1,
                         metadata or "",
                         now if commit_ts == -1 else commit_ts,
                         expire,
                     )
-                    records.append((OffsetCommitKey(gid, name, index), value))
-                    keys.append((name, index))
-                    ok_partitions.append(entry)
+                    add_record((OffsetCommitKey(gid, name, index), value))
+                    add_ok(entry)
 
         response = {"throttle_time_ms": 0, "topics": resp_topics}
         if not records:
             return self.rt.respond(ctx, response)
         if self.classic.debug_enabled():  # README: --log-level debug shows every commit
             self.log.debug("offset_commit", group=gid, member=member_id, generation=generation, partitions=len(records))
-        self._write_commits(gid, records, keys, ok_partitions, response, ctx, None)
+        self._write_commits(gid, records, ok_partitions, response, ctx, None)
 
     def _write_commits(
         self,
         gid: str,
         records: list[Record],
-        keys: list[tuple[str, int]],
         ok_partitions: list[dict[str, Any]],
         response: dict[str, Any],
         ctx: Any,
@@ -346,21 +427,17 @@ class OffsetManager:
     ) -> None:
         """Append the commit records (transactionally when ``producer`` is given) and answer once
         they are durable; until then the group counts them as in flight (it is not deleted under them)."""
-        inflight = self.inflight.setdefault(gid, Counter())
-        inflight.update(keys)
+        self._write_seq = n = self._write_seq + 1
+        writing = self.inflight.get(gid)
+        if writing is None:
+            writing = self.inflight[gid] = {}
+        writing[n] = records
 
         def done(error: int | None) -> None:
-            counter = self.inflight.get(gid)
-            if counter is not None:
-                # What Counter.subtract + dropping non-positive counts did, without rebuilding
-                # the whole counter once per commit.
-                for k in keys:
-                    n = counter.get(k, 0) - 1
-                    if n > 0:
-                        counter[k] = n
-                    else:
-                        counter.pop(k, None)
-                if not counter:
+            w = self.inflight.get(gid)
+            if w is not None:
+                w.pop(n, None)
+                if not w:
                     del self.inflight[gid]
             if error is not None:
                 code = err.append_error_to_response_error(error)
@@ -410,7 +487,6 @@ class OffsetManager:
 
         resp_topics: dict[str, list[dict[str, Any]]] = {}
         records: list[Record] = []
-        keys: list[tuple[str, int]] = []
         ok_partitions: list[dict[str, Any]] = []
         max_metadata = self.config.offset_metadata_max_bytes
         now = self.rt.now
@@ -431,7 +507,6 @@ class OffsetManager:
                     int(p.get("committed_offset", -1)), leader_epoch if leader_epoch >= 0 else -1, metadata or "", now
                 )
                 records.append((OffsetCommitKey(gid, name, index), value))
-                keys.append((name, index))
                 ok_partitions.append(entry)
         response = {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in resp_topics.items()]}
         if not records:
@@ -444,7 +519,7 @@ class OffsetManager:
             producer_epoch=producer_epoch,
             partitions=len(records),
         )
-        self._write_commits(gid, records, keys, ok_partitions, response, ctx, (producer_id, producer_epoch))
+        self._write_commits(gid, records, ok_partitions, response, ctx, (producer_id, producer_epoch))
 
     def _txn_verify_error(self, v: int, gid: str, txn_id: str, producer_id: int, producer_epoch: int) -> int:
         """KIP-890 part 1: before the write, the transaction coordinator confirms that the group's
@@ -786,10 +861,10 @@ class OffsetManager:
         hits: dict[str, list[tuple[str, int]]] = {}
         none: dict[tuple[str, int], Any] = {}
         for gid, committed in self.offsets.items():
-            if found := _deleted_keys(wanted, deleted, committed, self.inflight.get(gid) or none):
+            if found := _deleted_keys(wanted, deleted, committed, self._writing(gid) if gid in self.inflight else none):
                 hits[gid] = found
-        for gid, writing in self.inflight.items():
-            if gid not in self.offsets and (found := _deleted_keys(wanted, deleted, none, writing)):
+        for gid in self.inflight:
+            if gid not in self.offsets and (found := _deleted_keys(wanted, deleted, none, self._writing(gid))):
                 hits[gid] = found
         for gid, open_tps in self.open_txns.items():
             # onTopicsDeleted: the pending transactional offsets of the partitions go too.

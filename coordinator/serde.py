@@ -218,22 +218,36 @@ def encode_record(record: Record) -> tuple[bytes, bytes | None]:
 
 
 def encode_records(records: Iterable[Record]) -> list[tuple[bytes, bytes | None]]:
-    """``encode_record`` of each record. An OffsetCommit of 100 partitions hands over 100 records
-    at once; the usual one (a v3 value) is packed inline here, without the four calls per record
-    of ``encode_key``/``encode_value``; anything else goes through ``encode_record``."""
-    out: list[tuple[bytes, bytes | None]] = []
+    """``encode_record`` of each record."""
+    return [(k, v) for k, v, _, _ in encode_log_records(records, -1)]
+
+
+def encode_log_records(records: Iterable[Record], timestamp: int) -> list[tuple[bytes, bytes | None, tuple, int]]:
+    """The records as the log appends them, ``(key bytes, value bytes, (), timestamp)``. An
+    OffsetCommit of 100 partitions hands over 100 records at once; the usual one (a v3 value) is
+    packed inline here, without the four calls per record of ``encode_key``/``encode_value``, and
+    the key prefix of the previous record (same group and topic) is reused; anything else goes
+    through ``encode_record``."""
+    out: list[tuple[bytes, bytes | None, tuple, int]] = []
     append = out.append
     prefixes = _KEY_PREFIXES
     pack_partition = _I32.pack
     pack_head = _V3_HEAD.pack
     pack_empty = _V3_NO_METADATA.pack
     pack_ts = _Q.pack
+    no_headers = ()
+    last_group = last_topic = prefix = None
     for record in records:
         key, value = record
         if type(key) is OffsetCommitKey and type(value) is OffsetCommitValue and value.expire_timestamp == -1:
             try:
-                prefix = prefixes.get((key.group, key.topic))
-                kb = (prefix if prefix is not None else _encode_offset_key(key)[:-4]) + pack_partition(key.partition)
+                group, topic = key.group, key.topic
+                if group is not last_group or topic is not last_topic:
+                    prefix = prefixes.get((group, topic))
+                    if prefix is None:
+                        prefix = _encode_offset_key(key)[:-4]
+                    last_group, last_topic = group, topic
+                kb = prefix + pack_partition(key.partition)  # type: ignore[operator]
                 metadata = value.metadata
                 if metadata == "":  # what nearly every consumer commits: one pack
                     vb = pack_empty(3, value.offset, value.leader_epoch, 0, value.commit_timestamp)
@@ -244,11 +258,12 @@ def encode_records(records: Iterable[Record]) -> list[tuple[bytes, bytes | None]
                         + pack_ts(value.commit_timestamp)
                     )
             except (TypeError, ValueError, struct.error):
-                append(encode_record(record))  # the codec decides (and words the error)
-                continue
-            append((kb, vb))
+                kb, vb = encode_record(record)  # the codec decides (and words the error)
+                last_group = last_topic = None
+            append((kb, vb, no_headers, timestamp))
         else:
-            append(encode_record(record))
+            kb, vb = encode_record(record)
+            append((kb, vb, no_headers, timestamp))
     return out
 
 

@@ -7,9 +7,18 @@ own, mapped into this namespace: ``protocol``, ``storage``, ``coordinator``, ``b
 ``ops``, ``pipeline``. Nothing below imports this package.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
-try:
-    __version__ = version("groupd")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0"
+
+def __getattr__(name: str) -> Any:
+    # ``__version__`` on first use: importlib.metadata costs ~25 ms, which `serve` never needs.
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    global __version__
+    try:
+        __version__ = version("groupd")
+    except PackageNotFoundError:  # running from a source tree without an install
+        __version__ = "0.0.0"
+    return __version__

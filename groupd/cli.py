@@ -7,20 +7,43 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from groupd.ops import admin_cli, fault_cli
-from groupd.security import scram
-from groupd.security.listeners import parse_listeners
+from . import config, logs
 
-from . import __version__, config, logs
+# What `serve` must not import (the admin client, the fault CLI, SCRAM's client side, the
+# dashboard, PySpark, the pytest plugin): ~130 ms and ~10 MiB of every daemon start. The admin
+# commands' modules are imported by build_parser, which `serve` does not call (see main);
+# tests/groupd/test_serve_imports.py holds the line.
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _VersionAction(argparse.Action):
+    """``--version``, reading the installed version (importlib.metadata, ~25 ms) only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from . import __version__
+
+        print(f"groupd {__version__}")  # stdout, as argparse's own version action prints it
+        parser.exit()
+
+
+def _root_parser() -> tuple[argparse.ArgumentParser, Any]:
     parser = argparse.ArgumentParser(prog="groupd", description="Kafka consumer-group coordinator daemon")
-    parser.add_argument("--version", action="version", version=f"groupd {__version__}")
+    parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the daemon")
     config.add_arguments(serve)
+    return parser, sub
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from groupd.ops import admin_cli, fault_cli
+    from groupd.security import scram
+
+    parser, sub = _root_parser()
     # `analyze` is parsed by groupd.pipeline itself (see main); listed here for --help only.
     sub.add_parser("analyze", help="rebalance and offset analytics over a data directory (PySpark)", add_help=False)
     admin_cli.add_parsers(sub)
@@ -33,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["analyze"]:
         return _analyze(argv[1:])
-    parser = build_parser()
+    # `serve` needs only its own subcommand: the same parser as build_parser's, without the rest.
+    parser = _root_parser()[0] if argv[:1] == ["serve"] else build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
         try:
@@ -45,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         from .daemon import run
 
         return run(cfg)
+    from groupd.ops import admin_cli, fault_cli
+
     if args.command == "fault":
         return fault_cli.run(args, parser)
     if args.command == "scram-credential":
@@ -67,6 +93,8 @@ def _scram_credential(args: argparse.Namespace) -> int:
     the echo and read it there anyway, or end in a traceback on an empty input."""
     if not args.password_stdin and not sys.stdin.isatty():
         args.password_stdin = True
+    from groupd.security import scram
+
     try:
         return scram.run_cli(args)
     except (EOFError, KeyboardInterrupt):
@@ -80,6 +108,8 @@ def _scram_credential(args: argparse.Namespace) -> int:
 
 def local_bootstrap(cfg: config.Config) -> str:
     """HOST:PORT of the daemon ``cfg`` describes, as a process beside it reaches it (``healthcheck --local``)."""
+    from groupd.security.listeners import parse_listeners
+
     listeners = parse_listeners(cfg)
     li = next((li for li in listeners if li.protocol == "PLAINTEXT"), listeners[0])
     host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(li.host, li.host)

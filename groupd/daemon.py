@@ -23,14 +23,13 @@ from groupd.protocol import ratelimit
 from groupd.storage import StorageError
 from groupd.storage.manager import LOCK_FILE
 
-from . import __version__
-
 log = structlog.get_logger("groupd")
 
 
 def attach_metrics(broker: Broker) -> None:
     """Prometheus metrics hooked into the node's parts; prometheus_client is imported only when
     ``--metrics-port`` asks for it, so a daemon without metrics pays nothing."""
+    from groupd import __version__
     from groupd.ops.metrics import Metrics
 
     config = broker.config

@@ -1073,41 +1073,41 @@ class PartitionLog:
         pending_bytes = 0
 
         def flush_pending() -> None:
+            # No recursion here: a nested function that calls itself is a reference cycle
+            # (function -> its closure cell -> function) holding every cell, the encoded batch
+            # included, until the cyclic GC finds it. One per append made a 50-committer load
+            # spend ~12% of its time in the GC and grow by ~4 MiB/s between collections.
             nonlocal next_off, pending, pending_bytes
-            if not pending:
-                return
-            merged = [r for _, rs in pending for r in rs]
-            try:
-                data = rec.build_batch(
-                    merged,
-                    base_offset=next_off,
-                    partition_leader_epoch=leader_epoch,
-                    timestamp_type=rec.TIMESTAMP_CREATE_TIME,
-                )
-            except (TypeError, ValueError, AttributeError, OverflowError, struct.error) as exc:
-                if len(pending) == 1:
-                    results[pending[0][0]] = ValueError(f"cannot encode records: {exc}")
-                    pending, pending_bytes = [], 0
-                    return
-                # Merged appends must not fail for one caller's bad record: retry one by one.
-                retry, pending, pending_bytes = pending, [], 0
-                for entry in retry:
-                    pending = [entry]
-                    flush_pending()
-                return
-            if log_append_time_ms is not None:
-                data = bytearray(data)
-                rec.set_log_append_time(data, 0, log_append_time_ms)
-                data = bytes(data)
-            off = next_off
-            for i, rs in pending:
-                results[i] = (off, off + len(rs) - 1)
-                off += len(rs)
-            (max_ts,) = struct.unpack_from(">q", data, rec.MAX_TIMESTAMP_OFFSET)
-            parts.append(data)
-            metas.append((len(data), off - 1, max_ts))
-            next_off = off
-            pending, pending_bytes = [], 0
+            runs, pending, pending_bytes = [pending] if pending else [], [], 0
+            while runs:
+                run = runs.pop()
+                merged = [r for _, rs in run for r in rs]
+                try:
+                    data = rec.build_batch(
+                        merged,
+                        base_offset=next_off,
+                        partition_leader_epoch=leader_epoch,
+                        timestamp_type=rec.TIMESTAMP_CREATE_TIME,
+                    )
+                except (TypeError, ValueError, AttributeError, OverflowError, struct.error) as exc:
+                    if len(run) == 1:
+                        results[run[0][0]] = ValueError(f"cannot encode records: {exc}")
+                    else:
+                        # Merged appends must not fail for one caller's bad record: one by one.
+                        runs.extend([entry] for entry in reversed(run))
+                    continue
+                if log_append_time_ms is not None:
+                    data = bytearray(data)
+                    rec.set_log_append_time(data, 0, log_append_time_ms)
+                    data = bytes(data)
+                off = next_off
+                for i, rs in run:
+                    results[i] = (off, off + len(rs) - 1)
+                    off += len(rs)
+                (max_ts,) = struct.unpack_from(">q", data, rec.MAX_TIMESTAMP_OFFSET)
+                parts.append(data)
+                metas.append((len(data), off - 1, max_ts))
+                next_off = off
 
         for i, item in enumerate(items):
             if isinstance(item, bytes | bytearray | memoryview):

@@ -1,0 +1,73 @@
+"""What a running ``groupd serve`` has imported once it answers: none of the modules only other
+commands need (the admin CLI and its Kafka client, the fault CLI, the dashboard, the PySpark
+pipeline, the pytest plugin), nor importlib.metadata (the version is read on demand). Each of
+them cost start-up time and resident memory of every daemon (issue 26: 122 ms of a 463 ms start
+was the admin CLI)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+NOT_FOR_SERVE = (
+    "groupd.ops.admin_cli",
+    "groupd.ops.kafka_client",
+    "groupd.ops.fault_cli",
+    "groupd.ops.dashboard",
+    "groupd.ops.pytest_plugin",
+    "groupd.pipeline",
+    "pyspark",
+    "pytest",
+    "importlib.metadata",
+)
+
+# Runs `groupd serve` in the main thread as the console script does; a watcher thread waits until
+# the daemon answers a connection, then writes the loaded modules and ends the process.
+_SCRIPT = textwrap.dedent(
+    """
+    import json, os, socket, sys, threading, time
+
+    port, data_dir, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+    def watch():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        with open(out, "w") as fh:
+            json.dump(sorted(sys.modules), fh)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+    from groupd.cli import main
+
+    main(["serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", data_dir])
+    """
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_imports_nothing_only_other_commands_need(tmp_path: Path) -> None:
+    out = tmp_path / "modules.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(_free_port()), str(tmp_path / "data"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.exists(), f"the daemon did not start: {proc.stderr[-2000:]}"
+    modules = json.loads(out.read_text())
+    loaded = sorted(m for m in modules for bad in NOT_FOR_SERVE if m == bad or m.startswith(bad + "."))
+    assert loaded == [], f"serve imported {loaded}"
