@@ -194,50 +194,8 @@ class OffsetManager:
             group_offsets[(key.topic, key.partition)] = value  # type: ignore[index]
 
     def replay_encoded(self, records: list, start: int) -> int:
-        """Replay the plain offset commits of a load's record chunk (``(offset, timestamp, key
-        bytes, value bytes)``) from ``start`` on, up to the first record this does not cover;
-        returns its index (``len(records)`` when it covered them all). Covered: an offset-commit
-        key and a v3 value without metadata, what nearly every consumer commits; each becomes what
-        ``decode_record`` + ``replay`` would make of it, without the two calls, the generic decode
-        and the named tuple's ``__new__`` per record. Whatever else (a tombstone, metadata,
-        another record type, a transactional delimiter, pending transactional offsets to
-        supersede) is left to the caller's generic path."""
-        if self.open_txns:
-            return start
-        keys = serde_keys
-        unpack = V3_NO_METADATA.unpack
-        new = tuple.__new__
-        value_type = OffsetCommitValue
-        offsets = self.offsets
-        gid = None
-        group_offsets: dict[TopicPartition, OffsetCommitValue] = {}
-        i, end = start, len(records)
-        while i < end:
-            _offset, _ts, kb, vb = records[i]
-            if vb is None or len(vb) != 24:
-                return i
-            key = keys.get(kb)  # type: ignore[arg-type]
-            if key is None:
-                # First sight (or the cache was full and cleared): the generic key decoder fills
-                # the cache; a key that is no offset commit's is the caller's.
-                try:
-                    key = decode_key(kb)
-                except Exception:  # malformed: the generic path reports it
-                    return i
-                if type(key) is not OffsetCommitKey:
-                    return i
-            version, offset, leader_epoch, metadata_len, commit_ts = unpack(vb)
-            if version != 3 or metadata_len != 0:
-                return i
-            group, topic, partition = key
-            if group != gid:
-                gid = group
-                group_offsets = offsets.get(gid)  # type: ignore[assignment]
-                if group_offsets is None:
-                    group_offsets = offsets[gid] = {}
-            group_offsets[(topic, partition)] = new(value_type, (offset, leader_epoch, "", commit_ts, -1))
-            i += 1
-        return i
+        """The load's fast path for plain commits still in bytes: ``replay_plain_commits``."""
+        return start if self.open_txns else replay_plain_commits(self.offsets, records, start)
 
     def replay_transactional(
         self, partition: int, key: OffsetCommitKey, value: OffsetCommitValue | None, producer_id: int, epoch: int
@@ -901,3 +859,47 @@ def _deleted_keys(
     if len(committed) + len(writing) < len(wanted):
         return sorted({k for k in (*committed, *writing) if k[1] in deleted.get(k[0], ())})
     return [k for k in wanted if k in committed or k in writing]
+
+
+def replay_plain_commits(offsets: dict[str, dict[TopicPartition, OffsetCommitValue]], records: list, start: int) -> int:
+    """Replay the plain offset commits of a load's record chunk (``(offset, timestamp, key
+    bytes, value bytes)``) from ``start`` on, up to the first record this does not cover;
+    returns its index (``len(records)`` when it covered them all). Covered: an offset-commit
+    key and a v3 value without metadata, what nearly every consumer commits; each becomes what
+    ``decode_record`` + ``replay`` would make of it, without the two calls, the generic decode
+    and the named tuple's ``__new__`` per record. Whatever else (a tombstone, metadata,
+    another record type, a transactional delimiter, pending transactional offsets to
+    supersede: the caller does not call this then) is left to the caller's generic path."""
+    keys = serde_keys
+    unpack = V3_NO_METADATA.unpack
+    new = tuple.__new__
+    value_type = OffsetCommitValue
+    gid = None
+    group_offsets: dict[TopicPartition, OffsetCommitValue] = {}
+    i, end = start, len(records)
+    while i < end:
+        _offset, _ts, kb, vb = records[i]
+        if vb is None or len(vb) != 24:
+            return i
+        key = keys.get(kb)  # type: ignore[arg-type]
+        if key is None:
+            # First sight (or the cache was full and cleared): the generic key decoder fills
+            # the cache; a key that is no offset commit's is the caller's.
+            try:
+                key = decode_key(kb)
+            except Exception:  # malformed: the generic path reports it
+                return i
+            if type(key) is not OffsetCommitKey:
+                return i
+        version, offset, leader_epoch, metadata_len, commit_ts = unpack(vb)
+        if version != 3 or metadata_len != 0:
+            return i
+        group, topic, partition = key
+        if group != gid:
+            gid = group
+            group_offsets = offsets.get(gid)  # type: ignore[assignment]
+            if group_offsets is None:
+                group_offsets = offsets[gid] = {}
+        group_offsets[(topic, partition)] = new(value_type, (offset, leader_epoch, "", commit_ts, -1))
+        i += 1
+    return i
