@@ -32,6 +32,7 @@ from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
 from .settings import Config
+from .share import SHARE_STATE_TOPIC, ShareHandlers, SharePartitions, ShareSettings
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicRegistry, TopicsImageCache
 from .txn_shell import TxnShell
 
@@ -128,6 +129,24 @@ class Broker:
         self.configs.on_group_configs_changed.append(
             lambda group, configs: self.core.consumer.set_group_config(group, *consumer_group_overrides(configs))
         )
+        # KIP-932 delivery: share-partitions over the data plane's logs, __share_group_state
+        self.share_partitions = SharePartitions(
+            self.data,
+            self.topics,
+            self.logs,
+            self.appender,
+            ShareSettings(
+                record_lock_duration_ms=config.group_share_record_lock_duration_ms,
+                delivery_count_limit=config.group_share_delivery_count_limit,
+                partition_max_record_locks=config.group_share_partition_max_record_locks,
+                max_share_sessions=config.group_share_max_share_sessions,
+            ),
+            ensure_state_topic=self._ensure_share_state_topic,
+            # Kafka's GroupConfigManager: a group's share.* configs, read at each use
+            group_configs=lambda group: self.configs.group_configs.get(group, {}),
+        )
+        self.admin.on_topic_deleted.append(self.share_partitions.drop_topic)
+        self._share_handlers: dict[int | None, ShareHandlers] = {}
         self.log_admin = LogAdmin(
             config, self.topics, self.logs, self.authorizer, lambda req: endpoint(req.conn.listener, self.listeners[0])
         )
@@ -144,6 +163,35 @@ class Broker:
         self.before_stop: list[Callable[[], Awaitable[None]]] = []
         # Added to the start-up line by those hooks (the dashboard's address, for one).
         self.listening_fields: dict[str, object] = {}
+
+    def share_handlers(self, node_id: int | None) -> ShareHandlers:
+        """ShareFetch / ShareAcknowledge of broker ``node_id`` (each broker keeps its own share
+        sessions; in a cluster only a partition's leader hands its records out)."""
+        h = self._share_handlers.get(node_id)
+        if h is None:
+            cluster = self.cluster
+            leader = None
+            endpoint = None
+            if cluster is not None and node_id is not None:
+                leader = cluster.share_leader_check(node_id)
+                endpoint = cluster.node_endpoint
+            h = self._share_handlers[node_id] = ShareHandlers(
+                self.share_partitions, self.authorizer, leader=leader, endpoint=endpoint
+            )
+        return h
+
+    def _ensure_share_state_topic(self) -> None:
+        if self.topics.get(SHARE_STATE_TOPIC) is None:
+            # ShareCoordinatorConfig: 50 partitions, delete policy (the coordinator prunes below
+            # its snapshots), 100 MiB segments, uncompressed
+            t = self.topics.ensure_internal(
+                SHARE_STATE_TOPIC,
+                50,
+                {"cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "uncompressed",
+                 "segment.bytes": "104857600"},
+            )
+            for cb in self.admin.on_topic_created:
+                cb(t)
 
     def _ownership(self) -> PartitionOwnership:
         # The core's node is the first listener's endpoint; FindCoordinator answers are rewritten
@@ -232,6 +280,8 @@ class Broker:
             # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
             d.features["group.version"] = (0, 1, 1)
             d.features["transaction.version"] = (0, 2, self.txn_core.config.transaction_version)  # KIP-890 part 2
+            # KIP-932: share groups are on (Kafka 4.2's share.version 1, finalized by default)
+            d.features["share.version"] = (0, 1, 1)
         else:
             d.kafka_feature_rules = True
             for name, (f_lo, f_hi, level) in kafka.features.items():
@@ -255,6 +305,7 @@ class Broker:
         for p in partitions:
             self._offsets_log(p)
         self.data.start()
+        await self.share_partitions.load()
         # Groups answer COORDINATOR_LOAD_IN_PROGRESS until their partition is replayed; the server
         # listens straight away, as a Kafka broker does while it loads __consumer_offsets.
         self.groups.begin_load(partitions)
@@ -301,7 +352,9 @@ class Broker:
         await self.server.close()
         if self.cluster is not None:
             await self.cluster.close()
+        self.share_partitions.close()
         await self.data.close()
+        await self.share_partitions.drain()
         await self.txns.drain()
         await self.groups.drain()
         await self.appender.close()
