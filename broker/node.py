@@ -187,8 +187,12 @@ class Broker:
             t = self.topics.ensure_internal(
                 SHARE_STATE_TOPIC,
                 50,
-                {"cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "uncompressed",
-                 "segment.bytes": "104857600"},
+                {
+                    "cleanup.policy": "delete",
+                    "retention.ms": "-1",
+                    "compression.type": "uncompressed",
+                    "segment.bytes": "104857600",
+                },
             )
             for cb in self.admin.on_topic_created:
                 cb(t)

@@ -170,8 +170,14 @@ class SharePartitions:
             self.partitions[key] = sp
         if plog.log_start_offset > sp.start_offset:
             sp.move_start(plog.log_start_offset)
-        log.info("share_partition_initialized", group=key.group_id, topic=topic.name, partition=key.partition,
-                 start_offset=sp.start_offset, end_offset=sp.end_offset)
+        log.info(
+            "share_partition_initialized",
+            group=key.group_id,
+            topic=topic.name,
+            partition=key.partition,
+            start_offset=sp.start_offset,
+            end_offset=sp.end_offset,
+        )
         return sp
 
     def read(
@@ -308,8 +314,13 @@ class SharePartitions:
                     total += 1
                 await asyncio.sleep(0)
         self.load_stats = {"records": total, "skipped": bad, "seconds": time.perf_counter() - t0}
-        log.info("share_state_loaded", records=total, skipped=bad, share_partitions=len(self.store.states),
-                 seconds=round(self.load_stats["seconds"], 3))
+        log.info(
+            "share_state_loaded",
+            records=total,
+            skipped=bad,
+            share_partitions=len(self.store.states),
+            seconds=round(self.load_stats["seconds"], 3),
+        )
 
     # --- waiting and waking -------------------------------------------------------------------------
     def wait(self, keys: Iterable[Key], timeout_s: float) -> asyncio.Future[None]:
@@ -370,8 +381,13 @@ class SharePartitions:
             batches = sp.expire_locks(now)
             if batches:
                 t = self.topics.by_id(key.topic_id)
-                log.info("share_locks_expired", group=key.group_id, topic=t.name if t else None,
-                         partition=key.partition, records=sum(b.last_offset - b.first_offset + 1 for b in batches))
+                log.info(
+                    "share_locks_expired",
+                    group=key.group_id,
+                    topic=t.name if t else None,
+                    partition=key.partition,
+                    records=sum(b.last_offset - b.first_offset + 1 for b in batches),
+                )
                 self.changed(key, t.name if t is not None else "", batches)
         self._arm()
 

@@ -30,7 +30,7 @@ from .partition import (
     StateBatch,
 )
 from .sessions import ShareSession, ShareSessionCache
-from .state_store import ShareStateStore, SharePartitionKey, decode_record, encode_record, share_state_partition
+from .state_store import SharePartitionKey, ShareStateStore, decode_record, encode_record, share_state_partition
 
 __all__ = [
     "ACCEPT",

@@ -418,7 +418,12 @@ class SharePartition:
         recs = self._recs
         for off in sorted(offsets):
             r = recs[off]
-            if out and out[-1].last_offset == off - 1 and out[-1].state == r.state and out[-1].delivery_count == r.count:
+            if (
+                out
+                and out[-1].last_offset == off - 1
+                and out[-1].state == r.state
+                and out[-1].delivery_count == r.count
+            ):
                 out[-1] = out[-1]._replace(last_offset=off)
             else:
                 out.append(StateBatch(off, off, r.state, r.count))

@@ -135,7 +135,12 @@ class PersistedShareState:
 
 def _wire_batches(batches: Iterable[StateBatch]) -> list[dict[str, int]]:
     return [
-        {"first_offset": b.first_offset, "last_offset": b.last_offset, "delivery_state": b.state, "delivery_count": b.delivery_count}
+        {
+            "first_offset": b.first_offset,
+            "last_offset": b.last_offset,
+            "delivery_state": b.state,
+            "delivery_count": b.delivery_count,
+        }
         for b in batches
     ]
 
@@ -171,7 +176,12 @@ class ShareStateStore:
 
     # --- records ------------------------------------------------------------------------------------
     def write(
-        self, key: SharePartitionKey, start_offset: int, batches: Iterable[StateBatch], now_ms: int, leader_epoch: int = 0
+        self,
+        key: SharePartitionKey,
+        start_offset: int,
+        batches: Iterable[StateBatch],
+        now_ms: int,
+        leader_epoch: int = 0,
     ) -> ShareRecord:
         """The record that writes ``batches`` and ``start_offset`` for ``key``
         (``ShareCoordinatorShard.writeState`` / ``generateShareStateRecord``); not applied: the
