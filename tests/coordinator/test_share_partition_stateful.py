@@ -140,7 +140,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         event(f"acknowledged {kind}")
         for o in names:
             t = types[0] if len(types) == 1 else types[o - first]
-            if t == ACCEPT or t == REJECT:
+            if t in (ACCEPT, REJECT):
                 self.state[o] = DONE
                 self.deadline.pop(o, None)
             elif t == RELEASE:
