@@ -282,6 +282,37 @@ APIS: tuple[Api, ...] = (
         Wrapped(acl.consumer_group_describe, "DESCRIBE on each group and on every topic its members are assigned"),
         Routing.COORDINATOR,
     ),
+    # KIP-932 share groups (their delivery, ShareFetch/ShareAcknowledge, is the data plane's)
+    Api(
+        "ShareGroupHeartbeat",
+        _group("ShareGroupHeartbeat"),
+        Wrapped(acl.share_group_heartbeat, "READ on the group, then DESCRIBE on each subscribed topic name"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "ShareGroupDescribe",
+        _group("ShareGroupDescribe"),
+        Wrapped(acl.share_group_describe, "DESCRIBE on each group and on every topic its members are assigned"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "DescribeShareGroupOffsets",
+        _group("DescribeShareGroupOffsets"),
+        Wrapped(acl.describe_share_group_offsets, "DESCRIBE on each group, then DESCRIBE on each topic"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "AlterShareGroupOffsets",
+        _group("AlterShareGroupOffsets"),
+        Wrapped(acl.alter_share_group_offsets, "READ on the group, then READ on each topic"),
+        Routing.COORDINATOR,
+    ),
+    Api(
+        "DeleteShareGroupOffsets",
+        _group("DeleteShareGroupOffsets"),
+        Wrapped(acl.delete_share_group_offsets, "DELETE on the group, then READ on each topic"),
+        Routing.COORDINATOR,
+    ),
     # --- the data plane ---------------------------------------------------------------------------
     Api(
         "Produce",
@@ -361,8 +392,7 @@ APIS: tuple[Api, ...] = (
 
 API_TABLE: dict[str, Api] = {api.name: api for api in APIS}
 # The highest level of each finalized feature groupd implements; under --kafka-version a release's
-# features are capped to these and the others (share.version: no share groups; streams.version)
-# are not advertised.
+# features are capped to these and the others (streams.version) are not advertised.
 IMPLEMENTED_FEATURES: dict[str, int] = {"group.version": 1, "transaction.version": 2, "share.version": 1}
 # What ``groupd.security.acl.install`` wraps when ACLs are on.
 ACL_WRAPPERS: dict[str, acl.Wrapper] = {api.name: api.auth.wrapper for api in APIS if isinstance(api.auth, Wrapped)}

@@ -434,6 +434,13 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
             high=15000,
         ),
         _d(
+            "share.isolation.level",
+            STRING,
+            "read_uncommitted",
+            "Controls how to read records written transactionally.",
+            choices=("read_committed", "read_uncommitted"),
+        ),
+        _d(
             "share.record.lock.duration.ms",
             INT,
             "30000",
@@ -482,12 +489,31 @@ def group_config_defs(config: Config) -> dict[str, ConfigDef]:
             low=config.group_consumer_min_session_timeout_ms,
             high=config.group_consumer_max_session_timeout_ms,
         ),
+        # the share.* timings against group.share.* the same way (GroupConfig.validateValues)
+        "share.heartbeat.interval.ms": replace(
+            GROUP_CONFIGS["share.heartbeat.interval.ms"],
+            default=str(config.group_share_heartbeat_interval_ms),
+            low=config.group_share_min_heartbeat_interval_ms,
+            high=config.group_share_max_heartbeat_interval_ms,
+        ),
+        "share.session.timeout.ms": replace(
+            GROUP_CONFIGS["share.session.timeout.ms"],
+            default=str(config.group_share_session_timeout_ms),
+            low=config.group_share_min_session_timeout_ms,
+            high=config.group_share_max_session_timeout_ms,
+        ),
     }
 
 
 def consumer_group_overrides(configs: dict[str, str]) -> tuple[int | None, int | None]:
     """(session timeout, heartbeat interval) a group's own configs set, for the coordinator."""
     session, interval = configs.get("consumer.session.timeout.ms"), configs.get("consumer.heartbeat.interval.ms")
+    return (None if session is None else int(session)), (None if interval is None else int(interval))
+
+
+def share_group_overrides(configs: dict[str, str]) -> tuple[int | None, int | None]:
+    """(session timeout, heartbeat interval) a share group's own configs set, for the coordinator."""
+    session, interval = configs.get("share.session.timeout.ms"), configs.get("share.heartbeat.interval.ms")
     return (None if session is None else int(session)), (None if interval is None else int(interval))
 
 
@@ -624,6 +650,17 @@ class ConfigHandlers:
         for name, configs in self.group_configs.items():
             for cb in self.on_group_configs_changed:
                 cb(name, configs)
+
+    def share_config(self, group_id: str, name: str) -> str:
+        """A group's ``share.*`` config in force (``coordinator.share.ShareGroupConfigLookup``): its own
+        value (IncrementalAlterConfigs on its GROUP resource), else the broker's default
+        (``GroupConfigManager.groupConfig`` / ``ShareGroupConfigProvider``). KeyError for a name that
+        is not a group config."""
+        own = self.group_configs.get(group_id, {}).get(name)
+        if own is not None:
+            return own
+        default = self.group_defs[name].default
+        return "" if default is None else default
 
     # --- authorization (KafkaApis: DESCRIBE_CONFIGS / ALTER_CONFIGS on the resource) ----------------
     def _refused(self, req: Request, rtype: int, name: str, op: AclOperation) -> int | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import structlog
 from groupd.coordinator import CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
 from groupd.coordinator.consumer import ConsumerGroupConfig
+from groupd.coordinator.share import ShareGroupConfig
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.faults import FaultInjector
 from groupd.protocol.kafka_releases import KafkaRelease, release
@@ -27,7 +28,7 @@ from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
 from .apis import ACL_WRAPPERS, APIS, IMPLEMENTED_FEATURES
 from .cluster import Cluster
-from .configs import ConfigHandlers, consumer_group_overrides
+from .configs import ConfigHandlers, consumer_group_overrides, share_group_overrides
 from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
@@ -88,6 +89,15 @@ class Broker:
                 regex_refresh_interval_ms=config.group_consumer_regex_refresh_interval_ms,
             ),
             topics_image=self.topics_image,
+            share_config=ShareGroupConfig(
+                session_timeout_ms=config.group_share_session_timeout_ms,
+                min_session_timeout_ms=config.group_share_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_share_max_session_timeout_ms,
+                heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+                min_heartbeat_interval_ms=config.group_share_min_heartbeat_interval_ms,
+                max_heartbeat_interval_ms=config.group_share_max_heartbeat_interval_ms,
+                max_size=config.group_share_max_size,
+            ),
         )
         self.groups = GroupShell(self.core, self._offsets_log, self.appender)
         self.data = DataPlane(config, self.topics, self.logs, self.appender)
@@ -129,6 +139,9 @@ class Broker:
         self.configs.on_group_configs_changed.append(
             lambda group, configs: self.core.consumer.set_group_config(group, *consumer_group_overrides(configs))
         )
+        self.configs.on_group_configs_changed.append(
+            lambda group, configs: self.core.share.set_group_config(group, *share_group_overrides(configs))
+        )
         # KIP-932 delivery: share-partitions over the data plane's logs, __share_group_state
         self.share_partitions = SharePartitions(
             self.data,
@@ -146,6 +159,8 @@ class Broker:
             group_configs=lambda group: self.configs.group_configs.get(group, {}),
         )
         self.admin.on_topic_deleted.append(self.share_partitions.drop_topic)
+        # the group coordinator initializes, reads and deletes share-partition state through it
+        self.core.share_requests.state = self.share_partitions
         self._share_handlers: dict[int | None, ShareHandlers] = {}
         self.log_admin = LogAdmin(
             config, self.topics, self.logs, self.authorizer, lambda req: endpoint(req.conn.listener, self.listeners[0])
@@ -284,7 +299,7 @@ class Broker:
             # KIP-848: Kafka advertises ConsumerGroupHeartbeat when group.version >= 1 is finalized
             d.features["group.version"] = (0, 1, 1)
             d.features["transaction.version"] = (0, 2, self.txn_core.config.transaction_version)  # KIP-890 part 2
-            # KIP-932: share groups are on (Kafka 4.2's share.version 1, finalized by default)
+            # KIP-932: share groups, finalized at 1 as Kafka 4.2's default (ShareVersion.SV_1)
             d.features["share.version"] = (0, 1, 1)
         else:
             d.kafka_feature_rules = True

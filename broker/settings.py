@@ -126,6 +126,21 @@ class Config:
             "consumer groups and back (Kafka's group.consumer.migration.policy)"
         },
     )
+    # KIP-932 share groups: Kafka 4.2's group.share.* settings. The heartbeat interval is groupd's
+    # test-friendly 250 ms as for consumer groups (Kafka's default and minimum: 5000): a share member
+    # gets its partitions on the heartbeat after their share-partition state is initialized, so with
+    # Kafka's default a new member waits 5 s for its first records.
+    group_share_session_timeout_ms: int = dataclasses.field(
+        default=45000, metadata={"help": "session timeout of share-group members"}
+    )
+    group_share_heartbeat_interval_ms: int = dataclasses.field(
+        default=250, metadata={"help": "heartbeat interval given to share-group members (Kafka's default: 5000)"}
+    )
+    group_share_min_session_timeout_ms: int = 45000
+    group_share_max_session_timeout_ms: int = 60000
+    group_share_min_heartbeat_interval_ms: int = 250
+    group_share_max_heartbeat_interval_ms: int = 15000
+    group_share_max_size: int = dataclasses.field(default=200, metadata={"help": "members a share group may have"})
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096

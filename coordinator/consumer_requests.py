@@ -49,6 +49,7 @@ class ConsumerGroupRequests:
         self.busy: dict[str, deque[Callable[[], None]]] = {}
         self.snapshots: dict[str, ConsumerGroup | None] = {}
         self.migration: Migration  # wired by the shard (it needs this object too)
+        self.share_side: Any = None  # ShareGroupRequests, wired by the shard (one group id namespace)
         consumer.before_write = self.snapshot
         # The core's info events go to our logger; what a client can repeat per request (fenced
         # heartbeats of a zombie) at most once per 10 s per group and error, timed by the
@@ -115,6 +116,12 @@ class ConsumerGroupRequests:
                 self.heartbeat(version, req, ctx, client_id, client_host)
 
             busy.append(later)
+            return
+        if self.share_side.is_share_group(gid):
+            # getOrMaybeCreateConsumerGroup: a group of another type (after the request's validation)
+            invalid = self.consumer.check_request(req, version)
+            message = f"Group {gid} is not a consumer group."
+            self.rt.respond(ctx, invalid or self.error_response(err.GROUP_ID_NOT_FOUND, message))
             return
         pre: list[Record] = []
         classic = self.classic.groups.get(gid)

@@ -26,6 +26,8 @@ from .records import OffsetCommitKey
 from .result import Result, make_append
 from .routing import Node, PartitionOwnership
 from .runtime import CoordinatorRuntime
+from .share import SHARE_KEY_TYPES, ShareGroupConfig
+from .share_requests import SHARE_HANDLERS
 
 # API -> (collaborator, its method(version, request, ctx, client_id, client_host)).
 HANDLERS: dict[str, tuple[str, str]] = {
@@ -43,6 +45,7 @@ HANDLERS: dict[str, tuple[str, str]] = {
     "TxnOffsetCommit": ("offset_manager", "commit_transactional"),
     "ConsumerGroupHeartbeat": ("consumer_requests", "heartbeat"),
     "ConsumerGroupDescribe": ("consumer_requests", "describe"),
+    **SHARE_HANDLERS,
 }
 HANDLED_APIS = tuple(HANDLERS)
 
@@ -61,6 +64,7 @@ class GroupCoordinator:
         listener: CoordinatorListener | None = None,
         consumer_config: ConsumerGroupConfig | None = None,
         topics_image: Callable[[], TopicsImage] | None = None,
+        share_config: ShareGroupConfig | None = None,
     ) -> None:
         config = config or CoordinatorConfig()
         self.log = log = logger or _log
@@ -71,11 +75,14 @@ class GroupCoordinator:
             on_unload=self._on_unload,
             log=log,
         )
-        m = build_managers(config, rt, log, listener, uuid_factory, topics_image, topic_partitions, consumer_config)
+        m = build_managers(
+            config, rt, log, listener, uuid_factory, topics_image, topic_partitions, consumer_config, share_config
+        )
         # persisted, changed only by replay(): each classic group's last durable group-metadata record
         self.group_records, self.consumer, self._deadlines = m.group_records, m.consumer, m.deadlines
         self.classic, self.join, self.admin, self.finder = m.classic, m.join, m.admin, m.finder
         self.consumer_requests, self.migration, self.offset_manager = m.consumer_requests, m.migration, m.offset_manager
+        self.share, self.share_requests = m.share, m.share_requests
         self._handlers = {api: getattr(getattr(self, owner), name) for api, (owner, name) in HANDLERS.items()}
         self.groups: dict[str, ClassicGroup] = self.classic.groups
         self._retention_armed = False
@@ -135,15 +142,16 @@ class GroupCoordinator:
                 self.classic.fire(key)
         for key in self.consumer.due(now_ms):
             self.consumer_requests.fire(key)
+        self.share_requests.tick(now_ms)
         return self.runtime.finish()
 
     def next_deadline(self) -> int | None:
-        mine, theirs = self._deadlines.next_deadline(), self.consumer.next_deadline()
-        return theirs if mine is None else mine if theirs is None else min(mine, theirs)
+        due = (self._deadlines.next_deadline(), self.consumer.next_deadline(), self.share.next_deadline())
+        return min((d for d in due if d is not None), default=None)
 
     def deadline_version(self) -> int:
         """Changes whenever a deadline may have moved earlier (else a wake-up is at worst early)."""
-        return self._deadlines.seq + self.consumer.deadlines.seq
+        return self._deadlines.seq + self.consumer.deadlines.seq + self.share.deadlines.seq
 
     def append_done(self, now_ms: int, token: int, error: BaseException | int | None = None) -> Result:
         """The shell reports that the append with ``token`` is durable (error None) or failed."""
@@ -161,7 +169,7 @@ class GroupCoordinator:
             elif not extra.get("applied"):
                 for key, value in pending.records:
                     self.replay(key, value)
-            else:  # a consumer group's records, applied when produced, are durable now
+            elif not extra.get("share"):  # a consumer group's records, applied when produced, are durable now
                 key = pending.records[0][0]
                 group_id = getattr(key, "group_id", None) or getattr(key, "group", "")
                 self.listener.consumer_group_written(group_id, pending.records)
@@ -189,6 +197,8 @@ class GroupCoordinator:
                 # Kafka fails the partition's load (IllegalStateException); groupd skips the one
                 # record, as it skips a damaged batch, so the partition's other groups still load.
                 self.log.warning("consumer_group_record_skipped", key=repr(key), error=str(e))
+        elif isinstance(key, SHARE_KEY_TYPES):
+            self.share_requests.replay(key, value)
         else:
             raise TypeError(f"not a __consumer_offsets record key: {key!r}")
 
@@ -245,9 +255,7 @@ class GroupCoordinator:
         """Bring the loaded partition's groups to life (``GroupMetadataManager.onLoaded``)."""
         self._begin(self.runtime.now if now_ms is None else now_ms)
         if self.runtime.end_load(partition, epoch):
-            self.classic.on_loaded(partition)
-            self.offset_manager.on_partition_loaded(partition)
-            self.consumer_requests.on_loaded(partition)
+            self._managers.on_loaded(partition)
         return self.runtime.finish()
 
     def unload_partition(self, now_ms: int, partition: int, epoch: int | None = None) -> Result:
@@ -258,18 +266,7 @@ class GroupCoordinator:
 
     def _on_unload(self, partition: int, was_loading: bool, writes_abandoned: int) -> None:
         """``onUnloaded``: the partition's groups, offsets and timers leave memory, waiters answered."""
-        classic = self.classic.on_unloaded(partition)
-        consumer = self.consumer_requests.on_unloaded(partition)
-        self.offset_manager.on_unloaded(partition)
-        if classic or consumer or writes_abandoned:
-            self.log.info(
-                "partition_unloaded",
-                partition=partition,
-                classic_groups=classic,
-                consumer_groups=consumer,
-                writes_abandoned=writes_abandoned,
-                was_loading=was_loading,
-            )
+        self._managers.on_unloaded(partition, was_loading, writes_abandoned)
 
     def load(self, now_ms: int, records: Iterable[rec.Record]) -> Result:
         """Load a whole log in one go (start-up of a single node, and tests)."""

@@ -27,6 +27,8 @@ from .offsets import OffsetManager
 from .records import GroupMetadataValue
 from .result import Result
 from .runtime import CoordinatorRuntime
+from .share import ShareGroupConfig, ShareGroupManager
+from .share_requests import ShareGroupRequests
 from .timers import Deadlines
 
 
@@ -42,6 +44,34 @@ class Managers:
     consumer_requests: ConsumerGroupRequests  # ConsumerGroupHeartbeat, ConsumerGroupDescribe, timers
     migration: Migration  # classic <-> consumer groups
     offset_manager: OffsetManager  # OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit, retention
+    share: ShareGroupManager  # the KIP-932 share groups' core
+    share_requests: ShareGroupRequests  # ShareGroupHeartbeat, ShareGroupDescribe, share offsets, timers
+    log: Any = None
+
+    def on_loaded(self, partition: int) -> None:
+        """``GroupMetadataManager.onLoaded``: each kind of group of the loaded partition comes to life."""
+        self.classic.on_loaded(partition)
+        self.offset_manager.on_partition_loaded(partition)
+        self.consumer_requests.on_loaded(partition)
+        self.share_requests.on_loaded(partition)
+
+    def on_unloaded(self, partition: int, was_loading: bool, writes_abandoned: int) -> None:
+        """``onUnloaded``: the partition's groups, offsets and timers leave memory (logged with how
+        many groups of each kind and how many writes were abandoned)."""
+        groups = {
+            "classic_groups": self.classic.on_unloaded(partition),
+            "consumer_groups": self.consumer_requests.on_unloaded(partition),
+            "share_groups": self.share_requests.on_unloaded(partition),
+        }
+        self.offset_manager.on_unloaded(partition)
+        if any(groups.values()) or writes_abandoned:
+            self.log.info(
+                "partition_unloaded",
+                partition=partition,
+                **groups,
+                writes_abandoned=writes_abandoned,
+                was_loading=was_loading,
+            )
 
     def set_config(self, config: CoordinatorConfig) -> None:
         for holder in (self.classic, self.join, self.admin, self.offset_manager):
@@ -57,6 +87,7 @@ def build_managers(
     topics_image: Callable[[], TopicsImage] | None,
     topic_partitions: Callable[[str], int | None] | None,
     consumer_config: ConsumerGroupConfig | None,
+    share_config: ShareGroupConfig | None = None,
 ) -> Managers:
     group_records: dict[str, GroupMetadataValue] = {}
     # KIP-848 consumer groups live beside the classic ones; a group id is one or the other. A
@@ -73,6 +104,12 @@ def build_managers(
     )
     classic.offset_manager, classic.consumer_side, classic.migration = offsets, consumer_requests, migration
     consumer_requests.migration = migration
+    # KIP-932 share groups: a third kind of group in the same id namespace
+    share = ShareGroupManager(share_config)
+    share_requests = ShareGroupRequests(runtime, share, classic, consumer, log=log, topics_image=topics_image)
+    classic.share_side = share_requests
+    consumer_requests.share_side = share_requests
+    offsets.share_side = share_requests
     return Managers(
         group_records=group_records,
         consumer=consumer,
@@ -84,4 +121,7 @@ def build_managers(
         consumer_requests=consumer_requests,
         migration=migration,
         offset_manager=offsets,
+        share=share,
+        share_requests=share_requests,
+        log=log,
     )

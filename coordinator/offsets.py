@@ -101,6 +101,7 @@ class OffsetManager:
         self.classic = classic
         self.consumer = consumer
         self.consumer_side = consumer_side
+        self.share_side: Any = None  # ShareGroupRequests, wired by the shard: a share group has no offsets here
         self.log = log
         # None means "every topic exists": tests of group logic need no topic catalogue.
         self.topic_partitions = topic_partitions
@@ -497,6 +498,8 @@ class OffsetManager:
         return err.NONE
 
     def _txn_group_error(self, gid: str, generation: int, member_id: str, instance_id: str | None) -> int:
+        if self.share_side is not None and self.share_side.is_share_group(gid):
+            return err.GROUP_ID_NOT_FOUND  # ShareGroup.validateOffsetCommit
         consumer_group = self.consumer.group(gid)
         if consumer_group is not None:
             return consumer_group.validate_offset_commit(
@@ -524,6 +527,8 @@ class OffsetManager:
         code = self.rt.route_error(self.partition_for(gid))
         if code:
             return code
+        if self.share_side is not None and self.share_side.is_share_group(gid):
+            return err.GROUP_ID_NOT_FOUND  # ShareGroup.validateOffsetCommit: not a consumer group
         consumer_group = self.consumer.group(gid)
         if consumer_group is not None:
             return consumer_group.validate_offset_commit(member_id, generation, v)
@@ -612,6 +617,8 @@ class OffsetManager:
         code = self.rt.route_error(self.partition_for(gid))  # "" included (see _commit_group_error)
         if code:
             return code, []
+        if self.share_side is not None and self.share_side.is_share_group(gid):
+            return err.GROUP_ID_NOT_FOUND, []  # ShareGroup.validateOffsetFetch: not a consumer group
         committed = self.offsets.get(gid, {})
         # fetchOffsets / fetchAllOffsets with requireStable: a partition with a pending transactional
         # offset of the group answers UNSTABLE_OFFSET_COMMIT (the client retries until the marker).

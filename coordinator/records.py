@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .consumer.records import ConsumerRecordKey, ConsumerRecordValue
+from .share.records import ShareRecordKey, ShareRecordValue
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,6 @@ class OffsetCommitValue:
         return 1 if self.expire_timestamp != -1 else 3
 
 
-RecordKey = GroupMetadataKey | OffsetCommitKey | ConsumerRecordKey
-RecordValue = GroupMetadataValue | OffsetCommitValue | ConsumerRecordValue
+RecordKey = GroupMetadataKey | OffsetCommitKey | ConsumerRecordKey | ShareRecordKey
+RecordValue = GroupMetadataValue | OffsetCommitValue | ConsumerRecordValue | ShareRecordValue
 Record = tuple[RecordKey, RecordValue | None]

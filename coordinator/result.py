@@ -48,6 +48,7 @@ def make_append(
     applied: bool = False,
     producer: tuple[int, int] | None = None,
     marker: tuple[bool, int] | None = None,
+    share: bool = False,
 ) -> Append:
     """The Append of a write (the runtime's ``append_factory``): a transactional batch or an end
     marker carries its producer. ``applied`` (a consumer group's records, applied when produced as

@@ -21,6 +21,7 @@ from ..protocol.messages.records import (
     OFFSET_COMMIT_KEY,
     OFFSET_COMMIT_VALUE,
 )
+from ..protocol.messages.share_groups import SHARE_GROUP_RECORD_SCHEMAS
 from .consumer import records as cr
 from .records import (
     GroupMetadataKey,
@@ -32,6 +33,7 @@ from .records import (
     RecordKey,
     RecordValue,
 )
+from .share import records as sr
 
 _VERSION = struct.Struct(">h")
 _OFFSET_KEY_V1 = OFFSET_COMMIT_KEY.codec(1)
@@ -151,6 +153,10 @@ def encode_key(key: RecordKey) -> bytes:
         return _VERSION.pack(key.version) + CONSUMER_GROUP_RECORD_SCHEMAS[key.version][0].codec(key.version).encode(
             vars(key)
         )
+    if isinstance(key, sr.SHARE_KEY_TYPES):
+        return _VERSION.pack(key.version) + SHARE_GROUP_RECORD_SCHEMAS[key.version][0].codec(key.version).encode(
+            vars(key)
+        )
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -199,6 +205,10 @@ def encode_value(value: RecordValue | None) -> bytes | None:
     if to_dict is not None:
         key_type = _CONSUMER_VALUE_TYPE[type(value)]
         return _VERSION.pack(0) + CONSUMER_GROUP_RECORD_SCHEMAS[key_type][1].codec(0).encode(to_dict(value))
+    to_dict = sr.VALUE_TO_DICT.get(type(value))
+    if to_dict is not None:
+        key_type = sr.VALUE_TYPE[type(value)]
+        return _VERSION.pack(0) + SHARE_GROUP_RECORD_SCHEMAS[key_type][1].codec(0).encode(to_dict(value))
     raise TypeError(f"not a record value: {value!r}")
 
 
@@ -267,6 +277,8 @@ def decode_key(data: bytes) -> RecordKey:
             return GroupMetadataKey(_GROUP_KEY_V2.decode(data, 2)["group"])
         if v in _CONSUMER_KEYS:
             return _CONSUMER_KEYS[v](**CONSUMER_GROUP_RECORD_SCHEMAS[v][0].codec(v).decode(data, 2))
+        if v in sr.SHARE_KEYS:
+            return sr.SHARE_KEYS[v](**SHARE_GROUP_RECORD_SCHEMAS[v][0].codec(v).decode(data, 2))
     except DecodeError as e:
         raise RecordDecodeError(f"bad record key v{v}: {e}") from None
     raise RecordDecodeError(f"unknown record key version {v}")
@@ -286,6 +298,14 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
         except DecodeError as e:
             raise RecordDecodeError(f"bad record value v{v}: {e}") from None
         return _CONSUMER_VALUE_FROM_DICT[key.version](d)
+    if isinstance(key, sr.SHARE_KEY_TYPES):
+        if v != 0:
+            raise RecordDecodeError(f"unknown {type(key).__name__[:-3]}Value version {v}")
+        try:
+            d = SHARE_GROUP_RECORD_SCHEMAS[key.version][1].codec(0).decode(data, 2)
+        except DecodeError as e:
+            raise RecordDecodeError(f"bad record value v{v}: {e}") from None
+        return sr.VALUE_FROM_DICT[key.version](d)  # type: ignore[no-any-return]
     try:
         if isinstance(key, OffsetCommitKey):
             if not 0 <= v <= 4:

@@ -138,6 +138,14 @@ DOMAINS: dict[str, Check] = {
     "group_consumer_max_size": _positive,
     "group_consumer_regex_refresh_interval_ms": _positive,
     "group_consumer_migration_policy": one_of("disabled", "upgrade", "downgrade", "bidirectional"),
+    # KIP-932 share groups (GroupCoordinatorConfig: atLeast(1) each)
+    "group_share_session_timeout_ms": _positive,
+    "group_share_heartbeat_interval_ms": _positive,
+    "group_share_min_session_timeout_ms": _positive,
+    "group_share_max_session_timeout_ms": _positive,
+    "group_share_min_heartbeat_interval_ms": _positive,
+    "group_share_max_heartbeat_interval_ms": _positive,
+    "group_share_max_size": between(1, 1000),
     # KIP-932 share groups, delivery (ShareGroupConfig's bounds)
     "group_share_record_lock_duration_ms": between(1000, 3_600_000),
     "group_share_delivery_count_limit": between(2, 10),
@@ -203,6 +211,16 @@ def validate(cfg: Config, origins: dict[str, str] | None = None) -> Config:
             "group_consumer_session_timeout_ms",
             "group_consumer_min_session_timeout_ms",
             "group_consumer_max_session_timeout_ms",
+        ),
+        (
+            "group_share_heartbeat_interval_ms",
+            "group_share_min_heartbeat_interval_ms",
+            "group_share_max_heartbeat_interval_ms",
+        ),
+        (
+            "group_share_session_timeout_ms",
+            "group_share_min_session_timeout_ms",
+            "group_share_max_session_timeout_ms",
         ),
     ):
         value, lo, hi = getattr(cfg, setting), getattr(cfg, low), getattr(cfg, high)
@@ -355,13 +373,14 @@ def _heartbeat_default_within_bounds(
     """groupd's default consumer heartbeat interval (250 ms, README "Consumer-group heartbeat
     interval") is its own minimum, as Kafka's 5000 is: a minimum raised on its own (to Kafka's 5000,
     say) takes the default interval up with it instead of refusing a value nobody gave."""
-    hb, low = "group_consumer_heartbeat_interval_ms", "group_consumer_min_heartbeat_interval_ms"
-    if hb in values or low not in values or not isinstance(values[low], int):
-        return
-    default = by_name[hb].default
-    if isinstance(default, int) and values[low] > default:
-        values[hb] = values[low]
-        origins[hb] = f"{flag(low)} (groupd's default interval raised to it)"
+    for kind in ("consumer", "share"):
+        hb, low = f"group_{kind}_heartbeat_interval_ms", f"group_{kind}_min_heartbeat_interval_ms"
+        if hb in values or low not in values or not isinstance(values[low], int):
+            continue
+        default = by_name[hb].default
+        if isinstance(default, int) and values[low] > default:
+            values[hb] = values[low]
+            origins[hb] = f"{flag(low)} (groupd's default interval raised to it)"
 
 
 def _release_defaults(values: dict[str, Any], origins: dict[str, str]) -> None:

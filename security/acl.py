@@ -1046,3 +1046,226 @@ def install(dispatcher: Dispatcher, authz: Authorizer, wrappers: Mapping[str, Wr
         route.handler = lambda req, inner=inner, wrapper=wrapper: wrapper(inner, authz, req)
         wrapped.append(route.api.name)
     return wrapped
+
+
+# --- KIP-932 share groups (KafkaApis.handleShareGroup* / handle*ShareGroupOffsetsRequest) ---------
+def _share_heartbeat_error(code: int) -> Body:
+    # ShareGroupHeartbeatRequest.getErrorResponse: the error code and nothing else
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": None,
+        "member_id": None,
+        "member_epoch": 0,
+        "heartbeat_interval_ms": 0,
+        "assignment": None,
+    }
+
+
+def share_group_heartbeat(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    """READ on the group, then DESCRIBE on every subscribed topic name (one refused:
+    TOPIC_AUTHORIZATION_FAILED for the whole heartbeat), as ``handleShareGroupHeartbeat``."""
+    p, body = subject_of(req), req.body
+    group_id = body.get("group_id") or ""
+    if not authz.authorize(p, AclOperation.READ, ResourceType.GROUP, group_id):
+        _denied(req, "group", group=group_id)
+        return _share_heartbeat_error(_GROUP)
+    names = body.get("subscribed_topic_names")
+    if names:
+        refused = sorted({t for t in names if not authz.authorize(p, AclOperation.DESCRIBE, ResourceType.TOPIC, t)})
+        if refused:
+            _denied(req, "topic", group=group_id, topics=refused[:20])
+            return _share_heartbeat_error(_TOPIC)
+    return handler(req)
+
+
+def _share_described_group(group_id: str, code: int, message: str | None = None) -> Body:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "group_id": group_id,
+        "group_state": "",
+        "group_epoch": 0,
+        "assignment_epoch": 0,
+        "assignor_name": "",
+        "members": [],
+        "authorized_operations": _NO_AUTH_OPS,
+    }
+
+
+def share_group_describe(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    """DESCRIBE on each group (refused ones GROUP_AUTHORIZATION_FAILED, first); with
+    include_authorized_operations each described group's operations; a group whose members are
+    assigned a topic the principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED
+    (``handleShareGroupDescribe``)."""
+    p = subject_of(req)
+    kept, refused = _split(
+        list(req.body.get("group_ids") or []),
+        lambda g: authz.authorize(p, AclOperation.DESCRIBE, ResourceType.GROUP, g),
+    )
+    if refused:
+        _denied(req, "group", groups=refused[:20])
+    denied = [_share_described_group(g, _GROUP) for g in refused]
+    if not kept:
+        return {"throttle_time_ms": 0, "groups": denied}
+    include_ops = bool(req.body.get("include_authorized_operations"))
+
+    def visible(group: Body) -> Body:
+        if group.get("error_code"):
+            return group
+        for m in group.get("members") or ():
+            for tp in (m.get("assignment") or {}).get("topic_partitions") or ():
+                if not authz.authorize(p, AclOperation.DESCRIBE, ResourceType.TOPIC, tp["topic_name"]):
+                    return _share_described_group(group["group_id"], _TOPIC, _UNDESCRIBABLE_TOPICS)
+        if include_ops:
+            group = {
+                **group,
+                "authorized_operations": authz.authorized_operations(p, ResourceType.GROUP, group["group_id"]),
+            }
+        return group
+
+    _with(req, group_ids=kept)
+    _after(req, lambda b: {**b, "groups": [*denied, *(visible(g) for g in b.get("groups") or [])]})
+    return handler(req)
+
+
+def describe_share_group_offsets(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    """DESCRIBE on each group (else the group's GROUP_AUTHORIZATION_FAILED); topics the principal may
+    not DESCRIBE: asked for by name, each partition TOPIC_AUTHORIZATION_FAILED; all of a group's
+    (null topics), left out (``handleDescribeShareGroupOffsetsRequest``)."""
+    p = subject_of(req)
+    groups = list(req.body.get("groups") or [])
+    denied_groups: dict[int, Body] = {}
+    refused_topics: dict[str, list[Body]] = {}
+    passed: list[Body] = []
+    for i, g in enumerate(groups):
+        gid = g["group_id"]
+        if not authz.authorize(p, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            _denied(req, "group", group=gid)
+            denied_groups[i] = {
+                "group_id": gid,
+                "topics": [],
+                "error_code": _GROUP,
+                "error_message": default_message(_GROUP),
+            }
+            continue
+        if g.get("topics") is not None:
+            kept, refused = _split(
+                list(g["topics"]),
+                lambda t: authz.authorize(p, AclOperation.DESCRIBE, ResourceType.TOPIC, t["topic_name"]),
+            )
+            if refused:
+                _denied(req, "topic", group=gid, topics=[t["topic_name"] for t in refused][:20])
+                refused_topics[gid] = [
+                    {
+                        "topic_name": t["topic_name"],
+                        "topic_id": _ZERO_UUID,
+                        "partitions": [
+                            {
+                                "partition_index": x,
+                                "start_offset": -1,
+                                "leader_epoch": 0,
+                                "lag": -1,
+                                "error_code": _TOPIC,
+                                "error_message": default_message(_TOPIC),
+                            }
+                            for x in t["partitions"]
+                        ],
+                    }
+                    for t in refused
+                ]
+            g = {**g, "topics": kept}
+        passed.append(g)
+    if not passed:
+        return {"throttle_time_ms": 0, "groups": list(denied_groups.values())}
+
+    def fix(b: Body) -> Body:
+        answered = iter(b.get("groups") or [])
+        out = []
+        for i, g in enumerate(groups):
+            if i in denied_groups:
+                out.append(denied_groups[i])
+                continue
+            entry = next(answered)
+            if entry.get("error_code"):
+                out.append(entry)
+                continue
+            topics = entry.get("topics") or []
+            if g.get("topics") is None:
+                topics = [
+                    t for t in topics if authz.authorize(p, AclOperation.DESCRIBE, ResourceType.TOPIC, t["topic_name"])
+                ]
+            out.append({**entry, "topics": [*topics, *refused_topics.get(g["group_id"], [])]})
+        return {**b, "groups": out}
+
+    _with(req, groups=passed)
+    _after(req, fix)
+    return handler(req)
+
+
+def _share_offsets_error(code: int) -> Body:
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": default_message(code), "responses": []}
+
+
+def alter_share_group_offsets(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    """READ on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic (each refused one's
+    partitions TOPIC_AUTHORIZATION_FAILED) (``handleAlterShareGroupOffsetsRequest``)."""
+    p, body = subject_of(req), req.body
+    gid = body.get("group_id") or ""
+    if not authz.authorize(p, AclOperation.READ, ResourceType.GROUP, gid):
+        _denied(req, "group", group=gid)
+        return _share_offsets_error(_GROUP)
+    kept, refused = _split(
+        list(body.get("topics") or []),
+        lambda t: authz.authorize(p, AclOperation.READ, ResourceType.TOPIC, t["topic_name"]),
+    )
+    if not refused:
+        return handler(req)
+    _denied(req, "topic", group=gid, topics=[t["topic_name"] for t in refused][:20])
+    denied = [
+        {
+            "topic_name": t["topic_name"],
+            "topic_id": _ZERO_UUID,
+            "partitions": [
+                {
+                    "partition_index": x["partition_index"],
+                    "error_code": _TOPIC,
+                    "error_message": default_message(_TOPIC),
+                }
+                for x in t["partitions"]
+            ],
+        }
+        for t in refused
+    ]
+    _with(req, topics=kept)
+    _after(req, lambda b: b if b.get("error_code") else {**b, "responses": [*denied, *(b.get("responses") or [])]})
+    return handler(req)
+
+
+def delete_share_group_offsets(handler: Handler, authz: Authorizer, req: Request) -> Any:
+    """DELETE on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic (each refused one
+    TOPIC_AUTHORIZATION_FAILED) (``handleDeleteShareGroupOffsetsRequest``)."""
+    p, body = subject_of(req), req.body
+    gid = body.get("group_id") or ""
+    if not authz.authorize(p, AclOperation.DELETE, ResourceType.GROUP, gid):
+        _denied(req, "group", group=gid)
+        return _share_offsets_error(_GROUP)
+    kept, refused = _split(
+        list(body.get("topics") or []),
+        lambda t: authz.authorize(p, AclOperation.READ, ResourceType.TOPIC, t["topic_name"]),
+    )
+    if not refused:
+        return handler(req)
+    _denied(req, "topic", group=gid, topics=[t["topic_name"] for t in refused][:20])
+    denied = [
+        {
+            "topic_name": t["topic_name"],
+            "topic_id": _ZERO_UUID,
+            "error_code": _TOPIC,
+            "error_message": default_message(_TOPIC),
+        }
+        for t in refused
+    ]
+    _with(req, topics=kept)
+    _after(req, lambda b: b if b.get("error_code") else {**b, "responses": [*denied, *(b.get("responses") or [])]})
+    return handler(req)

@@ -28,11 +28,13 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from groupd.coordinator.share.state import PartitionSummary
 from groupd.coordinator.share_partition import (
     BatchInfo,
     SharePartition,
@@ -46,6 +48,7 @@ from groupd.coordinator.share_partition import (
 )
 from groupd.coordinator.share_partition.partition import AcquiredRange
 from groupd.coordinator.share_partition.state_store import SHARE_STATE_PARTITIONS, ShareRecordError
+from groupd.protocol.errors import ErrorCode
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.storage import Appender, LogManager, PartitionLog
 from groupd.storage import records as rec
@@ -266,11 +269,59 @@ class SharePartitions:
         for key in [k for k in self.waiters if k[0] == topic.name]:
             self._wake(key)
 
+    # --- the group coordinator's side (``groupd.coordinator.share.state.ShareStateStore``) -------------
+    def initialize(
+        self, group_id: str, state_epoch: int, start_offsets: Mapping[tuple[uuid.UUID, int], int]
+    ) -> dict[tuple[uuid.UUID, int], int]:
+        """``InitializeShareGroupState``: a new state (a snapshot at ``state_epoch``) per partition;
+        -1 leaves the start to ``share.auto.offset.reset`` at the first fetch. A share-partition
+        already in memory is dropped: its in-flight records are forgotten, as Kafka's initialize
+        resets the partition (AlterShareGroupOffsets runs on empty groups only)."""
+        out = {}
+        for (tid, p), start in start_offsets.items():
+            key = SharePartitionKey(group_id, tid, p)
+            self.partitions.pop(key, None)
+            self._locked.discard(key)
+            self._record(key, self.store.initialize(key, state_epoch, start, self.clock()))
+            out[(tid, p)] = ErrorCode.NONE
+        return out
+
+    def read_summary(
+        self, group_id: str, partitions: Iterable[tuple[uuid.UUID, int]]
+    ) -> dict[tuple[uuid.UUID, int], PartitionSummary]:
+        """``ReadShareGroupStateSummary``: the start offset of each partition with a state."""
+        out = {}
+        for tid, p in partitions:
+            key = SharePartitionKey(group_id, tid, p)
+            persisted = self.store.get(key)
+            if persisted is None:
+                continue
+            sp = self.partitions.get(key)
+            if sp is not None:
+                out[(tid, p)] = PartitionSummary(sp.start_offset, 0, persisted.state_epoch, sp.delivery_complete())
+            else:
+                out[(tid, p)] = PartitionSummary(persisted.start_offset, 0, persisted.state_epoch)
+        return out
+
+    def delete(self, group_id: str, partitions: Iterable[tuple[uuid.UUID, int]]) -> dict[tuple[uuid.UUID, int], int]:
+        """``DeleteShareGroupState``: tombstones; the share-partitions in memory go too."""
+        out = {}
+        for tid, p in partitions:
+            key = SharePartitionKey(group_id, tid, p)
+            self.partitions.pop(key, None)
+            self._locked.discard(key)
+            if self.store.get(key) is not None:
+                self._record(key, self.store.delete(key))
+            out[(tid, p)] = ErrorCode.NONE
+        return out
+
     # --- persistence --------------------------------------------------------------------------------
     def persist(self, key: SharePartitionKey, sp: SharePartition, batches: Iterable[StateBatch]) -> asyncio.Task[Any]:
         """Write ``batches`` and the start offset of ``key`` (applied to the fold at once, so the
         next record, a snapshot included, builds on it; the log keeps them in the same order)."""
-        record = self.store.write(key, sp.start_offset, batches, self.clock())
+        return self._record(key, self.store.write(key, sp.start_offset, batches, self.clock()))
+
+    def _record(self, key: SharePartitionKey, record: Any) -> asyncio.Task[Any]:
         self.store.replay(record)
         task = asyncio.ensure_future(self._append(key, record))
         self._writes.add(task)

@@ -66,7 +66,7 @@ class GroupAdmin:
                     base["error_code"] = err.GROUP_ID_NOT_FOUND
                     base["error_message"] = (
                         f"Group {gid} is not a classic group."  # GroupMetadataManager.classicGroup
-                        if self.consumer.group(gid) is not None
+                        if self.consumer.group(gid) is not None or self.classic.share_side.is_share_group(gid)
                         else f"Group {gid} not found."
                     )
             else:
@@ -129,6 +129,12 @@ class GroupAdmin:
                 listed.append(
                     {"group_id": gid, "protocol_type": "consumer", "group_state": state, "group_type": "consumer"}
                 )
+        if not types or "share" in types:
+            # ShareGroup: protocol type "share", states Empty/Stable
+            for gid, state in self.classic.share_side.groups_for_listing():
+                if (states and state.lower() not in states) or owner_ids[partition_for(gid, n)] != receiver:
+                    continue
+                listed.append({"group_id": gid, "protocol_type": "share", "group_state": state, "group_type": "share"})
         self.rt.respond(ctx, {"throttle_time_ms": 0, "error_code": err.NONE, "groups": listed})
 
     def delete_groups(self, v: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
@@ -137,6 +143,8 @@ class GroupAdmin:
         # KafkaApis.handleDeleteGroupsRequest answers each group once (groupsNames.distinct), and
         # "" is a group id like any other (GroupCoordinatorService.deleteGroups).
         consumer_deletes: list[tuple[dict[str, Any], str]] = []
+        share_deletes: list[tuple[dict[str, Any], str]] = []
+        share_side = self.classic.share_side
         for gid in dict.fromkeys(req.get("groups_names") or []):
             entry = {"group_id": gid, "error_code": err.NONE}
             results.append(entry)
@@ -145,6 +153,18 @@ class GroupAdmin:
             cgroup = self.consumer.group(gid) if not code else None
             if code:
                 entry["error_code"] = code
+            elif share_side.is_share_group(gid):
+                # ShareGroup.validateDeleteGroup: only an Empty share group can go
+                if gid in share_side.busy:
+                    entry["error_code"] = err.COORDINATOR_LOAD_IN_PROGRESS
+                elif not share_side.is_empty(gid):
+                    entry["error_code"] = err.NON_EMPTY_GROUP
+                elif (state_error := share_side.delete_state(gid)) != err.NONE:
+                    # deleteShareGroups: the share partitions' state goes first; a group whose
+                    # state could not be deleted stays, answered with the persister's error
+                    entry["error_code"] = state_error
+                else:
+                    share_deletes.append((entry, gid))
             elif cgroup is not None:
                 # ConsumerGroup.validateDeleteGroup: only an Empty consumer group can go
                 if gid in self.classic.consumer_side.busy:  # a write in flight may be rolled back: retry later
@@ -163,6 +183,7 @@ class GroupAdmin:
         waiting = (
             len(by_partition)
             + len(consumer_deletes)
+            + len(share_deletes)
             + sum(1 for _e, gid in consumer_deletes if self.offset_manager.keys_of(gid))
         )
         if not waiting:
@@ -186,6 +207,18 @@ class GroupAdmin:
             self.classic.consumer_side.delete_consumer_group(gid, "deleted by DeleteGroups", consumer_done)
             if offsets:
                 self.classic.append(gid, offsets, consumer_done)
+
+        for entry, gid in share_deletes:
+
+            def share_done(error: int | None, entry: dict[str, Any] = entry) -> None:
+                nonlocal waiting
+                if error is not None:
+                    entry["error_code"] = err.append_error_to_response_error(error)
+                waiting -= 1
+                if waiting == 0:
+                    self.rt.respond(ctx, {"throttle_time_ms": 0, "results": results})
+
+            share_side.delete_share_group(gid, "deleted by DeleteGroups", share_done)
 
         for batch in by_partition.values():
             records: list[Record] = []

@@ -44,6 +44,9 @@ class JoinGroupHandler:
         code = self.classic.route_error(gid)
         if code:
             return fail(code)
+        if self.classic.share_side.is_share_group(gid):
+            # classicGroupJoin: a group of another type (not consumer or classic) refuses the member
+            return fail(err.INCONSISTENT_GROUP_PROTOCOL, "")
         consumer_group = self.classic.consumer.group(gid)
         busy = self.classic.consumer_side.busy.get(gid) if consumer_group is not None else None
         if busy is not None:

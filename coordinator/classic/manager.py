@@ -91,6 +91,7 @@ class ClassicGroupManager:
         # collaborators wired by the shard once they exist (they need this manager too)
         self.offset_manager: OffsetManager
         self.consumer_side: ConsumerSide
+        self.share_side: Any  # ShareGroupRequests, wired by the shard (share groups share the id namespace)
         self.migration: ClassicMigration
 
     def partition_for(self, group_id: str) -> int:

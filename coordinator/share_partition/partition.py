@@ -196,6 +196,10 @@ class SharePartition:
     def acquired_count(self) -> int:
         return sum(1 for r in self._recs.values() if r.state == ACQUIRED)
 
+    def delivery_complete(self) -> int:
+        """Offsets of the window done with (KIP-1226's DeliveryCompleteCount, for the lag)."""
+        return sum(1 for r in self._recs.values() if r.state in TERMINAL)
+
     def record(self, offset: int) -> tuple[int, int, str] | None:
         """(state, delivery count, member) of an offset in the window, for tests and describe."""
         r = self._recs.get(offset)

@@ -222,6 +222,25 @@ class ShareStateStore:
             },
         )
 
+    def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int, now_ms: int) -> ShareRecord:
+        """``ShareCoordinatorShard.initializeState``: a fresh snapshot (no batches) at ``state_epoch``;
+        ``start_offset`` -1: not known yet (``share.auto.offset.reset`` decides at first use)."""
+        cur = self.states.get(key)
+        return ShareRecord(
+            SHARE_SNAPSHOT_TYPE,
+            key,
+            {
+                "snapshot_epoch": (cur.snapshot_epoch + 1) if cur else 0,
+                "state_epoch": state_epoch,
+                "leader_epoch": 0,
+                "start_offset": start_offset,
+                "delivery_complete_count": -1,
+                "create_timestamp": now_ms,
+                "write_timestamp": now_ms,
+                "state_batches": [],
+            },
+        )
+
     def delete(self, key: SharePartitionKey) -> ShareRecord:
         """The tombstone of ``key`` (DeleteShareGroupState)."""
         return ShareRecord(SHARE_SNAPSHOT_TYPE, key, None)

@@ -417,6 +417,7 @@ def test_unload_logs_what_it_dropped() -> None:
             "partition": P,
             "classic_groups": 1,
             "consumer_groups": 0,
+            "share_groups": 0,
             "writes_abandoned": 0,
             "was_loading": False,
         }

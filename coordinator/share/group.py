@@ -1,0 +1,292 @@
+"""A share group's state and its fold over records (Kafka 4.2's ``modern/share/ShareGroup``,
+``ShareGroupMember`` and the share half of ``GroupMetadataManager.replay``).
+
+Nothing here decides anything: ``ShareGroups.replay`` applies one record, the only way the persisted
+state changes, both for the records the manager has just produced and for the records a load reads.
+
+A share group has two states (``ShareGroup.maybeUpdateGroupState``): Empty without members, Stable
+with. Its members never revoke: a share partition may be read by several members at once, so a
+member takes its target assignment as soon as the target epoch moves (``ShareGroupAssignmentBuilder``)
+and its state byte is always STABLE.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import uuid
+from dataclasses import dataclass, field
+
+from .records import (
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
+    ShareRecord,
+    TopicPartitionsTuple,
+)
+
+PROTOCOL_TYPE = "share"  # ShareGroup.PROTOCOL_TYPE, what ListGroups reports
+JOIN_GROUP_MEMBER_EPOCH = 0
+LEAVE_GROUP_MEMBER_EPOCH = -1
+MEMBER_STATE_STABLE = 0  # MemberState.STABLE's byte
+
+Partitions = dict[uuid.UUID, frozenset[int]]
+
+
+def to_tuple(parts: Partitions) -> TopicPartitionsTuple:
+    return tuple(sorted((t, tuple(sorted(ps))) for t, ps in parts.items() if ps))
+
+
+def from_tuple(tps: TopicPartitionsTuple) -> Partitions:
+    return {t: frozenset(ps) for t, ps in tps if ps}
+
+
+class ShareGroupState(enum.Enum):
+    """``ShareGroup.ShareGroupState``; ListGroups filters by the lower-cased name."""
+
+    EMPTY = "Empty"
+    STABLE = "Stable"
+
+
+class IllegalShareRecord(Exception):
+    """A record that cannot follow the state it is applied to (Kafka's IllegalStateException in replay)."""
+
+
+@dataclass(frozen=True)
+class ShareGroupMember:
+    """``ShareGroupMember``: its subscription (names), its epochs and its assigned partitions."""
+
+    member_id: str
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    assigned: Partitions = field(default_factory=dict)
+
+    def metadata_value(self) -> ShareGroupMemberMetadataValue:
+        return ShareGroupMemberMetadataValue(
+            self.rack_id, self.client_id, self.client_host, tuple(self.subscribed_topic_names)
+        )
+
+    def assignment_value(self) -> ShareGroupCurrentMemberAssignmentValue:
+        return ShareGroupCurrentMemberAssignmentValue(
+            self.member_epoch, self.previous_member_epoch, MEMBER_STATE_STABLE, to_tuple(self.assigned)
+        )
+
+
+@dataclass(frozen=True)
+class InitValue:
+    """``ShareGroup.InitMapValue``: a topic's share partitions in one state, and when it got there
+    (the time of replay, as Kafka's: not persisted)."""
+
+    name: str
+    partitions: frozenset[int]
+    timestamp: int
+
+
+@dataclass
+class StatePartitionMetadata:
+    """``ShareGroupStatePartitionMetadataInfo``: which share partitions are being initialized in the
+    share-state persister, which are initialized (only those are assigned), which are being deleted."""
+
+    initializing: dict[uuid.UUID, InitValue] = field(default_factory=dict)
+    initialized: dict[uuid.UUID, InitValue] = field(default_factory=dict)
+    deleting: dict[uuid.UUID, str] = field(default_factory=dict)
+
+
+@dataclass
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    metadata_hash: int = 0
+    members: dict[str, ShareGroupMember] = field(default_factory=dict)
+    target_epoch: int = 0
+    target: dict[str, Partitions] = field(default_factory=dict)
+    state_metadata: StatePartitionMetadata | None = None
+    # soft state (not persisted): when the subscribed topics' metadata is next compared
+    # (``setMetadataRefreshDeadline``); 0: at the next heartbeat
+    metadata_refresh_deadline: int = 0
+
+    @property
+    def state(self) -> ShareGroupState:
+        return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
+
+    def subscribed_topic_names(self) -> dict[str, int]:
+        """``subscribedTopicNames``: each topic name some member subscribes to, with how many do."""
+        out: dict[str, int] = {}
+        for m in self.members.values():
+            for n in m.subscribed_topic_names:
+                out[n] = out.get(n, 0) + 1
+        return out
+
+    def initialized_partitions(self) -> dict[uuid.UUID, frozenset[int]]:
+        """``initializedShareGroupPartitions``."""
+        if self.state_metadata is None:
+            return {}
+        return {t: v.partitions for t, v in self.state_metadata.initialized.items()}
+
+    def copy(self) -> ShareGroup:
+        return copy.deepcopy(self)
+
+
+class ShareGroups:
+    """Every share group of the shard, changed only by ``replay``. ``now_ms`` is the time replay
+    stamps on the share partitions' initialization states (Kafka's ``time.milliseconds()`` there)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, ShareGroup] = {}
+        self.now_ms = 0
+
+    def get(self, group_id: str) -> ShareGroup | None:
+        return self.groups.get(group_id)
+
+    def _group(self, group_id: str, create: bool) -> ShareGroup | None:
+        g = self.groups.get(group_id)
+        if g is None and create:
+            g = self.groups[group_id] = ShareGroup(group_id)
+        return g
+
+    def replay(self, record: ShareRecord) -> None:
+        key, value = record
+        gid = key.group_id
+        if isinstance(key, ShareGroupMemberMetadataKey):
+            g = self._group(gid, value is not None)
+            if g is None:
+                return
+            old = g.members.get(key.member_id)
+            if value is not None:
+                assert isinstance(value, ShareGroupMemberMetadataValue)
+                base = old or ShareGroupMember(key.member_id)
+                g.members[key.member_id] = ShareGroupMember(
+                    key.member_id,
+                    base.member_epoch,
+                    base.previous_member_epoch,
+                    value.rack_id,
+                    value.client_id,
+                    value.client_host,
+                    tuple(value.subscribed_topic_names),
+                    base.assigned,
+                )
+            elif old is not None:
+                if old.member_epoch != LEAVE_GROUP_MEMBER_EPOCH:
+                    raise IllegalShareRecord(
+                        f"Received a tombstone record to delete member {key.member_id} with invalid leave group epoch."
+                    )
+                if key.member_id in g.target:
+                    raise IllegalShareRecord(
+                        f"Received a tombstone record to delete member {key.member_id} "
+                        "but member exists in target assignment."
+                    )
+                del g.members[key.member_id]
+        elif isinstance(key, ShareGroupMetadataKey):
+            if value is not None:
+                assert isinstance(value, ShareGroupMetadataValue)
+                g = self._group(gid, True)
+                assert g is not None
+                g.group_epoch, g.metadata_hash = value.epoch, value.metadata_hash
+            else:
+                g = self.groups.get(gid)
+                if g is None:
+                    return
+                if g.members:
+                    raise IllegalShareRecord(
+                        f"Received a tombstone record to delete group {gid} but the group still has "
+                        f"{len(g.members)} members."
+                    )
+                del self.groups[gid]
+        elif isinstance(key, ShareGroupTargetAssignmentMetadataKey):
+            if value is not None:
+                assert isinstance(value, ShareGroupTargetAssignmentMetadataValue)
+                g = self._group(gid, True)
+                assert g is not None
+                g.target_epoch = value.assignment_epoch
+            else:
+                g = self.groups.get(gid)
+                if g is not None:
+                    g.target_epoch = -1
+        elif isinstance(key, ShareGroupTargetAssignmentMemberKey):
+            g = self._group(gid, value is not None)
+            if g is None:
+                return
+            if value is not None:
+                assert isinstance(value, ShareGroupTargetAssignmentMemberValue)
+                g.target[key.member_id] = from_tuple(value.topic_partitions)
+            else:
+                g.target.pop(key.member_id, None)
+        elif isinstance(key, ShareGroupCurrentMemberAssignmentKey):
+            g = self._group(gid, value is not None)
+            if g is None:
+                return
+            old = g.members.get(key.member_id)
+            if value is not None:
+                assert isinstance(value, ShareGroupCurrentMemberAssignmentValue)
+                base = old or ShareGroupMember(key.member_id)
+                g.members[key.member_id] = ShareGroupMember(
+                    key.member_id,
+                    value.member_epoch,
+                    value.previous_member_epoch,
+                    base.rack_id,
+                    base.client_id,
+                    base.client_host,
+                    base.subscribed_topic_names,
+                    from_tuple(value.assigned_partitions),
+                )
+            elif old is not None:
+                # the member is leaving: its epoch says so until its metadata tombstone removes it
+                g.members[key.member_id] = ShareGroupMember(
+                    key.member_id,
+                    LEAVE_GROUP_MEMBER_EPOCH,
+                    LEAVE_GROUP_MEMBER_EPOCH,
+                    old.rack_id,
+                    old.client_id,
+                    old.client_host,
+                    old.subscribed_topic_names,
+                    {},
+                )
+        elif isinstance(key, ShareGroupStatePartitionMetadataKey):
+            g = self._group(gid, value is not None)
+            if g is None:
+                return
+            if value is None:
+                g.state_metadata = None
+            else:
+                assert isinstance(value, ShareGroupStatePartitionMetadataValue)
+                now = self.now_ms
+                g.state_metadata = StatePartitionMetadata(
+                    {
+                        i.topic_id: InitValue(i.topic_name, frozenset(i.partitions), now)
+                        for i in value.initializing_topics
+                    },
+                    {
+                        i.topic_id: InitValue(i.topic_name, frozenset(i.partitions), now)
+                        for i in value.initialized_topics
+                    },
+                    {i.topic_id: i.topic_name for i in value.deleting_topics},
+                )
+        else:
+            raise TypeError(f"not a share-group record key: {key!r}")
+
+    def tombstones(self, group_id: str) -> list[ShareRecord]:
+        """``ShareGroup.createGroupTombstoneRecords``: what deletes an empty group, in Kafka's order."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return []
+        out: list[ShareRecord] = []
+        out += [(ShareGroupCurrentMemberAssignmentKey(group_id, mid), None) for mid in g.members]
+        out += [(ShareGroupTargetAssignmentMemberKey(group_id, mid), None) for mid in g.members]
+        out.append((ShareGroupTargetAssignmentMetadataKey(group_id), None))
+        out += [(ShareGroupMemberMetadataKey(group_id, mid), None) for mid in g.members]
+        out.append((ShareGroupStatePartitionMetadataKey(group_id), None))
+        out.append((ShareGroupMetadataKey(group_id), None))
+        return out
