@@ -253,9 +253,7 @@ def test_the_delivery_count_limit_archives_a_failing_record(tmp_path: Path, memb
         assert sorted(v for _o, v, _c in a.records() if v != "poison") == ["after", "fine"]
 
 
-def test_read_committed_share_consumers_never_see_aborted_records(
-    daemon: GroupdProcess, members: list[Member]
-) -> None:
+def test_read_committed_share_consumers_never_see_aborted_records(daemon: GroupdProcess, members: list[Member]) -> None:
     group, topic = _setup(daemon, share_isolation_level="read_committed")
     p = Producer({"bootstrap.servers": daemon.bootstrap, "transactional.id": "tx-" + uuid.uuid4().hex[:6]})
     p.init_transactions(10)
@@ -279,9 +277,7 @@ def test_read_committed_share_consumers_never_see_aborted_records(
     a.stop()
 
 
-def test_daemon_killed_mid_stream_redelivers_exactly_the_unacknowledged(
-    tmp_path: Path, members: list[Member]
-) -> None:
+def test_daemon_killed_mid_stream_redelivers_exactly_the_unacknowledged(tmp_path: Path, members: list[Member]) -> None:
     d = GroupdProcess(tmp_path / "data", "--group-share-record-lock-duration-ms", str(LOCK_MS), "--fsync", "always")
     d.start()
     try:
