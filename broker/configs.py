@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from groupd.coordinator.share_partition.reset import parse_reset
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request
 from groupd.security.acl import Authorizer, subject_of
@@ -80,6 +81,8 @@ class ConfigDef:
     low: float | None = None  # ConfigDef.Range.atLeast / between
     high: float | None = None
     choices: tuple[str, ...] = ()  # ValidString / ValidList
+    # a Validator of its own: the value -> None, or the message of its ConfigException
+    validator: Callable[[str], str | None] | None = None
 
     def check(self, value: str) -> str:
         """The value normalised, or ConfigError(INVALID_CONFIG) with Kafka's ``ConfigException`` text."""
@@ -114,6 +117,8 @@ class ConfigDef:
                 ErrorCode.INVALID_CONFIG,
                 f"Invalid value {value} for configuration {self.name}: Value must be no more than {_num(self.high)}",
             )
+        if self.validator is not None and (why := self.validator(raw)) is not None:
+            raise ConfigError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {self.name}: {why}")
         if self.choices:
             items = [x.strip() for x in raw.split(",")] if self.type == LIST else [raw]
             bad = [x for x in items if x not in self.choices]
@@ -125,6 +130,16 @@ class ConfigDef:
                 )
             return ",".join(items) if self.type == LIST else raw
         return raw
+
+
+def _share_auto_offset_reset(value: str) -> str | None:
+    """``ShareGroupAutoOffsetResetStrategy.Validator``: earliest, latest or by_duration:<ISO-8601>."""
+    if parse_reset(value) is not None:
+        return None
+    return (
+        f"Invalid value `{value}` for configuration share.auto.offset.reset. The value must be either "
+        "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+    )
 
 
 def _num(x: float) -> str:
@@ -423,7 +438,7 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
             STRING,
             "latest",
             "The strategy to initialize the share-partition start offset.",
-            choices=("latest", "earliest"),
+            validator=_share_auto_offset_reset,
         ),
         _d(
             "share.heartbeat.interval.ms",

@@ -26,7 +26,6 @@ acknowledgements of a partition wake it to try again.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -47,6 +46,7 @@ from groupd.coordinator.share_partition import (
     share_state_partition,
 )
 from groupd.coordinator.share_partition.partition import AcquiredRange
+from groupd.coordinator.share_partition.reset import parse_reset
 from groupd.coordinator.share_partition.state_store import SHARE_STATE_PARTITIONS, ShareRecordError
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.ratelimit import LogLimiter
@@ -74,20 +74,6 @@ class ShareSettings:
     delivery_count_limit: int = 5
     partition_max_record_locks: int = 2000
     max_share_sessions: int = 2000
-
-
-_DURATION = re.compile(
-    r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE
-)
-
-
-def duration_ms(text: str) -> int | None:
-    """An ISO-8601 duration as ``java.time.Duration.parse`` reads it (days and smaller)."""
-    m = _DURATION.match(text.strip())
-    if m is None or not any(m.groupdict().values()):
-        return None
-    d, h, mi, s = (m.group(k) for k in "dhms")
-    return int(((int(d or 0) * 24 + int(h or 0)) * 60 + int(mi or 0)) * 60_000 + float(s or 0) * 1000)
 
 
 class SharePartitions:
@@ -143,16 +129,12 @@ class SharePartitions:
 
     def _reset_offset(self, group_id: str, plog: PartitionLog) -> int:
         """``SharePartition.startOffsetDuringInitialization``: where a new share-partition starts."""
-        raw = (self.group_configs(group_id).get("share.auto.offset.reset") or "latest").strip()
-        kind, _, arg = raw.partition(":")
-        kind = kind.lower()
+        kind, ms = parse_reset(self.group_configs(group_id).get("share.auto.offset.reset") or "latest") or ("", 0)
         if kind == "earliest":
             return plog.log_start_offset
         if kind == "by_duration":
-            ms = duration_ms(arg)
-            if ms is not None:
-                found = plog.offset_for_timestamp(self.clock() - ms)
-                return found[0] if found is not None else plog.log_end_offset
+            found = plog.offset_for_timestamp(self.clock() - ms)
+            return found[0] if found is not None else plog.log_end_offset
         return plog.log_end_offset
 
     # --- share-partitions ---------------------------------------------------------------------------

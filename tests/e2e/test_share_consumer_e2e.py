@@ -172,6 +172,14 @@ def test_three_share_consumers_share_one_partition_each_record_once(tmp_path: Pa
         assert sorted(offsets) == list(range(3000)), "each record delivered exactly once"
         assert all(c == 1 for m in members for _o, _v, c in m.records())
         assert sum(1 for m in members if m.records()) >= 2, [len(m.records()) for m in members]
+        # DescribeShareGroupOffsets reads the share-partition state: the start offset is past them all
+        with Wire(d.port) as w:
+            w.pipeline(("DescribeShareGroupOffsets", 0, {"groups": [{"group_id": group, "topics": None}]}))
+            _, described = w.read()
+        (g,) = described["groups"]
+        assert [
+            (t["topic_name"], [(p["partition_index"], p["start_offset"]) for p in t["partitions"]]) for t in g["topics"]
+        ] == [(topic, [(0, 3000)])]
 
 
 def test_release_hands_records_to_another_consumer(daemon: GroupdProcess, members: list[Member]) -> None:

@@ -157,7 +157,7 @@ def _values(answer: dict[str, Any]) -> list[bytes]:
     return out
 
 
-def _earliest(d: GroupdProcess, group: str) -> None:
+def _earliest(d: GroupdProcess, group: str, reset: str = "earliest") -> None:
     """share.auto.offset.reset=earliest for ``group`` (IncrementalAlterConfigs on the group)."""
     with Wire(d.port) as w:
         r = _call(
@@ -169,7 +169,7 @@ def _earliest(d: GroupdProcess, group: str) -> None:
                     {
                         "resource_type": 32,
                         "resource_name": group,
-                        "configs": [{"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}],
+                        "configs": [{"name": "share.auto.offset.reset", "config_operation": 0, "value": reset}],
                     }
                 ],
                 "validate_only": False,
@@ -347,3 +347,17 @@ def test_session_limit(tmp_path: Path) -> None:
             assert _call(w, "ShareFetch", 1, _fetch("a", 0, tid))["error_code"] == 0
             r = _call(w, "ShareFetch", 1, _fetch("b", 0, tid))
             assert r["error_code"] == ErrorCode.SHARE_SESSION_LIMIT_REACHED
+
+
+@pytest.mark.parametrize(
+    ("reset", "expected"), [("latest", []), ("by_duration:PT1H", [(0, 2, 1)]), ("by_duration:PT0S", [])]
+)
+def test_share_auto_offset_reset(daemon: GroupdProcess, reset: str, expected: list[tuple[int, int, int]]) -> None:
+    # ShareGroupAutoOffsetResetStrategy: latest (the default) starts at the log end; by_duration at
+    # the first record written within the duration (none within 0 s: the log end)
+    group = "g-" + uuid.uuid4().hex[:6]
+    if reset != "latest":
+        _earliest(daemon, group, reset)
+    _name, tid = _topic(daemon, 3)
+    with Wire(daemon.port) as w:
+        assert _acquired(_call(w, "ShareFetch", 1, _fetch("m", 0, tid, group=group))) == expected
