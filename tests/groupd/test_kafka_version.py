@@ -91,17 +91,22 @@ def test_api_versions_is_the_generated_table(daemons: Daemons, rel: str | None) 
     finalized = {f["name"]: f["max_version_level"] for f in v4.get("finalized_features") or []}
     v3_supported = {f["name"] for f in v3.get("supported_features") or []}
     if rel is None:
-        assert supported == {"group.version": (0, 1), "transaction.version": (0, 2)}
-        assert finalized == {"group.version": 1, "transaction.version": 2}
+        assert supported == {"group.version": (0, 1), "transaction.version": (0, 2), "share.version": (0, 1)}
+        assert finalized == {"group.version": 1, "transaction.version": 2, "share.version": 1}
         return
-    # groupd serves no share groups: not advertised, whatever the release says
-    assert "share.version" not in supported and "streams.version" not in supported
+    # share groups (share.version) as the release has them: 4.1's a preview (finalized at 0), 4.2's on;
+    # groupd serves no streams groups: not advertised, whatever the release says
+    assert "streams.version" not in supported
     assert v3_supported == set()  # Kafka leaves out min-0 features below ApiVersions v4 (KAFKA-17492)
     if rel == "3.9":
         assert supported == {} and finalized == {}
-    else:
+    elif rel == "4.0":
         assert supported == {"group.version": (0, 1), "transaction.version": (0, 2)}
         assert finalized == {"group.version": 1, "transaction.version": 2}
+    else:
+        assert supported == {"group.version": (0, 1), "transaction.version": (0, 2), "share.version": (0, 1)}
+        share = {"share.version": 1} if rel == "4.2" else {}
+        assert finalized == {"group.version": 1, "transaction.version": 2, **share}
 
 
 def test_hand_checked_ranges_under_4_0(daemons: Daemons) -> None:
