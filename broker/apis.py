@@ -30,6 +30,9 @@ from enum import Enum
 from typing import Protocol
 
 from groupd.protocol.dispatch import Handler
+from groupd.protocol.error_response import error_response
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.messages import API_BY_NAME
 from groupd.security import acl
 from groupd.security.auth import Authenticator
 
@@ -391,6 +394,27 @@ APIS: tuple[Api, ...] = (
 )
 
 API_TABLE: dict[str, Api] = {api.name: api for api in APIS}
+# The share-group APIs (KIP-932): served only where share.version is finalized at 1 or more
+SHARE_APIS = frozenset(
+    {
+        "ShareGroupHeartbeat",
+        "ShareGroupDescribe",
+        "DescribeShareGroupOffsets",
+        "AlterShareGroupOffsets",
+        "DeleteShareGroupOffsets",
+        "ShareFetch",
+        "ShareAcknowledge",
+    }
+)
+
+
+def share_disabled(name: str) -> Handler:
+    """A share-group API where share groups are off (``--kafka-version 4.1``: share.version finalized
+    0): KafkaApis' ``isShareGroupProtocolEnabled`` check answers UNSUPPORTED_VERSION."""
+    api = API_BY_NAME[name]
+    return lambda req: error_response(api, req.api_version, req.body, ErrorCode.UNSUPPORTED_VERSION)
+
+
 # The highest level of each finalized feature groupd implements; under --kafka-version a release's
 # features are capped to these and the others (streams.version) are not advertised.
 IMPLEMENTED_FEATURES: dict[str, int] = {"group.version": 1, "transaction.version": 2, "share.version": 1}

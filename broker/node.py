@@ -26,7 +26,7 @@ from groupd.transactions.coordinator import TransactionConfig, TransactionCoordi
 
 from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
-from .apis import ACL_WRAPPERS, APIS, IMPLEMENTED_FEATURES
+from .apis import ACL_WRAPPERS, APIS, IMPLEMENTED_FEATURES, SHARE_APIS, share_disabled
 from .cluster import Cluster
 from .configs import ConfigHandlers, consumer_group_overrides, share_group_overrides
 from .data_plane import DataPlane, topic_log_config
@@ -162,6 +162,8 @@ class Broker:
         # the group coordinator initializes, reads and deletes share-partition state through it
         self.core.share_requests.state = self.share_partitions
         self._share_handlers: dict[int | None, ShareHandlers] = {}
+        # DescribeShareGroupOffsets v1's lag needs each partition's end offset (the high watermark)
+        self.core.share_requests.end_offset = self._log_end_offset
         self.log_admin = LogAdmin(
             config, self.topics, self.logs, self.authorizer, lambda req: endpoint(req.conn.listener, self.listeners[0])
         )
@@ -292,6 +294,8 @@ class Broker:
             # In a cluster each broker's handlers name it (Routing.COORDINATOR: the shared core
             # serves a group only on the broker leading its __consumer_offsets partition).
             handler = api.handler(self, node_id if cluster is not None else None)
+            if kafka is not None and api.name in SHARE_APIS and kafka.features.get("share.version", (0, 0, 0))[2] < 1:
+                handler = share_disabled(api.name)
             if cluster is not None:
                 handler = cluster.wrap(api, handler, node_id)
             d.register(schema, handler, min_version=lo, max_version=hi)
@@ -310,6 +314,10 @@ class Broker:
         advertise_per_listener(d, node_id, listener)
         if self.authorizer.enabled:
             acl.install(d, self.authorizer, ACL_WRAPPERS)
+
+    def _log_end_offset(self, topic: str, partition: int) -> int | None:
+        plog = self.logs.get(topic, partition)
+        return None if plog is None else plog.log_end_offset
 
     def _topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         t = self.topics.by_id(topic_id)

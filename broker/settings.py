@@ -260,6 +260,8 @@ _KAFKA_4_DEFAULTS: dict[str, int] = {
     "group_consumer_heartbeat_interval_ms": 5000,
     "group_consumer_min_heartbeat_interval_ms": 5000,
     "group_consumer_max_heartbeat_interval_ms": 15000,
+    "group_share_heartbeat_interval_ms": 5000,
+    "group_share_min_heartbeat_interval_ms": 5000,
 }
 KAFKA_RELEASE_DEFAULTS: dict[str, dict[str, int]] = {
     # 3.9 and 4.0: GroupMetadataManager.REGEX_BATCH_REFRESH_INTERVAL_MS is a constant 10 s (4.0; 3.9

@@ -36,6 +36,15 @@ from .share.group import IllegalShareRecord, InitValue, ShareGroup
 from .share.manager import ShareGroupManager, ShareHeartbeatResult, error_response, validate
 from .share.state import UNINITIALIZED_START_OFFSET, InMemoryShareState, ShareStateStore
 
+_DESCRIBED_EMPTY: dict[str, Any] = {
+    "error_message": None,
+    "group_state": "",
+    "group_epoch": 0,
+    "assignment_epoch": 0,
+    "assignor_name": "",
+    "members": [],
+}
+
 # The share-group APIs the shard routes here (``coordinator.HANDLERS``): API -> method
 SHARE_HANDLERS: dict[str, tuple[str, str]] = {
     "ShareGroupHeartbeat": ("share_requests", "heartbeat"),
@@ -255,6 +264,17 @@ class ShareGroupRequests:
         for key in self.share.due(now_ms):
             self.fire(key)
 
+    def expire_member(self, gid: str, mid: str) -> int:
+        """Fault injection: the member's session expires now (``shareGroupFenceMemberOperation``)."""
+        g = self.share.group(gid)
+        if g is None:
+            return err.GROUP_ID_NOT_FOUND
+        if mid not in g.members:
+            return err.UNKNOWN_MEMBER_ID
+        self.share.deadlines.cancel((gid, mid, "share-session"))
+        self.fire((gid, mid, "share-session"))
+        return err.NONE
+
     def fire(self, key: tuple[Any, ...]) -> None:
         gid = key[0]
         if self.queue_behind_write(gid, lambda: self.fire(key)):
@@ -269,7 +289,11 @@ class ShareGroupRequests:
         self.refresh_topics()
         names = {tid: name for name, (tid, _n) in self.share.topics.topics.items()}
         out = []
-        for gid in req.get("group_ids") or []:
+        ids = list(req.get("group_ids") or [])
+        # GroupCoordinatorService.shareGroupDescribe: an empty id is INVALID_GROUP_ID, answered first
+        for _empty in [g for g in ids if not g]:
+            out.append({**_DESCRIBED_EMPTY, "group_id": "", "error_code": err.INVALID_GROUP_ID})
+        for gid in [g for g in ids if g]:
             entry: dict[str, Any] = {
                 "group_id": gid,
                 "error_code": err.NONE,

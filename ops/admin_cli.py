@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from . import share_cli
 from .kafka_client import (
     DYNAMIC_TOPIC_CONFIG,
     EARLIEST_TIMESTAMP,
@@ -43,7 +44,7 @@ from .kafka_client import (
     read_properties,
 )
 
-COMMANDS = ("groups", "offsets", "topics", "transactions", "healthcheck", "completion")
+COMMANDS = ("groups", "share-groups", "offsets", "topics", "transactions", "healthcheck", "completion")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 # Kafka only lets an administrator move offsets of a group that no consumer is using.
 RESETTABLE_STATES = ("Empty", "Dead")
@@ -225,6 +226,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "  groupd groups delete billing",
     )
     p.add_argument("group")
+
+    share_cli.add_parsers(sub, common, _cmd)  # share-groups (KIP-932)
 
     txns = _cmd(
         sub,
@@ -471,6 +474,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         or getattr(args, "offsets_command", None)
         or getattr(args, "topics_command", None)
         or getattr(args, "transactions_command", None)
+        or getattr(args, "share_groups_command", None)
     )
     action = {
         ("groups", "list"): groups_list,
@@ -486,6 +490,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         ("transactions", "list"): transactions_list,
         ("transactions", "describe"): transactions_describe,
         ("healthcheck", None): healthcheck,
+        **share_cli.ACTIONS,
     }.get((args.command, sub))
     if action is None:  # `groupd groups` without a subcommand: show what there is
         with contextlib.suppress(SystemExit):

@@ -50,6 +50,7 @@ _MIRRORS: dict[tuple[str, str], str] = {
     ("DeleteAcls", "filter_results"): "filters",
     ("DescribeTransactions", "transaction_states"): "transactional_ids",
     ("ConsumerGroupDescribe", "groups"): "group_ids",
+    ("ShareGroupDescribe", "groups"): "group_ids",
 }
 # Fallbacks tried after the table when the first request array is absent at this version.
 _MIRROR_FALLBACKS: dict[tuple[str, str], str] = {("DeleteTopics", "responses"): "topics"}

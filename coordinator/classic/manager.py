@@ -688,7 +688,10 @@ class ClassicGroupManager:
     def expire_member(self, group_id: str, member_id: str) -> int:
         """Expire a classic member's session now (fault injection): what its session deadline would
         do when it fires (Kafka's ``onExpireHeartbeat``), whether or not the member is parked.
-        Answers NONE, GROUP_ID_NOT_FOUND or UNKNOWN_MEMBER_ID with the Result to apply."""
+        Answers NONE, GROUP_ID_NOT_FOUND or UNKNOWN_MEMBER_ID with the Result to apply. A share
+        group's member is fenced as when its session expires (``ShareGroupRequests.expire_member``)."""
+        if self.share_side.is_share_group(group_id):
+            return int(self.share_side.expire_member(group_id, member_id))
         group = self.groups.get(group_id)
         if group is None or group.is_in(D):
             return err.GROUP_ID_NOT_FOUND

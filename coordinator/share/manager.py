@@ -451,7 +451,9 @@ class ShareGroupManager:
             for t, ps in parts.items():
                 assigned.setdefault(t, set()).update(ps)
         for tid, v in g.state_metadata.initialized.items():
-            if v.name in subscribed and assigned.get(tid) != set(v.partitions):
+            # a topic deleted (or deleted and created again under a new id) since it was initialized
+            # is not assignable: Kafka drops it from the record (maybeCleanupShareGroupState)
+            if v.name in subscribed and self.topics.topic_id(v.name) == tid and assigned.get(tid) != set(v.partitions):
                 return True
         return False
 

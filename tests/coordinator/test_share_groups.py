@@ -427,3 +427,60 @@ def test_a_failed_write_rolls_the_group_back() -> None:
     s.flush(error=err.NOT_COORDINATOR)
     assert s.answer(ctx)["error_code"] != 0
     assert s.coord.share.group(G) is None
+
+
+def test_group_configs_set_the_session_and_interval() -> None:
+    """``shareGroupSessionTimeoutMs`` / ``shareGroupHeartbeatIntervalMs``: the group's own configs,
+    else the broker's; in force from the member's next heartbeat."""
+    s = make()
+    s.coord.share.set_group_config(G, 3000, 1234)
+    a = hb(s, "m1", 0, ["t"])
+    assert a["heartbeat_interval_ms"] == 1234
+    s.advance(2999)
+    assert "m1" in s.coord.share.group(G).members
+    s.advance(1)
+    assert "m1" not in s.coord.share.group(G).members
+    s.coord.share.set_group_config(G, None, None)
+    assert hb(s, "m2", 0, ["t"])["heartbeat_interval_ms"] == 5000
+    s.advance(44999)
+    assert "m2" in s.coord.share.group(G).members
+    s.advance(1)
+    assert "m2" not in s.coord.share.group(G).members
+
+
+def test_describe_empty_group_id_is_invalid() -> None:
+    s = make()
+    groups = s.answer(
+        s.send("ShareGroupDescribe", 1, {"group_ids": ["x", ""], "include_authorized_operations": False})
+    )["groups"]
+    assert [(g["group_id"], g["error_code"]) for g in groups] == [
+        ("", err.INVALID_GROUP_ID),
+        ("x", err.GROUP_ID_NOT_FOUND),
+    ]
+
+
+def test_a_topic_recreated_under_a_new_id_is_initialized_again_without_epoch_churn() -> None:
+    img = {"v": image(t=2)}
+    s = Shell(topics_image=lambda: img["v"])
+    a = hb(s, "m1", 0, ["t"])
+    b = hb(s, "m1", a["member_epoch"])
+    assert parts_of(b) == {tid("t"): [0, 1]}
+    new_id = uuid.uuid4()
+    img["v"] = TopicsImage(2, {"t": (new_id, 3)})
+    c = hb(s, "m1", b["member_epoch"])
+    d = hb(s, "m1", c["member_epoch"])
+    assert parts_of(d) == {new_id: [0, 1, 2]}
+    e = hb(s, "m1", d["member_epoch"])
+    f = hb(s, "m1", e["member_epoch"])
+    assert f["member_epoch"] == d["member_epoch"]  # steady: no bump per heartbeat
+
+
+def test_fault_injection_expires_a_share_member() -> None:
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    hb(s, "m2", 0, ["t"])
+    code, result = s.coord.expire_member(s.now, G, "m1")
+    s.absorb(result)
+    assert code == 0 and set(s.coord.share.group(G).members) == {"m2"}
+    assert s.coord.expire_member(s.now, G, "m1")[0] == err.UNKNOWN_MEMBER_ID
+    assert hb(s, "m1", 2)["error_code"] == err.UNKNOWN_MEMBER_ID

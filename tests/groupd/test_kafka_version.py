@@ -91,10 +91,10 @@ def test_api_versions_is_the_generated_table(daemons: Daemons, rel: str | None) 
     finalized = {f["name"]: f["max_version_level"] for f in v4.get("finalized_features") or []}
     v3_supported = {f["name"] for f in v3.get("supported_features") or []}
     if rel is None:
+        # share groups (KIP-932): share.version finalized at 1, Kafka 4.2's default
         assert supported == {"group.version": (0, 1), "transaction.version": (0, 2), "share.version": (0, 1)}
         assert finalized == {"group.version": 1, "transaction.version": 2, "share.version": 1}
         return
-    # share groups (share.version) as the release has them: 4.1's a preview (finalized at 0), 4.2's on;
     # groupd serves no streams groups: not advertised, whatever the release says
     assert "streams.version" not in supported
     assert v3_supported == set()  # Kafka leaves out min-0 features below ApiVersions v4 (KAFKA-17492)
@@ -104,9 +104,50 @@ def test_api_versions_is_the_generated_table(daemons: Daemons, rel: str | None) 
         assert supported == {"group.version": (0, 1), "transaction.version": (0, 2)}
         assert finalized == {"group.version": 1, "transaction.version": 2}
     else:
+        # 4.1 supports share.version 1 but finalizes 0 (share groups a preview); 4.2 finalizes 1
         assert supported == {"group.version": (0, 1), "transaction.version": (0, 2), "share.version": (0, 1)}
         share = {"share.version": 1} if rel == "4.2" else {}
         assert finalized == {"group.version": 1, "transaction.version": 2, **share}
+
+
+@pytest.mark.parametrize("rel", ["4.1", "4.2"])
+def test_share_groups_only_where_share_version_is_finalized(daemons: Daemons, rel: str) -> None:
+    """4.1 lists the share-group APIs but finalizes share.version 0: KafkaApis'
+    ``isShareGroupProtocolEnabled`` answers them UNSUPPORTED_VERSION; 4.2 serves them."""
+    c = RawClient(daemons(rel).port)
+    try:
+        body = {
+            "group_id": "sg",
+            "member_id": "m" * 22,
+            "member_epoch": 0,
+            "rack_id": None,
+            "subscribed_topic_names": ["t"],
+        }
+        hb = c.request("ShareGroupHeartbeat", 1, body)
+        described = c.request("ShareGroupDescribe", 1, {"group_ids": ["sg"], "include_authorized_operations": False})
+        fetch = {
+            "group_id": "sg",
+            "member_id": "m" * 22,
+            "share_session_epoch": 0,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1024,
+            "max_records": 10,
+            "batch_size": 10,
+            "topics": [],
+            "forgotten_topics_data": [],
+        }
+        fetched = c.request("ShareFetch", 1, fetch)
+    finally:
+        c.close()
+    # KafkaApis.handleShareFetchRequest checks isShareGroupProtocolEnabled first too
+    assert fetched["error_code"] == (35 if rel == "4.1" else 0)
+    if rel == "4.1":
+        assert hb["error_code"] == 35
+        assert [(g["group_id"], g["error_code"]) for g in described["groups"]] == [("sg", 35)]
+    else:
+        assert hb["error_code"] == 0 and hb["member_epoch"] == 1
+        assert described["groups"][0]["group_state"] == "Stable"
 
 
 def test_hand_checked_ranges_under_4_0(daemons: Daemons) -> None:
