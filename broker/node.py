@@ -333,6 +333,7 @@ class Broker:
             self._offsets_log(p)
         self.data.start()
         await self.share_partitions.load()
+        self.share_partitions.start()
         # Groups answer COORDINATOR_LOAD_IN_PROGRESS until their partition is replayed; the server
         # listens straight away, as a Kafka broker does while it loads __consumer_offsets.
         self.groups.begin_load(partitions)

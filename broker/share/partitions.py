@@ -47,8 +47,9 @@ from groupd.coordinator.share_partition import (
 )
 from groupd.coordinator.share_partition.partition import AcquiredRange
 from groupd.coordinator.share_partition.reset import parse_reset
-from groupd.coordinator.share_partition.state_store import SHARE_STATE_PARTITIONS, ShareRecordError
+from groupd.coordinator.share_partition.state_store import SHARE_STATE_PARTITIONS, ShareRecord, ShareRecordError
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.messages.share_records import SHARE_SNAPSHOT_TYPE
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.storage import Appender, LogManager, PartitionLog
 from groupd.storage import records as rec
@@ -64,6 +65,8 @@ log = structlog.get_logger("groupd.share")
 limited_log = LogLimiter(log)
 
 SHARE_STATE_TOPIC = "__share_group_state"
+# share.coordinator.state.topic.prune.interval.ms
+PRUNE_INTERVAL_MS = 5 * 60 * 1000
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,9 @@ class SharePartitions:
         self.waiters: dict[Key, set[asyncio.Future[None]]] = {}
         self._writes: set[asyncio.Task[Any]] = set()
         self.load_stats: dict[str, Any] = {}
+        self._snapshot_at: dict[SharePartitionKey, int] = {}  # key -> log offset of its latest snapshot
+        self.prune_interval_ms = PRUNE_INTERVAL_MS
+        self._prune_task: asyncio.Task[None] | None = None
         # the data plane's appends and markers wake share fetches too (a hook, not a second path)
         data.fetch_handler.listeners.append(self._appended)
 
@@ -319,7 +325,58 @@ class SharePartitions:
         self.ensure_state_topic()
         plog = self.logs.get_or_create(SHARE_STATE_TOPIC, share_state_partition(key))
         k, v = encode_record(record)
-        await self.appender.append(plog, [(k, v, (), self.clock())])
+        base, _last = await self.appender.append(plog, [(k, v, (), self.clock())])
+        self._note(record, base)
+
+    def _note(self, record: ShareRecord, offset: int) -> None:
+        """Where the key's latest snapshot is (``ShareCoordinatorOffsetsManager``): the log below
+        the oldest of them is redundant."""
+        if record.value is None:
+            self._snapshot_at.pop(record.key, None)
+        elif record.type == SHARE_SNAPSHOT_TYPE:
+            self._snapshot_at[record.key] = offset
+
+    async def prune(self) -> dict[int, int]:
+        """Snapshot every key updated since its snapshot (``ShareCoordinatorShard``'s cold-partition
+        snapshots), then delete each ``__share_group_state`` partition's records below the oldest
+        snapshot a key still needs (the share coordinator's periodic DeleteRecords); the new log
+        start offset per partition pruned."""
+        if self.topics.get(SHARE_STATE_TOPIC) is None:
+            return {}
+        now = self.clock()
+        for key, state in list(self.store.states.items()):
+            if state.updates_since_snapshot > 0 or key not in self._snapshot_at:
+                self._record(key, self.store.write(key, -1, [], now, snapshot=True))
+        await self.drain()
+        needed: dict[int, int] = {}
+        for key in self.store.states:
+            p = share_state_partition(key)
+            at = self._snapshot_at.get(key)
+            needed[p] = -1 if at is None else min(needed.get(p, at), at)
+        out = {}
+        loop = asyncio.get_running_loop()
+        for p in range(SHARE_STATE_PARTITIONS):
+            plog = self.logs.get(SHARE_STATE_TOPIC, p)
+            if plog is None:
+                continue
+            upto = needed.get(p, plog.log_end_offset)  # no key left: every record is redundant
+            if upto > plog.log_start_offset:
+                out[p] = await loop.run_in_executor(None, plog.delete_records_before, upto)
+        if out:
+            log.info("share_state_pruned", partitions=out)
+        return out
+
+    def start(self) -> None:
+        """The pruning cadence (``share.coordinator.state.topic.prune.interval.ms``), once loaded."""
+        self._prune_task = asyncio.create_task(self._prune_loop())
+
+    async def _prune_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.prune_interval_ms / 1000)
+            try:
+                await self.prune()
+            except Exception:
+                log.exception("share_state_prune_failed")
 
     async def drain(self) -> None:
         while self._writes:
@@ -339,7 +396,9 @@ class SharePartitions:
                         bad += 1
                         continue
                     try:
-                        self.store.replay(decode_record(key, value))
+                        record = decode_record(key, value)
+                        self.store.replay(record)
+                        self._note(record, offset)
                     except ShareRecordError as e:
                         bad += 1
                         log.warning("share_state_record_skipped", partition=p, offset=offset, error=str(e))
@@ -425,6 +484,9 @@ class SharePartitions:
         self._arm()
 
     def close(self) -> None:
+        if self._prune_task is not None:
+            self._prune_task.cancel()
+            self._prune_task = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -182,13 +182,16 @@ class ShareStateStore:
         batches: Iterable[StateBatch],
         now_ms: int,
         leader_epoch: int = 0,
+        *,
+        snapshot: bool = False,
     ) -> ShareRecord:
         """The record that writes ``batches`` and ``start_offset`` for ``key``
-        (``ShareCoordinatorShard.writeState`` / ``generateShareStateRecord``); not applied: the
-        caller replays it once it is in the log."""
+        (``ShareCoordinatorShard.writeState`` / ``generateShareStateRecord``); ``snapshot``: a
+        snapshot whatever the cadence (the cold-partition snapshots before pruning). Not applied:
+        the caller replays it."""
         batches = list(batches)
         cur = self.states.get(key)
-        if cur is None or cur.updates_since_snapshot + 1 >= self.snapshot_every:
+        if cur is None or snapshot or cur.updates_since_snapshot + 1 >= self.snapshot_every:
             merged = PersistedShareState(start_offset, cur.state_epoch if cur else 0)
             if cur is not None:
                 merged.start_offset = cur.start_offset
