@@ -104,6 +104,7 @@ class ShareHandlers:
         self.leader = leader
         self.endpoint = endpoint
         self.sessions = ShareSessionCache(parts.settings.max_share_sessions)
+        parts.session_caches.append(self.sessions)
         self._watched: set[int] = set()
         self.fetches = 0
         self.acknowledged = 0

@@ -111,6 +111,7 @@ class SharePartitions:
         self._snapshot_at: dict[SharePartitionKey, int] = {}  # key -> log offset of its latest snapshot
         self.prune_interval_ms = PRUNE_INTERVAL_MS
         self._prune_task: asyncio.Task[None] | None = None
+        self.session_caches: list[Any] = []  # each broker's ShareSessionCache (handlers.py), for stats
         # the data plane's appends and markers wake share fetches too (a hook, not a second path)
         data.fetch_handler.listeners.append(self._appended)
 
@@ -413,6 +414,23 @@ class SharePartitions:
             share_partitions=len(self.store.states),
             seconds=round(self.load_stats["seconds"], 3),
         )
+
+    # --- figures ------------------------------------------------------------------------------------
+    def stats(self) -> dict[str, int]:
+        """For the metrics: share-partitions in memory, their in-flight and acquired records, share
+        sessions, and the counters of records delivered, redelivered, released by a lock expiry
+        and archived (of the share-partitions in memory)."""
+        parts = list(self.partitions.values())
+        return {
+            "share_partitions": len(parts),
+            "in_flight": sum(sp.in_flight() for sp in parts),
+            "acquired": sum(sp.acquired_count() for sp in parts),
+            "sessions": sum(len(c) for c in self.session_caches),
+            "deliveries": sum(sp.deliveries for sp in parts),
+            "redeliveries": sum(sp.redeliveries for sp in parts),
+            "lock_expiries": sum(sp.lock_expiries for sp in parts),
+            "archived": sum(sp.archived for sp in parts),
+        }
 
     # --- waiting and waking -------------------------------------------------------------------------
     def wait(self, keys: Iterable[Key], timeout_s: float) -> asyncio.Future[None]:

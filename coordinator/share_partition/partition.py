@@ -149,7 +149,9 @@ class SharePartition:
         self._heap: list[tuple[int, int]] = []
         self._seq = 0
         self._available = 0  # AVAILABLE offsets inside the window (skips the scan when 0)
-        # Counters for metrics: redeliveries handed out, locks expired (records), archived records.
+        # Counters for metrics: records handed out, of them redeliveries, locks expired (records),
+        # archived records.
+        self.deliveries = 0
         self.redeliveries = 0
         self.lock_expiries = 0
         self.archived = 0
@@ -281,6 +283,7 @@ class SharePartition:
         self._advance()
         if not acquired:
             return []
+        self.deliveries += len(acquired)
         self._locks[seq] = (acquired[0][0], acquired[-1][0])
         heapq.heappush(self._heap, (now_ms + lock_ms, seq))
         return _ranges(acquired)
