@@ -106,6 +106,7 @@ class ShareHandlers:
         self.sessions = ShareSessionCache(parts.settings.max_share_sessions)
         parts.session_caches.append(self.sessions)
         self._watched: set[int] = set()
+        self._waiting: dict[int, set[asyncio.Future[None]]] = {}  # connection -> its long polls
         self.fetches = 0
         self.acknowledged = 0
 
@@ -147,6 +148,9 @@ class ShareHandlers:
 
         def closed(c: Any) -> None:
             self._watched.discard(id(c))
+            for fut in self._waiting.pop(id(c), ()):
+                if not fut.done():
+                    fut.set_result(None)  # a long poll of a closed connection ends now
             for s in self.sessions.remove_connection(c):
                 self.parts.release_member(*s.key)
 
@@ -291,8 +295,7 @@ class ShareHandlers:
             if e.code == ErrorCode.SHARE_SESSION_LIMIT_REACHED and body["max_wait_ms"] > 0:
                 await asyncio.sleep(body["max_wait_ms"] / 1000)  # createIdleShareFetchTimerTask
             return _top(e.code)
-        if epoch == INITIAL_EPOCH:
-            self._watch(req.conn)
+        self._watch(req.conn)
         self.fetches += 1
         lock_ms = self.parts.lock_ms(group)
         acks: dict[TopicPartition, tuple[int, str | None, dict[str, int]]] = {}
@@ -348,7 +351,15 @@ class ShareHandlers:
             left = deadline - loop.time()
             if acquired or not waiting or left <= 0 or req.conn.closed:
                 return out
-            await self.parts.wait(waiting, left)
+            fut = self.parts.wait(waiting, left)
+            mine = self._waiting.setdefault(id(req.conn), set())
+            mine.add(fut)
+            try:
+                await fut
+            finally:
+                mine.discard(fut)
+                if not mine:
+                    self._waiting.pop(id(req.conn), None)
 
     def _read_all(
         self, req: Request, group: str, member: str, reading: list[TopicPartition], body: dict[str, Any]
