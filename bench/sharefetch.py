@@ -26,6 +26,7 @@ import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, ShareConsumer
+from groupd.coordinator.share_partition import ACCEPT, AckBatch, BatchInfo, SharePartition, SharePartitionConfig
 from groupd.ops.kafka_client import BrokerConnection
 
 from .targets import Target, start_groupd, workdir
@@ -217,6 +218,19 @@ def _redelivery(target: Target, rounds: int) -> dict[str, float]:
     return {"rounds": rounds, "p50_ms": latencies[len(latencies) // 2], "max_ms": latencies[-1]}
 
 
+def core_us_per_record(n: int = 200_000) -> float:
+    """The sans-IO ``SharePartition`` alone: acquire 500-record fetches (5 batches of 100) and
+    accept them, µs per record (no I/O, no codec)."""
+    sp = SharePartition(SharePartitionConfig(), 0)
+    t0 = time.perf_counter()
+    off = 0
+    while off < n:
+        got = sp.acquire("m", 0, 1000, [BatchInfo(off + i * 100, off + i * 100 + 99) for i in range(5)], 500, off)
+        sp.acknowledge("m", [AckBatch(r.first_offset, r.last_offset, [ACCEPT]) for r in got])
+        off += 500
+    return (time.perf_counter() - t0) / n * 1e6
+
+
 def run(quick: bool = False, records: int | None = None) -> dict[str, Any]:
     n = records or (5_000 if quick else 20_000)
     root = workdir("groupd-share-bench-")
@@ -248,6 +262,7 @@ def run(quick: bool = False, records: int | None = None) -> dict[str, Any]:
             out[f"share_{k}"] = _share(target, conn, topic, n, k)
         conn.close()
         out["redelivery"] = _redelivery(target, 5 if quick else 10)
+        out["core_us_per_record"] = core_us_per_record(50_000 if quick else 200_000)
         return out
     finally:
         target.stop()
@@ -274,6 +289,7 @@ def print_results(out: dict[str, Any], print_figures: Any) -> None:
         "groupd = share consumers (confluent-kafka ShareConsumer, implicit acks); baseline = one classic "
         "consumer reading the same partition, same daemon, same run",
     )
+    print(f"SharePartition core (acquire + accept, 500-record fetches): {out['core_us_per_record']:.2f} us/record")
     rd = out["redelivery"]
     print(
         f"redelivery after a {LOCK_MS} ms lock expires: p50 {rd['p50_ms']:.1f} ms, max {rd['max_ms']:.1f} ms over {rd['rounds']} rounds"

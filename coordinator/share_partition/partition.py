@@ -319,18 +319,26 @@ class SharePartition:
         changed: list[int] = []
         renewed: list[int] = []
         limit = self.config.delivery_count_limit
-        for off, t in plan:
+        available = archived = 0
+        for off, t in plan:  # every offset of the plan is ACQUIRED: the hot path, inlined
             r = recs[off]
             if t == RENEW:
                 renewed.append(off)
                 continue
             if t == ACCEPT:
-                self._release_to(r, ACKNOWLEDGED)
-            elif t == RELEASE:
-                self._release_to(r, ARCHIVED if r.count >= limit else AVAILABLE)
-            else:  # REJECT, GAP
-                self._release_to(r, ARCHIVED)
+                new = ACKNOWLEDGED
+            elif t == RELEASE and r.count < limit:
+                new = AVAILABLE
+                available += 1
+            else:  # REJECT, GAP, RELEASE at the limit
+                new = ARCHIVED
+                archived += 1
+            r.state = new
+            r.member = ""
+            r.lock = 0
             changed.append(off)
+        self._available += available
+        self.archived += archived
         if renewed:
             self._seq += 1
             for off in renewed:
@@ -421,20 +429,17 @@ class SharePartition:
 
     def _state_batches(self, offsets: list[int]) -> list[StateBatch]:
         """Runs of contiguous offsets with one state and count, as ShareUpdate writes them."""
-        out: list[StateBatch] = []
+        runs: list[list[int]] = []  # [first, last, state, count], a NamedTuple each at the end
         recs = self._recs
+        run: list[int] | None = None
         for off in sorted(offsets):
             r = recs[off]
-            if (
-                out
-                and out[-1].last_offset == off - 1
-                and out[-1].state == r.state
-                and out[-1].delivery_count == r.count
-            ):
-                out[-1] = out[-1]._replace(last_offset=off)
+            if run is not None and run[1] == off - 1 and run[2] == r.state and run[3] == r.count:
+                run[1] = off
             else:
-                out.append(StateBatch(off, off, r.state, r.count))
-        return out
+                run = [off, off, r.state, r.count]
+                runs.append(run)
+        return [StateBatch(*x) for x in runs]
 
     def snapshot(self) -> list[StateBatch]:
         """The window as state batches, acquired offsets as AVAILABLE with their count (what a
@@ -445,10 +450,12 @@ class SharePartition:
 
 
 def _ranges(acquired: list[tuple[int, int]]) -> list[AcquiredRange]:
-    out: list[AcquiredRange] = []
+    runs: list[list[int]] = []  # [first, last, count]
+    run: list[int] | None = None
     for off, count in acquired:
-        if out and out[-1].last_offset == off - 1 and out[-1].delivery_count == count:
-            out[-1] = out[-1]._replace(last_offset=off)
+        if run is not None and run[1] == off - 1 and run[2] == count:
+            run[1] = off
         else:
-            out.append(AcquiredRange(off, off, count))
-    return out
+            run = [off, off, count]
+            runs.append(run)
+    return [AcquiredRange(*x) for x in runs]
