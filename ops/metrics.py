@@ -52,6 +52,7 @@ from groupd.coordinator.consumer.records import (
     ConsumerGroupMetadataValue,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
+from groupd.coordinator.share import ShareGroupState
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.faults import FaultInjector
 from groupd.protocol.messages import API_BY_KEY
@@ -240,14 +241,24 @@ class _StateCollector(Collector):
                 modern_members += len(cg.members)
             by_type = GaugeMetricFamily(
                 "groupd_groups_by_type",
-                "Groups by type (classic, consumer = KIP-848) and state",
+                "Groups by type (classic, consumer = KIP-848, share = KIP-932) and state",
                 labels=["type", "state"],
             )
             for state, n in states.items():
                 by_type.add_metric(["classic", str(state)], n)
             for cstate, n in modern.items():
                 by_type.add_metric(["consumer", cstate.value], n)
+            shares = dict.fromkeys(ShareGroupState, 0)
+            share_members = 0
+            for sg in core.share.groups.groups.values():
+                shares[sg.state] += 1
+                share_members += len(sg.members)
+            for sstate, n in shares.items():
+                by_type.add_metric(["share", sstate.value], n)
             yield by_type
+            yield GaugeMetricFamily(
+                "groupd_share_group_members", "Members of all KIP-932 share groups", value=share_members
+            )
             yield GaugeMetricFamily("groupd_group_members", "Members of all classic groups", value=members)
             yield GaugeMetricFamily(
                 "groupd_consumer_group_members", "Members of all KIP-848 consumer groups", value=modern_members

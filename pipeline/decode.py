@@ -35,6 +35,7 @@ from groupd.coordinator.consumer_protocol import ConsumerProtocolError, decode_a
 from groupd.coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from groupd.coordinator.routing import partition_for
 from groupd.coordinator.serde import RecordDecodeError, decode_key, decode_value
+from groupd.coordinator.share.records import SHARE_KEY_TYPES
 from groupd.storage.errors import CorruptRecordError, UnsupportedCompressionError
 from groupd.storage.records import iter_batches
 
@@ -46,6 +47,8 @@ GROUP_METADATA = "group_metadata"
 INVALID = "invalid"
 # KIP-848 consumer-group records (key versions 3-8, 16): their fields are in the ``consumer`` column
 CONSUMER_GROUP = "consumer_group"
+# KIP-932 share-group records (types 10-15): kept as rows with their group, not decoded further
+SHARE_GROUP = "share_group"
 # the ``consumer`` column's ``kind``, per record type (Kafka's record names without the prefix)
 CONSUMER_KINDS = {
     cr.ConsumerGroupMetadataKey: "metadata",
@@ -302,6 +305,9 @@ def decode_record_row(
         except RecordDecodeError as e:
             row.update(record_type=INVALID, error=str(e))
         return row
+    if isinstance(k, SHARE_KEY_TYPES):
+        row.update(group=k.group_id, record_type=SHARE_GROUP)
+        return row if group_filter is None or group_filter(k.group_id) else None
     row["group"] = k.group
     if group_filter is not None and not group_filter(k.group):
         return None

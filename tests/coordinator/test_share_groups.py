@@ -87,10 +87,11 @@ def test_leave_fence_and_session_timeout() -> None:
     s = make()
     hb(s, "m1", 0, ["t"])
     hb(s, "m2", 0, ["t"])
+    before = s.coord.share.group(G).group_epoch
     left = hb(s, "m1", -1)
     assert left == {**left, "error_code": 0, "member_id": "m1", "member_epoch": -1}
     g = s.coord.share.group(G)
-    assert "m1" not in g.members
+    assert "m1" not in g.members and g.group_epoch == before + 1  # shareGroupFenceMember bumps it
     assert hb(s, "m1", 3)["error_code"] == err.UNKNOWN_MEMBER_ID
     e = g.members["m2"].member_epoch
     assert hb(s, "m2", e + 5)["error_code"] == err.FENCED_MEMBER_EPOCH
@@ -484,3 +485,44 @@ def test_fault_injection_expires_a_share_member() -> None:
     assert code == 0 and set(s.coord.share.group(G).members) == {"m2"}
     assert s.coord.expire_member(s.now, G, "m1")[0] == err.UNKNOWN_MEMBER_ID
     assert hb(s, "m1", 2)["error_code"] == err.UNKNOWN_MEMBER_ID
+
+
+def test_metrics_count_share_groups_and_members() -> None:
+    from groupd.ops.metrics import Metrics
+
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    hb(s, "m2", 0, ["t"])
+    hb(s, "m3", 0, ["t"], group="other")
+    hb(s, "m3", -1, group="other")
+    m = Metrics(process_metrics=False)
+    m.core = s.coord
+    text = m.render()[0].decode()
+    assert 'groupd_groups_by_type{state="Stable",type="share"} 1.0' in text
+    assert 'groupd_groups_by_type{state="Empty",type="share"} 1.0' in text
+    assert "groupd_share_group_members 2.0" in text
+
+
+def test_classic_heartbeat_sync_leave_on_a_share_group_id_are_unknown_member() -> None:
+    """``classicGroupHeartbeat`` / ``classicGroupSync`` / ``classicGroupLeave``: a group of another
+    type is UNKNOWN_MEMBER_ID ("Group g not found."), as a missing one."""
+    s = make()
+    hb(s, "m1", 0, ["t"])
+    beat = s.answer(
+        s.send("Heartbeat", 3, {"group_id": G, "generation_id": 1, "member_id": "m1", "group_instance_id": None})
+    )
+    assert beat["error_code"] == err.UNKNOWN_MEMBER_ID
+    sync = s.answer(
+        s.send(
+            "SyncGroup",
+            3,
+            {"group_id": G, "generation_id": 1, "member_id": "m1", "group_instance_id": None, "assignments": []},
+        )
+    )
+    assert sync["error_code"] == err.UNKNOWN_MEMBER_ID
+    leave = s.answer(
+        s.send("LeaveGroup", 3, {"group_id": G, "members": [{"member_id": "m1", "group_instance_id": None}]})
+    )
+    # v3+: not a top-level error, each member named is answered UNKNOWN_MEMBER_ID (leaveGroup)
+    assert [m["error_code"] for m in leave["members"]] == [err.UNKNOWN_MEMBER_ID]
+    assert set(s.coord.share.group(G).members) == {"m1"}

@@ -1,6 +1,6 @@
 """Share groups (KIP-932) under random joins, heartbeats, subscription changes, leaves, crashes
 (members that stop heartbeating), clock jumps, failed share-state initializations and coordinator
-restarts (hypothesis stateful, fake clock), against a simple model of who is a member.
+restarts and topics growing (hypothesis stateful, fake clock), against a simple model of who is a member.
 
 After every step: the group's members are the model's; a member's epoch is never above the group
 epoch nor the target epoch above it; a member holds only partitions of topics it subscribes to, and
@@ -127,6 +127,16 @@ class ShareGroupMachine(RuleBasedStateMachine):
         if ms >= 46000 and g is not None:
             assert not (set(g.members) & getattr(self, "crashed", set()))
 
+    @rule(topic=st.sampled_from(["t", "u"]))
+    def grow(self, topic: str) -> None:
+        """CreatePartitions: the group's metadata hash changes, the new share partitions are
+        initialized and assigned."""
+        topics = dict(self.image.topics)
+        tid_, n = topics[topic]
+        if n < 6:
+            topics[topic] = (tid_, n + 1)
+            self.image = TopicsImage(self.image.version + 1, topics)
+
     @rule()
     def failing_state_store(self) -> None:
         """One heartbeat whose share-partition initialization fails (the store answers an error):
@@ -154,8 +164,8 @@ class ShareGroupMachine(RuleBasedStateMachine):
             for name in sorted(self.epochs):
                 self._beat(name)
         g = self.shell.coord.share.group(G)
-        if g is None or not g.members:
-            return
+        if g is None or not g.members or not self.epochs:
+            return  # with only crashed members nobody heartbeats: nothing is assigned anew (as Kafka)
         for name in self.epochs:
             m = g.members[self.ids[name]]
             assert m.member_epoch == g.target_epoch == g.group_epoch

@@ -302,3 +302,38 @@ def test_group_configs_share_timings_in_force(daemon: GroupdProcess) -> None:
     # no more heartbeats: the session fences the member (its length under the group's config is
     # checked with a fake clock in tests/coordinator/test_share_groups.py)
     wait_for(lambda: describe(daemon, group)["members"] == [], timeout=20)
+
+
+def test_a_restart_loads_share_groups_from_the_log(tmp_path: Path) -> None:
+    """The share-group records in __consumer_offsets are replayed at start-up through the same fold:
+    the group, its epochs, members and assignments come back (a SIGKILL loses nothing durable)."""
+    d = GroupdProcess(tmp_path / "data", "--fsync", "always")
+    d.start()
+    try:
+        topic, group = _topic(d, 2), "sg-" + uuid.uuid4().hex[:8]
+        member = uuid.uuid4().hex[:22]
+
+        def beat(epoch: int, topics: list[str] | None) -> dict[str, Any]:
+            with KafkaClient(d.bootstrap) as client:
+                body = {
+                    "group_id": group,
+                    "member_id": member,
+                    "member_epoch": epoch,
+                    "rack_id": None,
+                    "subscribed_topic_names": topics,
+                }
+                return client.coordinator(group).send("ShareGroupHeartbeat", body)[1]
+
+        a = beat(0, [topic])
+        b = wait_for(lambda: (x := beat(a["member_epoch"], None))["assignment"] is not None and x)
+        before = describe(d, group)
+        assert [tp["partitions"] for m in before["members"] for tp in m["assignment"]["topic_partitions"]] == [[0, 1]]
+        d.kill()
+        d.start()
+        after = wait_for(lambda: (x := describe(d, group))["error_code"] == 0 and x)
+        assert {k: after[k] for k in ("group_epoch", "assignment_epoch", "group_state", "members")} == {
+            k: before[k] for k in ("group_epoch", "assignment_epoch", "group_state", "members")
+        }
+        assert beat(b["member_epoch"], None)["error_code"] == 0  # it carries on with its epoch
+    finally:
+        d.stop()

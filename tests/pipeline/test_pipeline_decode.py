@@ -168,3 +168,15 @@ def test_kip848_consumer_group_records_are_rows_of_their_group() -> None:
     row = decode.decode_record_row(0, 0, 7, T, key, value)
     assert (row["record_type"], row["group"], row["key_version"]) == ("consumer_group", "billing", 3)
     assert decode.decode_record_row(0, 0, 7, T, key, None, group_filter=decode.group_matcher("other")) is None
+
+
+def test_kip932_share_group_records_are_rows_of_their_group() -> None:
+    """A share-group record (types 10-15) is a row of its group, not an undecodable one (before
+    share groups the pipeline hit a share key's missing ``group`` attribute)."""
+    from groupd.coordinator.serde import encode_record
+    from groupd.coordinator.share import records as sr
+
+    key, value = encode_record((sr.ShareGroupMetadataKey("orders"), sr.ShareGroupMetadataValue(3, 0)))
+    row = decode.decode_record_row(0, 0, 7, T, key, value)
+    assert (row["record_type"], row["group"], row["key_version"]) == ("share_group", "orders", 11)
+    assert decode.decode_record_row(0, 0, 7, T, key, None, group_filter=decode.group_matcher("other")) is None
