@@ -65,6 +65,8 @@ log = structlog.get_logger("groupd.share")
 limited_log = LogLimiter(log)
 
 SHARE_STATE_TOPIC = "__share_group_state"
+# The most one share-partition read takes from its log (Kafka's max.partition.fetch.bytes default)
+READ_BYTES = 1 << 20
 # share.coordinator.state.topic.prune.interval.ms
 PRUNE_INTERVAL_MS = 5 * 60 * 1000
 
@@ -192,7 +194,9 @@ class SharePartitions:
         offset = sp.next_fetch_offset()
         if offset >= limit:
             return [], b""
-        data = plog.read(offset, max(max_bytes, 1), min_one_batch=True)
+        # at most what max.partition.fetch.bytes would read (1 MiB): acquisition stops at max_records
+        # anyway, and a client's 50 MiB max_bytes would read a backlog's 50 MiB for 500 records
+        data = plog.read(offset, max(min(max_bytes, READ_BYTES), 1), min_one_batch=True)
         aborted: list[Any] = []
         if read_committed:
             data, upper = stable_prefix(data, limit)
@@ -215,8 +219,15 @@ class SharePartitions:
             self._arm()
         if not acquired:
             return [], b""
-        lo, hi = acquired[0].first_offset, acquired[-1].last_offset
-        parts = [data[s:e] for base, last, s, e in spans if last >= lo and base <= hi]
+        # only the batches holding acquired records (not those another member holds in between);
+        # both lists are in offset order: one walk
+        parts = []
+        i = 0
+        for base, last, start, end in spans:
+            while i < len(acquired) and acquired[i].last_offset < base:
+                i += 1
+            if i < len(acquired) and acquired[i].first_offset <= last:
+                parts.append(data[start:end])
         return acquired, b"".join(parts)
 
     def needs_producer_state(self, key: SharePartitionKey, topic: Topic) -> PartitionLog | None:

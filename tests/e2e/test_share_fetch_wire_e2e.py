@@ -46,7 +46,7 @@ def _call(w: Wire, name: str, version: int, body: dict[str, Any]) -> dict[str, A
     return answer
 
 
-def _topic(d: GroupdProcess, n: int, partitions: int = 1) -> tuple[str, uuid.UUID]:
+def _topic(d: GroupdProcess, n: int, partitions: int = 1, *, batch_each: bool = False) -> tuple[str, uuid.UUID]:
     name = "share-" + uuid.uuid4().hex[:8]
     with Wire(d.port) as w:
         w.create_topic(name, partitions)
@@ -64,6 +64,8 @@ def _topic(d: GroupdProcess, n: int, partitions: int = 1) -> tuple[str, uuid.UUI
     p = Producer({"bootstrap.servers": d.bootstrap, "linger.ms": 0})
     for i in range(n):
         p.produce(name, value=f"v{i}".encode(), partition=i % partitions)
+        if batch_each:
+            p.flush(10)
     assert p.flush(10) == 0
     return name, tid
 
@@ -361,3 +363,17 @@ def test_share_auto_offset_reset(daemon: GroupdProcess, reset: str, expected: li
     _name, tid = _topic(daemon, 3)
     with Wire(daemon.port) as w:
         assert _acquired(_call(w, "ShareFetch", 1, _fetch("m", 0, tid, group=group))) == expected
+
+
+def test_a_fetch_carries_only_the_batches_of_its_acquired_records(daemon: GroupdProcess) -> None:
+    group = "g-" + uuid.uuid4().hex[:6]
+    _earliest(daemon, group)
+    _name, tid = _topic(daemon, 4, batch_each=True)
+    with Wire(daemon.port) as w, Wire(daemon.port) as w2:
+        assert _acquired(_call(w, "ShareFetch", 1, _fetch("a", 0, tid, group=group, max_records=4))) == [(0, 3, 1)]
+        r = _call(w, "ShareAcknowledge", 1, _ack("a", 1, tid, [(1, 1, [2]), (3, 3, [2])], group=group))
+        assert r["responses"][0]["partitions"][0]["error_code"] == 0
+        # "b" gets offsets 1 and 3 again; the batches of 0 and 2 ("a" holds them) are not in its answer
+        r = _call(w2, "ShareFetch", 1, _fetch("b", 0, tid, group=group))
+        assert _acquired(r) == [(1, 1, 2), (3, 3, 2)]
+        assert _values(r) == [b"v1", b"v3"]
