@@ -161,6 +161,26 @@ def _fetch_body(group: str, member: str, epoch: int, tid: uuid.UUID | None, wait
     }
 
 
+def _join(conn: BrokerConnection, group: str, topic: str) -> None:
+    """ShareGroupHeartbeat until the group coordinator initialized and assigned the topic (raw
+    ShareFetch of an uninitialized share-partition is refused, as in Kafka)."""
+    member, epoch = uuid.uuid4().hex[:22], 0
+    for _ in range(300):
+        body = {
+            "group_id": group,
+            "member_id": member,
+            "member_epoch": epoch,
+            "rack_id": None,
+            "subscribed_topic_names": [topic] if epoch == 0 else None,
+        }
+        r = _call(conn, "ShareGroupHeartbeat", 1, body)
+        epoch = r["member_epoch"]
+        if r["assignment"] is not None and any(tp["partitions"] for tp in r["assignment"]["topic_partitions"]):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{group} was not assigned {topic}")
+
+
 def _redelivery(target: Target, rounds: int) -> dict[str, float]:
     a, b = _connect(target), _connect(target)
     topic = "redeliver-" + uuid.uuid4().hex[:6]
@@ -189,6 +209,7 @@ def _redelivery(target: Target, rounds: int) -> dict[str, float]:
     latencies = []
     group = "redeliver-" + uuid.uuid4().hex[:6]
     _group_earliest(a, group)
+    _join(a, group, topic)
     eb = 0
     for ea in range(rounds):  # the holder's session epoch: one fetch per round
         p.produce(topic, value=b"x")  # one record per round: the taker can only get the held one

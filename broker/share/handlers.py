@@ -228,6 +228,10 @@ class ShareHandlers:
                     out[(tid, p)] = (code, None, leader)
                     continue
                 key = SharePartitionKey(group, tid, p)
+                if key not in self.parts.partitions and self.parts.store.get(key) is None:
+                    # SharePartitionManager.acknowledge: no such share-partition
+                    out[(tid, p)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, leader)
+                    continue
                 try:
                     sp = self.parts.get(key, t)
                     changed = sp.acknowledge(
@@ -380,6 +384,12 @@ class ShareHandlers:
                 e["current_leader"] = leader
                 continue
             key = SharePartitionKey(group, tid, p)
+            if key not in self.parts.partitions and self.parts.store.get(key) is None:
+                # the share coordinator's read of an uninitialized share-partition fails
+                # (INVALID_REQUEST), which SharePartition.fetchPersisterError makes UNKNOWN_SERVER_ERROR
+                e["error_code"] = ErrorCode.UNKNOWN_SERVER_ERROR
+                e["error_message"] = "Read operation on uninitialized share partition not allowed."
+                continue
             waiting.append((t.name, p))
             plog = self.parts.needs_producer_state(key, t)
             if plog is not None:

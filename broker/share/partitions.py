@@ -59,7 +59,7 @@ from ..data_plane.fetch import stable_prefix
 from ..data_plane.state import Key, wall_ms
 from ..topics import Topic, TopicRegistry
 
-__all__ = ["SHARE_STATE_TOPIC", "SharePartitions", "ShareSettings"]
+__all__ = ["SHARE_STATE_TOPIC", "SharePartitions", "ShareSettings", "Uninitialized"]
 
 log = structlog.get_logger("groupd.share")
 limited_log = LogLimiter(log)
@@ -79,6 +79,10 @@ class ShareSettings:
     delivery_count_limit: int = 5
     partition_max_record_locks: int = 2000
     max_share_sessions: int = 2000
+
+
+class Uninitialized(Exception):
+    """A share-partition the group coordinator never initialized (no member was assigned it)."""
 
 
 class SharePartitions:
@@ -148,14 +152,19 @@ class SharePartitions:
 
     # --- share-partitions ---------------------------------------------------------------------------
     def get(self, key: SharePartitionKey, topic: Topic) -> SharePartition:
-        """The share-partition of ``key``, made (and its start written) on first use."""
+        """The share-partition of ``key``, made on first use from its state, which the group
+        coordinator initialized when it assigned the partition (``initialize``); raises
+        ``Uninitialized`` when there is none, as Kafka's share coordinator refuses to read an
+        uninitialized share-partition (``SharePartition.maybeInitialize`` then fails)."""
         sp = self.partitions.get(key)
         if sp is not None:
             return sp
-        plog = self.data.state.log_for(topic, key.partition)
         persisted = self.store.get(key)
+        if persisted is None:
+            raise Uninitialized("Read operation on uninitialized share partition not allowed.")
+        plog = self.data.state.log_for(topic, key.partition)
         cfg = self._partition_config(key.group_id)
-        if persisted is None or persisted.start_offset < 0:
+        if persisted.start_offset < 0:
             sp = SharePartition(cfg, self._reset_offset(key.group_id, plog))
             self.partitions[key] = sp
             self.persist(key, sp, [])

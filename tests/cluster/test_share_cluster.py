@@ -11,6 +11,8 @@ from confluent_kafka import Producer
 from groupd.ops.pytest_plugin import GroupdBroker
 from groupd.protocol.errors import ErrorCode
 
+from tests.support.share import join
+
 from .conftest import leaders, metadata, port_of, raw
 
 
@@ -87,6 +89,13 @@ def test_share_fetch_is_answered_by_the_partition_leader(cluster: GroupdBroker, 
         assert ack["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
         c.close()
+    # a member joins through the group coordinator, which initializes the share-partitions
+    fc = raw(cluster, 1)
+    try:
+        coord = fc.request("FindCoordinator", 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]
+    finally:
+        fc.close()
+    join(coord["port"], group, topic)
     lc = raw(cluster, leader)
     try:
         r = lc.request("ShareFetch", 1, _fetch(group, tid, 0))

@@ -16,6 +16,7 @@ from groupd.protocol.errors import ErrorCode
 from groupd.storage import records as rec
 
 from tests.support.daemon import GroupdProcess
+from tests.support.share import join
 from tests.support.wire import Wire
 
 LOCK_MS = 1500
@@ -46,7 +47,11 @@ def _call(w: Wire, name: str, version: int, body: dict[str, Any]) -> dict[str, A
     return answer
 
 
-def _topic(d: GroupdProcess, n: int, partitions: int = 1, *, batch_each: bool = False) -> tuple[str, uuid.UUID]:
+def _topic(
+    d: GroupdProcess, n: int, partitions: int = 1, *, batch_each: bool = False, group: str | None = None
+) -> tuple[str, uuid.UUID]:
+    """A new topic with ``n`` records; with ``group``, a member of it has joined and been assigned
+    the topic (the group coordinator initialized its share-partitions)."""
     name = "share-" + uuid.uuid4().hex[:8]
     with Wire(d.port) as w:
         w.create_topic(name, partitions)
@@ -67,6 +72,8 @@ def _topic(d: GroupdProcess, n: int, partitions: int = 1, *, batch_each: bool = 
         if batch_each:
             p.flush(10)
     assert p.flush(10) == 0
+    if group is not None:
+        join(d.port, group, name)
     return name, tid
 
 
@@ -185,7 +192,7 @@ def _earliest(d: GroupdProcess, group: str, reset: str = "earliest") -> None:
 def test_share_fetch_acquires_and_accept_is_final(daemon: GroupdProcess, version: int) -> None:
     group = "g-" + uuid.uuid4().hex[:6]
     _earliest(daemon, group)
-    _name, tid = _topic(daemon, 10)
+    _name, tid = _topic(daemon, 10, group=group)
     with Wire(daemon.port) as w:
         first = _call(w, "ShareFetch", version, _fetch("m1", 0, tid, group=group, version=version))
         assert first["acquisition_lock_timeout_ms"] == LOCK_MS
@@ -206,7 +213,7 @@ def test_share_fetch_acquires_and_accept_is_final(daemon: GroupdProcess, version
 def test_release_redelivers_and_reject_archives(daemon: GroupdProcess) -> None:
     group = "g-" + uuid.uuid4().hex[:6]
     _earliest(daemon, group)
-    _name, tid = _topic(daemon, 4)
+    _name, tid = _topic(daemon, 4, group=group)
     with Wire(daemon.port) as w, Wire(daemon.port) as w2:
         assert _acquired(_call(w, "ShareFetch", 1, _fetch("a", 0, tid, group=group))) == [(0, 3, 1)]
         # per-offset types: 0 accept, 1 release, 2 reject, 3 release; piggybacked on the next fetch
@@ -226,7 +233,7 @@ def test_release_redelivers_and_reject_archives(daemon: GroupdProcess) -> None:
 def test_lock_expiry_redelivers_until_the_delivery_limit(daemon: GroupdProcess) -> None:
     group = "g-" + uuid.uuid4().hex[:6]
     _earliest(daemon, group)
-    _name, tid = _topic(daemon, 1)
+    _name, tid = _topic(daemon, 1, group=group)
     with Wire(daemon.port) as w:
         counts = []
         for epoch in range(4):
@@ -282,7 +289,7 @@ def test_unknown_topic_id_and_partition(daemon: GroupdProcess) -> None:
 def test_bad_acknowledgement_batches(daemon: GroupdProcess) -> None:
     group = "g-" + uuid.uuid4().hex[:6]
     _earliest(daemon, group)
-    _name, tid = _topic(daemon, 3)
+    _name, tid = _topic(daemon, 3, group=group)
     with Wire(daemon.port) as w:
         assert _acquired(_call(w, "ShareFetch", 1, _fetch("m", 0, tid, group=group))) == [(0, 2, 1)]
         cases = [
@@ -306,7 +313,7 @@ def test_bad_acknowledgement_batches(daemon: GroupdProcess) -> None:
 def test_renew_keeps_the_lock(daemon: GroupdProcess) -> None:
     group = "g-" + uuid.uuid4().hex[:6]
     _earliest(daemon, group)
-    _name, tid = _topic(daemon, 2)
+    _name, tid = _topic(daemon, 2, group=group)
     with Wire(daemon.port) as w, Wire(daemon.port) as w2:
         assert _acquired(_call(w, "ShareFetch", 2, _fetch("m", 0, tid, group=group, version=2))) == [(0, 1, 1)]
         for epoch in (1, 2, 3):
@@ -328,7 +335,7 @@ def test_renew_keeps_the_lock(daemon: GroupdProcess) -> None:
 
 def test_long_poll_is_woken_by_an_append(daemon: GroupdProcess) -> None:
     group = "g-" + uuid.uuid4().hex[:6]
-    name, tid = _topic(daemon, 0)
+    name, tid = _topic(daemon, 0, group=group)
     with Wire(daemon.port) as w:
         # the opening fetch initializes the share-partition at the end of the log (latest)
         assert _acquired(_call(w, "ShareFetch", 1, _fetch("m", 0, tid, group=group))) == []
@@ -360,7 +367,7 @@ def test_share_auto_offset_reset(daemon: GroupdProcess, reset: str, expected: li
     group = "g-" + uuid.uuid4().hex[:6]
     if reset != "latest":
         _earliest(daemon, group, reset)
-    _name, tid = _topic(daemon, 3)
+    _name, tid = _topic(daemon, 3, group=group)
     with Wire(daemon.port) as w:
         assert _acquired(_call(w, "ShareFetch", 1, _fetch("m", 0, tid, group=group))) == expected
 
@@ -368,7 +375,7 @@ def test_share_auto_offset_reset(daemon: GroupdProcess, reset: str, expected: li
 def test_a_fetch_carries_only_the_batches_of_its_acquired_records(daemon: GroupdProcess) -> None:
     group = "g-" + uuid.uuid4().hex[:6]
     _earliest(daemon, group)
-    _name, tid = _topic(daemon, 4, batch_each=True)
+    _name, tid = _topic(daemon, 4, batch_each=True, group=group)
     with Wire(daemon.port) as w, Wire(daemon.port) as w2:
         assert _acquired(_call(w, "ShareFetch", 1, _fetch("a", 0, tid, group=group, max_records=4))) == [(0, 3, 1)]
         r = _call(w, "ShareAcknowledge", 1, _ack("a", 1, tid, [(1, 1, [2]), (3, 3, [2])], group=group))
@@ -377,3 +384,17 @@ def test_a_fetch_carries_only_the_batches_of_its_acquired_records(daemon: Groupd
         r = _call(w2, "ShareFetch", 1, _fetch("b", 0, tid, group=group))
         assert _acquired(r) == [(1, 1, 2), (3, 3, 2)]
         assert _values(r) == [b"v1", b"v3"]
+
+
+def test_an_uninitialized_share_partition_is_refused(daemon: GroupdProcess) -> None:
+    # no member of the group was ever assigned the topic: the share coordinator has no state for it
+    # (SharePartition.maybeInitialize fails: UNKNOWN_SERVER_ERROR; an acknowledgement finds no
+    # share-partition: UNKNOWN_TOPIC_OR_PARTITION)
+    group = "g-" + uuid.uuid4().hex[:6]
+    _name, tid = _topic(daemon, 2)
+    with Wire(daemon.port) as w:
+        r = _call(w, "ShareFetch", 1, _fetch("m", 0, tid, group=group))
+        (part,) = r["responses"][0]["partitions"]
+        assert part["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR and part["acquired_records"] == []
+        r = _call(w, "ShareAcknowledge", 1, _ack("m", 1, tid, [(0, 0, [1])], group=group))
+        assert r["responses"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

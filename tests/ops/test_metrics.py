@@ -631,6 +631,7 @@ def test_share_delivery_metrics_of_a_real_daemon(tmp_path: Path) -> None:
 
     from confluent_kafka import Producer
 
+    from tests.support.share import join
     from tests.support.wire import Wire
 
     port = free_port()
@@ -669,6 +670,7 @@ def test_share_delivery_metrics_of_a_real_daemon(tmp_path: Path) -> None:
                 )
             )
             tid = w.read()[1]["topics"][0]["topic_id"]
+            join(d.port, "sg", "sm")
             p = Producer({"bootstrap.servers": d.bootstrap})
             for v in (b"a", b"b"):
                 p.produce("sm", v)
