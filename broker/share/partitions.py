@@ -521,6 +521,22 @@ class SharePartitions:
                 self.changed(key, t.name if t is not None else "", batches)
         self._arm()
 
+    def expire_group_locks(self, group_id: str) -> int | None:
+        """Fault injection: every acquisition lock of the group's share-partitions expires now (as
+        ``releaseAcquisitionLockOnTimeout`` does when they fire); the records released, None when
+        the group has no share-partition in memory."""
+        keys = [k for k in self.partitions if k.group_id == group_id]
+        if not keys:
+            return None
+        released = 0
+        for key in keys:
+            batches = self.partitions[key].expire_locks(2**62)
+            if batches:
+                released += sum(b.last_offset - b.first_offset + 1 for b in batches)
+                t = self.topics.by_id(key.topic_id)
+                self.changed(key, t.name if t is not None else "", batches)
+        return released
+
     def close(self) -> None:
         if self._prune_task is not None:
             self._prune_task.cancel()
