@@ -1070,6 +1070,9 @@ def share_group_heartbeat(handler: Handler, authz: Authorizer, req: Request) -> 
     if not authz.authorize(p, AclOperation.READ, ResourceType.GROUP, group_id):
         _denied(req, "group", group=group_id)
         return _share_heartbeat_error(_GROUP)
+    member_id = body.get("member_id") or ""
+    if not member_id or len(member_id) > 36:
+        return handler(req)  # isMemberIdValid comes before the topics: INVALID_REQUEST from the handler
     names = body.get("subscribed_topic_names")
     if names:
         refused = sorted({t for t in names if not authz.authorize(p, AclOperation.DESCRIBE, ResourceType.TOPIC, t)})

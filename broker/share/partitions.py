@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from groupd.coordinator.share.state import PartitionSummary
+from groupd.coordinator.share.state import PartitionSummary, parse_auto_offset_reset
 from groupd.coordinator.share_partition import (
     BatchInfo,
     SharePartition,
@@ -46,7 +46,6 @@ from groupd.coordinator.share_partition import (
     share_state_partition,
 )
 from groupd.coordinator.share_partition.partition import AcquiredRange
-from groupd.coordinator.share_partition.reset import parse_reset
 from groupd.coordinator.share_partition.state_store import SHARE_STATE_PARTITIONS, ShareRecord, ShareRecordError
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.messages.share_records import SHARE_SNAPSHOT_TYPE
@@ -142,10 +141,13 @@ class SharePartitions:
 
     def _reset_offset(self, group_id: str, plog: PartitionLog) -> int:
         """``SharePartition.startOffsetDuringInitialization``: where a new share-partition starts."""
-        kind, ms = parse_reset(self.group_configs(group_id).get("share.auto.offset.reset") or "latest") or ("", 0)
+        try:
+            kind, ms = parse_auto_offset_reset(self.group_configs(group_id).get("share.auto.offset.reset") or "latest")
+        except ValueError:
+            kind, ms = "latest", None  # the configs refuse such values; a stored one falls back to the default
         if kind == "earliest":
             return plog.log_start_offset
-        if kind == "by_duration":
+        if kind == "by_duration" and ms is not None:
             found = plog.offset_for_timestamp(self.clock() - ms)
             return found[0] if found is not None else plog.log_end_offset
         return plog.log_end_offset

@@ -117,6 +117,11 @@ class ShareGroup:
     # soft state (not persisted): when the subscribed topics' metadata is next compared
     # (``setMetadataRefreshDeadline``); 0: at the next heartbeat
     metadata_refresh_deadline: int = 0
+    # derived by replay, so that a steady heartbeat costs O(its own topics), not O(members):
+    # how many members subscribe to each name (``ShareGroup.subscribedTopicNames``), and the union
+    # of the target assignment (None: to be computed again)
+    subscribed_counts: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    target_union: dict[uuid.UUID, frozenset[int]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def state(self) -> ShareGroupState:
@@ -124,11 +129,25 @@ class ShareGroup:
 
     def subscribed_topic_names(self) -> dict[str, int]:
         """``subscribedTopicNames``: each topic name some member subscribes to, with how many do."""
-        out: dict[str, int] = {}
-        for m in self.members.values():
-            for n in m.subscribed_topic_names:
-                out[n] = out.get(n, 0) + 1
-        return out
+        return dict(self.subscribed_counts)
+
+    def assigned_union(self) -> dict[uuid.UUID, frozenset[int]]:
+        """Every partition some member's target holds."""
+        if self.target_union is None:
+            union: dict[uuid.UUID, set[int]] = {}
+            for parts in self.target.values():
+                for t, ps in parts.items():
+                    union.setdefault(t, set()).update(ps)
+            self.target_union = {t: frozenset(ps) for t, ps in union.items()}
+        return self.target_union
+
+    def _count(self, names: tuple[str, ...], delta: int) -> None:
+        for n in set(names):
+            left = self.subscribed_counts.get(n, 0) + delta
+            if left > 0:
+                self.subscribed_counts[n] = left
+            else:
+                self.subscribed_counts.pop(n, None)
 
     def initialized_partitions(self) -> dict[uuid.UUID, frozenset[int]]:
         """``initializedShareGroupPartitions``."""
@@ -168,6 +187,8 @@ class ShareGroups:
             if value is not None:
                 assert isinstance(value, ShareGroupMemberMetadataValue)
                 base = old or ShareGroupMember(key.member_id)
+                g._count(base.subscribed_topic_names, -1)
+                g._count(tuple(value.subscribed_topic_names), 1)
                 g.members[key.member_id] = ShareGroupMember(
                     key.member_id,
                     base.member_epoch,
@@ -188,6 +209,7 @@ class ShareGroups:
                         f"Received a tombstone record to delete member {key.member_id} "
                         "but member exists in target assignment."
                     )
+                g._count(old.subscribed_topic_names, -1)
                 del g.members[key.member_id]
         elif isinstance(key, ShareGroupMetadataKey):
             if value is not None:
@@ -224,6 +246,7 @@ class ShareGroups:
                 g.target[key.member_id] = from_tuple(value.topic_partitions)
             else:
                 g.target.pop(key.member_id, None)
+            g.target_union = None
         elif isinstance(key, ShareGroupCurrentMemberAssignmentKey):
             g = self._group(gid, value is not None)
             if g is None:

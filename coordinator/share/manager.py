@@ -339,9 +339,16 @@ class ShareGroupManager:
             records.append((ShareGroupMemberMetadataKey(gid, mid), updated.metadata_value()))
             if set(updated.subscribed_topic_names) != set(member.subscribed_topic_names):
                 bump = subscription_changed = True
-        members_after = dict(g.members)
-        members_after[mid] = updated
-        subscribed = {n for m in members_after.values() for n in m.subscribed_topic_names}
+        # the group's subscribed names once this member's change is in (O(its topics))
+        if subscription_changed:
+            counts = dict(g.subscribed_counts)
+            for n in set(member.subscribed_topic_names):
+                counts[n] -= 1
+            for n in set(updated.subscribed_topic_names):
+                counts[n] = counts.get(n, 0) + 1
+            subscribed = {n for n, c in counts.items() if c > 0}
+        else:
+            subscribed = set(g.subscribed_counts)
         bump = bump or self._initialized_assignment_pending(g, subscribed)
         group_epoch = g.group_epoch
         new_hash = g.metadata_hash
@@ -359,6 +366,8 @@ class ShareGroupManager:
 
         # 2. updateTargetAssignment
         if group_epoch > g.target_epoch:
+            members_after = dict(g.members)
+            members_after[mid] = updated
             targets = self._assign(g, members_after, mid)
             for m_id, parts in targets.items():
                 if g.target.get(m_id, {}) != parts or m_id not in g.target:
@@ -446,10 +455,7 @@ class ShareGroupManager:
         that the target assignment does not cover yet."""
         if not g.members or g.state_metadata is None or not g.state_metadata.initialized or not subscribed:
             return False
-        assigned: dict[uuid.UUID, set[int]] = {}
-        for parts in g.target.values():
-            for t, ps in parts.items():
-                assigned.setdefault(t, set()).update(ps)
+        assigned = g.assigned_union()
         for tid, v in g.state_metadata.initialized.items():
             # a topic deleted (or deleted and created again under a new id) since it was initialized
             # is not assignable: Kafka drops it from the record (maybeCleanupShareGroupState)
@@ -465,20 +471,19 @@ class ShareGroupManager:
         if not subscribed:
             return {}
         info = g.state_metadata
-        already: dict[uuid.UUID, set[int]] = {}
-        if info is not None:
-            for tid, v in info.initialized.items():
-                already.setdefault(tid, set()).update(v.partitions)
-            for tid, v in info.initializing.items():
-                if now_ms - v.timestamp < self.config.initialize_retry_interval_ms:
-                    already.setdefault(tid, set()).update(v.partitions)
         out: dict[uuid.UUID, InitValue] = {}
         for name in sorted(subscribed):
             t = self.topics.topics.get(name)
             if t is None:
                 continue
             tid, count = t
-            have = already.get(tid, set())
+            done = info.initialized.get(tid) if info is not None else None
+            if done is not None and len(done.partitions) >= count:
+                continue  # the steady case: every partition initialized
+            have: set[int] = set(done.partitions) if done is not None else set()
+            pending = info.initializing.get(tid) if info is not None else None
+            if pending is not None and now_ms - pending.timestamp < self.config.initialize_retry_interval_ms:
+                have |= pending.partitions
             if not have or len(have) < count:
                 missing = frozenset(p for p in range(count) if p not in have)
                 if missing:

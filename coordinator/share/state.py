@@ -25,12 +25,17 @@ Each method answers ``{(topic id, partition): error code}`` for the partitions i
 (``errors.NONE``, or e.g. ``COORDINATOR_NOT_AVAILABLE`` / ``KAFKA_STORAGE_ERROR``), except
 ``read_summary`` which answers ``{(topic id, partition): PartitionSummary}``.
 
-The group's ``share.*`` configs in force (``share.auto.offset.reset``, ``share.isolation.level``,
-``share.record.lock.duration.ms``, ...) are read through ``GroupConfigs`` (``ShareGroupConfigLookup``).
+Wiring: the coordinator starts with an ``InMemoryShareState``; the node hands it the real store with
+``broker.core.share_requests.state = store`` (``Broker.core`` is the ``GroupCoordinator``). The group's
+``share.*`` configs in force (``share.auto.offset.reset``, ``share.isolation.level``,
+``share.record.lock.duration.ms``, ``share.session.timeout.ms``, ``share.heartbeat.interval.ms``) are
+read with ``broker.configs.share_config(group_id, name)`` (``ShareGroupConfigLookup``: the group's own
+value, else the broker's default); ``parse_auto_offset_reset`` below reads the first.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -114,3 +119,36 @@ class InMemoryShareState:
             self.partitions.pop((group_id, tid, p), None)
             out[(tid, p)] = errors.NONE
         return out
+
+
+# --- share.auto.offset.reset (Kafka 4.2's ShareGroupAutoOffsetResetStrategy) --------------------------
+_ISO_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",
+    re.IGNORECASE,
+)
+
+
+def parse_auto_offset_reset(value: str) -> tuple[str, int | None]:
+    """``ShareGroupAutoOffsetResetStrategy.fromString``: ("earliest", None), ("latest", None) or
+    ("by_duration", milliseconds back from now) for ``by_duration:<ISO-8601 duration>`` (Java's
+    ``Duration.parse``, not negative). ValueError with Kafka's reason otherwise ("none" included:
+    share groups have no such strategy)."""
+    if value in ("earliest", "latest"):
+        return value, None
+    if value == "by_duration":
+        raise ValueError("<:duration> part is missing in by_duration auto offset reset strategy.")
+    if value.startswith("by_duration:"):
+        m = _ISO_DURATION.fullmatch(value[len("by_duration:") :])
+        if m is None or (m.group(2) is None and m.group(3) is None) or m.group(3) in ("T", "t"):
+            raise ValueError("Unable to parse duration string in by_duration offset reset strategy.")
+        sign = -1 if m.group(1) == "-" else 1
+        days, hours, minutes, seconds = (int(g) if g else 0 for g in (m.group(2), m.group(4), m.group(5), m.group(6)))
+        fraction = m.group(7) or ""
+        nanos = int((fraction + "000000000")[:9]) if fraction else 0
+        if m.group(6) and m.group(6).startswith("-"):
+            nanos = -nanos
+        total_ns = sign * ((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1_000_000_000 + nanos)
+        if total_ns < 0:
+            raise ValueError("Negative duration is not supported in by_duration offset reset strategy.")
+        return "by_duration", total_ns // 1_000_000
+    raise ValueError(f"Unsupported strategy for ShareGroup: {value}")

@@ -87,3 +87,31 @@ def test_bytes_as_kafka_writes_them(record, key: bytes, value: bytes) -> None:  
     assert encode_record(record) == (key, value)
     assert decode_record(key, value) == record
     assert decode_record(key, None) == (record[0], None)  # a tombstone
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("earliest", ("earliest", None)),
+        ("latest", ("latest", None)),
+        ("by_duration:PT1H", ("by_duration", 3_600_000)),
+        ("by_duration:P1DT2H3M4.5S", ("by_duration", ((24 + 2) * 60 + 3) * 60_000 + 4500)),
+        ("by_duration:pt0.001s", ("by_duration", 1)),
+        ("by_duration:PT0S", ("by_duration", 0)),
+    ],
+)
+def test_share_auto_offset_reset_parses_as_kafka(value: str, parsed: tuple[str, int | None]) -> None:
+    from groupd.coordinator.share.state import parse_auto_offset_reset
+
+    assert parse_auto_offset_reset(value) == parsed
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["none", "by_duration", "by_duration:", "by_duration:PT", "by_duration:-PT1H", "Earliest", "by_duration:1H"],
+)
+def test_share_auto_offset_reset_refuses_as_kafka(value: str) -> None:
+    from groupd.coordinator.share.state import parse_auto_offset_reset
+
+    with pytest.raises(ValueError):
+        parse_auto_offset_reset(value)

@@ -150,6 +150,39 @@ class ShareGroupMachine(RuleBasedStateMachine):
         finally:
             state.fail_with = None  # type: ignore[attr-defined]
 
+    @rule(name=st.sampled_from(NAMES), topics=st.sampled_from([None, *TOPIC_SETS]))
+    def failed_write(self, name: str, topics: tuple[str, ...] | None) -> None:
+        """A heartbeat whose records fail to be written: answered with the error, and the group is
+        as it was before (the runtime reverts to the last committed state; the fold over the log,
+        checked after every step, has not seen them)."""
+        if name not in self.epochs:
+            return
+        req = {
+            "group_id": G,
+            "member_id": self.ids[name],
+            "member_epoch": self.epochs[name],
+            "rack_id": None,
+            "subscribed_topic_names": list(topics) if topics is not None else None,
+        }
+        sh = self.shell
+        sh.auto_append = False
+        try:
+            ctx = sh.send("ShareGroupHeartbeat", 1, req)
+            sh.flush(error=err.NOT_COORDINATOR)
+        finally:
+            sh.auto_append = True
+            sh.flush()
+        ans = sh.answer(ctx)
+        assert ans is not None
+        if ans["error_code"] == 0:  # nothing to write: answered at once
+            self.epochs[name] = ans["member_epoch"]
+            if topics is not None:
+                self.topics[name] = topics
+            if ans["assignment"] is not None:
+                self.held[name] = {tp["topic_id"]: tp["partitions"] for tp in ans["assignment"]["topic_partitions"]}
+        else:  # the write failed (or it was fenced already: its next heartbeat rejoins)
+            assert ans["error_code"] in (err.NOT_COORDINATOR, err.UNKNOWN_MEMBER_ID, err.FENCED_MEMBER_EPOCH), ans
+
     @rule()
     def restart(self) -> None:
         """The coordinator restarts from its log: members carry on with the epochs they have."""
@@ -202,6 +235,11 @@ class ShareGroupMachine(RuleBasedStateMachine):
         if g is None:
             return
         assert g.target_epoch <= g.group_epoch
+        counts: dict[str, int] = {}  # the derived subscription counts are the members' subscriptions
+        for m in g.members.values():
+            for n in set(m.subscribed_topic_names):
+                counts[n] = counts.get(n, 0) + 1
+        assert g.subscribed_counts == counts
         init = g.initialized_partitions()
         for m in g.members.values():
             assert 0 < m.member_epoch <= g.group_epoch

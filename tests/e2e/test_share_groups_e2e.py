@@ -9,6 +9,7 @@ heartbeats going."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import pytest
 from confluent_kafka import ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from groupd.coordinator.consumer.assignor_spec import GroupSpec, SubscriptionType, java_member_spec
+from groupd.coordinator.consumer.java_collections import java_hashmap_order
 from groupd.coordinator.consumer.simple import simple_assign
 from groupd.ops.kafka_client import KafkaClient
 
@@ -139,12 +141,18 @@ def assigned(g: dict[str, Any]) -> dict[str, dict[uuid.UUID, list[int]]]:
 
 
 def is_simple_assignor_fixed_point(g: dict[str, Any], topic_id: uuid.UUID, partitions: int) -> bool:
-    """SimpleAssignor is sticky: handed the members' current assignment it gives it back unchanged
-    when that assignment is one it would give."""
+    """SimpleAssignor is sticky: handed the members' current assignment, in the order Kafka's
+    ``TargetAssignmentBuilder`` hands the members over (a Java ``HashMap`` of member ids), it gives
+    it back unchanged when that assignment is one it would give."""
     current = assigned(g)
-    specs = {mid: java_member_spec(["t"], lambda _n: topic_id, parts) for mid, parts in current.items()}
-    out = simple_assign(GroupSpec(specs, SubscriptionType.HOMOGENEOUS), {topic_id: partitions})
-    return {m: {t: sorted(ps) for t, ps in parts.items()} for m, parts in out.items()} == current
+
+    def fixed(order: list[str]) -> bool:
+        specs = {mid: java_member_spec(["t"], lambda _n: topic_id, current[mid]) for mid in order}
+        out = simple_assign(GroupSpec(specs, SubscriptionType.HOMOGENEOUS), {topic_id: partitions})
+        return {m: {t: sorted(ps) for t, ps in parts.items()} for m, parts in out.items()} == current
+
+    # ids sharing a bucket iterate in insertion order, which a client cannot see: either will do
+    return any(fixed(java_hashmap_order(list(p))) for p in itertools.permutations(current))
 
 
 def test_three_members_one_partition_share_it(daemon: GroupdProcess, pollers: Pollers) -> None:
@@ -282,6 +290,10 @@ def test_group_configs_share_timings_in_force(daemon: GroupdProcess) -> None:
         alter(share_session_timeout_ms="500")  # below group.share.min.session.timeout.ms (1000 here)
     with pytest.raises(Exception, match=r"share\.isolation\.level"):
         alter(share_isolation_level="snapshot")
+    with pytest.raises(Exception, match=r"by_duration:<PnDTnHnMn\.nS>"):
+        alter(share_auto_offset_reset="by_duration:-PT1H")  # ShareGroupAutoOffsetResetStrategy.Validator
+    alter(share_auto_offset_reset="by_duration:PT1H")
+    alter(share_auto_offset_reset="earliest")
     res = ConfigResource(ConfigResource.Type.GROUP, group)
     described = admin.describe_configs([res])[res].result(10)
     assert described["share.heartbeat.interval.ms"].value == "1234"

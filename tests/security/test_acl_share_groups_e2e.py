@@ -70,6 +70,8 @@ def test_heartbeat_needs_read_on_the_group_then_describe_on_each_topic(bob: RawC
     assert (r["error_code"], r["member_id"], r["assignment"]) == (G, None, None)
     group = f"bob-{uuid.uuid4().hex[:6]}"
     assert _heartbeat(bob, group, ["orders", "other"], "m1")["error_code"] == T
+    # KafkaApis checks the member id (isMemberIdValid) before the topics
+    assert _heartbeat(bob, group, ["orders", "other"], "m" * 37)["error_code"] == ErrorCode.INVALID_REQUEST
     r = anonymous.request("ShareGroupDescribe", 1, {"group_ids": [group], "include_authorized_operations": False})
     assert r["groups"][0]["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND  # refused before the coordinator
     r = _heartbeat(bob, group, ["orders"], "m1")
