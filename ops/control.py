@@ -8,6 +8,7 @@
     DELETE /faults/{id}                  clear one rule
     POST   /actions/expire-member        {"group": "billing", "member": "<member id>"}
     POST   /actions/trigger-rebalance    {"group": "billing"}
+    POST   /actions/expire-locks         {"group": "orders"}  a share group's acquired records: locks expire now
     GET    /brokers                      the brokers of this process and their state (cluster mode: --brokers N)
     POST   /actions/stop-broker          {"broker": 2}  close its listener and connections, move its leaders
     POST   /actions/start-broker         {"broker": 2, "rebalance": true}  listen again (and lead again)
@@ -180,6 +181,7 @@ class Control:
                 "/faults/*": self._fault,
                 "/actions/expire-member": self._expire_member,
                 "/actions/trigger-rebalance": self._trigger_rebalance,
+                "/actions/expire-locks": self._expire_locks,
                 "/brokers": self._brokers,
                 "/actions/stop-broker": self._stop_broker,
                 "/actions/start-broker": self._start_broker,
@@ -262,6 +264,22 @@ class Control:
             shell = self.broker.groups
             code, result = shell.core.trigger_rebalance(shell.clock(), group, reason)
             return self._action_done("trigger_rebalance", code, result, group=group)
+        except BadInput as e:
+            return _problem(e)
+
+    async def _expire_locks(self, req: HttpRequest) -> Response:
+        try:
+            doc = self._action_body(req, {"group", "broker"})
+            group = _name(doc, "group", required=True)
+            assert group is not None
+            released = self.broker.share_partitions.expire_group_locks(group)
+            if released is None:
+                raise BadInput(f"no share-partitions of group {group!r}", "404 Not Found", "not_found")
+            self.faults.count("-", "expire_locks")
+            log.info(
+                "fault_injected", kind="expire_locks", broker=self.broker.config.node_id, group=group, released=released
+            )
+            return _json("200 OK", {"action": "expire_locks", "group": group, "released": released})
         except BadInput as e:
             return _problem(e)
 
