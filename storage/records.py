@@ -831,7 +831,12 @@ def check_record_frames(data: bytes, pos: int, end: int, count: int) -> None:
                     raise CorruptRecordError("record length is not positive")
                 pos += 1 + (b >> 1)
             else:
-                v, pos = slow(data, pos)
+                b2 = data[pos + 1]
+                if b2 < 0x80:  # records of 64 B to 8 KiB
+                    v = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    v, pos = slow(data, pos)
                 if v & 1 or not v:
                     raise CorruptRecordError("record length is not positive")
                 pos += v >> 1
