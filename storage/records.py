@@ -71,6 +71,7 @@ __all__ = [
     "RecordInput",
     "TxnBatch",
     "build_batch",
+    "check_record_frames",
     "compute_crc",
     "decode_records",
     "decode_window_verified",
@@ -861,6 +862,46 @@ def _decode_headers(data: bytes, pos: int, rec_end: int) -> tuple[tuple, int]:
             raise CorruptRecordError(f"bad header value length {n}")
         headers.append((hkey, hvalue))
     return tuple(headers), pos
+
+
+def check_record_frames(data: bytes, pos: int, end: int, count: int) -> None:
+    """Check in place that `count` uncompressed records exactly tile data[pos:end], each with a
+    positive length, reading one varint per record and creating no objects (Kafka's record
+    iterator: "Incorrect declared batch size", "Invalid record size"). A produced batch is framed
+    with this and appended as it came (``LogValidator.assignOffsetsNonCompressed`` validates in
+    place too); decoding every field in Python cost a third of a produce-heavy daemon's CPU, so the
+    fields inside a record whose CRC matched are read only where a setting needs them (keys on
+    compacted topics, timestamps under limits: ``broker/data_plane/batch_checks.py``)."""
+    if count < 0 or count > end - pos:
+        raise CorruptRecordError(f"record count {count} does not fit in {end - pos} bytes")
+    if end != len(data):
+        data = data[:end]  # so that running past the batch is an IndexError
+    slow = _uvarint_slow
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                if b & 1 or not b:
+                    raise CorruptRecordError("record length is not positive")
+                pos += 1 + (b >> 1)
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:  # records of 64 B to 8 KiB
+                    v = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    v, pos = slow(data, pos)
+                if v & 1 or not v:
+                    raise CorruptRecordError("record length is not positive")
+                pos += v >> 1
+    except IndexError:
+        raise CorruptRecordError("record runs past the end of the batch") from None
+    if pos != end:
+        raise CorruptRecordError(
+            "record runs past the end of the batch"
+            if pos > end
+            else f"{end - pos} unexpected bytes after the last record"
+        )
 
 
 def decode_window(

@@ -50,6 +50,15 @@ def error_response(e: RequestError) -> dict[str, Any]:
     }
 
 
+# module-level, not a closure per request: this runs on every heartbeat
+def _blank(v: str | None) -> bool:
+    return v is not None and not v.strip()
+
+
+def _blank_or_null(v: str | None) -> bool:
+    return v is None or not v.strip()
+
+
 def validate_request(req: Mapping[str, Any], version: int, assignors: tuple[str, ...]) -> None:
     """``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (a blank string counts as empty, as its
     ``throwIfEmptyString`` trims). groupd also compiles a regex here; Kafka does it in
@@ -57,20 +66,14 @@ def validate_request(req: Mapping[str, Any], version: int, assignors: tuple[str,
     absence of records."""
     invalid = errors.INVALID_REQUEST
     epoch = req["member_epoch"]
-
-    def blank(name: str) -> bool:
-        v = req.get(name)
-        return v is not None and not v.strip()
-
-    if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and (
-        blank("member_id") or req.get("member_id") is None
-    ):
+    get = req.get
+    if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and _blank_or_null(get("member_id")):
         raise RequestError(invalid, "MemberId can't be empty.")
-    if blank("group_id") or not req.get("group_id"):
+    if not get("group_id") or _blank(get("group_id")):
         raise RequestError(invalid, "GroupId can't be empty.")
-    if blank("instance_id"):
+    if _blank(get("instance_id")):
         raise RequestError(invalid, "InstanceId can't be empty.")
-    if blank("rack_id"):
+    if _blank(get("rack_id")):
         raise RequestError(invalid, "RackId can't be empty.")
     if epoch == JOIN_GROUP_MEMBER_EPOCH:
         if req.get("rebalance_timeout_ms", -1) == -1:

@@ -375,6 +375,19 @@ async def test_corrupt_batch_is_refused_and_not_stored(h: Harness) -> None:
     assert h.logs.get("t", 0).log_end_offset == 0
 
 
+async def test_batch_whose_records_do_not_fill_it_is_refused(h: Harness) -> None:
+    """The CRC matches but the records end before the batch does: produced batches are framed in
+    place, not decoded (issue 26), and this one is still refused and not stored."""
+    h.create("t")
+    raw = bytearray(batch([b"hello", b"world"]) + b"\x02\x00")
+    raw[8:12] = (len(raw) - 12).to_bytes(4, "big")
+    raw[rec.CRC_OFFSET : rec.CRC_OFFSET + 4] = rec.compute_crc(raw, 0, len(raw)).to_bytes(4, "big")
+    r = await h.produce("t", bytes(raw))
+    assert r["error_code"] == E.CORRUPT_MESSAGE and r["base_offset"] == -1
+    assert h.logs.get("t", 0).log_end_offset == 0
+    assert (await h.produce("t", batch([b"hello", b"world"])))["error_code"] == 0
+
+
 async def test_malformed_batches_are_invalid_records(h: Harness) -> None:
     h.create("t")
     good = batch([b"a"])

@@ -1,0 +1,71 @@
+"""Produced batches are framed in place (``records.check_record_frames``), not decoded: every batch
+``build_batch`` makes passes, and a batch whose CRC matches but whose records do not tile it
+(count, lengths, trailing bytes) is refused by the append as the decoder refused it (issue 26)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from groupd.storage import records as rec
+from groupd.storage.errors import CorruptRecordError
+from groupd.storage.log import LogConfig, PartitionLog
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+RECORD = st.tuples(
+    st.none() | st.binary(max_size=300),
+    st.none() | st.binary(max_size=300),
+    st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=20)), max_size=3).map(tuple),
+    st.integers(0, 2**40),
+)
+
+
+def _recrc(buf: bytearray) -> bytes:
+    struct.pack_into(">i", buf, 8, len(buf) - 12)  # batch length
+    struct.pack_into(">I", buf, rec.CRC_OFFSET, rec.compute_crc(buf, 0, len(buf)))
+    return bytes(buf)
+
+
+def _with_count(raw: bytes, count: int) -> bytes:
+    buf = bytearray(raw)
+    struct.pack_into(">i", buf, rec.HEADER_SIZE - 4, count)
+    struct.pack_into(">i", buf, 23, count - 1)  # lastOffsetDelta, so that the header stays coherent
+    return _recrc(buf)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(RECORD, min_size=1, max_size=40))
+def test_frames_agree_with_the_decoder(records):
+    raw = rec.build_batch(records)
+    view = rec.BatchView(raw, 0)
+    rec.check_record_frames(raw, rec.HEADER_SIZE, len(raw), view.record_count)
+    assert len(view.records_kv()) == len(records)
+    for count in (len(records) - 1, len(records) + 1):
+        with pytest.raises(CorruptRecordError):
+            rec.check_record_frames(raw, rec.HEADER_SIZE, len(raw), count)
+    with pytest.raises(CorruptRecordError):
+        rec.check_record_frames(raw + b"\x00", rec.HEADER_SIZE, len(raw) + 1, view.record_count)
+    with pytest.raises(CorruptRecordError):  # the last record cut short, inside a longer buffer
+        rec.check_record_frames(raw + b"\x00" * 400, rec.HEADER_SIZE, len(raw) - 1, view.record_count)
+
+
+def test_append_refuses_batches_whose_records_do_not_tile_them(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    try:
+        good = rec.build_batch([(b"k", b"v" * 10, (), 5), (None, b"w", (), 6)])
+        negative = bytearray(good)
+        negative[rec.HEADER_SIZE] = 0x01  # zig-zag -1: a negative record length
+        bad = {
+            "count above the records": _with_count(good, 3),
+            "count below the records": _with_count(good, 1),
+            "trailing bytes": _recrc(bytearray(good + b"\x02\x00")),
+            "negative length": _recrc(negative),
+        }
+        results = plog.append_items([good, *bad.values()])
+        assert results[0] == (0, 1)
+        for what, r in zip(bad, results[1:]):
+            assert isinstance(r, CorruptRecordError), what
+        assert plog.log_end_offset == 2
+    finally:
+        plog.close()
