@@ -937,54 +937,9 @@ def share_group_heartbeat(handler: Handler, authz: Authorizer, req: Request) -> 
     return handler(req)
 
 
-def _share_described_group(group_id: str, code: int, message: str | None = None) -> Body:
-    return {
-        "error_code": code,
-        "error_message": message,
-        "group_id": group_id,
-        "group_state": "",
-        "group_epoch": 0,
-        "assignment_epoch": 0,
-        "assignor_name": "",
-        "members": [],
-        "authorized_operations": _NO_AUTH_OPS,
-    }
-
-
-def share_group_describe(handler: Handler, authz: Authorizer, req: Request) -> Any:
-    """DESCRIBE on each group (refused ones GROUP_AUTHORIZATION_FAILED, first); with
-    include_authorized_operations each described group's operations; a group whose members are
-    assigned a topic the principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED
-    (``handleShareGroupDescribe``)."""
-    p = subject_of(req)
-    kept, refused = _split(
-        list(req.body.get("group_ids") or []),
-        lambda g: authz.authorize(p, AclOperation.DESCRIBE, ResourceType.GROUP, g),
-    )
-    if refused:
-        _denied(req, "group", groups=refused[:20])
-    denied = [_share_described_group(g, _GROUP) for g in refused]
-    if not kept:
-        return {"throttle_time_ms": 0, "groups": denied}
-    include_ops = bool(req.body.get("include_authorized_operations"))
-
-    def visible(group: Body) -> Body:
-        if group.get("error_code"):
-            return group
-        for m in group.get("members") or ():
-            for tp in (m.get("assignment") or {}).get("topic_partitions") or ():
-                if not authz.authorize(p, AclOperation.DESCRIBE, ResourceType.TOPIC, tp["topic_name"]):
-                    return _share_described_group(group["group_id"], _TOPIC, _UNDESCRIBABLE_TOPICS)
-        if include_ops:
-            group = {
-                **group,
-                "authorized_operations": authz.authorized_operations(p, ResourceType.GROUP, group["group_id"]),
-            }
-        return group
-
-    _with(req, group_ids=kept)
-    _after(req, lambda b: {**b, "groups": [*denied, *(visible(g) for g in b.get("groups") or [])]})
-    return handler(req)
+# ``handleShareGroupDescribe`` checks what ``handleConsumerGroupDescribe`` does; a share member has
+# no target assignment, so the consumer groups' wrapper serves both.
+share_group_describe = consumer_group_describe
 
 
 def describe_share_group_offsets(handler: Handler, authz: Authorizer, req: Request) -> Any:

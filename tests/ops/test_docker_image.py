@@ -204,6 +204,10 @@ class Container:
     lines: list[dict[str, Any]]
 
 
+class PortTaken(Exception):
+    """The daemon refused to start: a port it was given was taken between choosing and binding."""
+
+
 @pytest.fixture
 def run_image(
     stages: list[Stage], installed: Path, image_env: dict[str, str], tmp_path: Path
@@ -224,6 +228,9 @@ def run_image(
         assert proc.stdout is not None
         lines = []
         for line in proc.stdout:  # ends when the daemon exits: no wait of our own can hang here
+            if b"is already in use by another process" in line:  # the one-line refusal, not a log event
+                proc.wait(10)
+                raise PortTaken(line.decode())
             lines.append(json.loads(line))  # JSON logs (GROUPD_LOG_FORMAT from the image): every line
             if lines[-1].get("event") == "groupd_listening":
                 return Container(proc, lines[-1], env, data, lines)
@@ -306,10 +313,16 @@ def test_the_image_runs_a_cluster_with_groupd_brokers(
 ) -> None:
     """`docker run -e GROUPD_BROKERS=3`: three brokers on consecutive ports from GROUPD_PORT (the
     image exposes 9092-9094), every one answering with all three; the healthcheck passes."""
-    base = free_port()
-    while base > 65000 or not all(_port_free(base + i) for i in (1, 2)):
+    for attempt in range(5):
         base = free_port()
-    c = run_image(GROUPD_BROKERS="3", GROUPD_PORT=str(base))
+        while base > 65000 or not all(_port_free(base + i) for i in (1, 2)):
+            base = free_port()
+        try:
+            c = run_image(GROUPD_BROKERS="3", GROUPD_PORT=str(base))
+            break
+        except PortTaken:  # another test's process took one of the three ports meanwhile
+            if attempt == 4:
+                raise
     assert c.listening["brokers"] == {str(i + 1): f"127.0.0.1:{base + i}" for i in range(3)}
     admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{base + 2}")
     try:
