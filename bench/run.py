@@ -28,6 +28,9 @@ Workloads (``--only`` takes these names, comma-separated):
   txns        transactions/s with 100-record transactions (confluent-kafka; with and without
               send_offsets_to_transaction) against the same rounds produced idempotently
               (``bench/txns.py``)
+  share       share groups: ShareFetch + ShareAcknowledge throughput of 1, 3 and 10 ShareConsumers on
+              one partition against a classic consumer of the same partition, and the redelivery
+              latency after a lock expires (``bench/sharefetch.py``)
 
     python -m bench.run [--quick] [--only heartbeats,rebalance] [--json results.json]
 
@@ -51,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from . import consumer_groups as cg
-from . import logdata, txnfetch
+from . import logdata, sharefetch, txnfetch
 from . import txns as txn_bench
 from .simulator import (
     Scenario,
@@ -62,7 +65,7 @@ from .simulator import (
 )
 from .targets import Target, start_echo, start_groupd, start_mock, workdir
 
-WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "txnfetch", "consumer", "txns")
+WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "txnfetch", "consumer", "txns", "share")
 # groupd log events that mean members were lost or rebalances went wrong
 NOTABLE_EVENTS = (
     "member_expired",
@@ -762,6 +765,12 @@ class Bench:
         out = await asyncio.to_thread(txn_bench.run, self.quick)
         self.results["txns"] = out
         txn_bench.print_results(out, print_figures)
+
+    # 9. share groups ------------------------------------------------------------------------------------
+    async def share(self) -> None:
+        out = await asyncio.to_thread(sharefetch.run, self.quick)
+        self.results["share"] = out
+        sharefetch.print_results(out, print_figures)
 
 
 def _throttled(check: Callable[[], bool], every_s: float = 0.002) -> Callable[[], bool]:

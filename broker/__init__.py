@@ -5,7 +5,8 @@ DescribeProducers, transaction markers, the idempotent-producer state), topics a
 (``topics.py``), the admin APIs (Metadata, CreateTopics, DeleteTopics, CreatePartitions:
 ``admin_handlers.py``), the asyncio shells that feed the sans-IO group and transaction coordinators
 and write their records (``group_shell.py``, ``txn_shell.py``, sharing one apply/append/drain in
-``coordinator_shell.py``), the settings of a node (``settings.py``), the API table
+``coordinator_shell.py``), KIP-932 delivery (``share/``: ShareFetch, ShareAcknowledge, the
+share-partitions over the partition logs and ``__share_group_state``), the settings of a node (``settings.py``), the API table
 (``apis.py``: each API's handler, versions, authorization and cluster routing, one row per API) and
 the wiring of one node (``node.py``). It knows nothing of command-line parsing, the process around it (signals,
 metrics: ``groupd.daemon``) or the tools operators hold (``groupd.ops``).

@@ -48,7 +48,11 @@ from .data_plane import (
 )
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
+<<<<<<< HEAD
 from .scram_apis import ScramApis
+=======
+from .share import SHARE_ACKNOWLEDGE_VERSIONS, SHARE_FETCH_VERSIONS, ShareHandlers
+>>>>>>> h/sharefetch
 from .txn_shell import TxnShell
 
 
@@ -65,6 +69,10 @@ class Routing(Enum):
     # ``cluster.leader_guard``: partitions this broker does not lead are answered
     # NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, the rest handed on.
     LEADER = "leader"
+    # The handler is made per broker and answers NOT_LEADER_OR_FOLLOWER itself for each partition
+    # the broker does not lead: the share APIs, whose partitions are named by topic id and, after a
+    # session opens, by the session rather than the request (``broker.share``).
+    SHARE_LEADER = "share_leader"
     # The answer is rewritten with the cluster's brokers, controller and partition leaders.
     METADATA = "metadata"
     DESCRIBE_CLUSTER = "describe_cluster"
@@ -110,6 +118,8 @@ class BrokerParts(Protocol):
     data: DataPlane
     txns: TxnShell
     authenticator: Authenticator
+
+    def share_handlers(self, node_id: int | None) -> ShareHandlers: ...
 
 
 # The handler of an API on the broker ``node_id`` of a cluster (None: the only broker).
@@ -343,6 +353,23 @@ APIS: tuple[Api, ...] = (
         Wrapped(acl.describe_producers, "READ on each topic"),
         versions=DESCRIBE_PRODUCERS_VERSIONS,
     ),
+    # --- share groups: delivery (KIP-932) ---------------------------------------------------------
+    # Each broker keeps its own share sessions and answers NOT_LEADER_OR_FOLLOWER per partition it
+    # does not lead (the handler is made per broker, as a coordinator's is).
+    Api(
+        "ShareFetch",
+        lambda b, node_id: b.share_handlers(node_id).share_fetch,
+        InHandler("ShareHandlers: READ on the group, then READ on each topic (the session's, by id)"),
+        Routing.SHARE_LEADER,
+        SHARE_FETCH_VERSIONS,
+    ),
+    Api(
+        "ShareAcknowledge",
+        lambda b, node_id: b.share_handlers(node_id).share_acknowledge,
+        InHandler("ShareHandlers: READ on the group, then READ on each topic"),
+        Routing.SHARE_LEADER,
+        SHARE_ACKNOWLEDGE_VERSIONS,
+    ),
     # --- transactions (one producer-id sequence with idempotent producers: the data plane's) -------
     Api(
         "InitProducerId",
@@ -390,6 +417,8 @@ SHARE_APIS = frozenset(
         "DescribeShareGroupOffsets",
         "AlterShareGroupOffsets",
         "DeleteShareGroupOffsets",
+        "ShareFetch",
+        "ShareAcknowledge",
     }
 )
 

@@ -574,7 +574,8 @@ class Cluster:
             return self._describe_cluster(handler)
         if routing is Routing.BROKER_CONFIGS:
             return broker_configs_as(api.name, handler, node_id, self.broker.config.node_id)
-        # SHARED, and COORDINATOR (the handler was made for this broker: ``GroupShell.handler``)
+        # SHARED, COORDINATOR and SHARE_LEADER (the handler was made for this broker:
+        # ``GroupShell.handler``, ``Broker.share_handlers``)
         return handler
 
     def _broker_entries(self) -> list[ClusterNode]:
@@ -634,6 +635,16 @@ class Cluster:
             return resp
 
         return describe_cluster
+
+    # --- share groups (broker.share) ---------------------------------------------------------------
+    def share_leader_check(self, node_id: int) -> Callable[[str, int], tuple[int, int, int]]:
+        """ShareFetch / ShareAcknowledge on ``node_id``: (error, leader, epoch) per partition."""
+        leaders = self.leaders
+        return lambda topic, partition: leaders.check(node_id, topic, partition, -1)
+
+    def node_endpoint(self, node_id: int) -> tuple[str, int] | None:
+        n = self.nodes.get(node_id)
+        return n.endpoint if n is not None else None
 
     # --- start-up ---------------------------------------------------------------------------------
     def addresses(self) -> dict[str, str]:

@@ -35,6 +35,7 @@ from .group_shell import GroupShell
 from .log_admin import LogAdmin
 from .scram_apis import ScramApis
 from .settings import Config
+from .share import SHARE_STATE_TOPIC, ShareHandlers, SharePartitions, ShareSettings
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicRegistry, TopicsImageCache
 from .txn_shell import TxnShell
 
@@ -152,6 +153,26 @@ class Broker:
         self.configs.on_group_configs_changed.append(
             lambda group, configs: self.core.share.set_group_config(group, *share_group_overrides(configs))
         )
+        # KIP-932 delivery: share-partitions over the data plane's logs, __share_group_state
+        self.share_partitions = SharePartitions(
+            self.data,
+            self.topics,
+            self.logs,
+            self.appender,
+            ShareSettings(
+                record_lock_duration_ms=config.group_share_record_lock_duration_ms,
+                delivery_count_limit=config.group_share_delivery_count_limit,
+                partition_max_record_locks=config.group_share_partition_max_record_locks,
+                max_share_sessions=config.group_share_max_share_sessions,
+            ),
+            ensure_state_topic=self._ensure_share_state_topic,
+            # Kafka's GroupConfigManager: a group's share.* configs, read at each use
+            group_configs=lambda group: self.configs.group_configs.get(group, {}),
+        )
+        self.admin.on_topic_deleted.append(self.share_partitions.drop_topic)
+        # the group coordinator initializes, reads and deletes share-partition state through it
+        self.core.share_requests.state = self.share_partitions
+        self._share_handlers: dict[int | None, ShareHandlers] = {}
         # DescribeShareGroupOffsets v1's lag needs each partition's end offset (the high watermark)
         self.core.share_requests.end_offset = self._log_end_offset
         self.log_admin = LogAdmin(
@@ -171,6 +192,39 @@ class Broker:
         self.before_stop: list[Callable[[], Awaitable[None]]] = []
         # Added to the start-up line by those hooks (the dashboard's address, for one).
         self.listening_fields: dict[str, object] = {}
+
+    def share_handlers(self, node_id: int | None) -> ShareHandlers:
+        """ShareFetch / ShareAcknowledge of broker ``node_id`` (each broker keeps its own share
+        sessions; in a cluster only a partition's leader hands its records out)."""
+        h = self._share_handlers.get(node_id)
+        if h is None:
+            cluster = self.cluster
+            leader = None
+            endpoint = None
+            if cluster is not None and node_id is not None:
+                leader = cluster.share_leader_check(node_id)
+                endpoint = cluster.node_endpoint
+            h = self._share_handlers[node_id] = ShareHandlers(
+                self.share_partitions, self.authorizer, leader=leader, endpoint=endpoint
+            )
+        return h
+
+    def _ensure_share_state_topic(self) -> None:
+        if self.topics.get(SHARE_STATE_TOPIC) is None:
+            # ShareCoordinatorConfig: 50 partitions, delete policy (the coordinator prunes below
+            # its snapshots), 100 MiB segments, uncompressed
+            t = self.topics.ensure_internal(
+                SHARE_STATE_TOPIC,
+                50,
+                {
+                    "cleanup.policy": "delete",
+                    "retention.ms": "-1",
+                    "compression.type": "uncompressed",
+                    "segment.bytes": "104857600",
+                },
+            )
+            for cb in self.admin.on_topic_created:
+                cb(t)
 
     def _ownership(self) -> PartitionOwnership:
         # The core's node is the first listener's endpoint; FindCoordinator answers are rewritten
@@ -299,6 +353,8 @@ class Broker:
         for p in partitions:
             self._offsets_log(p)
         self.data.start()
+        await self.share_partitions.load()
+        self.share_partitions.start()
         # Groups answer COORDINATOR_LOAD_IN_PROGRESS until their partition is replayed; the server
         # listens straight away, as a Kafka broker does while it loads __consumer_offsets.
         self.groups.begin_load(partitions)
@@ -356,7 +412,9 @@ class Broker:
         await self.server.close()
         if self.cluster is not None:
             await self.cluster.close()
+        self.share_partitions.close()
         await self.data.close()
+        await self.share_partitions.drain()
         await self.txns.drain()
         await self.groups.drain()
         await self.appender.close()

@@ -98,6 +98,20 @@ class Config:
     group_consumer_min_heartbeat_interval_ms: int = 250
     group_consumer_max_heartbeat_interval_ms: int = 15000
     group_consumer_max_size: int = 2**31 - 1
+    # KIP-932 share groups, delivery: Kafka's group.share.* settings and defaults (ShareGroupConfig);
+    # a group's share.record.lock.duration.ms (group config) overrides the lock duration.
+    group_share_record_lock_duration_ms: int = dataclasses.field(
+        default=30000, metadata={"help": "how long a share consumer holds the records it acquired"}
+    )
+    group_share_delivery_count_limit: int = dataclasses.field(
+        default=5, metadata={"help": "deliveries of a share-group record before it is archived"}
+    )
+    group_share_partition_max_record_locks: int = dataclasses.field(
+        default=2000, metadata={"help": "in-flight records of one share-partition at most"}
+    )
+    group_share_max_share_sessions: int = dataclasses.field(
+        default=2000, metadata={"help": "share sessions per broker at most"}
+    )
     group_consumer_regex_refresh_interval_ms: int = dataclasses.field(
         default=10000,
         metadata={

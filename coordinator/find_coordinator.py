@@ -3,6 +3,8 @@ leads the ``__consumer_offsets`` partition of a group, or who coordinates a tran
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +44,15 @@ class CoordinatorFinder:
                 # schema default, "".
                 message = default_message(code) if v < 4 else ""
             elif key_type == 2:
-                code, message = err.INVALID_REQUEST, "groupd coordinates no share groups"
+                # KafkaApis.getCoordinator for the share coordinator: v6+, a valid
+                # "groupId:topicId:partition" (SharePartitionKey.validate), the leader of its
+                # __share_group_state partition (abs(hashCode) % 50). groupd's node leads them all.
+                if v < 6 or not valid_share_key(key):
+                    code, message = err.INVALID_REQUEST, "" if v >= 4 else default_message(err.INVALID_REQUEST)
+                else:
+                    node = runtime.ownership.local
+                    code = err.NONE
+                    message = "" if v >= 4 else default_message(code)
             else:
                 code, message = err.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
             answers.append(
@@ -61,3 +71,16 @@ class CoordinatorFinder:
             a = answers[0]
             a.pop("key")
             runtime.respond(ctx, {"throttle_time_ms": 0, **a})
+
+
+def valid_share_key(key: str) -> bool:
+    """``SharePartitionKey.validate``: "groupId:topicId:partition", a group id, a base64 topic id
+    (Kafka's ``Uuid.fromString``: 16 bytes) and a partition number."""
+    parts = key.split(":")
+    if len(parts) != 3 or not parts[0]:
+        return False
+    try:
+        raw = base64.urlsafe_b64decode(parts[1] + "==")
+        return len(raw) == 16 and int(parts[2]) >= 0
+    except (ValueError, binascii.Error):
+        return False

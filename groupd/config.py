@@ -147,6 +147,11 @@ DOMAINS: dict[str, Check] = {
     "group_share_min_heartbeat_interval_ms": _positive,
     "group_share_max_heartbeat_interval_ms": _positive,
     "group_share_max_size": between(1, 1000),
+    # KIP-932 share groups, delivery (ShareGroupConfig's bounds)
+    "group_share_record_lock_duration_ms": between(1000, 3_600_000),
+    "group_share_delivery_count_limit": between(2, 10),
+    "group_share_partition_max_record_locks": between(100, 10_000),
+    "group_share_max_share_sessions": _positive,
     "offsets_retention_minutes": _positive,
     "offsets_retention_check_interval_ms": _positive_long_ms,
     "offset_metadata_max_bytes": _count,

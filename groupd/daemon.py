@@ -45,6 +45,7 @@ def attach_metrics(broker: Broker) -> None:
         logs=broker.logs,
         faults=broker.faults,
         txns=broker.txns,
+        share=broker.share_partitions,
     )
     if broker.cluster is not None:
         # One process, one gauge: the connections of every broker of the cluster.

@@ -41,6 +41,7 @@ from typing import Any
 import structlog
 from groupd.broker.data_plane import DataPlane
 from groupd.broker.group_shell import GroupShell
+from groupd.broker.share import SharePartitions
 from groupd.broker.txn_shell import TxnShell
 from groupd.coordinator import CoordinatorListener, GroupCoordinator, GroupState
 from groupd.coordinator import listener as events
@@ -295,6 +296,42 @@ class _StateCollector(Collector):
                 "Transactions aborted by the coordinator after transaction.timeout.ms",
                 value=t["timeouts"],
             )
+        if m.share is not None:
+            sh = m.share.stats()
+            yield GaugeMetricFamily(
+                "groupd_share_partitions",
+                "Share-partitions (group, topic, partition) in memory",
+                value=sh["share_partitions"],
+            )
+            yield GaugeMetricFamily(
+                "groupd_share_in_flight_records",
+                "Records of share-partitions between their start and end offsets (not yet acknowledged or archived)",
+                value=sh["in_flight"],
+            )
+            yield GaugeMetricFamily(
+                "groupd_share_acquired_records", "Records a share consumer holds under a lock", value=sh["acquired"]
+            )
+            yield GaugeMetricFamily("groupd_share_sessions", "Share sessions (ShareFetch)", value=sh["sessions"])
+            yield CounterMetricFamily(
+                "groupd_share_deliveries",
+                "Records handed to share consumers (redeliveries included)",
+                value=sh["deliveries"],
+            )
+            yield CounterMetricFamily(
+                "groupd_share_redeliveries",
+                "Records handed out again after a release, a lock expiry or a session closing",
+                value=sh["redeliveries"],
+            )
+            yield CounterMetricFamily(
+                "groupd_share_lock_expiries",
+                "Acquired records released because their lock expired",
+                value=sh["lock_expiries"],
+            )
+            yield CounterMetricFamily(
+                "groupd_share_archived",
+                "Records archived: rejected, at the delivery-count limit, control or aborted records",
+                value=sh["archived"],
+            )
         if shell is not None:
             p = shell.load_progress
             yield CounterMetricFamily(
@@ -408,6 +445,7 @@ class Metrics(CoordinatorListener):
         self.core: GroupCoordinator | None = None
         self.shell: GroupShell | None = None
         self.txns: TxnShell | None = None
+        self.share: SharePartitions | None = None
         self.data: DataPlane | None = None
         self.logs: LogManager | None = None
         self.faults: FaultInjector | None = None
@@ -525,9 +563,12 @@ class Metrics(CoordinatorListener):
         logs: LogManager | None = None,
         faults: FaultInjector | None = None,
         txns: TxnShell | None = None,
+        share: SharePartitions | None = None,
     ) -> None:
         if txns is not None:
             self.txns = txns
+        if share is not None:
+            self.share = share
         if faults is not None:
             self.faults = faults
         if dispatcher is not None:

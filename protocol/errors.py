@@ -88,6 +88,10 @@ class ErrorCode(IntEnum):
     MISMATCHED_ENDPOINT_TYPE = 114
     UNSUPPORTED_ENDPOINT_TYPE = 115
     TRANSACTION_ABORTABLE = 120
+    INVALID_RECORD_STATE = 121
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    SHARE_SESSION_LIMIT_REACHED = 133
 
 
 # Errors.java's default messages, which Kafka puts in the error_message fields it fills from

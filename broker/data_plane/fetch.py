@@ -52,7 +52,7 @@ from groupd.storage.errors import (
 
 from ..producer_state import PartitionProducers
 from .producers import ProducerStates
-from .state import INT32_MAX, LEADER_EPOCH, DataState, Key
+from .state import INT32_MAX, LEADER_EPOCH, DataState, Key, Wake
 
 __all__ = ["FETCH_MAX_BYTES", "FETCH_VERSIONS", "LEGACY_FETCH_MAX", "FetchHandler", "ParkedFetch", "stable_prefix"]
 
@@ -94,6 +94,8 @@ class FetchHandler:
         self.waiters: dict[Key, set[ParkedFetch]] = {}
         # The same parked fetches by connection, dropped when it closes (``connection_closed``).
         self.parked: dict[Any, set[ParkedFetch]] = {}
+        # Other readers woken by the same appends and markers (share fetches: ``broker.share``).
+        self.listeners: list[Wake] = []
 
     def handle(self, req: Request) -> Any:
         """The answer, None when parked (answered later), or an awaitable when the producer states of
@@ -138,7 +140,9 @@ class FetchHandler:
 
     def notify(self, key: Key, size: int, *, stable_moved: bool = False) -> None:
         """``size`` bytes were appended to ``key`` (Produce, markers: the ``Wake`` they are handed):
-        answer the parked fetches that now have ``min_bytes``."""
+        answer the parked fetches that now have ``min_bytes``, and tell the ``listeners``."""
+        for listener in self.listeners:
+            listener(key, size, stable_moved=stable_moved)
         waiters = self.waiters.get(key)
         if not waiters:
             return

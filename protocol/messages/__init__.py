@@ -6,13 +6,13 @@
 from __future__ import annotations
 
 from ..schema import ApiSchema
-from . import admin, consumer_groups, core, data, groups, offsets, sasl, share_groups, transactions
+from . import admin, consumer_groups, core, data, groups, offsets, sasl, share_fetch, share_groups, transactions
 
 ALL_APIS: tuple[ApiSchema, ...] = tuple(
     sorted(
         (
             v
-            for m in (core, groups, consumer_groups, share_groups, offsets, data, sasl, admin, transactions)
+            for m in (core, groups, consumer_groups, share_groups, offsets, data, sasl, admin, transactions, share_fetch)
             for v in vars(m).values()
             if isinstance(v, ApiSchema)
         ),

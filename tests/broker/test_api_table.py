@@ -96,6 +96,7 @@ def test_routing_agrees_with_the_coordinator_and_the_cluster() -> None:
     assert by[Routing.LEADER] == GUARDED_APIS
     assert by[Routing.BROKER_CONFIGS] == BROKER_CONFIG_APIS
     assert by[Routing.METADATA] == {"Metadata"} and by[Routing.DESCRIBE_CLUSTER] == {"DescribeCluster"}
+    assert by[Routing.SHARE_LEADER] == {"ShareFetch", "ShareAcknowledge"}
 
 
 def test_every_row_names_a_known_api_once() -> None:
@@ -161,6 +162,28 @@ _CASES: dict[str, tuple[int, dict[str, Any], Callable[[dict[str, Any]], int]]] =
         0,
         {"deletions": [{"name": "alice", "mechanism": 1}], "upsertions": []},
         lambda r: r["results"][0]["error_code"],
+    ),
+    # KafkaApis.handleShareFetchRequest / handleShareAcknowledgeRequest: READ on the group first
+    "ShareFetch": (
+        1,
+        {
+            "group_id": "g",
+            "member_id": "m",
+            "share_session_epoch": 0,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1024,
+            "max_records": 10,
+            "batch_size": 10,
+            "topics": [],
+            "forgotten_topics_data": [],
+        },
+        lambda r: r["error_code"],
+    ),
+    "ShareAcknowledge": (
+        1,
+        {"group_id": "g", "member_id": "m", "share_session_epoch": 1, "topics": []},
+        lambda r: r["error_code"],
     ),
 }
 _REFUSED = {

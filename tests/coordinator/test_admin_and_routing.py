@@ -34,6 +34,22 @@ def test_find_coordinator_versions() -> None:
     assert share["error_code"] == 42 and share["node_id"] == -1
 
 
+def test_find_coordinator_share_key_type() -> None:
+    # KafkaApis.getCoordinator: key type 2 from v6, "groupId:topicId:partition" (SharePartitionKey.validate)
+    s = Shell()
+    keys = [
+        "sg:AAAAAAAAAAAAAAAAAAAAAQ:0",
+        "sg",
+        "sg:nope:0",
+        "sg:AAAAAAAAAAAAAAAAAAAAAQ:x",
+        ":AAAAAAAAAAAAAAAAAAAAAQ:0",
+    ]
+    r = s.answer(s.send("FindCoordinator", 6, {"key_type": 2, "coordinator_keys": keys}))
+    assert [(c["error_code"], c["node_id"]) for c in r["coordinators"]] == [(0, 0)] + [(42, -1)] * 4
+    r = s.answer(s.send("FindCoordinator", 5, {"key_type": 2, "coordinator_keys": keys[:1]}))
+    assert r["coordinators"][0]["error_code"] == 42
+
+
 def test_find_coordinator_error_message_by_version() -> None:
     # KafkaApis.handleFindCoordinatorRequestLessThanV4 fills v1-3's error_message with
     # Errors.message(), which is "NONE" for NONE; v4's per-key message keeps its schema default "".

@@ -125,8 +125,23 @@ def test_share_groups_only_where_share_version_is_finalized(daemons: Daemons, re
         }
         hb = c.request("ShareGroupHeartbeat", 1, body)
         described = c.request("ShareGroupDescribe", 1, {"group_ids": ["sg"], "include_authorized_operations": False})
+        fetch = {
+            "group_id": "sg",
+            "member_id": "m" * 22,
+            "share_session_epoch": 0,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1024,
+            "max_records": 10,
+            "batch_size": 10,
+            "topics": [],
+            "forgotten_topics_data": [],
+        }
+        fetched = c.request("ShareFetch", 1, fetch)
     finally:
         c.close()
+    # KafkaApis.handleShareFetchRequest checks isShareGroupProtocolEnabled first too
+    assert fetched["error_code"] == (35 if rel == "4.1" else 0)
     if rel == "4.1":
         assert hb["error_code"] == 35
         assert [(g["group_id"], g["error_code"]) for g in described["groups"]] == [("sg", 35)]

@@ -20,6 +20,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -385,11 +386,25 @@ async def test_metrics_endpoint_serves_prometheus_text_and_refuses_the_rest() ->
         await m.close()
 
 
+_SHARE_STATS = (
+    "share_partitions",
+    "in_flight",
+    "acquired",
+    "sessions",
+    "deliveries",
+    "redeliveries",
+    "lock_expiries",
+    "archived",
+)
+
+
 def test_readme_documents_every_groupd_metric() -> None:
     core = GroupCoordinator()
     m = Metrics(process_metrics=False)
     txns = TxnShell(TransactionCoordinator(TransactionConfig(), CountingProducerIds()), None, None, None, None)  # type: ignore[arg-type]
     m.bind(core=core, shell=GroupShell(core, lambda p: None, None), faults=FaultInjector(), txns=txns)  # type: ignore[arg-type,return-value]
+    share = SimpleNamespace(stats=lambda: dict.fromkeys(_SHARE_STATS, 0))
+    m.bind(share=share)  # type: ignore[arg-type]
     exported = set()
     for family in m.registry.collect():
         if family.name.startswith("groupd_"):
@@ -606,5 +621,88 @@ def test_transaction_metrics_of_a_real_daemon(tmp_path: Path) -> None:
         s = wait_for(port, lambda s: value(s, "groupd_transactions_aborted_total") == 2, "two aborts")
         assert value(s, "groupd_transactions_open") == 0
         assert value(s, "groupd_transactional_ids") == 1
+    finally:
+        d.stop()
+
+
+def test_share_delivery_metrics_of_a_real_daemon(tmp_path: Path) -> None:
+    # ShareFetch / ShareAcknowledge on the wire: deliveries, a redelivery after a release, an archive
+    import uuid as _uuid
+
+    from confluent_kafka import Producer
+
+    from tests.support.share import join
+    from tests.support.wire import Wire
+
+    port = free_port()
+    d = GroupdProcess(tmp_path / "data", "--metrics-port", str(port)).start()
+    try:
+        with Wire(d.port) as w:
+            w.create_topic("sm")
+            w.pipeline(
+                (
+                    "IncrementalAlterConfigs",
+                    1,
+                    {
+                        "resources": [
+                            {
+                                "resource_type": 32,
+                                "resource_name": "sg",
+                                "configs": [
+                                    {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}
+                                ],
+                            }
+                        ],
+                        "validate_only": False,
+                    },
+                )
+            )
+            w.read()
+            w.pipeline(
+                (
+                    "Metadata",
+                    12,
+                    {
+                        "topics": [{"topic_id": _uuid.UUID(int=0), "name": "sm"}],
+                        "allow_auto_topic_creation": False,
+                        "include_topic_authorized_operations": False,
+                    },
+                )
+            )
+            tid = w.read()[1]["topics"][0]["topic_id"]
+            join(d.port, "sg", "sm")
+            p = Producer({"bootstrap.servers": d.bootstrap})
+            for v in (b"a", b"b"):
+                p.produce("sm", v)
+            assert p.flush(10) == 0
+
+            def fetch(epoch: int, acks: list[dict[str, object]]) -> dict[str, object]:
+                body = {
+                    "group_id": "sg",
+                    "member_id": "m",
+                    "share_session_epoch": epoch,
+                    "max_wait_ms": 0,
+                    "min_bytes": 1,
+                    "max_bytes": 1 << 20,
+                    "max_records": 10,
+                    "batch_size": 10,
+                    "topics": [
+                        {"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": acks}]}
+                    ],
+                    "forgotten_topics_data": [],
+                }
+                w.pipeline(("ShareFetch", 1, body))
+                return w.read()[1]
+
+            fetch(0, [])
+            s = scrape(port)
+            assert value(s, "groupd_share_acquired_records") == 2 and value(s, "groupd_share_sessions") == 1
+            # offset 0 rejected, offset 1 released and handed out again in the same fetch
+            fetch(1, [{"first_offset": 0, "last_offset": 1, "acknowledge_types": [3, 2]}])
+            s = scrape(port)
+        assert value(s, "groupd_share_deliveries_total") == 3
+        assert value(s, "groupd_share_redeliveries_total") == 1
+        assert value(s, "groupd_share_archived_total") == 1
+        assert value(s, "groupd_share_in_flight_records") == 1 and value(s, "groupd_share_partitions") == 1
     finally:
         d.stop()
