@@ -48,11 +48,8 @@ from .data_plane import (
 )
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
-<<<<<<< HEAD
 from .scram_apis import ScramApis
-=======
 from .share import SHARE_ACKNOWLEDGE_VERSIONS, SHARE_FETCH_VERSIONS, ShareHandlers
->>>>>>> h/sharefetch
 from .txn_shell import TxnShell
 
 

@@ -36,11 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-<<<<<<< HEAD
 from groupd.coordinator.share.state import parse_auto_offset_reset
-=======
-from groupd.coordinator.share_partition.reset import parse_reset
->>>>>>> h/sharefetch
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.server import Request
 from groupd.security.acl import Authorizer, subject_of
@@ -85,11 +81,7 @@ class ConfigDef:
     low: float | None = None  # ConfigDef.Range.atLeast / between
     high: float | None = None
     choices: tuple[str, ...] = ()  # ValidString / ValidList
-<<<<<<< HEAD
     # a validator of its own (Kafka's custom ConfigDef.Validator): the error text, None when valid
-=======
-    # a Validator of its own: the value -> None, or the message of its ConfigException
->>>>>>> h/sharefetch
     validator: Callable[[str], str | None] | None = None
 
     def check(self, value: str) -> str:
@@ -125,13 +117,8 @@ class ConfigDef:
                 ErrorCode.INVALID_CONFIG,
                 f"Invalid value {value} for configuration {self.name}: Value must be no more than {_num(self.high)}",
             )
-<<<<<<< HEAD
         if self.validator is not None and (problem := self.validator(raw)) is not None:
             raise ConfigError(ErrorCode.INVALID_CONFIG, problem)
-=======
-        if self.validator is not None and (why := self.validator(raw)) is not None:
-            raise ConfigError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {self.name}: {why}")
->>>>>>> h/sharefetch
         if self.choices:
             items = [x.strip() for x in raw.split(",")] if self.type == LIST else [raw]
             bad = [x for x in items if x not in self.choices]
@@ -143,16 +130,6 @@ class ConfigDef:
                 )
             return ",".join(items) if self.type == LIST else raw
         return raw
-
-
-def _share_auto_offset_reset(value: str) -> str | None:
-    """``ShareGroupAutoOffsetResetStrategy.Validator``: earliest, latest or by_duration:<ISO-8601>."""
-    if parse_reset(value) is not None:
-        return None
-    return (
-        f"Invalid value `{value}` for configuration share.auto.offset.reset. The value must be either "
-        "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
-    )
 
 
 def _num(x: float) -> str:
