@@ -70,7 +70,7 @@ def attach_dashboard(broker: Broker) -> None:
     from groupd.ops.dashboard import Dashboard
 
     config = broker.config
-    dashboard = Dashboard(broker.core, topics=broker.topics, logs=broker.logs)
+    dashboard = Dashboard(broker.core, topics=broker.topics, logs=broker.logs, share=broker.share_partitions)
     dashboard.bind(dispatcher=broker.dispatcher)
 
     async def start() -> None:
