@@ -946,7 +946,8 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
     parts.append(_plot("progress", "Commit progress", plot_progress(data)))
 
     parts += _consumer_section(data)
-    parts += _share_section(data)
+    if data.share.get("groups"):  # only a log with share groups gets their section
+        parts += _share_section(data)
 
     parts.append('<h2 id="rebalance-list">Rebalances</h2>')
     if total > len(data.rebalances):
