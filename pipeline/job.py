@@ -214,7 +214,8 @@ def run(
         raw.unpersist()
     # KIP-932: the share-partition state log, folded per log partition (local data directories)
     share_summary: dict = {}
-    if source.is_local(data_dir):
+    # (written only when there is share state: a log without share groups pays no Spark job for it)
+    if source.is_local(data_dir) and share.state_dirs(source._local_path(data_dir)):
         say("folding __share_group_state")
         changes = share.within(share.share_state_changes(spark, source._local_path(data_dir), group), since, until)
         path = _join(out, share.CHANGES_TABLE)
