@@ -198,6 +198,7 @@ def test_openapi_document_is_served_and_matches_the_endpoint(groupd_broker_sessi
         "/faults/{id}",
         "/actions/expire-member",
         "/actions/trigger-rebalance",
+        "/actions/expire-locks",
         "/openapi.json",
         "/brokers",
         "/actions/stop-broker",
