@@ -305,8 +305,17 @@ class Control:
                 )
             self.faults.count("-", "expire_locks")
             fields = {"group": group, **({"topic": topic} if topic else {})}
-            log.info("fault_injected", kind="expire_locks", records=records, partitions=found, **fields)
-            return _json("200 OK", {"action": "expire_locks", **fields, "partitions": found, "records": records})
+            log.info(
+                "fault_injected",
+                kind="expire_locks",
+                broker=self.broker.config.node_id,
+                released=records,
+                partitions=found,
+                **fields,
+            )
+            # "released" as the first version of this action answered; "records" the same count
+            out = {"action": "expire_locks", **fields, "partitions": found, "records": records, "released": records}
+            return _json("200 OK", out)
         except BadInput as e:
             return _problem(e)
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from groupd.coordinator.share.state import PartitionSummary
+from groupd.coordinator.share.state import PartitionSummary, parse_auto_offset_reset
 from groupd.coordinator.share_partition import (
     BatchInfo,
     SharePartition,
@@ -46,7 +46,6 @@ from groupd.coordinator.share_partition import (
     share_state_partition,
 )
 from groupd.coordinator.share_partition.partition import AcquiredRange
-from groupd.coordinator.share_partition.reset import parse_reset
 from groupd.coordinator.share_partition.state_store import SHARE_STATE_PARTITIONS, ShareRecord, ShareRecordError
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.messages.share_records import SHARE_SNAPSHOT_TYPE
@@ -142,10 +141,13 @@ class SharePartitions:
 
     def _reset_offset(self, group_id: str, plog: PartitionLog) -> int:
         """``SharePartition.startOffsetDuringInitialization``: where a new share-partition starts."""
-        kind, ms = parse_reset(self.group_configs(group_id).get("share.auto.offset.reset") or "latest") or ("", 0)
+        try:
+            kind, ms = parse_auto_offset_reset(self.group_configs(group_id).get("share.auto.offset.reset") or "latest")
+        except ValueError:
+            kind, ms = "latest", None  # the configs refuse such values; a stored one falls back to the default
         if kind == "earliest":
             return plog.log_start_offset
-        if kind == "by_duration":
+        if kind == "by_duration" and ms is not None:
             found = plog.offset_for_timestamp(self.clock() - ms)
             return found[0] if found is not None else plog.log_end_offset
         return plog.log_end_offset
@@ -520,6 +522,22 @@ class SharePartitions:
                 )
                 self.changed(key, t.name if t is not None else "", batches)
         self._arm()
+
+    def expire_group_locks(self, group_id: str) -> int | None:
+        """Fault injection: every acquisition lock of the group's share-partitions expires now (as
+        ``releaseAcquisitionLockOnTimeout`` does when they fire); the records released, None when
+        the group has no share-partition in memory."""
+        keys = [k for k in self.partitions if k.group_id == group_id]
+        if not keys:
+            return None
+        released = 0
+        for key in keys:
+            batches = self.partitions[key].expire_locks(2**62)
+            if batches:
+                released += sum(b.last_offset - b.first_offset + 1 for b in batches)
+                t = self.topics.by_id(key.topic_id)
+                self.changed(key, t.name if t is not None else "", batches)
+        return released
 
     def close(self) -> None:
         if self._prune_task is not None:

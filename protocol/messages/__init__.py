@@ -12,7 +12,18 @@ ALL_APIS: tuple[ApiSchema, ...] = tuple(
     sorted(
         (
             v
-            for m in (core, groups, consumer_groups, share_groups, offsets, data, sasl, admin, transactions, share_fetch)
+            for m in (
+                core,
+                groups,
+                consumer_groups,
+                share_groups,
+                offsets,
+                data,
+                sasl,
+                admin,
+                transactions,
+                share_fetch,
+            )
             for v in vars(m).values()
             if isinstance(v, ApiSchema)
         ),

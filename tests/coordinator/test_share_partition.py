@@ -30,7 +30,6 @@ from groupd.coordinator.share_partition import (
     share_state_partition,
 )
 from groupd.coordinator.share_partition.partition import AckError
-from groupd.coordinator.share_partition.reset import parse_reset
 from groupd.coordinator.share_partition.sessions import SessionError, next_epoch
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.messages.share_records import SHARE_SNAPSHOT_TYPE, SHARE_UPDATE_TYPE
@@ -264,22 +263,3 @@ def test_share_state_partition_is_kafkas_coordinator_key_hash() -> None:
     # SharePartitionKey.asCoordinatorKey: "group:topicId:partition", the topic id in Kafka's base64
     assert KEY.coordinator_key() == "my-group:AAAAAAAAAAAAAAAAAAAAAQ:3"
     assert share_state_partition(KEY) == coordinator_partition("my-group:AAAAAAAAAAAAAAAAAAAAAQ:3", 50)
-
-
-# --- share.auto.offset.reset ------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("value", "parsed"),
-    [
-        ("latest", ("latest", 0)),
-        ("EARLIEST", ("earliest", 0)),
-        ("by_duration:PT1H", ("by_duration", 3_600_000)),
-        ("by_duration:P1DT2M3.5S", ("by_duration", 86_400_000 + 120_000 + 3_500)),
-        ("by_duration:", None),
-        ("by_duration:-PT1H", None),
-        ("none", None),
-        ("latest:PT1H", None),
-    ],
-)
-def test_share_auto_offset_reset_values(value: str, parsed: tuple[str, int] | None) -> None:
-    # ShareGroupAutoOffsetResetStrategy.fromString over AutoOffsetResetStrategy (Duration.parse)
-    assert parse_reset(value) == parsed

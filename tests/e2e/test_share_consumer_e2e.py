@@ -8,12 +8,16 @@ acknowledged."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -89,6 +93,12 @@ def members() -> Iterator[list[Member]]:
         if m.proc.poll() is None:
             os.kill(m.proc.pid, signal.SIGCONT)
             m.kill()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -306,3 +316,28 @@ def test_daemon_killed_mid_stream_redelivers_exactly_the_unacknowledged(tmp_path
         assert {o for o, _t in a.acked()} == set(range(2000))
     finally:
         d.stop()
+
+
+def test_fault_injection_expires_a_share_groups_locks(tmp_path: Path, members: list[Member]) -> None:
+    # the default lock duration (30 s): only the control endpoint's expire-locks frees them sooner
+    control = free_port()
+    with GroupdProcess(tmp_path / "data", "--control-port", str(control)) as d:
+        group, topic = _setup(d)
+        produce(d, topic, [f"r{i}" for i in range(5)])
+        a = Member(d, group, topic, "hold")
+        members.append(a)
+        wait_for(lambda: a.printed("holding"), 30, "the first consumer to hold records")
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        held = {o for o, _v, _c in a.records()}
+        url = f"http://127.0.0.1:{control}/actions/expire-locks"
+        nobody = urllib.request.Request(url, json.dumps({"group": "nobody"}).encode(), method="POST")
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(nobody, timeout=10)
+        assert e.value.code == 404
+        req = urllib.request.Request(url, json.dumps({"group": group}).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert json.loads(resp.read())["released"] == len(held)
+        b = Member(d, group, topic, "accept")
+        members.append(b)
+        wait_for(lambda: {o for o, _v, _c in b.records()} >= held, 20, "the held records at the other consumer")
+        b.stop()
