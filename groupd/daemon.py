@@ -69,7 +69,9 @@ def attach_dashboard(broker: Broker) -> None:
     from groupd.ops.dashboard import Dashboard
 
     config = broker.config
-    dashboard = Dashboard(broker.core, topics=broker.topics, logs=broker.logs, cluster=broker.cluster)
+    dashboard = Dashboard(
+        broker.core, topics=broker.topics, logs=broker.logs, cluster=broker.cluster, share=broker.share_partitions
+    )
     dashboard.bind(dispatcher=broker.dispatcher)
 
     async def start() -> None:

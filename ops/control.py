@@ -8,7 +8,8 @@
     DELETE /faults/{id}                  clear one rule
     POST   /actions/expire-member        {"group": "billing", "member": "<member id>"}
     POST   /actions/trigger-rebalance    {"group": "billing"}
-    POST   /actions/expire-locks         {"group": "orders"}  a share group's acquired records: locks expire now
+    POST   /actions/expire-locks         {"group": "jobs", "topic": "tasks", "partition": 0}  a share group's
+                                         acquisition locks expire now (topic, partition: optional)
     GET    /brokers                      the brokers of this process and their state (cluster mode: --brokers N)
     POST   /actions/stop-broker          {"broker": 2}  close its listener and connections, move its leaders
     POST   /actions/start-broker         {"broker": 2, "rebalance": true}  listen again (and lead again)
@@ -268,18 +269,53 @@ class Control:
             return _problem(e)
 
     async def _expire_locks(self, req: HttpRequest) -> Response:
+        """A share group's acquisition locks expire now: what the lock timer does when they are due
+        (``SharePartition.releaseAcquisitionLockOnTimeout``: back to AVAILABLE, or ARCHIVED at the
+        delivery-count limit), written to ``__share_group_state`` and waking waiting ShareFetches."""
         try:
-            doc = self._action_body(req, {"group", "broker"})
-            group = _name(doc, "group", required=True)
+            doc = self._action_body(req, {"group", "topic", "partition", "broker"})
+            group, topic = _name(doc, "group", required=True), _name(doc, "topic")
+            partition = _int(doc, "partition", 0, 2**31 - 1)
             assert group is not None
-            released = self.broker.share_partitions.expire_group_locks(group)
-            if released is None:
-                raise BadInput(f"no share-partitions of group {group!r}", "404 Not Found", "not_found")
+            if partition is not None and topic is None:
+                raise BadInput("'partition' needs 'topic'")
+            nodes = list(self.cluster.nodes.values()) if self.cluster is not None else [self.broker]
+            found = records = 0
+            for node in nodes:
+                share = getattr(node, "share_partitions", None)
+                if share is None:
+                    continue
+                for key, sp in list(share.partitions.items()):
+                    t = share.topics.by_id(key.topic_id)
+                    name = t.name if t is not None else ""
+                    if key.group_id != group or (topic is not None and name != topic):
+                        continue
+                    if partition is not None and key.partition != partition:
+                        continue
+                    found += 1
+                    # every lock is due at the end of time: expire_locks releases them all
+                    batches = sp.expire_locks(2**62)
+                    if batches:
+                        records += sum(b.last_offset - b.first_offset + 1 for b in batches)
+                        share.changed(key, name, batches)
+            if not found:
+                where = f" on {topic}" + (f"-{partition}" if partition is not None else "") if topic else ""
+                raise BadInput(
+                    f"share group {group!r} has no share-partition{where} in memory", "404 Not Found", "not_found"
+                )
             self.faults.count("-", "expire_locks")
+            fields = {"group": group, **({"topic": topic} if topic else {})}
             log.info(
-                "fault_injected", kind="expire_locks", broker=self.broker.config.node_id, group=group, released=released
+                "fault_injected",
+                kind="expire_locks",
+                broker=self.broker.config.node_id,
+                released=records,
+                partitions=found,
+                **fields,
             )
-            return _json("200 OK", {"action": "expire_locks", "group": group, "released": released})
+            # "released" as the first version of this action answered; "records" the same count
+            out = {"action": "expire_locks", **fields, "partitions": found, "records": records, "released": records}
+            return _json("200 OK", out)
         except BadInput as e:
             return _problem(e)
 

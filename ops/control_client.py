@@ -47,6 +47,15 @@ class FaultsClient:
     def expire_member(self, group: str, member: str) -> dict[str, Any]:
         return self._call("POST", "/actions/expire-member", {"group": group, "member": member})
 
+    def expire_locks(self, group: str, topic: str | None = None, partition: int | None = None) -> dict[str, Any]:
+        """A share group's acquisition locks expire now: ``{"partitions": n, "records": n, ...}``."""
+        body: dict[str, Any] = {"group": group}
+        if topic is not None:
+            body["topic"] = topic
+        if partition is not None:
+            body["partition"] = partition
+        return self._call("POST", "/actions/expire-locks", body)
+
     def trigger_rebalance(self, group: str) -> dict[str, Any]:
         return self._call("POST", "/actions/trigger-rebalance", {"group": group})
 

@@ -294,6 +294,7 @@ class Dashboard(CoordinatorListener):
         topics: TopicRegistry | None = None,
         logs: LogManager | None = None,
         cluster: Cluster | None = None,
+        share: Any = None,
         clock: Callable[[], float] = time.time,
         tick_s: float = 1.0,
         per_group: int = 20,
@@ -307,6 +308,7 @@ class Dashboard(CoordinatorListener):
         self.topics = topics
         self.logs = logs
         self.cluster = cluster
+        self.share = share  # the broker's SharePartitions: the share-partitions' in-flight records
         self.clock = clock
         self.tick_s = tick_s
         self.timeline = Timeline(core, clock, per_group=per_group, max_groups=max_groups)
@@ -521,6 +523,21 @@ class Dashboard(CoordinatorListener):
                         "assignment": assignment,
                     }
                 )
+        shared = group_view.share_group(core, gid) if group is None and modern is None else None
+        names = {t.topic_id: name for name, t in self.topics.topics.items()} if self.topics is not None else None
+        if shared is not None:  # KIP-932: members share partitions; the coordinator assigns
+            for mid, sm in sorted(shared.members.items()):
+                members.append(
+                    {
+                        "member_id": mid,
+                        "client_id": sm.client_id,
+                        "host": sm.client_host,
+                        "instance_id": None,
+                        "leader": False,
+                        "member_epoch": sm.member_epoch,
+                        "assignment": group_view.consumer_assignment(core, sm.assigned, names),
+                    }
+                )
         committed = {(p.topic, p.partition): p for p in lag.partitions} if lag is not None else {}
         keys = sorted(set(owners) | set(committed))
         partitions = []
@@ -537,14 +554,42 @@ class Dashboard(CoordinatorListener):
                     "lag": c.lag if c is not None else None,
                 }
             )
+        in_flight = []
+        if shared is not None and self.share is not None:
+            for f in group_view.share_in_flight(self.share, self.logs, gid, names or {})[: max(rows_left, 0)]:
+                in_flight.append(
+                    {
+                        "topic": f.topic,
+                        "partition": f.partition,
+                        "start": f.start,
+                        "end": f.end,
+                        "available": f.available,
+                        "acquired": f.acquired,
+                        "acknowledged": f.acknowledged,
+                        "archived": f.archived,
+                        "log_end": f.log_end,
+                    }
+                )
+            rows_left -= len(in_flight)
         h = self.timeline.groups.get(gid)
+        kind = "consumer" if modern is not None else "share" if shared is not None else "classic"
         out = {
             "group_id": gid,
-            "type": "consumer" if modern is not None else "classic",
+            "type": kind,
             "state": str(group.state) if group is not None else self._state_without_group(gid),
             # a consumer group's generation is its group epoch
-            "generation": group.generation if group is not None else modern.group_epoch if modern else None,
-            "protocol_type": group.protocol_type if group is not None else "consumer" if modern else None,
+            "generation": group.generation
+            if group is not None
+            else (modern or shared).group_epoch
+            if (modern or shared)
+            else None,
+            "protocol_type": group.protocol_type
+            if group is not None
+            else "consumer"
+            if modern
+            else "share"
+            if shared
+            else None,
             "protocol": group.protocol_name if group is not None else None,
             "leader": group.leader_id if group is not None else None,
             "members": members,
@@ -554,13 +599,14 @@ class Dashboard(CoordinatorListener):
             "timeline": [e.to_json() for e in reversed(h.entries)] if h is not None else [],
             "waiting_for": self._waiting_for(gid),
             "coordinator": self._coordinator_of(gid),
+            "share_partitions": in_flight,
         }
         return out, rows_left - len(partitions)
 
     def _state_without_group(self, gid: str) -> str:
         # Only committed offsets left: what DescribeGroups answers (Empty). Not even those: the
         # group was deleted (or emptied and expired) and only the timeline remembers it.
-        modern = group_view.consumer_group(self.core, gid)
+        modern = group_view.consumer_group(self.core, gid) or group_view.share_group(self.core, gid)
         if modern is not None:
             return modern.state.value
         return group_view.EMPTY if gid in self.core.offsets else "Dead"

@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     fsub = fault.add_subparsers(
         dest="fault_command",
-        metavar="{add,list,clear,expire-member,rebalance,brokers,stop-broker,start-broker,isolate-broker,"
+        metavar="{add,list,clear,expire-member,expire-locks,rebalance,brokers,stop-broker,start-broker,isolate-broker,"
         "rebalance-leaders,move-coordinator}",
     )
     add = _cmd(
@@ -85,6 +85,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     expire.add_argument("--group", required=True)
     expire.add_argument("--member", required=True, help="the member id")
+    locks = _cmd(
+        fsub,
+        "expire-locks",
+        [common],
+        "expire a share group's acquisition locks now (its acquired records are delivered again)",
+        "  groupd fault expire-locks --group jobs\n  groupd fault expire-locks --group jobs --topic tasks --partition 0",
+    )
+    locks.add_argument("--group", required=True, help="the share group id")
+    locks.add_argument("--topic", help="only this topic's share-partitions")
+    locks.add_argument("--partition", type=int, help="only this partition (with --topic)")
     rebalance = _cmd(
         fsub,
         "rebalance",
@@ -202,6 +212,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         elif command == "expire-member":
             out = client.expire_member(args.group, args.member)
             text = f"expired member {args.member} of group {args.group}"
+        elif command == "expire-locks":
+            out = client.expire_locks(args.group, args.topic, args.partition)
+            text = f"expired the locks of {out['records']} record(s) in {out['partitions']} share-partition(s) of {args.group}"
         else:
             out = client.trigger_rebalance(args.group)
             text = f"group {args.group} is rebalancing"

@@ -15,11 +15,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from groupd.coordinator import ClassicGroup, GroupCoordinator, Member
 from groupd.coordinator.consumer import ConsumerGroup
 from groupd.coordinator.consumer.member import Partitions
 from groupd.coordinator.consumer_protocol import ConsumerProtocolError, decode_assignment
+from groupd.coordinator.share import ShareGroup
+from groupd.coordinator.share_partition.partition import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE
 from groupd.storage import LogManager
 
 # Groups the core knows only from committed offsets (not yet restored as a ClassicGroup) are what
@@ -58,7 +61,7 @@ class GroupLag:
 def group_ids(core: GroupCoordinator) -> set[str]:
     """Every group the core knows: live ones (classic and KIP-848 consumer groups) and those that
     only have committed offsets."""
-    return set(core.groups) | set(core.offsets) | set(core.consumer.groups.groups)
+    return set(core.groups) | set(core.offsets) | set(core.consumer.groups.groups) | set(core.share.groups.groups)
 
 
 def consumer_group(core: GroupCoordinator, group_id: str) -> ConsumerGroup | None:
@@ -66,14 +69,74 @@ def consumer_group(core: GroupCoordinator, group_id: str) -> ConsumerGroup | Non
     return core.consumer.group(group_id)
 
 
+def share_group(core: GroupCoordinator, group_id: str) -> ShareGroup | None:
+    """The KIP-932 share group of that id, if it is one."""
+    return core.share.group(group_id)
+
+
 def group_type(core: GroupCoordinator, group_id: str) -> str:
-    """ListGroups v5's type: "consumer" for a KIP-848 group, "classic" for the others."""
-    return "consumer" if core.consumer.group(group_id) is not None else "classic"
+    """ListGroups v5's type: "consumer" for a KIP-848 group, "share" for a KIP-932 one, "classic"
+    for the others."""
+    if core.consumer.group(group_id) is not None:
+        return "consumer"
+    return "share" if core.share.group(group_id) is not None else "classic"
 
 
-def consumer_assignment(core: GroupCoordinator, parts: Partitions) -> list[tuple[str, list[int]]]:
-    """A consumer group's partitions (by topic id) by topic name; a deleted topic's id stays an id."""
-    names = {tid: name for name, (tid, _n) in core.consumer.topics.topics.items()}
+@dataclass
+class InFlight:
+    """One share-partition's window (``SharePartition``'s cached state): its start and end offsets
+    and its records by delivery state."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    available: int
+    acquired: int
+    acknowledged: int
+    archived: int
+    log_end: int | None
+
+
+def share_in_flight(share: Any, logs: LogManager | None, group_id: str, names: dict[Any, str]) -> list[InFlight]:
+    """The share-partitions of a group this broker holds in memory (`share`: the broker's
+    ``SharePartitions``; `names`: topic id -> name). Counted from ``SharePartition.record`` over the
+    window, which ``share.max.inflight.records`` bounds."""
+    out = []
+    for key, sp in list(share.partitions.items()):
+        if key.group_id != group_id:
+            continue
+        counts = dict.fromkeys((AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED), 0)
+        for off in range(sp.start_offset, sp.end_offset):
+            r = sp.record(off)
+            if r is not None:
+                counts[r[0]] = counts.get(r[0], 0) + 1
+        topic = names.get(key.topic_id, str(key.topic_id))
+        plog = logs.get(topic, key.partition) if logs is not None else None
+        out.append(
+            InFlight(
+                topic,
+                key.partition,
+                sp.start_offset,
+                sp.end_offset,
+                counts[AVAILABLE],
+                counts[ACQUIRED],
+                counts[ACKNOWLEDGED],
+                counts[ARCHIVED],
+                plog.log_end_offset if plog is not None else None,
+            )
+        )
+    out.sort(key=lambda f: (f.topic, f.partition))
+    return out
+
+
+def consumer_assignment(
+    core: GroupCoordinator, parts: Partitions, names: dict[Any, str] | None = None
+) -> list[tuple[str, list[int]]]:
+    """A consumer (or share) group's partitions (by topic id) by topic name (`names`: topic id ->
+    name, else the consumer groups' topics image); a deleted topic's id stays an id."""
+    if names is None:
+        names = {tid: name for name, (tid, _n) in core.consumer.topics.topics.items()}
     return sorted((names.get(t, str(t)), sorted(ps)) for t, ps in parts.items())
 
 
@@ -97,12 +160,12 @@ def state_of(core: GroupCoordinator, group_id: str) -> str:
     group = core.groups.get(group_id)
     if group is not None:
         return str(group.state)
-    modern = core.consumer.group(group_id)
+    modern = core.consumer.group(group_id) or core.share.group(group_id)
     return modern.state.value if modern is not None else EMPTY
 
 
 def size_of(core: GroupCoordinator, group_id: str) -> int:
-    group = core.groups.get(group_id) or core.consumer.group(group_id)
+    group = core.groups.get(group_id) or core.consumer.group(group_id) or core.share.group(group_id)
     return len(group.members) if group is not None else 0
 
 

@@ -357,6 +357,25 @@ class _StateCollector(Collector):
             )
 
 
+def _share_by_group(share: Any) -> dict[str, dict[str, int]]:
+    """Per share group, over its share-partitions in memory (``SharePartitions.partitions``): the
+    in-flight and acquired records now, and the counters ``SharePartition`` keeps since it was loaded
+    (a restart or a deleted topic starts them again, as any counter of a restarted process)."""
+    out: dict[str, dict[str, int]] = {}
+    for key, sp in list(getattr(share, "partitions", {}).items()):
+        g = out.setdefault(
+            key.group_id,
+            dict.fromkeys(("in_flight", "acquired", "deliveries", "redeliveries", "lock_expiries", "archived"), 0),
+        )
+        g["in_flight"] += sp.in_flight()
+        g["acquired"] += sp.acquired_count()
+        g["deliveries"] += sp.deliveries
+        g["redeliveries"] += sp.redeliveries
+        g["lock_expiries"] += sp.lock_expiries
+        g["archived"] += sp.archived
+    return out
+
+
 class _GroupCollector(Collector):
     """Per-group series, read at scrape time, for at most ``max_groups`` groups (0 = no cap)."""
 
@@ -385,7 +404,50 @@ class _GroupCollector(Collector):
             "A KIP-848 consumer group's group epoch and target assignment epoch",
             labels=["group", "epoch"],
         )
+        share_fams = [
+            (
+                GaugeMetricFamily,
+                "groupd_share_group_in_flight_records",
+                "in_flight",
+                "Records between a share group's share-partition start and end offsets",
+            ),
+            (
+                GaugeMetricFamily,
+                "groupd_share_group_acquired_records",
+                "acquired",
+                "Records a share group's consumers hold under a lock",
+            ),
+            (
+                CounterMetricFamily,
+                "groupd_share_group_deliveries",
+                "deliveries",
+                "Records handed to a share group's consumers (redeliveries included)",
+            ),
+            (
+                CounterMetricFamily,
+                "groupd_share_group_redeliveries",
+                "redeliveries",
+                "Records handed to a share group's consumers again",
+            ),
+            (
+                CounterMetricFamily,
+                "groupd_share_group_lock_expiries",
+                "lock_expiries",
+                "A share group's acquired records released because their lock expired",
+            ),
+            (
+                CounterMetricFamily,
+                "groupd_share_group_archived",
+                "archived",
+                "A share group's records archived (rejected, delivery-count limit, control, aborted)",
+            ),
+        ]
+        share_out = [(key, kind(name, text, labels=["group"])) for kind, name, key, text in share_fams]
+        per_share = _share_by_group(m.share)
         for gid in kept:
+            for key, fam in share_out:
+                if gid in per_share:
+                    fam.add_metric([gid], per_share[gid][key])
             state.add_metric([gid, group_view.state_of(core, gid)], 1)
             size.add_metric([gid], group_view.size_of(core, gid))
             cg = group_view.consumer_group(core, gid)
@@ -399,6 +461,8 @@ class _GroupCollector(Collector):
         yield state
         yield size
         yield epoch
+        for _key, fam in share_out:
+            yield fam
         yield GaugeMetricFamily(
             "groupd_group_metrics_omitted_groups",
             "Groups left out of the per-group series (beyond --metrics-max-groups)",

@@ -17,7 +17,9 @@ comes from its ``groupd_listening`` start-up line.
 Cluster mode (``brokers=3``, or the ``groupd_cluster`` fixture): ``.bootstrap`` lists every broker,
 ``.nodes`` maps node ids to addresses, and ``stop_broker(node_id)``, ``start_broker(node_id,
 rebalance=False)``, ``isolate_broker(node_id, isolated=True)``, ``rebalance_leaders()``,
-``move_coordinator(group, node_id)`` and ``brokers()`` act on the brokers through the control endpoint. Settings are ``groupd serve`` flags in snake case
+``move_coordinator(group, node_id)`` and ``brokers()`` act on the brokers through the control endpoint.
+Share groups (KIP-932): ``group_configs(group, share_auto_offset_reset="earliest")`` sets a group's
+own configs and ``expire_locks(group)`` expires its acquisition locks now. Settings are ``groupd serve`` flags in snake case
 (``num_partitions=3`` is ``--num-partitions 3``). Defaults for every broker come from
 ``--groupd-num-partitions``, ``--groupd-initial-rebalance-delay-ms`` and
 ``--groupd-min-session-timeout-ms`` or the ini options of the same names (``groupd_num_partitions``).
@@ -120,9 +122,34 @@ class GroupdBroker:
         """Make broker ``node_id`` the coordinator of ``group`` (and of its offsets partition's groups)."""
         return self.faults.move_coordinator(group, node_id)
 
+    # --- share groups (KIP-932) -------------------------------------------------------------------
+    def group_configs(self, group: str, **configs: str | None) -> None:
+        """Set (None: delete) a group's own configs, dots as underscores: a share consumer that
+        starts after the records were produced sees them only with
+        ``broker.group_configs("jobs", share_auto_offset_reset="earliest")`` (Kafka's default is
+        ``latest``); ``share_record_lock_duration_ms="2000"`` shortens the acquisition lock.
+        IncrementalAlterConfigs on the GROUP resource, as ``kafka-configs.sh --entity-type groups``."""
+        from .kafka_client import KafkaClient, KafkaError
+
+        ops = [
+            {"name": k.replace("_", "."), "config_operation": 1 if v is None else 0, "value": v}
+            for k, v in configs.items()
+        ]
+        body = {"resources": [{"resource_type": 32, "resource_name": group, "configs": ops}], "validate_only": False}
+        with KafkaClient(self.bootstrap) as client:
+            _, resp = client.any_connection().send("IncrementalAlterConfigs", body)
+        (r,) = resp["responses"]
+        if r["error_code"]:
+            raise KafkaError("IncrementalAlterConfigs", r["error_code"], r.get("error_message"))
+
+    def expire_locks(self, group: str, topic: str | None = None, partition: int | None = None) -> dict[str, Any]:
+        """A share group's acquisition locks expire now: its acquired records are delivered again."""
+        return self.faults.expire_locks(group, topic, partition)
+
     @property
     def faults(self) -> FaultsClient:
-        """Fault injection on this broker (``add``, ``list``, ``clear``, ``expire_member``, ``trigger_rebalance``)."""
+        """Fault injection on this broker (``add``, ``list``, ``clear``, ``expire_member``,
+        ``expire_locks``, ``trigger_rebalance``)."""
         if self.control_url is None:
             raise RuntimeError("this broker has no control endpoint (started with control_port=-1?)")
         return FaultsClient(self.control_url)

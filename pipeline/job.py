@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from groupd.pipeline import TABLES, progress, report, source, tables
+from groupd.pipeline import TABLES, progress, report, share, source, tables
 from pyspark import StorageLevel
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -255,13 +255,26 @@ def run(
         if gens is not None:
             gens.unpersist()
         raw.unpersist()
+    # KIP-932: the share-partition state log, folded per log partition (local data directories)
+    share_summary: dict = {}
+    # (written only when there is share state: a log without share groups pays no Spark job for it)
+    if source.is_local(data_dir) and share.state_dirs(source._local_path(data_dir)):
+        say("folding __share_group_state")
+        changes = share.within(share.share_state_changes(spark, source._local_path(data_dir), group), since, until)
+        path = _join(out, share.CHANGES_TABLE)
+        changes.coalesce(1).sortWithinPartitions("log_partition", "log_offset").write.mode("overwrite").parquet(path)
+        written_changes = spark.read.parquet(path)
+        counts[share.CHANGES_TABLE] = written_changes.count()
+        share_summary = share.summarize(written_changes)
     report_path = None
     if write_report:
         say("rendering the report")
         # The report runs a dozen small queries over the tables: read each from Parquet once.
         written = tables.Tables(*[spark.read.parquet(_join(out, name)).cache() for name in TABLES])
+        data = report.collect(written, counts)
+        data.share = share_summary
         html = report.render(
-            report.collect(written, counts),
+            data,
             title=f"groupd analysis of {data_dir}",
             subtitle=_describe_filters(group, since, until),
         )

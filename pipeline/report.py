@@ -74,6 +74,8 @@ class ReportData:
     consumer_epochs: list[dict[str, Any]] = field(default_factory=list)
     consumer_members: list[dict[str, Any]] = field(default_factory=list)
     consumer_series: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)  # (ms, epoch, members)
+    # KIP-932 share groups: ``share.summarize`` of share_state_changes (empty: none in the log)
+    share: dict[str, Any] = field(default_factory=dict)
 
 
 def _ms(d: datetime | None) -> int | None:
@@ -354,6 +356,66 @@ def _consumer_section(data: ReportData) -> list[str]:
             ],
         )
         if data.consumer_members
+        else "<p>none</p>"
+    )
+    return parts
+
+
+def plot_share(data: ReportData) -> str:
+    plt = _plt()
+    import matplotlib.dates as mdates
+
+    series = data.share.get("series") or []
+    if not series:
+        return _png(_empty(plt, "no share-partition state in __share_group_state"))
+    fig, ax = plt.subplots(figsize=(11, 3.5))
+    times = [_dt(s["at"]) for s in series]
+    for key, label in (
+        ("deliveries", "deliveries"),
+        ("redeliveries", "redeliveries"),
+        ("returned", "returned (release or lock expiry)"),
+        ("archived", "archived"),
+    ):
+        ax.step(times, [s[key] for s in series], where="post", label=label, marker=".", markersize=4)
+    ax.set_ylabel("records per bucket")
+    ax.set_xlabel("state record time (UTC)")
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=UTC))
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _share_section(data: ReportData) -> list[str]:
+    parts = ['<h2 id="share-groups">Share groups (KIP-932)</h2>']
+    parts.append(
+        _note(
+            "From __share_group_state (table share_state_changes). Deliveries: growth of an offset's delivery "
+            "count between two state records (acquisitions are not persisted, so a delivery is counted when "
+            "it ends); redeliveries: deliveries beyond an offset's first; returned: changes to AVAILABLE, "
+            "an explicit RELEASE and a lock expiry alike (the records do not tell them apart; the daemon's "
+            "groupd_share_lock_expiries metric counts expiries alone); archived: rejected or past the "
+            "delivery-count limit. History below a key's latest snapshot is pruned by the daemon."
+        )
+    )
+    parts.append(_plot("share", "Deliveries, redeliveries, returns over time", plot_share(data)))
+    groups = data.share.get("groups") or []
+    parts.append(
+        _table(
+            ["group", "partitions", "deliveries", "redeliveries", "returned", "accepted", "archived"],
+            [
+                [
+                    g["group"],
+                    g["partitions"],
+                    g["deliveries"],
+                    g["redeliveries"],
+                    g["returned"],
+                    g["accepted"],
+                    g["archived"],
+                ]
+                for g in groups
+            ],
+        )
+        if groups
         else "<p>none</p>"
     )
     return parts
@@ -889,6 +951,8 @@ def render(data: ReportData, *, title: str = "groupd analysis", subtitle: str = 
     parts.append(_plot("progress", "Commit progress", plot_progress(data)))
 
     parts += _consumer_section(data)
+    if data.share.get("groups"):  # only a log with share groups gets their section
+        parts += _share_section(data)
 
     parts.append('<h2 id="rebalance-list">Rebalances</h2>')
     if total > len(data.rebalances):

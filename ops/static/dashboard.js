@@ -115,6 +115,21 @@ const PAUSED_TITLE = "first JoinGroup of the rebalance → answer to the last Sy
 const SYNC_TITLE = "join phase end (CompletingRebalance) → the leader's assignment written: the same measure as the analyze report's \"sync phase\"";
 const COORD_TITLE = "the coordinator's own duration: PreparingRebalance → Stable";
 
+// KIP-932: per share-partition, the window between its start and end offsets by delivery state
+function inFlightTable(g) {
+  const rows = g.share_partitions || [];
+  if (!rows.length) return h("p", { class: "note" }, "no share-partition read yet on this broker");
+  const cols = ["start", "end", "acquired", "available", "acknowledged", "archived", "log_end"];
+  return h("table", { class: "in-flight" },
+    h("thead", {}, h("tr", {}, h("th", {}, "topic"), h("th", { class: "num" }, "partition"),
+      cols.map((c) => h("th", { class: "num" }, c.replace("_", " "))))),
+    h("tbody", {}, rows.map((p) =>
+      h("tr", { "data-topic": p.topic, "data-partition": p.partition, "data-acquired": p.acquired, "data-available": p.available,
+                "data-start": p.start, "data-end": p.end },
+        h("td", {}, p.topic), h("td", { class: "num" }, p.partition),
+        cols.map((c) => h("td", { class: "num " + c }, num(p[c])))))));
+}
+
 function timelineList(g) {
   if (!g.timeline.length) return h("p", { class: "note" }, "no rebalance seen since the dashboard started");
   return h("ol", { class: "timeline" }, g.timeline.map((e) => {
@@ -141,18 +156,21 @@ function timelineList(g) {
 }
 
 function groupCard(g) {
-  return h("article", { class: "group", "data-group": g.group_id, "data-state": g.state, "data-members": g.members.length, "data-generation": g.generation, "data-coordinator": g.coordinator },
+  const share = g.type === "share";
+  return h("article", { class: "group", "data-group": g.group_id, "data-type": g.type, "data-state": g.state, "data-members": g.members.length, "data-generation": g.generation, "data-coordinator": g.coordinator },
     h("div", { class: "group-head" },
       h("h3", {}, g.group_id),
       h("span", { class: "badge " + g.state }, g.state),
+      g.type !== "classic" ? h("span", { class: "fact" }, g.type + " group") : null,
       h("span", { class: "fact" }, "generation ", h("b", {}, g.generation === null ? "–" : g.generation)),
       h("span", { class: "fact" }, "members ", h("b", { class: "member-count" }, g.members.length)),
       g.protocol ? h("span", { class: "fact" }, "assignor ", h("b", {}, g.protocol)) : null,
       g.coordinator !== null && g.coordinator !== undefined ? h("span", { class: "fact" }, "coordinator broker ", h("b", { class: "coordinator" }, g.coordinator)) : null,
-      h("span", { class: "fact" }, "lag ", h("b", { class: "group-lag" }, num(g.lag)))),
+      share ? null : h("span", { class: "fact" }, "lag ", h("b", { class: "group-lag" }, num(g.lag)))),
     waitingFor(g),
     h("div", { class: "cols" },
-      h("div", {}, h("h4", {}, "Members and assignment"), membersTable(g), h("h4", {}, "Partitions"), partitionsTable(g)),
+      h("div", {}, h("h4", {}, "Members and assignment"), membersTable(g),
+        share ? [h("h4", {}, "In-flight records per share-partition"), inFlightTable(g)] : [h("h4", {}, "Partitions"), partitionsTable(g)]),
       h("div", {}, h("h4", {}, "Rebalances (newest first)"),
         h("p", { class: "note" }, "paused: first JoinGroup → last SyncGroup answer (join phase included); sync phase: join phase end → assignment written, the analyze report's \"sync phase\"; coordinator: PreparingRebalance → Stable"),
         timelineList(g))));

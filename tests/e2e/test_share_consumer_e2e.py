@@ -336,7 +336,7 @@ def test_fault_injection_expires_a_share_groups_locks(tmp_path: Path, members: l
         assert e.value.code == 404
         req = urllib.request.Request(url, json.dumps({"group": group}).encode(), method="POST")
         with urllib.request.urlopen(req, timeout=10) as resp:
-            assert json.loads(resp.read()) == {"action": "expire_locks", "group": group, "released": len(held)}
+            assert json.loads(resp.read())["released"] == len(held)
         b = Member(d, group, topic, "accept")
         members.append(b)
         wait_for(lambda: {o for o, _v, _c in b.records()} >= held, 20, "the held records at the other consumer")

@@ -1,0 +1,66 @@
+"""Issue 27: share groups on the live dashboard in headless Chromium, against a real daemon with
+confluent-kafka ``ShareConsumer``s: the group, its member and assignment, and per share-partition the
+in-flight records (acquired while a consumer holds them, then acknowledged and the start offset moved
+past them once another consumer accepts them after the lock expired)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_share_consumer_e2e import Member, _setup, produce, wait_for
+from tests.ops.test_dashboard_browser import ARTIFACTS, _chromium
+from tests.support.daemon import GroupdProcess
+
+
+@pytest.mark.e2e
+def test_dashboard_shows_a_share_group_and_its_in_flight_records(tmp_path: Path) -> None:
+    exe = _chromium()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    d = GroupdProcess(
+        tmp_path / "data", "--dashboard-port", "0", "--group-share-record-lock-duration-ms", "2000"
+    ).start()
+    members: list[Member] = []
+    try:
+        (listening,) = d.events("groupd_listening")
+        url = str(listening["dashboard"])
+        group, topic = _setup(d)
+        produce(d, topic, [f"r{i}" for i in range(5)])
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=exe)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.goto(url)
+                page.wait_for_selector('#status[data-status="live"]', timeout=10_000)
+                card = f'article[data-group="{group}"]'
+
+                holder = Member(d, group, topic, "hold")
+                members.append(holder)
+                wait_for(lambda: holder.printed("holding"), 30, "the consumer to hold its records")
+                page.wait_for_selector(
+                    f'{card}[data-type="share"][data-state="Stable"][data-members="1"]', timeout=15_000
+                )
+                assert page.locator(f"{card} table.members td.assignment").inner_text() == f"{topic}: 0"
+                row = f'{card} table.in-flight tr[data-topic="{topic}"][data-partition="0"]'
+                page.wait_for_selector(f'{row}[data-acquired="5"][data-start="0"][data-end="5"]', timeout=15_000)
+                assert page.locator(f"{row} td.available").inner_text() == "0"
+
+                # SIGKILL: the lock (2 s) expires, another consumer gets them and accepts them all
+                holder.kill()
+                taker = Member(d, group, topic, "accept")
+                members.append(taker)
+                wait_for(lambda: len(taker.records()) >= 5, 30, "the records at the second consumer")
+                page.wait_for_selector(f'{row}[data-acquired="0"][data-start="5"]', timeout=15_000)
+
+                shot = tmp_path / "dashboard-share.png"
+                page.screenshot(path=str(shot), full_page=True)
+                ARTIFACTS.mkdir(exist_ok=True)
+                shutil.copy(shot, ARTIFACTS / "dashboard-share.png")
+            finally:
+                browser.close()
+    finally:
+        for m in members:
+            m.kill()
+        d.stop()
