@@ -479,22 +479,31 @@ class ShareGroupRequests:
             return err.NON_EMPTY_GROUP, default_message(err.NON_EMPTY_GROUP) or ""
         return None
 
+    def _offsets_change_held(self, gid: str, ctx: Any, retry: Callable[[], None], create: bool) -> bool:
+        """Whether an offsets change of ``gid`` is answered now with a refusal (an empty id, not this
+        coordinator's, not an empty share group) or waits behind the group's write (``retry``)."""
+        if not gid:
+            code, message = err.INVALID_GROUP_ID, None
+        elif (code := self.route_error(gid)) != err.NONE:
+            message = None
+        elif self.queue_behind_write(gid, retry):
+            return True
+        else:
+            self.refresh_topics()
+            refusal = self._empty_share_group_error(gid, create=create)
+            if refusal is None:
+                return False
+            code, message = refusal
+        self.rt.respond(ctx, self._offsets_error(code, message))
+        return True
+
     def alter_offsets(self, version: int, req: dict[str, Any], ctx: Any, _cid: str, _host: str) -> None:
         """AlterShareGroupOffsets (``GroupMetadataManager.alterShareGroupOffsets`` then
         ``persisterInitialize``): an empty (or new) share group's start offsets, initialized in the
         share-partition state at the group's epoch; the partitions become initialized share partitions."""
         gid = req.get("group_id") or ""
-        if not gid:
-            return self.rt.respond(ctx, self._offsets_error(err.INVALID_GROUP_ID))
-        code = self.route_error(gid)
-        if code != err.NONE:
-            return self.rt.respond(ctx, self._offsets_error(code))
-        if self.queue_behind_write(gid, lambda: self.alter_offsets(version, req, ctx, _cid, _host)):
+        if self._offsets_change_held(gid, ctx, lambda: self.alter_offsets(version, req, ctx, _cid, _host), True):
             return None
-        self.refresh_topics()
-        refusal = self._empty_share_group_error(gid, create=True)
-        if refusal is not None:
-            return self.rt.respond(ctx, self._offsets_error(*refusal))
         responses = []
         parts: dict[uuid.UUID, InitValue] = {}
         offsets: dict[tuple[uuid.UUID, int], int] = {}
@@ -553,17 +562,8 @@ class ShareGroupRequests:
         the topics pass through deleting and are no longer initialized (a member subscribing later
         initializes them afresh)."""
         gid = req.get("group_id") or ""
-        if not gid:
-            return self.rt.respond(ctx, self._offsets_error(err.INVALID_GROUP_ID))
-        code = self.route_error(gid)
-        if code != err.NONE:
-            return self.rt.respond(ctx, self._offsets_error(code))
-        if self.queue_behind_write(gid, lambda: self.delete_offsets(version, req, ctx, _cid, _host)):
+        if self._offsets_change_held(gid, ctx, lambda: self.delete_offsets(version, req, ctx, _cid, _host), False):
             return None
-        self.refresh_topics()
-        refusal = self._empty_share_group_error(gid, create=False)
-        if refusal is not None:
-            return self.rt.respond(ctx, self._offsets_error(*refusal))
         errors_out: list[dict[str, Any]] = []
         names = [t["topic_name"] for t in req.get("topics") or []]
         to_delete, records = self.share.start_deleting(self.rt.now, gid, names, errors_out)
