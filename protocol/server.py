@@ -18,11 +18,11 @@ at once every 64 answers or ``max_write_buffer_bytes`` of them.
 
 Nothing a client sends or fails to read grows memory without bound: at most one request per
 connection is being processed; reading pauses (``pause_reading``) while the held frames reach
-``max_inflight`` or ``max_inflight_bytes``, or while the transport holds any unsent answer
-(``pause_writing``: high- and low-water marks 0, Kafka's channel muted while a send is in flight),
-and nothing is dispatched then either, so a client that does not read pins one flush of answers
-(``max_write_buffer_bytes``, or one larger answer); a frame larger than ``max_request_bytes``
-closes the connection.
+``max_inflight`` or ``max_inflight_bytes``, or while the transport holds any unsent answer over
+TCP (``pause_writing`` at a high-water mark of 1: Kafka's channel muted while a send is in flight;
+``max_write_buffer_bytes`` over TLS), and nothing is dispatched then either, so a client that does
+not read pins one flush of answers (``max_write_buffer_bytes``, or one larger answer); a frame
+larger than ``max_request_bytes`` closes the connection.
 """
 
 from __future__ import annotations
@@ -177,18 +177,25 @@ class Connection(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.last_active = self.server.loop.time()
-        if self.server.max_write_buffer_bytes > 0:
+        high = self.server.max_write_buffer_bytes
+        if high > 0:
             # Kafka keeps a channel muted while a response send is in flight (SocketServer's
             # Selector.mute until completedSends): at most one response per connection waits in
-            # the broker. The transport's equivalent: it reports "paused" as soon as any output is
-            # left that the kernel would not take (high-water mark 0) and "resumed" once all of it
-            # is sent (low-water mark 0). Until then nothing is dispatched and nothing is read, so
-            # a client that never reads pins one flush of answers (at most max_write_buffer_bytes,
-            # or one answer larger than that), not that much on top of everything already queued
-            # (a high-water mark of max_write_buffer_bytes let ~2 such flushes pile up: 9.6 MiB
-            # per connection of 4.8 MB Fetch answers under the 4 MiB default).
+            # the broker. The TCP transport's equivalent: it reports "paused" as soon as output is
+            # left that the kernel would not take (high-water mark 1: it pauses above it) and
+            # "resumed" once all of it is sent (low-water mark 0). Until then nothing is dispatched
+            # and nothing is read, so a client that never reads pins one flush of answers (at most
+            # max_write_buffer_bytes, or one answer larger than that), not that much on top of
+            # everything already queued (a high-water mark of max_write_buffer_bytes let ~2 such
+            # flushes pile up: 9.6 MiB per connection of 4.8 MB Fetch answers under the 4 MiB
+            # default). TLS transports keep the high-water mark max_write_buffer_bytes: with marks
+            # this low their SSL layer stopped answering (a SASL_SSL ApiVersions timed out).
+            tls = transport.get_extra_info("sslcontext") is not None
             with contextlib.suppress(AttributeError, NotImplementedError, ValueError):
-                transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[attr-defined]
+                if tls:
+                    transport.set_write_buffer_limits(high=high, low=high // 4)  # type: ignore[attr-defined]
+                else:
+                    transport.set_write_buffer_limits(high=1, low=0)  # type: ignore[attr-defined]
         self.server.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
