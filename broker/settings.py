@@ -56,7 +56,8 @@ class Config:
     max_write_buffer_bytes: int = dataclasses.field(
         default=4 * 1024 * 1024,
         metadata={
-            "help": "response bytes per connection written in one go; while any of them is unsent, the connection is neither read nor served (one larger answer goes alone)"
+            "help": "response bytes per connection written in one go; while any of them is unsent (over TLS: "
+            "more than this), the connection is neither read nor served (one larger answer goes alone)"
         },
     )
     max_partitions: int = dataclasses.field(
