@@ -22,8 +22,8 @@ import (
 
 var (
 	produced atomic.Bool
-	seeds []string
-	limit uint64
+	seeds    []string
+	limit    uint64
 )
 
 type consumer struct {
