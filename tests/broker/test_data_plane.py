@@ -564,16 +564,19 @@ async def test_pipelined_batches_keep_their_order(h: Harness) -> None:
 async def test_failed_write_is_taken_back_so_the_retry_is_in_sequence(h: Harness, monkeypatch) -> None:
     h.create("t")
     assert (await h.produce("t", batch([b"a"], pid=8, epoch=0, seq=0)))["error_code"] == 0
-    real = h.appender.append
+    real = h.appender.append_future
     calls = {"n": 0}
 
-    async def failing(plog, item, **kw):
+    def failing(plog, item, **kw):
         calls["n"] += 1
         if calls["n"] == 1:
-            raise StorageError("disk on fire")
-        return await real(plog, item, **kw)
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(StorageError("disk on fire"))
+            return fut
+        return real(plog, item, **kw)
 
-    monkeypatch.setattr(h.appender, "append", failing)
+    # Produce queues its batches through append_future (no task per partition)
+    monkeypatch.setattr(h.appender, "append_future", failing)
     r = await h.produce("t", batch([b"b"], pid=8, epoch=0, seq=1))
     assert r["error_code"] == E.KAFKA_STORAGE_ERROR
     r = await h.produce("t", batch([b"b"], pid=8, epoch=0, seq=1))
