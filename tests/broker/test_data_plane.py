@@ -812,6 +812,25 @@ async def test_long_poll_waits_for_min_bytes(h: Harness) -> None:
     assert [len(p["records"]) for p in resp["responses"][0]["partitions"]] == [len(one), len(one)]
 
 
+async def test_long_poll_woken_in_an_iteration_answers_every_append_of_it(h: Harness) -> None:
+    """Appends to the parked fetch's partitions that arrive in one loop iteration wake it once, and
+    its answer holds all of them, not just the first (DelayedFetch completes on min_bytes and reads
+    the log as it is then: the appender writes what one iteration queued before waking anyone)."""
+    h.create("t", 3)
+    req = h.fetch_request([("t", 0, 0), ("t", 1, 0), ("t", 2, 0)], max_wait_ms=10_000, min_bytes=1)
+    assert h.dp.fetch(req) is None
+    answers = []
+    req.answered.add_done_callback(lambda f: answers.append(f.result()))
+    produced = [h.produce_request("t", batch([f"p{p}".encode()]), p) for p in range(3)]
+    pending = [h.dp.produce(r) for r in produced]  # one iteration: no await in between
+    await asyncio.gather(*pending)
+    resp = await asyncio.wait_for(req.answered, 2)
+    values = [[v for *_, v in records_of(p["records"])] for p in resp["responses"][0]["partitions"]]
+    assert values == [[b"p0"], [b"p1"], [b"p2"]]
+    await asyncio.sleep(0.01)
+    assert len(answers) == 1 and not h.dp.fetch_handler.waiters
+
+
 async def test_long_poll_times_out_empty(h: Harness) -> None:
     h.create("t")
     t0 = time.monotonic()
