@@ -822,8 +822,9 @@ async def test_long_poll_woken_in_an_iteration_answers_every_append_of_it(h: Har
     answers = []
     req.answered.add_done_callback(lambda f: answers.append(f.result()))
     produced = [h.produce_request("t", batch([f"p{p}".encode()]), p) for p in range(3)]
-    pending = [h.dp.produce(r) for r in produced]  # one iteration: no await in between
-    await asyncio.gather(*pending)
+    for r in produced:  # one iteration: no await in between (each answers later, from its append)
+        assert h.dp.produce(r) is None
+    await asyncio.wait_for(asyncio.gather(*(r.answered for r in produced)), 2)
     resp = await asyncio.wait_for(req.answered, 2)
     values = [[v for *_, v in records_of(p["records"])] for p in resp["responses"][0]["partitions"]]
     assert values == [[b"p0"], [b"p1"], [b"p2"]]
