@@ -49,15 +49,22 @@ test: $(VENV)/.dev $(VENV)/node/node_modules/kafkajs/package.json
 test-quick: $(VENV)/.dev
 	$(PY) -m pytest -q -n 2 -m "not e2e and not spark" $(PYTEST_ARGS)
 
+# bench.cluster_group: one broker vs three on a produce + consumer-group pipeline (add franz-go's
+# own pipeline with FRANZ_GO_GOPATH=<a GOPATH holding franz-go v1.16>). bench.noread: what a
+# client that never reads its answers costs the daemon.
 bench: $(VENV)/.dev
 	$(PY) -m bench.codec
 	$(PY) -m bench.run
 	$(PY) -m bench.analyze
+	$(PY) -m bench.cluster_group
+	$(PY) -m bench.noread
 
 bench-quick: $(VENV)/.dev
 	$(PY) -m bench.codec --quick
 	$(PY) -m bench.run --quick
 	$(PY) -m bench.analyze --quick
+	$(PY) -m bench.cluster_group --quick
+	$(PY) -m bench.noread --quick
 
 # Each `bench.run` figure is printed with its ratio to the librdkafka mock of the same run and
 # compared with the last ratios committed in bench/history.json (a drop of more than 15% says

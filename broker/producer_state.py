@@ -342,7 +342,9 @@ class PartitionProducers:
 
     # --- reads ------------------------------------------------------------------------------------
     def first_unstable_offset(self) -> int | None:
-        return min((t.first_offset for t in self.unstable), default=None)
+        if not self.unstable:  # every Fetch asks (its LSO): no generator when nothing is open
+            return None
+        return min(t.first_offset for t in self.unstable)
 
     def last_stable_offset(self, high_watermark: int, log_start: int = 0) -> int:
         first = self.first_unstable_offset()

@@ -55,7 +55,10 @@ class Config:
     )
     max_write_buffer_bytes: int = dataclasses.field(
         default=4 * 1024 * 1024,
-        metadata={"help": "unsent response bytes per connection before reading from it pauses (until a quarter)"},
+        metadata={
+            "help": "response bytes per connection written in one go; while any of them is unsent (over TLS: "
+            "more than this), the connection is neither read nor served (one larger answer goes alone)"
+        },
     )
     max_partitions: int = dataclasses.field(
         default=4096, metadata={"help": "partitions on this broker, __consumer_offsets included (0 = no limit)"}

@@ -19,9 +19,12 @@ at once every 64 answers or ``max_write_buffer_bytes`` of them.
 
 Nothing a client sends or fails to read grows memory without bound: at most one request per
 connection is being processed; reading pauses (``pause_reading``) while the held frames reach
-``max_inflight`` or ``max_inflight_bytes``, or while the transport holds more than
-``max_write_buffer_bytes`` of unsent answers (``pause_writing``), and nothing is dispatched then
-either; a frame larger than the connection's bound closes the connection.
+``max_inflight`` or ``max_inflight_bytes``, or while the transport holds any unsent answer over
+TCP (``pause_writing`` at a high-water mark of 1: Kafka's channel muted while a send is in flight;
+``max_write_buffer_bytes`` over TLS), and nothing is dispatched then either, so a client that does
+not read pins one flush of answers (``max_write_buffer_bytes``, or one larger answer); a frame
+larger than the connection's bound (``max_request_bytes``, or ``sasl.server.max.receive.size``
+before a SASL client has authenticated) closes the connection.
 """
 
 from __future__ import annotations
@@ -183,8 +186,23 @@ class Connection(asyncio.Protocol):
         self.last_active = self.server.loop.time()
         high = self.server.max_write_buffer_bytes
         if high > 0:
+            # Kafka keeps a channel muted while a response send is in flight (SocketServer's
+            # Selector.mute until completedSends): at most one response per connection waits in
+            # the broker. The TCP transport's equivalent: it reports "paused" as soon as output is
+            # left that the kernel would not take (high-water mark 1: it pauses above it) and
+            # "resumed" once all of it is sent (low-water mark 0). Until then nothing is dispatched
+            # and nothing is read, so a client that never reads pins one flush of answers (at most
+            # max_write_buffer_bytes, or one answer larger than that), not that much on top of
+            # everything already queued (a high-water mark of max_write_buffer_bytes let ~2 such
+            # flushes pile up: 9.6 MiB per connection of 4.8 MB Fetch answers under the 4 MiB
+            # default). TLS transports keep the high-water mark max_write_buffer_bytes: with marks
+            # this low their SSL layer stopped answering (a SASL_SSL ApiVersions timed out).
+            tls = transport.get_extra_info("sslcontext") is not None
             with contextlib.suppress(AttributeError, NotImplementedError, ValueError):
-                transport.set_write_buffer_limits(high=high, low=high // 4)  # type: ignore[attr-defined]
+                if tls:
+                    transport.set_write_buffer_limits(high=high, low=high // 4)  # type: ignore[attr-defined]
+                else:
+                    transport.set_write_buffer_limits(high=1, low=0)  # type: ignore[attr-defined]
         self.server.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -286,10 +304,10 @@ class Connection(asyncio.Protocol):
         self._check_reading()
 
     def _check_reading(self) -> None:
-        """Reading pauses while the transport holds too much unsent output (a client that does
-        not read its answers stops being read), or while the held frames reach ``max_inflight``
-        or ``max_inflight_bytes`` (an incomplete frame counted); it resumes at half (the
-        transport's low-water mark for writes). A frame is only ever incomplete and unheld while
+        """Reading pauses while the transport holds unsent output (a client that does not read
+        its answers stops being read; it resumes once all of it is sent), or while the held
+        frames reach ``max_inflight`` or ``max_inflight_bytes`` (an incomplete frame counted; it
+        resumes at half). A frame is only ever incomplete and unheld while
         nothing blocks dispatching, and then reading goes on, whatever its size."""
         srv = self.server
         if self._closing or self.transport is None:
@@ -321,8 +339,8 @@ class Connection(asyncio.Protocol):
             self._paused = True
             self.transport.pause_reading()
 
-    # Called by the transport when its buffer of unsent bytes passes the high-water mark and when
-    # it drains below the low-water mark.
+    # Called by the transport when output is left that the kernel would not take and when all of
+    # it is sent (marks set in connection_made).
     def pause_writing(self) -> None:
         self._write_paused = self._blocked = True
         self._check_reading()

@@ -88,9 +88,9 @@ class MarkerWriter:
         # Applied as it is queued, like a data batch, so state and log order agree (module docstring
         # of producer_state); the LSO moves once the marker is written.
         txn = producers.begin_marker(pid, epoch, coordinator_epoch, now)
-        # A task, as for data batches: tasks start in creation order, so the appender queues the
-        # marker and the batches checked before or after it in the order the state saw them.
-        append = asyncio.ensure_future(self.state.appender.append(plog, raw, log_append_time_ms=lat))
+        # Queued now, as data batches are (``ProduceHandler._start_append``): the appender takes
+        # the marker and the batches checked before or after it in the order the state saw them.
+        append = self.state.appender.append_future(plog, raw, log_append_time_ms=lat)
         try:
             base, _last = await append
         except Exception as exc:

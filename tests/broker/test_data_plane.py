@@ -564,16 +564,19 @@ async def test_pipelined_batches_keep_their_order(h: Harness) -> None:
 async def test_failed_write_is_taken_back_so_the_retry_is_in_sequence(h: Harness, monkeypatch) -> None:
     h.create("t")
     assert (await h.produce("t", batch([b"a"], pid=8, epoch=0, seq=0)))["error_code"] == 0
-    real = h.appender.append
+    real = h.appender.append_future
     calls = {"n": 0}
 
-    async def failing(plog, item, **kw):
+    def failing(plog, item, **kw):
         calls["n"] += 1
         if calls["n"] == 1:
-            raise StorageError("disk on fire")
-        return await real(plog, item, **kw)
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(StorageError("disk on fire"))
+            return fut
+        return real(plog, item, **kw)
 
-    monkeypatch.setattr(h.appender, "append", failing)
+    # Produce queues its batches through append_future (no task per partition)
+    monkeypatch.setattr(h.appender, "append_future", failing)
     r = await h.produce("t", batch([b"b"], pid=8, epoch=0, seq=1))
     assert r["error_code"] == E.KAFKA_STORAGE_ERROR
     r = await h.produce("t", batch([b"b"], pid=8, epoch=0, seq=1))
@@ -807,6 +810,26 @@ async def test_long_poll_waits_for_min_bytes(h: Harness) -> None:
     await h.produce("t", one, partition=1)
     resp = await asyncio.wait_for(req.answered, 2)
     assert [len(p["records"]) for p in resp["responses"][0]["partitions"]] == [len(one), len(one)]
+
+
+async def test_long_poll_woken_in_an_iteration_answers_every_append_of_it(h: Harness) -> None:
+    """Appends to the parked fetch's partitions that arrive in one loop iteration wake it once, and
+    its answer holds all of them, not just the first (DelayedFetch completes on min_bytes and reads
+    the log as it is then: the appender writes what one iteration queued before waking anyone)."""
+    h.create("t", 3)
+    req = h.fetch_request([("t", 0, 0), ("t", 1, 0), ("t", 2, 0)], max_wait_ms=10_000, min_bytes=1)
+    assert h.dp.fetch(req) is None
+    answers = []
+    req.answered.add_done_callback(lambda f: answers.append(f.result()))
+    produced = [h.produce_request("t", batch([f"p{p}".encode()]), p) for p in range(3)]
+    for r in produced:  # one iteration: no await in between (each answers later, from its append)
+        assert h.dp.produce(r) is None
+    await asyncio.wait_for(asyncio.gather(*(r.answered for r in produced)), 2)
+    resp = await asyncio.wait_for(req.answered, 2)
+    values = [[v for *_, v in records_of(p["records"])] for p in resp["responses"][0]["partitions"]]
+    assert values == [[b"p0"], [b"p1"], [b"p2"]]
+    await asyncio.sleep(0.01)
+    assert len(answers) == 1 and not h.dp.fetch_handler.waiters
 
 
 async def test_long_poll_times_out_empty(h: Harness) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import time
@@ -15,7 +16,7 @@ from groupd.storage.records import build_batch
 
 from bench.netfuzz import request, rss_kb
 from tests.support.daemon import GroupdProcess
-from tests.support.wire import Wire, fetch_body
+from tests.support.wire import Wire, fetch_body, request_frame
 
 pytestmark = pytest.mark.e2e
 
@@ -216,3 +217,71 @@ def test_pipelined_fetches_of_a_client_that_never_reads_stay_near_the_limits(tmp
             name, fetched = w.read()
             assert name == "Fetch"
             assert len(fetched["responses"][0]["partitions"][0]["records"]) > 4_500_000
+
+
+def test_connections_that_never_read_pin_one_answer_each(tmp_path: Path) -> None:
+    # 20 clients pipeline 64 Fetches of a ~4.8 MB partition each and read nothing, with the
+    # default limits. Kafka keeps a channel muted while a response send is in flight, so a client
+    # that does not read costs the broker one response. With a high-water mark of
+    # max_write_buffer_bytes (4 MiB) the daemon dispatched the next Fetch whenever the kernel had
+    # taken enough of the last answer to bring the rest under 4 MiB: two answers per connection
+    # (9.6 MiB each, 192 MB for 20). Now nothing more is dispatched while any answer is unsent.
+    with GroupdProcess(tmp_path / "data") as daemon, Wire(daemon.port) as w:
+        assert daemon.proc is not None
+        pid = daemon.proc.pid
+        w.create_topic("big")
+        for n in range(5):
+            records = [(None, bytes([n, i]) * 60_000, (), 1_700_000_000_000) for i in range(8)]  # 960 KB
+            w.pipeline(
+                (
+                    "Produce",
+                    7,
+                    {
+                        "transactional_id": None,
+                        "acks": 1,
+                        "timeout_ms": 10_000,
+                        "topic_data": [
+                            {"name": "big", "partition_data": [{"index": 0, "records": build_batch(records)}]}
+                        ],
+                    },
+                )
+            )
+            assert w.read()[1]["responses"][0]["partition_responses"][0]["error_code"] == 0
+        time.sleep(0.3)
+        before = _status_kb(pid, "VmRSS")
+        fetch = fetch_body("big", max_wait_ms=0, min_bytes=1, max_bytes=50 * 1024 * 1024)
+        frames = b"".join(request_frame("Fetch", 11, fetch, i) for i in range(64))
+        answer_mb = 4_800_000 / 2**20
+        silent: list[socket.socket] = []
+        slow = Wire(daemon.port)
+        try:
+            for _ in range(20):
+                s = socket.create_connection(("127.0.0.1", daemon.port), timeout=10)
+                s.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    s.send(frames)
+                silent.append(s)
+            slow.pipeline(*[("Fetch", 11, fetch)] * 8)  # reads, but only once the others are stuck
+            grown_mb, peak = 0.0, before
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                peak = max(peak, _status_kb(pid, "VmRSS"))
+                time.sleep(0.02)
+            grown_mb = (peak - before) / 1024
+            per_conn = grown_mb / 21
+            assert per_conn < 1.5 * answer_mb, (
+                f"{per_conn:.1f} MiB per connection that does not read ({grown_mb:.0f} MiB)"
+            )
+            # Another client is served meanwhile.
+            with Wire(daemon.port) as other:
+                other.pipeline(("Metadata", 1, {"topics": None}))
+                assert other.read()[0] == "Metadata"
+            # The slow client gets every answer, in order, each the whole partition.
+            for i in range(8):
+                name, fetched = slow.read()
+                assert name == "Fetch", i
+                assert len(fetched["responses"][0]["partitions"][0]["records"]) > 4_500_000
+        finally:
+            slow.close()
+            for s in silent:
+                s.close()

@@ -1,0 +1,254 @@
+"""Cluster mode on a group workload: one broker vs three (``groupd serve --brokers 1`` and ``--brokers
+3``, in the same run) on the same produce + consumer-group pipeline, with real clients
+(confluent-kafka / librdkafka at its defaults unless a profile says otherwise).
+
+The pipeline is franz-go's ``TestGroupETL`` in small (issue 29, item 4): a producer writes R records
+to a 12-partition topic; an ETL group of 3 members consumes it and produces each record on to a
+second topic (committing as it goes); a sink group of 3 members reads the second topic to the end.
+Figures per broker count: seconds from the first produce to the last record at the sink, the
+daemon's CPU seconds and its CPU microseconds per record, and the ratio three / one.
+
+Profiles:
+  franz    the pipeline of franz-go's TestGroupETL itself (bench/franz_etl/main.go: three chained
+           groups of 20-partition topics, members joining and leaving, two subtests at once), run
+           when franz-go's sources are at hand (--franz-gopath, or $FRANZ_GO_GOPATH: a GOPATH with
+           github.com/twmb/franz-go v1.16 and github.com/pierrec/lz4/v4; Debian's /usr/share/gocode
+           gives the rest). The issue's figures were this client.
+  batched  librdkafka's defaults (linger 5 ms): few, large requests.
+  small    what franz-go does by default and its test asks for: no linger, a 50 KB produce buffer,
+           25 records per poll, a 5 s fetch wait. Latency-bound: every broker a member talks to
+           adds its own stream of small requests, and the three brokers of one process share one
+           event loop (the issue's 5x was this shape).
+
+    python -m bench.cluster_group [--quick] [--records R] [--profiles batched,small] [--json out.json]
+
+Every process runs on 127.0.0.1 and is stopped by pid; every load is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .targets import Target, start_groupd, workdir
+
+PARTITIONS = 12
+MEMBERS = 3
+VALUE = b"0123456789abcdef" * 4
+
+PROFILES: dict[str, dict[str, dict[str, Any]]] = {
+    "batched": {"producer": {}, "consumer": {}, "poll": {"n": 500}},
+    "small": {
+        "producer": {"linger.ms": 0, "queue.buffering.max.kbytes": 49, "queue.buffering.max.messages": 10000},
+        "consumer": {"fetch.wait.max.ms": 5000},
+        "poll": {"n": 25},
+    },
+}
+
+
+def _produce(producer: Any, topic: str, key: bytes, value: bytes) -> None:
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
+def _pipeline(bootstrap: str, records: int, profile: dict[str, dict[str, Any]], deadline: float) -> dict[str, Any]:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    run = uuid.uuid4().hex[:8]
+    src, dst = f"src-{run}", f"dst-{run}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in (src, dst)]).values():
+        fut.result(30)
+    base = {"bootstrap.servers": bootstrap}
+    pconf = {**base, **profile["producer"]}
+    cconf = {**base, "auto.offset.reset": "earliest", **profile["consumer"]}
+    batch = profile["poll"]["n"]
+    stop = threading.Event()
+    lock = threading.Lock()
+    seen: set[int] = set()
+    errors: list[str] = []
+
+    def producer() -> None:
+        p = Producer(pconf)
+        for i in range(records):
+            _produce(p, src, str(i).encode(), VALUE)
+            if i % 1000 == 0:
+                p.poll(0)
+        p.flush(60)
+
+    def etl() -> None:
+        c = Consumer({**cconf, "group.id": f"etl-{run}"})
+        p = Producer(pconf)
+        c.subscribe([src])
+        try:
+            while not stop.is_set():
+                msgs = c.consume(batch, 0.1)
+                for m in msgs:
+                    if m.error():
+                        continue
+                    _produce(p, dst, m.key(), m.value())
+                p.poll(0)
+                if msgs:
+                    c.commit(asynchronous=True)
+        except Exception as exc:  # reported, not raised in a thread
+            errors.append(repr(exc))
+        finally:
+            p.flush(30)
+            c.close()
+
+    def sink() -> None:
+        c = Consumer({**cconf, "group.id": f"sink-{run}"})
+        c.subscribe([dst])
+        try:
+            while not stop.is_set():
+                got = [int(m.key()) for m in c.consume(batch, 0.1) if not m.error()]
+                if got:
+                    with lock:
+                        seen.update(got)
+                        if len(seen) >= records:
+                            stop.set()
+        except Exception as exc:
+            errors.append(repr(exc))
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=fn, daemon=True) for fn in [producer] + [etl] * MEMBERS + [sink] * MEMBERS]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    while not stop.is_set() and time.monotonic() < deadline:
+        stop.wait(0.2)
+    elapsed = time.perf_counter() - t0
+    stop.set()
+    for t in threads:
+        t.join(30)
+    return {"seconds": elapsed, "delivered": len(seen), "complete": len(seen) >= records, "errors": errors[:3]}
+
+
+def _build_franz(root: Path, gopath: Path) -> Path:
+    """bench/franz_etl built in GOPATH mode (no module proxy: franz-go from ``gopath``)."""
+    out = root / "franz-etl"
+    src = root / "gopath" / "src" / "franzetl"
+    src.mkdir(parents=True)
+    shutil.copy(Path(__file__).with_name("franz_etl") / "main.go", src / "main.go")
+    env = {**os.environ, "GO111MODULE": "off", "GOFLAGS": "", "GOPATH": f"/usr/share/gocode:{gopath}:{root / 'gopath'}"}
+    subprocess.run(["go", "build", "-o", str(out), "."], cwd=src, env=env, check=True, timeout=600)
+    return out
+
+
+def _franz(binary: Path, bootstrap: str, records: int, timeout: float) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [str(binary), bootstrap, str(records), "etl", "range,cooperative-sticky"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"seconds": time.perf_counter() - t0, "delivered": 0, "complete": False, "errors": ["timeout"]}
+    done = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    complete = proc.returncode == 0 and any("total_seconds" in d for d in done)
+    return {
+        "seconds": time.perf_counter() - t0,
+        "delivered": records if complete else 0,
+        "complete": complete,
+        "errors": [] if complete else [proc.stderr[-300:]],
+    }
+
+
+def _one(root: Path, brokers: int, name: str, records: int, timeout: float, franz: Path | None) -> dict[str, Any]:
+    t: Target
+    t, _ = start_groupd(root / f"{name}-b{brokers}" / "data", "--brokers", str(brokers))
+    try:
+        cpu0 = t.cpu_s()
+        if name == "franz":
+            assert franz is not None
+            out = _franz(franz, t.bootstrap, records, timeout)
+        else:
+            out = _pipeline(t.bootstrap, records, PROFILES[name], time.monotonic() + timeout)
+        cpu1 = t.cpu_s()
+    finally:
+        t.stop()
+    cpu = (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
+    out["server_cpu_s"] = cpu
+    out["cpu_us_per_record"] = cpu / records * 1e6 if cpu is not None else None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.cluster_group", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="20,000 records, the batched profile only")
+    ap.add_argument("--records", type=int, default=None, help="records through the pipeline (default 200,000)")
+    ap.add_argument("--profiles", default=None, help="comma-separated: " + ", ".join(PROFILES))
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds one pipeline may take")
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--franz-gopath",
+        type=Path,
+        default=os.environ.get("FRANZ_GO_GOPATH") or None,
+        help="a GOPATH holding franz-go v1.16 (the franz profile; default $FRANZ_GO_GOPATH)",
+    )
+    args = ap.parse_args(argv)
+    records = args.records or (20_000 if args.quick else 200_000)
+    default = "batched" if args.quick else "batched,small" + (",franz" if args.franz_gopath else "")
+    names = (args.profiles or default).split(",")
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        print("bench.cluster_group: confluent-kafka is not installed (make .venv/.dev)", file=sys.stderr)
+        return 1
+    root = workdir("groupd-bench-cluster-group-")
+    results: dict[str, Any] = {"records": records, "profiles": {}}
+    ok = True
+    try:
+        franz = None
+        if "franz" in names:
+            if args.franz_gopath is None:
+                print("franz profile: no --franz-gopath / $FRANZ_GO_GOPATH, skipped", flush=True)
+                names.remove("franz")
+            else:
+                franz = _build_franz(root, args.franz_gopath)
+        for name in names:
+            # the small profile costs ~100x the CPU per record of the batched one (every record
+            # is a request): a quarter of the records
+            n = records // 4 if name == "small" else records
+            row = {b: _one(root, b, name, n, args.timeout, franz) for b in (1, 3)}
+            one, three = row[1], row[3]
+            ratio = three["seconds"] / one["seconds"]
+            results["profiles"][name] = {"1": one, "3": three, "ratio": ratio}
+            ok = ok and one["complete"] and three["complete"]
+
+            def fmt(r: dict[str, Any], n: int = n) -> str:
+                cpu = r["server_cpu_s"]
+                extra = "" if r["complete"] else f" INCOMPLETE ({r['delivered']}/{n}) {r['errors']}"
+                return f"{r['seconds']:6.1f} s, server CPU {cpu:5.1f} s ({r['cpu_us_per_record']:.0f} us/record){extra}"
+
+            verdict = "within" if ratio <= 1.2 else "NOT within"
+            print(f"{name} profile, {n} records", flush=True)
+            print(f"  1 broker:  {fmt(one)}", flush=True)
+            print(f"  3 brokers: {fmt(three)}", flush=True)
+            print(f"  ratio 3/1: {ratio:.2f} ({verdict} the 1.2 target)", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
