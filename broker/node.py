@@ -350,8 +350,7 @@ class Broker:
         self.configs.load()
         self.logs.open_all()
         partitions = list(range(50))
-        for p in partitions:
-            self._offsets_log(p)
+        self.logs.get_or_create_many(OFFSETS_TOPIC, partitions)
         self.data.start()
         await self.share_partitions.load()
         self.share_partitions.start()
