@@ -27,8 +27,8 @@ NOT_FOR_SERVE = (
 
 # Imported on first use, not at start-up: the compression libraries by the first compressed
 # batch (storage/codecs.py), RE2 by the first regex subscription (coordinator/consumer/regex.py),
-# tomllib by a config file (groupd/config.py).
-LAZY = ("lz4", "snappy", "cramjam", "re2", "tomllib")
+# tomllib by a config file (groupd/config.py), cluster mode by --brokers N (broker/node.py).
+LAZY = ("lz4", "snappy", "cramjam", "re2", "tomllib", "groupd.broker.cluster")
 
 # Runs `groupd serve` in the main thread as the console script does; a watcher thread waits until
 # the daemon answers a connection, then writes the loaded modules and ends the process.
