@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 from groupd.coordinator import CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
@@ -28,7 +29,6 @@ from groupd.transactions.coordinator import TransactionConfig, TransactionCoordi
 from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
 from .apis import ACL_WRAPPERS, APIS, IMPLEMENTED_FEATURES, SHARE_APIS, share_disabled
-from .cluster import Cluster
 from .configs import ConfigHandlers, consumer_group_overrides, share_group_overrides
 from .data_plane import DataPlane, topic_log_config
 from .group_shell import GroupShell
@@ -38,6 +38,9 @@ from .settings import Config
 from .share import SHARE_STATE_TOPIC, ShareHandlers, SharePartitions, ShareSettings
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicRegistry, TopicsImageCache
 from .txn_shell import TxnShell
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
 
 log = structlog.get_logger("groupd")
 
@@ -181,7 +184,12 @@ class Broker:
         self.acl_apis = AclApis(self.authorizer)
         self.scram_apis = ScramApis(self.authenticator.store, self.authorizer)
         # Cluster mode (--brokers N): the other brokers of this process, sharing everything above.
-        self.cluster: Cluster | None = Cluster(self) if config.brokers > 1 else None
+        self.cluster: Cluster | None = None
+        if config.brokers > 1:
+            # Imported only in cluster mode: a single broker does not load the module (issue 26).
+            from .cluster import Cluster
+
+            self.cluster = Cluster(self)
         self._register(self.dispatcher, config.node_id, self.listeners[0])
         if self.cluster is not None:
             self.cluster.register_nodes()
@@ -350,8 +358,7 @@ class Broker:
         self.configs.load()
         self.logs.open_all()
         partitions = list(range(50))
-        for p in partitions:
-            self._offsets_log(p)
+        self.logs.get_or_create_many(OFFSETS_TOPIC, partitions)
         self.data.start()
         await self.share_partitions.load()
         self.share_partitions.start()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import tomllib
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -346,6 +345,8 @@ def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = No
     by_name = {f.name: f for f in fields(Config)}
     path = getattr(args, "config", None) or env.get("GROUPD_CONFIG")
     if path:
+        import tomllib  # only with a config file: most daemons start from flags (issue 26)
+
         with Path(path).open("rb") as fh:
             data = tomllib.load(fh)
         section = data.get("groupd", data)

@@ -19,10 +19,9 @@ without bound.
 
 from __future__ import annotations
 
+import functools
 import struct
-
-import lz4.frame as lz4_frame
-import snappy
+from types import ModuleType
 
 from .errors import CorruptRecordError
 
@@ -36,6 +35,22 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _U32 = 0xFFFFFFFF
 
 
+# The libraries are imported on the first compressed batch: a daemon whose clients never compress
+# (most of them) does not pay their import at start-up nor keep them resident (issue 26).
+@functools.cache
+def _snappy() -> ModuleType:
+    import snappy
+
+    return snappy
+
+
+@functools.cache
+def _lz4_frame() -> ModuleType:
+    import lz4.frame
+
+    return lz4.frame
+
+
 # --------------------------------------------------------------------------------------------
 # snappy
 
@@ -44,7 +59,7 @@ def snappy_compress(data: bytes) -> bytes:
     """snappy in xerial framing, as Kafka's Java clients write it."""
     parts = [_XERIAL_HEADER]
     for pos in range(0, len(data), _XERIAL_BLOCK):
-        block = snappy.compress(data[pos : pos + _XERIAL_BLOCK])
+        block = _snappy().compress(data[pos : pos + _XERIAL_BLOCK])
         parts.append(_INT32.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -66,7 +81,7 @@ def _snappy_raw(data: bytes, limit: int) -> bytes:
     if _snappy_length(data) > limit:
         raise CorruptRecordError(f"snappy block declares more than {limit} bytes")
     try:
-        return snappy.decompress(data)
+        return _snappy().decompress(data)
     except Exception as exc:  # python-snappy's (cramjam's) own error types
         raise CorruptRecordError(f"cannot decompress snappy: {exc}") from None
 
@@ -135,9 +150,9 @@ def _header_checksum(descriptor: bytes, broken: bool) -> int:
 def lz4_compress(data: bytes, *, broken_checksum: bool = False) -> bytes:
     """An LZ4 frame as Kafka's ``KafkaLZ4BlockOutputStream`` writes it (independent 64 KB blocks, no
     content size or checksum); ``broken_checksum`` for Kafka's magic 0 readers (KAFKA-3160)."""
-    frame = lz4_frame.compress(
+    frame = _lz4_frame().compress(
         data,
-        block_size=lz4_frame.BLOCKSIZE_MAX64KB,
+        block_size=_lz4_frame().BLOCKSIZE_MAX64KB,
         block_linked=False,
         content_checksum=False,
         store_size=False,
@@ -161,7 +176,7 @@ def lz4_decompress(data: bytes, limit: int) -> bytes:
     if data[end] == _header_checksum(descriptor, True) != _header_checksum(descriptor, False):
         data = data[:end] + bytes((_header_checksum(descriptor, False),)) + data[end + 1 :]
     try:
-        out = lz4_frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
+        out = _lz4_frame().LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
     except Exception as exc:  # the lz4 library raises RuntimeError for damaged frames
         raise CorruptRecordError(f"cannot decompress lz4: {exc}") from None
     if len(out) > limit:

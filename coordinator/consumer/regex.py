@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-import re2
+if TYPE_CHECKING:
+    import re2
 
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # an invalid client pattern is an answer, not a line on stderr
+
+# RE2 is imported by the first regex subscription, not by every daemon's start (issue 26).
+@functools.cache
+def _re2() -> tuple[Any, Any]:
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # an invalid client pattern is an answer, not a line on stderr
+    return re2, options
 
 
 class InvalidRegularExpression(ValueError):
@@ -26,9 +35,10 @@ class InvalidRegularExpression(ValueError):
 @functools.lru_cache(maxsize=1024)
 def compile_regex(pattern: str) -> re2._Regexp:
     """The compiled pattern; ``InvalidRegularExpression`` with RE2's reason when it is not valid."""
+    re2_, options = _re2()
     try:
-        return re2.compile(pattern, _OPTIONS)
-    except re2.error as e:
+        return re2_.compile(pattern, options)
+    except re2_.error as e:
         reason = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
         raise InvalidRegularExpression(reason) from None
 

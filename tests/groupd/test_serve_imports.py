@@ -25,6 +25,11 @@ NOT_FOR_SERVE = (
     "importlib.metadata",
 )
 
+# Imported on first use, not at start-up: the compression libraries by the first compressed
+# batch (storage/codecs.py), RE2 by the first regex subscription (coordinator/consumer/regex.py),
+# tomllib by a config file (groupd/config.py), cluster mode by --brokers N (broker/node.py).
+LAZY = ("lz4", "snappy", "cramjam", "re2", "tomllib", "groupd.broker.cluster")
+
 # Runs `groupd serve` in the main thread as the console script does; a watcher thread waits until
 # the daemon answers a connection, then writes the loaded modules and ends the process.
 _SCRIPT = textwrap.dedent(
@@ -71,3 +76,5 @@ def test_serve_imports_nothing_only_other_commands_need(tmp_path: Path) -> None:
     modules = json.loads(out.read_text())
     loaded = sorted(m for m in modules for bad in NOT_FOR_SERVE if m == bad or m.startswith(bad + "."))
     assert loaded == [], f"serve imported {loaded}"
+    eager = sorted(m for m in modules for lazy in LAZY if m == lazy or m.startswith(lazy + "."))
+    assert eager == [], f"serve imported before first use {eager}"

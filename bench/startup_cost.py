@@ -1,0 +1,109 @@
+"""Where ``groupd serve``'s start-up goes, in CPU rather than wall time (issue 26: spawn -> first
+ApiVersions answer <= 100 ms, idle RSS <= 25 MiB). On a shared 2-core machine the wall figures of
+``bench.run --only startup`` swing by 2x between runs; the daemon's own CPU time at its first answer
+and the import's CPU time do not.
+
+    .venv/bin/python -m bench.startup_cost [--runs 9]
+
+prints, median of ``--runs`` starts on empty data dirs: spawn -> first answer (wall), the daemon's
+CPU (user+sys, /proc, 10 ms ticks) at that moment, idle RSS; then, in fresh interpreters, the CPU of
+``import groupd.daemon, groupd.cli`` and how much of it is creating dataclasses.
+
+Figures (2026-11-29, one sitting, load average 5-7 on 2 cores; before = main at 2586db9, after =
+h/boot; alternating runs, 9 starts / 15 imports each):
+
+| figure | before | after |
+|---|---|---|
+| spawn -> first answer, median wall | 280 ms | 275 ms (noise) |
+| daemon CPU at first answer | 250 ms | 250 ms |
+| idle RSS | 43.1 MiB | 37.8 MiB |
+| import CPU of groupd.daemon + groupd.cli | 182 ms | 180 ms |
+
+Where the remaining CPU goes (after): interpreter and site ~20 ms (the editable install's finder
+and ``distutils-precedence.pth`` included), imports ~170 ms of which ~66 ms is ``dataclasses``
+generating the methods of 113 classes (``coordinator.consumer.records`` alone 8-30 ms), then
+~40-60 ms of start: on an empty data dir, creating the 50 ``__consumer_offsets`` partitions (a
+partition-directory fsync each). Resident memory: the bare interpreter 10.6 MiB, ``asyncio`` 9.4
+MiB (``ssl``, which asyncio imports unconditionally, 5.1 of it), uvloop 1.1, structlog 3.2
+(greenlet with it when installed), construct 2.4, groupd's own modules ~8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.targets import first_answer_s, free_port, rss_kb
+
+_IMPORT = """
+import dataclasses, resource, time
+orig = dataclasses._process_class
+spent = [0.0]
+def timed(cls, *a, **k):
+    t = time.process_time()
+    try:
+        return orig(cls, *a, **k)
+    finally:
+        spent[0] += time.process_time() - t
+dataclasses._process_class = timed
+t = time.process_time()
+import groupd.daemon, groupd.cli
+print(time.process_time() - t, spent[0])
+"""
+
+
+def _cpu_ms(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def start_once(root: Path) -> tuple[float, float, float]:
+    data = root / "data"
+    data.mkdir(parents=True)
+    port = free_port()
+    cmd = [sys.executable, "-m", "groupd", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--data-dir", str(data), "--log-format", "json"]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        ms = first_answer_s(port, t0, 60, proc) * 1000
+        cpu = _cpu_ms(proc.pid)
+        time.sleep(0.7)
+        kb = rss_kb(proc.pid) or 0
+        return ms, cpu, kb / 1024
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=9)
+    args = ap.parse_args()
+    from bench.run import _compile_groupd
+
+    _compile_groupd()
+    with tempfile.TemporaryDirectory(prefix="startup-cost") as tmp:
+        starts = [start_once(Path(tmp) / str(i)) for i in range(args.runs)]
+    imports = []
+    for _ in range(args.runs):
+        out = subprocess.run([sys.executable, "-c", _IMPORT], capture_output=True, text=True, check=True).stdout
+        imports.append(tuple(float(x) * 1000 for x in out.split()))
+    for label, values in (
+        ("spawn -> first answer, wall ms", [s[0] for s in starts]),
+        ("daemon CPU at first answer, ms", [s[1] for s in starts]),
+        ("idle RSS, MiB", [s[2] for s in starts]),
+        ("import CPU, ms", [i[0] for i in imports]),
+        ("  of which dataclass creation, ms", [i[1] for i in imports]),
+    ):
+        print(f"{label:36} median {statistics.median(values):7.1f}  runs {[round(v, 1) for v in values]}")
+
+
+if __name__ == "__main__":
+    main()
