@@ -69,3 +69,25 @@ def test_append_refuses_batches_whose_records_do_not_tile_them(tmp_path):
         assert plog.log_end_offset == 2
     finally:
         plog.close()
+
+
+def test_a_checked_view_is_framed_and_sized_but_its_crc_is_not_recomputed(tmp_path):
+    """Produce checks a batch's CRC and header once (``check_batch``) and hands the log its
+    ``BatchView``: the log still refuses bad framing and a batch over the size limit, and takes
+    the CRC as checked (raw bytes still get the full check)."""
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(max_message_bytes=200))
+    try:
+        good = rec.build_batch([(b"k", b"v" * 10, (), 5), (None, b"w", (), 6)])
+        stale_crc = bytearray(good)
+        stale_crc[-1] ^= 0xFF  # a value byte: the CRC no longer matches, the framing still does
+        big = rec.build_batch([(None, b"x" * 300, (), 5)])
+        views = [rec.BatchView(b, 0) for b in (good, _with_count(good, 3), big, bytes(stale_crc))]
+        results = plog.append_items([*views, bytes(stale_crc)])
+        assert results[0] == (0, 1)
+        assert isinstance(results[1], CorruptRecordError)
+        assert type(results[2]).__name__ == "RecordTooLargeError"
+        assert results[3] == (2, 3)  # the caller vouched for this CRC
+        assert isinstance(results[4], CorruptRecordError)  # the same bytes unchecked: refused
+        assert plog.log_end_offset == 4
+    finally:
+        plog.close()
