@@ -91,3 +91,38 @@ def test_a_checked_view_is_framed_and_sized_but_its_crc_is_not_recomputed(tmp_pa
         assert plog.log_end_offset == 4
     finally:
         plog.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(RECORD, min_size=1, max_size=20), st.data())
+def test_the_step_table_agrees_with_the_exact_walk(records, data):
+    """``check_record_frames`` frames through a table of two-byte steps and falls back to the exact
+    walk only to word a refusal: on any bytes both accept and refuse alike, with the same message
+    (non-minimal and long varints, zero and negative lengths, bytes past the batch)."""
+    raw = bytearray(rec.build_batch(records))
+    for _ in range(data.draw(st.integers(0, 3))):
+        raw[data.draw(st.integers(rec.HEADER_SIZE, len(raw) - 1))] = data.draw(
+            st.sampled_from([0x00, 0x01, 0x80, 0xFF, 0x02, 0x7F])
+        )
+    tail = data.draw(st.binary(max_size=4))
+    buf = bytes(raw) + tail
+    end = data.draw(st.integers(rec.HEADER_SIZE, len(buf)))
+    count = data.draw(st.integers(0, min(len(records) + 2, end - rec.HEADER_SIZE)))  # more: refused first
+    outcomes = []
+    for check in (rec.check_record_frames, rec._check_frames_exactly):
+        try:
+            check(buf, rec.HEADER_SIZE, end, count)
+            outcomes.append(None)
+        except CorruptRecordError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_a_long_record_and_a_non_minimal_zero_length():
+    long = rec.build_batch([(None, b"x" * 20_000, (), 5), (b"k", b"v", (), 6)])
+    rec.check_record_frames(long, rec.HEADER_SIZE, len(long), 2)
+    zero = bytearray(rec.build_batch([(None, b"v", (), 5)]))
+    # the record's length, 0x80 0x00 (zero, in two bytes) in place of its one-byte varint
+    zero[rec.HEADER_SIZE : rec.HEADER_SIZE + 1] = b"\x80\x00"
+    with pytest.raises(CorruptRecordError, match="not positive"):
+        rec.check_record_frames(bytes(zero), rec.HEADER_SIZE, len(zero), 1)
