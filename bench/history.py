@@ -95,7 +95,10 @@ FIGURES += [
     ("replay records/s (raw, no baseline)", "startup", "", "higher", _replay),
     ("KIP-848 heartbeat 1,000: server CPU us/req", "consumer", "classic", "lower", _consumer(1000)),
     ("KIP-848 heartbeat 10,000: server CPU us/req", "consumer", "classic", "lower", _consumer(10000)),
-]
+    ("produce 100 B acks=all: messages/s", "produce", "mock", "higher", _pair(("produce",), "mock", "msgs_per_s")),
+    ("produce 100 B acks=all: server CPU us/msg", "produce", "mock", "lower",
+     _pair(("produce",), "mock", "server_us_per_msg")),
+]  # fmt: skip
 
 
 def _num(v: Any) -> float | None:

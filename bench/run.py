@@ -31,6 +31,8 @@ Workloads (``--only`` takes these names, comma-separated):
   share       share groups: ShareFetch + ShareAcknowledge throughput of 1, 3 and 10 ShareConsumers on
               one partition against a classic consumer of the same partition, and the redelivery
               latency after a lock expires (``bench/sharefetch.py``)
+  produce     confluent-kafka producing 100 B messages (acks=all, linger.ms 5) to groupd and to the
+              mock, rounds alternating: messages/s and server CPU per message (``bench/produce.py``)
 
     python -m bench.run [--quick] [--only heartbeats,rebalance] [--json results.json]
 
@@ -56,6 +58,7 @@ from typing import Any
 
 from . import consumer_groups as cg
 from . import history, logdata, sharefetch, txnfetch
+from . import produce as produce_bench
 from . import txns as txn_bench
 from .simulator import (
     Scenario,
@@ -74,7 +77,18 @@ from .targets import (
     workdir,
 )
 
-WORKLOADS = ("heartbeats", "rebalance", "soak", "commits", "startup", "txnfetch", "consumer", "txns", "share")
+WORKLOADS = (
+    "heartbeats",
+    "rebalance",
+    "soak",
+    "commits",
+    "startup",
+    "txnfetch",
+    "consumer",
+    "txns",
+    "share",
+    "produce",
+)
 # groupd log events that mean members were lost or rebalances went wrong
 NOTABLE_EVENTS = (
     "member_expired",
@@ -837,6 +851,12 @@ class Bench:
         out = await asyncio.to_thread(sharefetch.run, self.quick)
         self.results["share"] = out
         sharefetch.print_results(out, print_figures)
+
+    # 10. produce, confluent-kafka against the mock (issue 26) ------------------------------------------
+    async def produce(self) -> None:
+        out = await asyncio.to_thread(produce_bench.run, self.quick)
+        self.results["produce"] = out
+        produce_bench.print_results(out, print_figures)
 
 
 def _throttled(check: Callable[[], bool], every_s: float = 0.002) -> Callable[[], bool]:

@@ -146,7 +146,7 @@ class Appender:
     def append_future(
         self,
         plog: PartitionLog,
-        records_or_batch: Sequence[rec.RecordInput] | bytes | bytearray | memoryview,
+        records_or_batch: Sequence[rec.RecordInput] | bytes | bytearray | memoryview | rec.BatchView,
         *,
         log_append_time_ms: int | None = None,
     ) -> asyncio.Future[tuple[int, int]]:

@@ -1009,13 +1009,13 @@ class PartitionLog:
 
     def append_items(
         self,
-        items: Sequence[Sequence[rec.RecordInput] | bytes],
+        items: Sequence[Sequence[rec.RecordInput] | bytes | rec.BatchView],
         *,
         log_append_time_ms: int | None = None,
         after_write: Callable[[], None] | None = None,
     ) -> list:
-        """Append many items with one write: each item is a list of records or a client's raw
-        batch bytes. Returns one result per item, in order: (base_offset, last_offset), or the
+        """Append many items with one write: each item is a list of records, a client's raw
+        batch bytes, or a `BatchView` of one batch whose CRC and header the caller has checked. Returns one result per item, in order: (base_offset, last_offset), or the
         exception that item alone earned (CorruptRecordError, RecordTooLargeError, ValueError...).
 
         Blocking, and safe to call from a worker thread. Planning, the write, `after_write` (e.g.
@@ -1046,6 +1046,13 @@ class PartitionLog:
                 raise CorruptRecordError(
                     f"record count {v.record_count} does not match lastOffsetDelta {v.last_offset_delta}"
                 )
+        self._check_frames(raw, views)
+        return views
+
+    def _check_frames(self, raw: bytes | bytearray | memoryview, views: list[rec.BatchView]) -> None:
+        """What a checked header does not vouch for: the size limit (the topic's config may have
+        changed since the caller checked) and the records' framing."""
+        for v in views:
             if v.size > self.config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"batch of {v.size} bytes exceeds max_message_bytes {self.config.max_message_bytes}"
@@ -1053,11 +1060,10 @@ class PartitionLog:
             if v.compression == rec.COMPRESSION_NONE and not v.is_control:
                 # a valid CRC does not make the framing sane; checked in place, nothing decoded
                 rec.check_record_frames(raw, v.position + rec.HEADER_SIZE, v.position + v.size, v.record_count)
-        return views
 
     def _prepare(
         self,
-        items: Sequence[Sequence[rec.RecordInput] | bytes],
+        items: Sequence[Sequence[rec.RecordInput] | bytes | rec.BatchView],
         *,
         log_append_time_ms: int | None = None,
         leader_epoch: int = 0,
@@ -1111,14 +1117,22 @@ class PartitionLog:
                 next_off = off
 
         for i, item in enumerate(items):
-            if isinstance(item, bytes | bytearray | memoryview):
+            if isinstance(item, rec.BatchView | bytes | bytearray | memoryview):
                 flush_pending()
                 try:
-                    views = self._check_client_batches(bytes(item))
+                    if isinstance(item, rec.BatchView):
+                        # One batch whose CRC and header the caller checked (Produce's check_batch,
+                        # which answers in Kafka's order): its CRC is not computed a second time.
+                        raw = item.buffer
+                        views = [item]
+                        self._check_frames(raw, views)
+                    else:
+                        raw = bytes(item)
+                        views = self._check_client_batches(raw)
                 except (CorruptRecordError, RecordTooLargeError, UnsupportedCompressionError) as exc:
                     results[i] = exc
                     continue
-                buf = bytearray(item)
+                buf = bytearray(raw)
                 first = next_off
                 for v in views:
                     rec.set_base_offset(buf, v.position, next_off, leader_epoch)

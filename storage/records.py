@@ -864,6 +864,34 @@ def _decode_headers(data: bytes, pos: int, rec_end: int) -> tuple[tuple, int]:
     return tuple(headers), pos
 
 
+_STEPS: list[int] = []  # see _frame_steps; built on the first produced batch, not at import
+
+
+def _frame_steps() -> list[int]:
+    """A record's whole size (its length varint included) from its first two bytes, read as
+    ``b0 | b1 << 8``; 0 where they do not start a valid record of under 8 KiB (a negative or zero
+    length, or a longer varint). One list index per record instead of a branch per varint byte:
+    framing a produced batch was a fifth of a 100 B produce load's CPU."""
+    if not _STEPS:
+        steps = [0] * 65536
+        for b in range(2, 0x80, 2):  # one-byte varints: even (zig-zag non-negative), not zero
+            steps[b::256] = [1 + (b >> 1)] * 256
+        for b in range(0x80, 0x100, 2):
+            low = b & 0x7F
+            for b2 in range(0 if low else 1, 0x80):  # 0x80 0x00 is a (non-minimal) zero
+                steps[b | b2 << 8] = 2 + ((low | b2 << 7) >> 1)
+        _STEPS[:] = steps
+    return _STEPS
+
+
+def _long_frame(data: bytes, pos: int) -> int:
+    """The size of a record whose length varint the step table does not cover (8 KiB or more)."""
+    v, after = _uvarint_slow(data, pos)
+    if v & 1 or not v:
+        raise CorruptRecordError("record length is not positive")
+    return after - pos + (v >> 1)
+
+
 def check_record_frames(data: bytes, pos: int, end: int, count: int) -> None:
     """Check in place that `count` uncompressed records exactly tile data[pos:end], each with a
     positive length, reading one varint per record and creating no objects (Kafka's record
@@ -874,6 +902,22 @@ def check_record_frames(data: bytes, pos: int, end: int, count: int) -> None:
     compacted topics, timestamps under limits: ``broker/data_plane/batch_checks.py``)."""
     if count < 0 or count > end - pos:
         raise CorruptRecordError(f"record count {count} does not fit in {end - pos} bytes")
+    steps = _STEPS or _frame_steps()
+    start = pos
+    try:
+        for _ in range(count):
+            pos += steps[data[pos] | data[pos + 1] << 8] or _long_frame(data, pos)
+    except (IndexError, CorruptRecordError):
+        pos = -1
+    if pos == end:
+        return
+    # Not a well-framed batch: the exact walk below says why, in the words it always has (reading
+    # past `end` above only ever sends a batch here).
+    _check_frames_exactly(data, start, end, count)
+    raise CorruptRecordError("record runs past the end of the batch")  # unreachable: the walk agrees
+
+
+def _check_frames_exactly(data: bytes, pos: int, end: int, count: int) -> None:
     if end != len(data):
         data = data[:end]  # so that running past the batch is an IndexError
     slow = _uvarint_slow

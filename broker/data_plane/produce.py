@@ -203,7 +203,7 @@ class ProduceHandler:
                 # idempotent batch after it, waits for that and is then checked in arrival order.
                 return PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v, txn_id), lat)
             return self._idempotent_append(self.state.producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
-        fut = self._start_append(key, plog, raw, lat)  # type: ignore[arg-type]
+        fut = self._start_append(key, plog, view, lat)
         return PendingAppend(index, plog, fut, lat)
 
     def _idempotent_append(
@@ -241,7 +241,7 @@ class ProduceHandler:
                 return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
         meta = BatchMeta(first_seq, last_seq, timestamp=view.max_timestamp)
         producers.record(pid, epoch, meta, now, transactional=transactional, end_offset=plog.log_end_offset)
-        fut = self._start_append(key, plog, raw, lat, producers=producers, pid=pid, meta=meta)  # type: ignore[arg-type]
+        fut = self._start_append(key, plog, view, lat, producers=producers, pid=pid, meta=meta)
         meta.pending = fut
         return PendingAppend(index, plog, fut, lat)
 
@@ -316,7 +316,7 @@ class ProduceHandler:
         self,
         key: Key,
         plog: PartitionLog,
-        raw: bytes,
+        view: rec.BatchView,
         lat: int,
         *,
         producers: PartitionProducers | None = None,
@@ -324,9 +324,10 @@ class ProduceHandler:
         meta: BatchMeta | None = None,
     ) -> asyncio.Future[Any]:
         # Queued in the appender now (no task per partition), so batches reach the log in the order
-        # they were checked.
-        fut = self.state.appender.append_future(plog, raw, log_append_time_ms=lat if lat >= 0 else None)
-        size = len(raw)
+        # they were checked. The checked view, not the bytes: the log then trusts its CRC and
+        # header (check_batch verified them) instead of computing the CRC again.
+        fut = self.state.appender.append_future(plog, view, log_append_time_ms=lat if lat >= 0 else None)
+        size = view.size
 
         def done(f: asyncio.Future[Any]) -> None:
             if f.cancelled() or f.exception() is not None:

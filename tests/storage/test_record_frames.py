@@ -69,3 +69,60 @@ def test_append_refuses_batches_whose_records_do_not_tile_them(tmp_path):
         assert plog.log_end_offset == 2
     finally:
         plog.close()
+
+
+def test_a_checked_view_is_framed_and_sized_but_its_crc_is_not_recomputed(tmp_path):
+    """Produce checks a batch's CRC and header once (``check_batch``) and hands the log its
+    ``BatchView``: the log still refuses bad framing and a batch over the size limit, and takes
+    the CRC as checked (raw bytes still get the full check)."""
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(max_message_bytes=200))
+    try:
+        good = rec.build_batch([(b"k", b"v" * 10, (), 5), (None, b"w", (), 6)])
+        stale_crc = bytearray(good)
+        stale_crc[-1] ^= 0xFF  # a value byte: the CRC no longer matches, the framing still does
+        big = rec.build_batch([(None, b"x" * 300, (), 5)])
+        views = [rec.BatchView(b, 0) for b in (good, _with_count(good, 3), big, bytes(stale_crc))]
+        results = plog.append_items([*views, bytes(stale_crc)])
+        assert results[0] == (0, 1)
+        assert isinstance(results[1], CorruptRecordError)
+        assert type(results[2]).__name__ == "RecordTooLargeError"
+        assert results[3] == (2, 3)  # the caller vouched for this CRC
+        assert isinstance(results[4], CorruptRecordError)  # the same bytes unchecked: refused
+        assert plog.log_end_offset == 4
+    finally:
+        plog.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(RECORD, min_size=1, max_size=20), st.data())
+def test_the_step_table_agrees_with_the_exact_walk(records, data):
+    """``check_record_frames`` frames through a table of two-byte steps and falls back to the exact
+    walk only to word a refusal: on any bytes both accept and refuse alike, with the same message
+    (non-minimal and long varints, zero and negative lengths, bytes past the batch)."""
+    raw = bytearray(rec.build_batch(records))
+    for _ in range(data.draw(st.integers(0, 3))):
+        raw[data.draw(st.integers(rec.HEADER_SIZE, len(raw) - 1))] = data.draw(
+            st.sampled_from([0x00, 0x01, 0x80, 0xFF, 0x02, 0x7F])
+        )
+    tail = data.draw(st.binary(max_size=4))
+    buf = bytes(raw) + tail
+    end = data.draw(st.integers(rec.HEADER_SIZE, len(buf)))
+    count = data.draw(st.integers(0, min(len(records) + 2, end - rec.HEADER_SIZE)))  # more: refused first
+    outcomes = []
+    for check in (rec.check_record_frames, rec._check_frames_exactly):
+        try:
+            check(buf, rec.HEADER_SIZE, end, count)
+            outcomes.append(None)
+        except CorruptRecordError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_a_long_record_and_a_non_minimal_zero_length():
+    long = rec.build_batch([(None, b"x" * 20_000, (), 5), (b"k", b"v", (), 6)])
+    rec.check_record_frames(long, rec.HEADER_SIZE, len(long), 2)
+    zero = bytearray(rec.build_batch([(None, b"v", (), 5)]))
+    # the record's length, 0x80 0x00 (zero, in two bytes) in place of its one-byte varint
+    zero[rec.HEADER_SIZE : rec.HEADER_SIZE + 1] = b"\x80\x00"
+    with pytest.raises(CorruptRecordError, match="not positive"):
+        rec.check_record_frames(bytes(zero), rec.HEADER_SIZE, len(zero), 1)
