@@ -13,7 +13,7 @@ from groupd.protocol.errors import ErrorCode
 
 from tests.support.share import join
 
-from .conftest import leaders, metadata, port_of, raw
+from .conftest import create_topic, leaders, metadata, port_of, raw
 
 
 def _fetch(group: str, tid: uuid.UUID, partition: int) -> dict[str, Any]:
@@ -105,3 +105,70 @@ def test_share_fetch_is_answered_by_the_partition_leader(cluster: GroupdBroker, 
         assert part["acquired_records"] == []
     finally:
         lc.close()
+
+
+def _acquired(r: dict[str, Any]) -> list[tuple[int, int, int]]:
+    (part,) = r["responses"][0]["partitions"]
+    assert part["error_code"] == 0, part
+    return [(a["first_offset"], a["last_offset"], a["delivery_count"]) for a in part["acquired_records"]]
+
+
+def test_share_partition_state_survives_its_leader_moving(healthy_cluster: GroupdBroker, unique: str) -> None:
+    """The leader of a share-partition stops (``SharePartitionManager`` on the new leader reads the
+    state back from the share coordinator): what was accepted is not delivered again; what the old
+    leader's member held comes back with its delivery count, once, from the new leader."""
+    cluster = healthy_cluster
+    topic, group = f"share-move-{unique}", f"g-{unique}"
+    create_topic(cluster, topic, partitions=1)
+    cluster.group_configs(group, share_auto_offset_reset="earliest")
+    tid = metadata(cluster, min(cluster.nodes), [topic])["topics"][0]["topic_id"]
+    p = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(6):
+        p.produce(topic, value=b"r%d" % i, partition=0)
+    assert p.flush(10) == 0
+    fc = raw(cluster, min(cluster.nodes))
+    try:
+        coord = fc.request("FindCoordinator", 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]
+    finally:
+        fc.close()
+    member = join(coord["port"], group, topic)
+    leader, _ = leaders(cluster, topic)[0]
+    old = raw(cluster, leader)
+    try:
+        first = {**_fetch(group, tid, 0), "member_id": member}
+        assert _acquired(old.request("ShareFetch", 1, first)) == [(0, 5, 1)]
+        ack = {
+            "group_id": group,
+            "member_id": member,
+            "share_session_epoch": 1,
+            "topics": [
+                {
+                    "topic_id": tid,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "acknowledgement_batches": [
+                                {"first_offset": 0, "last_offset": 2, "acknowledge_types": [1]}
+                            ],
+                        }
+                    ],
+                }
+            ],
+        }
+        acked = old.request("ShareAcknowledge", 1, ack)
+        assert acked["error_code"] == 0 and acked["responses"][0]["partitions"][0]["error_code"] == 0
+        cluster.stop_broker(leader)  # its connections close: the member's records 3-5 are let go
+    finally:
+        old.close()
+    new_leader, _ = leaders(cluster, topic)[0]
+    assert new_leader != leader
+    new = raw(cluster, new_leader)
+    try:
+        again = {**_fetch(group, tid, 0), "member_id": member}
+        assert _acquired(new.request("ShareFetch", 1, again)) == [(3, 5, 2)]
+        later = {**_fetch(group, tid, 0), "member_id": member, "share_session_epoch": 1}
+        later["topics"] = []
+        r = new.request("ShareFetch", 1, later)
+        assert all(not p["acquired_records"] for t in r["responses"] for p in t["partitions"])
+    finally:
+        new.close()
