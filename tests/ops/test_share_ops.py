@@ -176,8 +176,14 @@ def test_expire_member_fences_a_share_consumer_which_joins_again(groupd_broker: 
             "group": group,
             "member": member,
         }
-        log = groupd_broker.log_path.read_text(errors="replace")
-        assert '"share_member_fenced"' in log and member in log
+        # the plugin copies the daemon's output to the log file from a thread: wait for the line
+        deadline = time.monotonic() + 10
+        while True:
+            log = groupd_broker.log_path.read_text(errors="replace")
+            if '"share_member_fenced"' in log and member in log:
+                break
+            assert time.monotonic() < deadline, "no share_member_fenced event for " + member
+            time.sleep(0.05)
         with pytest.raises(ControlError):  # gone now: a second expiry names no member
             groupd_broker.faults.expire_member(group, member)
         # ShareGroupHeartbeat answers FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID: it joins again and reads on
