@@ -4,6 +4,11 @@ machine is shared: CPU time is steadier than wall time). ``--alternate`` runs th
 the pure-Python one (``GROUPD_NO_NATIVE=1``) in turn, each in a fresh process.
 
     python -m bench.replay --records 1000000 --rounds 3 --alternate
+
+``--startup PYTHON...``: ``groupd serve`` (run by each of these interpreters in turn, e.g. two
+checkouts' venvs) on a copy of the log: spawn -> first ApiVersions answer, spawn -> offsets_loaded,
+and the slowest of the ApiVersions answers asked back to back while the log loads (what a large log
+costs other requests).
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ import asyncio
 import json
 import os
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 OFFSETS = "__consumer_offsets"
 
@@ -58,12 +65,63 @@ def _one(data_dir: Path, native: bool) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _startup(python: str, src: Path, work: Path) -> dict[str, float]:
+    import shutil
+    import socket
+
+    from bench.targets import _API_VERSIONS_FRAME, _spawn, _stop_proc, first_answer_s, free_port
+
+    data = work / "data"
+    shutil.rmtree(data, ignore_errors=True)
+    shutil.copytree(src, data)
+    port = free_port()
+    log_path = work / "groupd.log"
+    cmd = [python, "-m", "groupd", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--data-dir", str(data), "--log-format", "json"]
+    with log_path.open("wb") as log:
+        t0 = time.perf_counter()
+        proc = _spawn(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=work)
+    try:
+        first = first_answer_s(port, t0, 120, proc)
+        worst = 0.0
+        loaded = None
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            while loaded is None and time.perf_counter() - t0 < 120:
+                a = time.perf_counter()
+                sock.sendall(_API_VERSIONS_FRAME)
+                (size,) = struct.unpack(">i", _recv(sock, 4))
+                _recv(sock, size)
+                worst = max(worst, time.perf_counter() - a)
+                for line in log_path.read_text().splitlines():
+                    if '"offsets_loaded"' in line:
+                        loaded = json.loads(line)
+        return {
+            "first_api_versions_ms": first * 1000,
+            "loaded_s": time.perf_counter() - t0,
+            "replay_s": loaded["seconds"] if loaded else float("nan"),
+            "worst_api_versions_during_load_ms": worst * 1000,
+        }
+    finally:
+        _stop_proc(proc)
+
+
+def _recv(sock: Any, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        more = sock.recv(n - len(buf))
+        if not more:
+            raise ConnectionError("closed")
+        buf += more
+    return buf
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--data-dir", help="an existing data dir (default: generate one in a temp dir)")
     ap.add_argument("--alternate", action="store_true", help="native and pure Python in turn")
+    ap.add_argument("--startup", nargs="+", metavar="PYTHON", help="start-up figures with these interpreters")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -79,6 +137,12 @@ def main() -> None:
 
             gen = logdata.generate(data, args.records)
             print(f"wrote {gen['records']:,} records in {gen['seconds']:.1f} s", file=sys.stderr)
+        if args.startup:
+            for r in range(args.rounds):
+                for py in args.startup:
+                    res = _startup(py, data, Path(tmp) / "startup")
+                    print(f"round {r + 1} {py}: " + "  ".join(f"{k} {v:.3f}" for k, v in res.items()))
+            return
         kinds = ["native", "python"] if args.alternate else ["native"]
         rates: dict[str, list[float]] = {k: [] for k in kinds}
         for r in range(args.rounds):
