@@ -5,6 +5,7 @@ the pure-Python one (``GROUPD_NO_NATIVE=1``) in turn, each in a fresh process.
 
     python -m bench.replay --records 1000000 --rounds 3 --alternate
 
+``--compare PYTHON...`` adds loads by other interpreters (another checkout's venv) to the rotation.
 ``--startup PYTHON...``: ``groupd serve`` (run by each of these interpreters in turn, e.g. two
 checkouts' venvs) on a copy of the log: spawn -> first ApiVersions answer, spawn -> offsets_loaded,
 and the slowest of the ApiVersions answers asked back to back while the log loads (what a large log
@@ -51,14 +52,20 @@ async def _load(data_dir: Path) -> dict[str, float]:
         logs.close()
 
 
-def _one(data_dir: Path, native: bool) -> dict[str, float]:
+def _one(data_dir: Path, native: bool, python: str = sys.executable) -> dict[str, float]:
+    """One load in a fresh process of ``python`` (another checkout's venv: its own groupd), run
+    as a script from a neutral directory so that it imports that interpreter's groupd."""
     env = dict(os.environ)
     if native:
         env.pop("GROUPD_NO_NATIVE", None)
     else:
         env["GROUPD_NO_NATIVE"] = "1"
     out = subprocess.run(
-        [sys.executable, "-m", "bench.replay", "--child", str(data_dir)], env=env, capture_output=True, text=True
+        [python, str(Path(__file__).resolve()), "--child", str(data_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=data_dir.parent,
     )
     if out.returncode:
         raise RuntimeError(out.stderr)
@@ -122,6 +129,7 @@ def main() -> None:
     ap.add_argument("--data-dir", help="an existing data dir (default: generate one in a temp dir)")
     ap.add_argument("--alternate", action="store_true", help="native and pure Python in turn")
     ap.add_argument("--startup", nargs="+", metavar="PYTHON", help="start-up figures with these interpreters")
+    ap.add_argument("--compare", nargs="+", metavar="PYTHON", help="also load with these interpreters (checkouts)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -144,17 +152,19 @@ def main() -> None:
                     print(f"round {r + 1} {py}: " + "  ".join(f"{k} {v:.3f}" for k, v in res.items()))
             return
         kinds = ["native", "python"] if args.alternate else ["native"]
+        kinds += [f"compare:{py}" for py in args.compare or ()]
         rates: dict[str, list[float]] = {k: [] for k in kinds}
         for r in range(args.rounds):
             for k in kinds:
-                res = _one(data, k == "native")
+                py = k.removeprefix("compare:") if k.startswith("compare:") else sys.executable
+                res = _one(data, k != "python", py)
                 rates[k].append(res["records_per_cpu_s"])
                 print(
-                    f"round {r + 1} {k:7} {res['records']:,} records  cpu {res['cpu_s']:.3f} s  "
+                    f"round {r + 1} {k} {res['records']:,} records  cpu {res['cpu_s']:.3f} s  "
                     f"wall {res['wall_s']:.3f} s  {res['records_per_cpu_s'] / 1e6:.2f} M records/cpu-s"
                 )
         for k, v in rates.items():
-            print(f"median {k:7} {statistics.median(v) / 1e6:.2f} M records/cpu-s")
+            print(f"median {k} {statistics.median(v) / 1e6:.2f} M records/cpu-s")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,11 @@
  * random and truncated bytes. GROUPD_NO_NATIVE=1 (read once at import) turns it off.
  *
  * CRC-32C stays with the crc32c package (a batch at a time, hardware accelerated).
+ *
+ * `fold_commits` knows the offset-commit record layout (coordinator/serde.py), which storage
+ * otherwise never does: it lives here so that groupd has one extension module for the replay, and
+ * storage imports nothing of the coordinator for it (the caller passes the key and value types and
+ * the key cache in; coordinator/offsets.py holds the Python reference).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
