@@ -146,6 +146,11 @@ def main() -> None:
             gen = logdata.generate(data, args.records)
             print(f"wrote {gen['records']:,} records in {gen['seconds']:.1f} s", file=sys.stderr)
         if args.startup:
+            from bench.run import _compile_groupd
+
+            # measure the start a user sees, with bytecode (this interpreter's groupd; compile the
+            # other checkouts the same way before comparing)
+            _compile_groupd()
             for r in range(args.rounds):
                 for py in args.startup:
                     res = _startup(py, data, Path(tmp) / "startup")
