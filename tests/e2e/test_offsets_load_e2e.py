@@ -192,8 +192,7 @@ def test_a_restart_on_a_large_log_answers_load_in_progress_until_loaded_then_cli
         assert len(d.events("offsets_loaded")) == 1  # the first run's: this one is held
         hold.unlink()  # the load goes on; the client retries until it is done
         assert _committed_with_confluent(d.bootstrap, group, [0, 1]) == {0: 4242, 1: 77}
-        _first, loaded = d.events("offsets_loaded")
-        assert int(loaded["records"]) >= 190_000 and loaded["skipped"] == 0  # type: ignore[call-overload]
+        # (the other partitions may still be loading: each partition is served once it is loaded)
     finally:
         d.stop()
 
