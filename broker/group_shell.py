@@ -47,8 +47,15 @@ from .coordinator_shell import CoordinatorShell, wall_ms
 log = structlog.get_logger("groupd.groups")
 limited_log = LogLimiter(log)
 
-# Replay yields to the event loop every this many records so that a long load never stalls serving.
-_LOAD_CHUNK = 20_000
+# The load runs on the event loop in slices (Kafka's CoordinatorLoaderImpl has a thread of its own):
+# it yields once a slice has taken this long, so a large log never keeps a request (the first
+# ApiVersions of a client, a group of a partition already loaded) waiting for more than about this.
+_LOAD_SLICE_S = 0.005
+# Bytes of log read (and CRC-checked, decoded) at a time: small enough for a slice.
+_LOAD_READ_BYTES = 256 * 1024
+# Key version of a group-metadata record (design principle 7): its replay only sets or drops the
+# group's entry, so within a slice only the last one of a group needs decoding.
+_GROUP_METADATA_KEY = b"\x00\x02"
 
 
 @dataclass
@@ -101,6 +108,9 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
         super().__init__(core, partition_logs, appender, clock=clock)
         self._startup_epochs: dict[int, int] = {}  # the epoch each partition's start-up load began at
         self.load_progress = LoadProgress()
+        # Awaited before each partition's replay: tests hold the load there to look at it
+        # (GROUPD_TEST_LOAD_HOLD, see broker/node.py); None in service.
+        self.load_hold: Callable[[], Awaitable[None]] | None = None
 
     # --- requests ---------------------------------------------------------------------------------
     def handler(self, api_name: str, node_id: int | None = None) -> Callable[[Request], None]:
@@ -227,18 +237,23 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
         progress = self.load_progress if epochs is None else LoadProgress(started=t0)
         if progress.started is None:  # load() without begin_load() (tests)
             progress.partitions_total, progress.started = len(partitions), t0
-        replay = self.core.replay
         replay_encoded = self.core.replay_encoded
+        clock = time.perf_counter
         for p in partitions:
+            if self.load_hold is not None:
+                await self.load_hold()
             # A partition elected or resigned since its load began is no longer this load's.
             epoch = self._load_epoch(p, epochs)
             if epoch is None:
                 progress.partitions_loaded += 1
                 continue
             n = 0
-            next_yield = _LOAD_CHUNK
+            # Group-metadata records of this slice not decoded yet: key bytes -> their values in
+            # log order (see _replay_group_metadata).
+            deferred: dict[bytes, list[bytes | None]] = {}
             # The producer of the transactional batch being replayed (-1: a plain batch).
             producer_id = producer_epoch = -1
+            slice_end = clock() + _LOAD_SLICE_S
             try:
                 plog = self.partition_logs(p)
                 corrupt_before = plog.corrupt_batches
@@ -249,7 +264,7 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
                 # commits that make up most of the log: per record only what it leaves over
                 # goes through decode_record and replay.
                 stop = False
-                for chunk in plog.iter_record_chunks(verify=True, txn=True):
+                for chunk in plog.iter_record_chunks(verify=True, txn=True, max_bytes=_LOAD_READ_BYTES):
                     i, end = 0, len(chunk)
                     while i < end:
                         if producer_id < 0:
@@ -266,31 +281,34 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
                             else:
                                 bad += 1
                             continue
-                        try:
-                            k, v = decode_record(key, value)
-                        except RecordDecodeError as e:
-                            bad += 1
-                            log.warning("offsets_record_skipped", partition=p, offset=_offset, error=str(e))
-                            continue
-                        if producer_id < 0:
-                            replay(k, v)
-                        else:
-                            self.core.replay_transactional(k, v, producer_id, producer_epoch)
-                        n += 1
-                    if n >= next_yield:
-                        next_yield = n + _LOAD_CHUNK
+                        if key.startswith(_GROUP_METADATA_KEY):
+                            if producer_id < 0:
+                                deferred.setdefault(key, []).append(value)
+                                n += 1
+                                continue
+                            if key in deferred:  # keep the log order of the group's records
+                                b = self._replay_group_metadata(p, key, deferred.pop(key))
+                                bad, n = bad + b, n - b
+                        b = self._replay_one(p, _offset, key, value, producer_id, producer_epoch)
+                        bad, n = bad + b, n + 1 - b
+                    if clock() >= slice_end:
+                        b = self._replay_deferred(p, deferred)
+                        bad, n = bad + b, n - b
                         progress.records, progress.skipped = total + n, bad
                         await asyncio.sleep(0)
+                        slice_end = clock() + _LOAD_SLICE_S
                         if not self.core.is_loading(p, epoch):
                             stop = True
-                    if stop:
-                        break
+                            break
                 progress.corrupt_batches += plog.corrupt_batches - corrupt_before
             except Exception:
                 # Whatever stopped this partition's replay (an unreadable file), its groups are
                 # served with what was read, and the partitions after it still load: a partition
                 # left loading would answer COORDINATOR_LOAD_IN_PROGRESS for as long as we run.
                 log.exception("offsets_partition_load_failed", partition=p, records=n)
+            if not stop:
+                b = self._replay_deferred(p, deferred)
+                bad, n = bad + b, n - b
             total += n
             self.apply(self.core.end_load(p, self.clock(), epoch))
             progress.records, progress.skipped = total, bad
@@ -311,6 +329,43 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
             records_per_s=round(total / elapsed) if elapsed > 0 else None,
         )
         self.loaded.set()
+
+    def _replay_one(
+        self, partition: int, offset: int, key: bytes, value: bytes | None, producer_id: int, producer_epoch: int
+    ) -> int:
+        """Decode and replay one record the fast path left over; 1 when it could not be decoded."""
+        try:
+            k, v = decode_record(key, value)
+        except RecordDecodeError as e:
+            log.warning("offsets_record_skipped", partition=partition, offset=offset, error=str(e))
+            return 1
+        if producer_id < 0:
+            self.core.replay(k, v)
+        else:
+            self.core.replay_transactional(k, v, producer_id, producer_epoch)
+        return 0
+
+    def _replay_deferred(self, partition: int, deferred: dict[bytes, list[bytes | None]]) -> int:
+        bad = 0
+        for key, values in deferred.items():
+            bad += self._replay_group_metadata(partition, key, values)
+        deferred.clear()
+        return bad
+
+    def _replay_group_metadata(self, partition: int, key: bytes, values: list[bytes | None]) -> int:
+        """Replay a group's group-metadata records of one slice (in log order): the replay of one
+        sets or drops the group's entry and nothing else reads it meanwhile (``replay``), so the
+        last one that decodes is the fold of them all, and the ones before it are never decoded
+        (decode less: a group rebalancing often has many). Returns how many were undecodable."""
+        for bad, value in enumerate(reversed(values)):
+            try:
+                k, v = decode_record(key, value)
+            except RecordDecodeError as e:
+                log.warning("offsets_record_skipped", partition=partition, error=str(e))
+                continue
+            self.core.replay(k, v)
+            return bad
+        return len(values)
 
     def _replay_txn_entry(self, partition: int, entry: TxnBatch) -> tuple[int, int]:
         """Fold one delimiter of the load's record stream: a transactional batch starts (its

@@ -4,6 +4,7 @@ plane and storage, wired together. The process around it (signals, the GC, metri
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -383,6 +384,9 @@ class Broker:
             await self.cluster.listen()
             self.core.ownership = self.cluster.offsets_ownership(self.core.ownership.local)
             self.core.txn_coordinator = self.cluster.transaction_coordinator
+        hold = os.environ.get("GROUPD_TEST_LOAD_HOLD")
+        if hold:
+            self.groups.load_hold = _hold_while_exists(Path(hold))
         self._load_task = asyncio.create_task(self.groups.load(partitions))
         self._txn_load_task = asyncio.create_task(self.txns.load())
         if any(li.sasl for li in self.listeners):
@@ -427,6 +431,18 @@ class Broker:
         await self.appender.close()
         self.logs.close()
         log.info("groupd_stopped")
+
+
+def _hold_while_exists(path: Path) -> Callable[[], Awaitable[None]]:
+    """For tests only (GROUPD_TEST_LOAD_HOLD=<path>): the ``__consumer_offsets`` load waits before
+    each partition while ``path`` exists, so a test sees COORDINATOR_LOAD_IN_PROGRESS for as long
+    as it wants without racing the load, and lets it go by removing the file."""
+
+    async def hold() -> None:
+        while path.exists():
+            await asyncio.sleep(0.01)
+
+    return hold
 
 
 def _release_versions(

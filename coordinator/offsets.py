@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from groupd.storage.native import native as _native
+
 from . import errors as err
 from .classic.group import CR, PR, ClassicGroup, D, E, Member, S
 from .config import CoordinatorConfig
@@ -36,9 +38,13 @@ from .result import Result
 from .retention import OffsetRetention
 from .routing import partition_for
 from .runtime import CoordinatorRuntime
+from .serde import _CACHE_MAX as SERDE_CACHE_MAX
 from .serde import _DECODED_KEYS as serde_keys  # bytes -> key, filled by decode_key
 from .serde import _V3_NO_METADATA as V3_NO_METADATA
 from .serde import decode_key
+
+# The C twin of replay_plain_commits (None without the extension or with GROUPD_NO_NATIVE=1).
+_fold_commits: Callable[..., int] | None = None if _native is None else _native.fold_commits
 
 Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -194,8 +200,15 @@ class OffsetManager:
             group_offsets[(key.topic, key.partition)] = value  # type: ignore[index]
 
     def replay_encoded(self, records: list, start: int) -> int:
-        """The load's fast path for plain commits still in bytes: ``replay_plain_commits``."""
-        return start if self.open_txns else replay_plain_commits(self.offsets, records, start)
+        """The load's fast path for plain commits still in bytes: ``replay_plain_commits``, or its
+        C twin (``storage/_native.c`` ``fold_commits``) where it is built."""
+        if self.open_txns:
+            return start
+        if _fold_commits is not None:
+            return _fold_commits(
+                self.offsets, records, start, serde_keys, SERDE_CACHE_MAX, OffsetCommitKey, OffsetCommitValue
+            )
+        return replay_plain_commits(self.offsets, records, start)
 
     def replay_transactional(
         self, partition: int, key: OffsetCommitKey, value: OffsetCommitValue | None, producer_id: int, epoch: int

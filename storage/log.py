@@ -1601,7 +1601,13 @@ class PartitionLog:
             yield from chunk
 
     def iter_record_chunks(
-        self, start_offset: int | None = None, *, full: bool = False, verify: bool = False, txn: bool = False
+        self,
+        start_offset: int | None = None,
+        *,
+        full: bool = False,
+        verify: bool = False,
+        txn: bool = False,
+        max_bytes: int = READ_CHUNK,
     ) -> Iterator[list]:
         """Like iter_records, but yields lists of records (a few MiB of log each): the fastest way
         to replay a log, as the consumer's loop then runs over plain lists.
@@ -1609,7 +1615,8 @@ class PartitionLog:
         Damage is reported once (`storage.batch.corrupt`, `on_corrupt_batch`) and skipped, as by
         every read (see "damaged batches"); with `verify` also a batch whose records cannot be
         decoded although its CRC matches, and every CRC is checked, not only those of batches
-        that were on disk at open.
+        that were on disk at open. `max_bytes`: the log is read this much at a time (a batch
+        larger than it whole), a chunk per read.
         With `verify` and `txn`, transactional batches and transaction markers are delimited by
         `records.TxnBatch` entries (key None) in the stream (the ``__consumer_offsets`` replay).
         """
@@ -1628,7 +1635,7 @@ class PartitionLog:
                 pos = 0
                 continue
             seg, at = segs[i], pos
-            buf, pos, _full = self._run(seg, pos, sizes[i], READ_CHUNK, min_one=True, check=verify)
+            buf, pos, _full = self._run(seg, pos, sizes[i], max_bytes, min_one=True, check=verify)
             if not buf:
                 continue
             if verify:

@@ -45,6 +45,11 @@ from typing import NamedTuple
 
 from . import codecs
 from .errors import CorruptRecordError, UnsupportedCompressionError
+from .native import native as _native
+
+# storage/_native.c's twin of _decode_into (full=False), None without the extension: it declines
+# (returns False, `out` untouched) any batch body it does not cover, and _decode_into decodes it.
+_native_decode: Callable[..., bool] | None = None if _native is None else _native.decode_records
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -994,17 +999,14 @@ def decode_window(
         elif attributes & COMPRESSION_MASK or not plain:
             out += _decode_batch(buffer, position, size, full, DEFAULT_MAX_DECOMPRESSED)
         else:
-            _decode_into(
-                out,
-                buffer,
-                position + HEADER_SIZE,
-                position + size,
-                count,
-                base_offset,
-                base_ts,
-                max_ts if attributes & TIMESTAMP_TYPE_FLAG else None,
-                full,
-            )
+            fixed = max_ts if attributes & TIMESTAMP_TYPE_FLAG else None
+            body = position + HEADER_SIZE
+            if (
+                full
+                or _native_decode is None
+                or not _native_decode(out, buffer, body, position + size, count, base_offset, base_ts, fixed)
+            ):
+                _decode_into(out, buffer, body, position + size, count, base_offset, base_ts, fixed, full)
         position += size
     return out, position
 
@@ -1053,6 +1055,7 @@ def decode_window_verified(
     bad: list[BadBatch] = []
     unpack = HEADER.unpack_from
     view = memoryview(buffer)
+    native_decode = _native_decode if type(buffer) is bytes else None
     while end - position >= HEADER_SIZE:
         (base_offset, length, _epoch, magic, crc, attributes, lod, base_ts, max_ts, _p, _e, _s, count) = unpack(
             buffer, position
@@ -1074,9 +1077,13 @@ def decode_window_verified(
                     out += _decode_batch(buffer, position, size, full, DEFAULT_MAX_DECOMPRESSED)
                 else:
                     fixed = max_ts if attributes & TIMESTAMP_TYPE_FLAG else None
-                    _decode_into(
-                        out, buffer, position + HEADER_SIZE, position + size, count, base_offset, base_ts, fixed, full
-                    )
+                    body = position + HEADER_SIZE
+                    if (
+                        full
+                        or native_decode is None
+                        or not native_decode(out, buffer, body, position + size, count, base_offset, base_ts, fixed)
+                    ):
+                        _decode_into(out, buffer, body, position + size, count, base_offset, base_ts, fixed, full)
             except (CorruptRecordError, UnsupportedCompressionError) as exc:
                 del out[mark:]
                 bad.append(BadBatch(position, base_offset, base_offset + lod, str(exc)))

@@ -345,6 +345,25 @@ def test_a_broker_not_leading_the_partition_answers_not_coordinator(api: str, ve
     assert right is None or error_of(api, right) != 16
 
 
+@pytest.mark.parametrize("api,version,request_", GROUP_REQUESTS, ids=[r[0] for r in GROUP_REQUESTS])
+def test_every_group_api_of_a_loading_partition_answers_load_in_progress(
+    api: str, version: int, request_: dict
+) -> None:
+    """CoordinatorRuntime.withActiveContextOrThrow: a read or write of a partition still loading
+    fails with COORDINATOR_LOAD_IN_PROGRESS, which GroupCoordinatorService answers per group
+    (DescribeGroups, DeleteGroups, ConsumerGroupDescribe), per partition (OffsetCommit) or for the
+    request; only a classic Heartbeat is answered NONE ("the group is still loading, so blindly
+    respond"). Once loaded, the same request is served (whatever it then answers, not 14)."""
+    s, _ = stable_group(2)
+    s.unload(P)
+    s.begin_load(P)
+    loading = s.answer(s.send(api, version, dict(request_)))
+    assert loading is not None and error_of(api, loading) == (0 if api == "Heartbeat" else 14)
+    s.finish_load(P)
+    loaded = s.answer(s.send(api, version, dict(request_)))
+    assert loaded is None or error_of(api, loaded) != 14
+
+
 def test_the_heartbeat_fast_path_checks_the_receiving_broker() -> None:
     s, (a, _b) = stable_group(2, shell=cluster_shell())
     req = {"group_id": "g", "generation_id": a.generation, "member_id": a.member_id}
