@@ -20,7 +20,8 @@ $(VENV)/bin/python:
 # table is what setuptools documents for extensions declared in pyproject.toml.
 QUIET_EDITABLE := PYTHONWARNINGS='ignore:Editable installation,ignore:`[tool.setuptools.ext-modules]`'
 
-$(VENV)/.base: $(VENV)/bin/python pyproject.toml
+# The C extensions (*/_native.c) are built by the editable install: edited, they are built again.
+$(VENV)/.base: $(VENV)/bin/python pyproject.toml $(wildcard */_native.c)
 	$(QUIET_EDITABLE) $(PIP) install -q -e .
 	touch $@
 
