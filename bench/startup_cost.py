@@ -82,6 +82,24 @@ def start_once(root: Path) -> tuple[float, float, float]:
         proc.wait(10)
 
 
+def fixture_once(root: Path) -> tuple[float, float]:
+    """One broker of the pytest plugin's ``groupd_broker`` fixture, started and stopped as the
+    fixture does (a control endpoint on a free port, SIGTERM at the end): wall ms of start + stop,
+    and the daemon's whole CPU (user+sys of the reaped child) in ms."""
+    import resource
+
+    from groupd.ops.pytest_plugin import GroupdBroker
+
+    def children_cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (ru.ru_utime + ru.ru_stime) * 1000
+
+    cpu0, t0 = children_cpu(), time.perf_counter()
+    broker = GroupdBroker(root / "data").start()
+    broker.stop()
+    return (time.perf_counter() - t0) * 1000, children_cpu() - cpu0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=9)
@@ -91,6 +109,7 @@ def main() -> None:
     _compile_groupd()
     with tempfile.TemporaryDirectory(prefix="startup-cost") as tmp:
         starts = [start_once(Path(tmp) / str(i)) for i in range(args.runs)]
+        fixtures = [fixture_once(Path(tmp) / f"fixture{i}") for i in range(args.runs)]
     imports = []
     for _ in range(args.runs):
         out = subprocess.run([sys.executable, "-c", _IMPORT], capture_output=True, text=True, check=True).stdout
@@ -99,6 +118,8 @@ def main() -> None:
         ("spawn -> first answer, wall ms", [s[0] for s in starts]),
         ("daemon CPU at first answer, ms", [s[1] for s in starts]),
         ("idle RSS, MiB", [s[2] for s in starts]),
+        ("pytest fixture start+stop, wall ms", [f[0] for f in fixtures]),
+        ("pytest fixture daemon CPU, ms", [f[1] for f in fixtures]),
         ("import CPU, ms", [i[0] for i in imports]),
         ("  of which dataclass creation, ms", [i[1] for i in imports]),
     ):
