@@ -56,9 +56,10 @@ storage/records.py 0.7), a started broker ~1.8 (uvloop, buffers). CPU: interpret
 structlog + construct ~58 ms (asyncio.coroutines pulls in inspect, ast and dis; construct.debug
 pdb), so ~75-80 ms before groupd; groupd's imports ~100 ms, ~56-60 ms of it ``dataclasses`` (541
 ``exec`` calls: 76 frozen classes of 6 generated methods each; the KIP-848 and share-group record
-modules ~17 ms), then ~10 ms of start. Deferring the KIP-848 and share-group subsystems would take
-~40 ms and ~2 MiB, but the coordinator's record router, managers and classic<->consumer migration
-import them at module level (a change to coordinator/ beyond lazy imports).
+modules ~17 ms), then ~10 ms of start. Deferring the KIP-848 and share-group subsystems would save
+~35-40 ms and ~1.5 MiB (their modules' own import time and bytecode size), but the coordinator's
+record router, managers and classic<->consumer migration import them at module level (a change to
+coordinator/ beyond lazy imports).
 """
 
 from __future__ import annotations
