@@ -37,6 +37,10 @@ mode; both trees run from copies through the same editable-finder remap, alterna
 | pytest fixture broker start+stop, wall (median of 12) | 1318 ms | 790 ms |
 | idle RSS | 37.8 MiB | 37.6 MiB |
 | import CPU of groupd.daemon + groupd.cli | 158, 170 ms | 180, 159 ms (unchanged) |
+| again at 04:25, after = also the small-varint table built by the first encode (2 x 5): | | |
+| idle RSS | 37.8, 37.8 MiB | 36.8, 36.7 MiB |
+| daemon CPU at first answer | 240, 260 ms | 220, 210 ms |
+| pytest fixture broker start+stop, daemon CPU | 245, 280 ms | 231, 217 ms |
 
 Creating the 50 ``__consumer_offsets`` logs at start took 46-66 ms CPU, 73-100 ms wall (~10 file
 opens, 3 file creations and a directory fsync each), and closing them at stop ~250 fsyncs. Kafka
@@ -51,7 +55,7 @@ uvloop`` raises ModuleNotFoundError), + uvloop 21.2, + structlog and construct 2
 1.1 MiB of it, is imported by structlog when installed: in this dev environment because playwright
 needs it) -- above 25 MiB before one groupd module. groupd's modules add ~8 MiB (code objects
 ~3.7 MiB of the Python allocations, dataclass-generated methods ~0.6, the varint table of
-storage/records.py 0.7), a started broker ~1.8 (uvloop, buffers). CPU: interpreter and site ~20 ms
+storage/records.py 0.7 until the first encode), a started broker ~1.8 (uvloop, buffers). CPU: interpreter and site ~20 ms
 (the editable install's finder ~16 ms of imports, absent from a wheel install), asyncio + uvloop +
 structlog + construct ~58 ms (asyncio.coroutines pulls in inspect, ast and dis; construct.debug
 pdb), so ~75-80 ms before groupd; groupd's imports ~100 ms, ~56-60 ms of it ``dataclasses`` (541
