@@ -106,6 +106,11 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
         # Elections and resignations run under _track: drain cancels them once the appends settled
         # (a load still replaying would read logs about to close).
         super().__init__(core, partition_logs, appender, clock=clock)
+        # The log of a partition if it exists, else None (then it has nothing to replay). A load
+        # does not create logs: a partition's log is made by its first append (partition_logs),
+        # as Kafka makes a log when it first needs it, so a first start does not create 50 of them
+        # (3 files and 2 directory fsyncs each) before it answers (issue 26). None: partition_logs.
+        self.existing_log: Callable[[int], PartitionLog | None] | None = None
         self._startup_epochs: dict[int, int] = {}  # the epoch each partition's start-up load began at
         self.load_progress = LoadProgress()
         # Awaited before each partition's replay: tests hold the load there to look at it
@@ -255,7 +260,7 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
             producer_id = producer_epoch = -1
             slice_end = clock() + _LOAD_SLICE_S
             try:
-                plog = self.partition_logs(p)
+                plog = self._log_to_replay(p)
                 corrupt_before = plog.corrupt_batches
                 # verify: a damaged batch anywhere is reported and skipped, never replayed (a
                 # flipped bit must not turn a committed 4242 into 4243) and never the end of the load.
@@ -441,6 +446,12 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
             return self._track(_resolved(True))
         return self._track(self._start_load(partition, epoch, target))
 
+    def _log_to_replay(self, partition: int) -> PartitionLog | _NoLog:
+        if self.existing_log is None:
+            return self.partition_logs(partition)
+        plog = self.existing_log(partition)
+        return _NO_LOG if plog is None else plog
+
     async def _finish_load(self, partition: int, epoch: int) -> bool:
         t0 = time.perf_counter()
         await self._settle_writes(partition)
@@ -470,6 +481,18 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
         groups are unloaded, their parked requests answered NOT_COORDINATOR, and ``to_node``
         loads them); resolves as ``elect``."""
         return self.elect(partition, to_node, epoch)
+
+
+class _NoLog:
+    """What a partition without a log replays: nothing."""
+
+    corrupt_batches = 0
+
+    def iter_record_chunks(self, **_: Any) -> tuple[()]:
+        return ()
+
+
+_NO_LOG = _NoLog()
 
 
 async def _resolved(value: bool) -> bool:

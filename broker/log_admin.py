@@ -179,6 +179,17 @@ class LogAdmin:
             by_topic.setdefault(topic, []).append(
                 {"partition_index": p, "partition_size": plog.size_in_bytes, "offset_lag": 0, "is_future_key": False}
             )
+        # A __consumer_offsets partition's log is created by its first append (GroupShell.existing_log);
+        # one without it yet is reported as the empty log a Kafka broker would have made at election.
+        offsets = self.topics.get(OFFSETS_TOPIC)
+        if offsets is not None:
+            listed = {e["partition_index"] for e in by_topic.get(OFFSETS_TOPIC, ())}
+            for p in range(offsets.partitions):
+                if p not in listed and (want is None or p in want.get(OFFSETS_TOPIC, ())):
+                    by_topic.setdefault(OFFSETS_TOPIC, []).append(
+                        {"partition_index": p, "partition_size": 0, "offset_lag": 0, "is_future_key": False}
+                    )
+            by_topic.get(OFFSETS_TOPIC, []).sort(key=lambda e: e["partition_index"])
         data_dir = Path(self.config.data_dir).resolve()
         try:
             st = os.statvfs(data_dir)

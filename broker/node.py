@@ -115,6 +115,7 @@ class Broker:
             ),
         )
         self.groups = GroupShell(self.core, self._offsets_log, self.appender)
+        self.groups.existing_log = lambda p: self.logs.get(OFFSETS_TOPIC, p)
         self.data = DataPlane(config, self.topics, self.logs, self.appender)
         self.data.register_topic_callbacks(self.admin)
         # Transactions (one producer-id sequence with idempotent producers: the data plane's)
@@ -358,8 +359,8 @@ class Broker:
         self.topics.load()
         self.configs.load()
         self.logs.open_all()
+        # The __consumer_offsets partitions' logs are created by their first append, not here.
         partitions = list(range(50))
-        self.logs.get_or_create_many(OFFSETS_TOPIC, partitions)
         self.data.start()
         await self.share_partitions.load()
         self.share_partitions.start()

@@ -30,17 +30,20 @@ from __future__ import annotations
 
 import json
 import math
-from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from groupd.broker.cluster import Cluster, ClusterError
 from groupd.broker.node import Broker
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.faults import KINDS, MAX_DELAY_MS, FaultRule
 from groupd.protocol.messages import API_BY_NAME
 
 from .http import HttpRequest, HttpServer, Response
+
+if TYPE_CHECKING:
+    # Cluster mode's module is loaded by --brokers N only (broker/node.py); the pytest fixture's
+    # brokers all have a control endpoint and most of them one node (issue 26 start-up).
+    from groupd.broker.cluster import Cluster
 
 log = structlog.get_logger("groupd.ops.control")
 
@@ -67,6 +70,8 @@ class BadInput(ValueError):
 
 
 def openapi_document() -> bytes:
+    from importlib import resources  # ~1.6 ms, for a document few ask for
+
     return resources.files("groupd.ops").joinpath("openapi/control.json").read_bytes()
 
 
@@ -361,6 +366,8 @@ class Control:
         try:
             doc = self._action_body(req, allowed, empty=not allowed)
             cluster = self._need_cluster()
+            from groupd.broker.cluster import ClusterError  # loaded: there is a cluster
+
             if "broker" in allowed and doc.get("broker") is None:
                 raise BadInput("'broker' is required: a node id (GET /brokers lists them)")
             try:

@@ -262,3 +262,35 @@ def test_group_created_by_a_member_id_required_join_survives_a_restart(tmp_path:
         forget_admin(d.bootstrap)
     finally:
         d.stop()
+
+
+def test_offsets_partition_log_is_created_by_its_first_commit_and_survives_sigkill(tmp_path: Path) -> None:
+    """A first start creates no ``__consumer_offsets`` log (issue 26: 50 of them were most of the
+    start-up); the first commit of a group creates its partition's log, durably before it is
+    acknowledged (``--fsync always``): after SIGKILL the commit is back."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import NewTopic
+    from groupd.coordinator import partition_for
+
+    data = tmp_path / "data"
+    d = GroupdProcess(data, "--fsync", "always").start()
+    try:
+        _wait_loaded(d, 0)
+        assert sorted(p.name for p in data.glob("__consumer_offsets-*")) == []
+        admin = admin_for(d.bootstrap)
+        admin.create_topics([NewTopic("t", 1, 1)])["t"].result(15)
+        group = "lazy-offsets"
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition("t", 0, 42)])
+        admin.alter_consumer_group_offsets([req])[group].result(15)
+        assert sorted(p.name for p in data.glob("__consumer_offsets-*")) == [
+            f"__consumer_offsets-{partition_for(group)}"
+        ]
+        loads = len(d.events("offsets_loaded"))
+        d.kill()
+        forget_admin(d.bootstrap)
+        d.start(port=d.port)
+        _wait_loaded(d, loads)
+        assert _committed(d.bootstrap, group) == {("t", 0): 42}
+    finally:
+        forget_admin(d.bootstrap)
+        d.kill()
