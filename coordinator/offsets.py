@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from . import errors as err
+from . import native
 from .classic.group import CR, PR, ClassicGroup, D, E, Member, S
 from .config import CoordinatorConfig
 from .consumer import ConsumerGroupManager
@@ -297,7 +298,12 @@ class OffsetManager:
 
     def _writing(self, group_id: str) -> set[tuple[str, int]]:
         """The partitions of the group's commits being written."""
-        return {(k.topic, k.partition) for records in self.inflight.get(group_id, {}).values() for k, _ in records}
+        # A commit built in C is held as ((topic, partition), value) pairs, any other write as records.
+        return {
+            k if type(k) is tuple else (k.topic, k.partition)
+            for records in self.inflight.get(group_id, {}).values()
+            for k, _ in records
+        }
 
     # ------------------------------------------------------------------------------------------
     # OffsetCommit
@@ -309,10 +315,34 @@ class OffsetManager:
         member_id = (req.get("member_id") or "") if v >= 1 else ""
         instance_id = req.get("group_instance_id") if v >= 7 else None
         retention = int(req.get("retention_time_ms", -1)) if 2 <= v <= 4 else -1
-        topics = req.get("topics") or []
         now = self.rt.now
-
         topic_partitions = self.topic_partitions
+        if retention == -1 and type(req) is native.CommitBody and req.native and native.available():
+            # The request's partitions are still bytes (the dispatcher's C walk): the per-partition
+            # loop below, the records' bytes and the response run in C (``native.build``), the group
+            # check here, called where this path calls it.
+            def validate() -> int:
+                return self._commit_group_error(v, gid, generation, member_id, instance_id)
+
+            built = native.build(
+                req,
+                topic_partitions,
+                validate,
+                gid,
+                self.config.offset_metadata_max_bytes,
+                now,
+                OffsetCommitValue,
+            )
+            if built is not None:
+                _code, response, batch, entries = built
+                if batch is None:
+                    return self.rt.respond(ctx, response)
+                if self.classic.debug_enabled():
+                    self.log.debug(
+                        "offset_commit", group=gid, member=member_id, generation=generation, partitions=len(entries)
+                    )
+                return self._write_native_commit(gid, entries, batch, response, ctx)
+        topics = req.get("topics") or []
         if topic_partitions is None or any(
             0 <= int(p.get("partition_index", 0)) < (topic_partitions(t.get("name") or "") or 0)
             for t in topics
@@ -404,6 +434,46 @@ class OffsetManager:
             self.rt.respond(ctx, response)
 
         self.rt.append(self.partition_for(gid), records, done, producer=producer)
+
+    def _write_native_commit(
+        self,
+        gid: str,
+        entries: list[tuple[TopicPartition, OffsetCommitValue]],
+        batch: bytes,
+        response: native.CommitResponse,
+        ctx: Any,
+    ) -> None:
+        """``_write_commits`` of a commit built in C: its record batch is appended as it is, and
+        once durable ``replay_commit`` folds its entries into the offsets (``append_done``)."""
+        self._write_seq = n = self._write_seq + 1
+        writing = self.inflight.get(gid)
+        if writing is None:
+            writing = self.inflight[gid] = {}
+        writing[n] = entries  # type: ignore[assignment]
+
+        def done(error: int | None) -> None:
+            w = self.inflight.get(gid)
+            if w is not None:
+                w.pop(n, None)
+                if not w:
+                    del self.inflight[gid]
+            if error is not None:
+                response.fail(err.append_error_to_response_error(error))
+            self.rt.respond(ctx, response)
+
+        self.rt.append(self.partition_for(gid), entries, done, batch=batch, native_group=gid)
+
+    def replay_commit(self, gid: str, entries: list[tuple[TopicPartition, OffsetCommitValue]]) -> None:
+        """``replay`` of each record of a durable commit built in C (``_write_native_commit``):
+        the group's offsets take its entries in one ``dict.update``."""
+        if self.open_txns:  # pending transactional offsets to supersede: record by record
+            for (topic, partition), value in entries:
+                self.replay(OffsetCommitKey(gid, topic, partition), value)
+            return
+        group_offsets = self.offsets.get(gid)
+        if group_offsets is None:
+            group_offsets = self.offsets[gid] = {}
+        group_offsets.update(entries)
 
     # ------------------------------------------------------------------------------------------
     # TxnOffsetCommit
