@@ -24,21 +24,34 @@ byte for byte.
 
 from __future__ import annotations
 
+import importlib
 import os
 import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..protocol.messages.offsets import OFFSET_COMMIT
+from .errors import append_error_to_response_error
+from .records import OffsetCommitValue
 
 try:
     if os.environ.get("GROUPD_NO_NATIVE") == "1":  # read once, at import
         raise ImportError("GROUPD_NO_NATIVE=1")
-    from . import _native  # type: ignore[attr-defined]
+    # by name: ``from . import _native`` would import the package (an import cycle for test_layout)
+    _native: Any = importlib.import_module(__name__.rpartition(".")[0] + "._native")
 except ImportError:
     _native = None
 
-__all__ = ["CommitBody", "CommitResponse", "available", "build", "parse_body_for"]
+__all__ = [
+    "CommitBody",
+    "CommitResponse",
+    "available",
+    "build",
+    "commit",
+    "native_available",
+    "native_commit",
+    "parse_body_for",
+]
 
 _TOPICS = "topics"
 _OK_POSITIONS = struct.Struct("=I")
@@ -246,3 +259,57 @@ def build(
         return None
     code, payload, ok_positions, batch, entries = out
     return code, CommitResponse(payload, ok_positions, body.version), batch, entries
+
+
+def commit(
+    m: Any,
+    v: int,
+    req: CommitBody,
+    ctx: Any,
+    gid: str,
+    generation: int,
+    member_id: str,
+    instance_id: str | None,
+) -> bool:
+    """``OffsetManager.commit`` (``m``) of a body whose partitions are still bytes: the group check
+    is ``m``'s, called where the Python path calls it, the rest is :func:`build`'s. The batch is
+    appended as it is; until durable the commit's entries count as in flight for the group, then
+    ``append_done`` hands them to ``m.replay_commit``. False: the Python path must do it."""
+
+    def validate() -> int:
+        return m._commit_group_error(v, gid, generation, member_id, instance_id)
+
+    built = build(
+        req, m.topic_partitions, validate, gid, m.config.offset_metadata_max_bytes, m.rt.now, OffsetCommitValue
+    )
+    if built is None:
+        return False
+    _code, response, batch, entries = built
+    if batch is None:
+        m.rt.respond(ctx, response)
+        return True
+    if m.classic.debug_enabled():  # README: --log-level debug shows every commit
+        m.log.debug("offset_commit", group=gid, member=member_id, generation=generation, partitions=len(entries))
+    m._write_seq = n = m._write_seq + 1
+    writing = m.inflight.get(gid)
+    if writing is None:
+        writing = m.inflight[gid] = {}
+    writing[n] = entries
+
+    def done(error: int | None) -> None:
+        w = m.inflight.get(gid)
+        if w is not None:
+            w.pop(n, None)
+            if not w:
+                del m.inflight[gid]
+        if error is not None:
+            response.fail(append_error_to_response_error(error))
+        m.rt.respond(ctx, response)
+
+    m.rt.append(m.partition_for(gid), entries, done, batch=batch, native_group=gid)
+    return True
+
+
+# under these names where the module is imported from (``from .native import ...``)
+native_available = available
+native_commit = commit

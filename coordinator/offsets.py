@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from . import errors as err
-from . import native
 from .classic.group import CR, PR, ClassicGroup, D, E, Member, S
 from .config import CoordinatorConfig
 from .consumer import ConsumerGroupManager
+from .native import CommitBody, native_available, native_commit
 from .records import OffsetCommitKey, OffsetCommitValue, Record
 from .result import Result
 from .retention import OffsetRetention
@@ -317,31 +317,14 @@ class OffsetManager:
         retention = int(req.get("retention_time_ms", -1)) if 2 <= v <= 4 else -1
         now = self.rt.now
         topic_partitions = self.topic_partitions
-        if retention == -1 and type(req) is native.CommitBody and req.native and native.available():
-            # The request's partitions are still bytes (the dispatcher's C walk): the per-partition
-            # loop below, the records' bytes and the response run in C (``native.build``), the group
-            # check here, called where this path calls it.
-            def validate() -> int:
-                return self._commit_group_error(v, gid, generation, member_id, instance_id)
-
-            built = native.build(
-                req,
-                topic_partitions,
-                validate,
-                gid,
-                self.config.offset_metadata_max_bytes,
-                now,
-                OffsetCommitValue,
-            )
-            if built is not None:
-                _code, response, batch, entries = built
-                if batch is None:
-                    return self.rt.respond(ctx, response)
-                if self.classic.debug_enabled():
-                    self.log.debug(
-                        "offset_commit", group=gid, member=member_id, generation=generation, partitions=len(entries)
-                    )
-                return self._write_native_commit(gid, entries, batch, response, ctx)
+        if (
+            retention == -1
+            and type(req) is CommitBody
+            and req.native
+            and native_available()
+            and native_commit(self, v, req, ctx, gid, generation, member_id, instance_id)
+        ):
+            return None  # the partitions were still bytes: done in C (``native.commit``)
         topics = req.get("topics") or []
         if topic_partitions is None or any(
             0 <= int(p.get("partition_index", 0)) < (topic_partitions(t.get("name") or "") or 0)
@@ -435,36 +418,8 @@ class OffsetManager:
 
         self.rt.append(self.partition_for(gid), records, done, producer=producer)
 
-    def _write_native_commit(
-        self,
-        gid: str,
-        entries: list[tuple[TopicPartition, OffsetCommitValue]],
-        batch: bytes,
-        response: native.CommitResponse,
-        ctx: Any,
-    ) -> None:
-        """``_write_commits`` of a commit built in C: its record batch is appended as it is, and
-        once durable ``replay_commit`` folds its entries into the offsets (``append_done``)."""
-        self._write_seq = n = self._write_seq + 1
-        writing = self.inflight.get(gid)
-        if writing is None:
-            writing = self.inflight[gid] = {}
-        writing[n] = entries  # type: ignore[assignment]
-
-        def done(error: int | None) -> None:
-            w = self.inflight.get(gid)
-            if w is not None:
-                w.pop(n, None)
-                if not w:
-                    del self.inflight[gid]
-            if error is not None:
-                response.fail(err.append_error_to_response_error(error))
-            self.rt.respond(ctx, response)
-
-        self.rt.append(self.partition_for(gid), entries, done, batch=batch, native_group=gid)
-
     def replay_commit(self, gid: str, entries: list[tuple[TopicPartition, OffsetCommitValue]]) -> None:
-        """``replay`` of each record of a durable commit built in C (``_write_native_commit``):
+        """``replay`` of each record of a durable commit built in C (``native.commit``):
         the group's offsets take its entries in one ``dict.update``."""
         if self.open_txns:  # pending transactional offsets to supersede: record by record
             for (topic, partition), value in entries:

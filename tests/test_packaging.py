@@ -86,6 +86,7 @@ def test_an_editable_install_prints_no_setuptools_warning(source_copy: Path, tmp
     make = (ROOT / "Makefile").read_text()
     assert "\t$(QUIET_EDITABLE) $(PIP) install -q -e .\n" in make
     (quiet,) = re.findall(r'^QUIET_EDITABLE := PYTHONWARNINGS="([^"]*)"$', make, re.M)
+    quiet = quiet.replace("\\`", "`")  # as sh reads it inside double quotes
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps"]
