@@ -370,6 +370,55 @@ typedef struct {
     Py_ssize_t parts_pos, nparts;
 } Topic;
 
+/* The (topic, partition) key of the offsets map: the same tuple every time for a partition
+ * (key_cache: topic -> list of keys by partition index), so that a commit allocates no keys and
+ * the fold finds its keys by identity. The cache is dropped whole past a bound (topic churn). */
+#define KEY_CACHE_TOPICS 65536
+#define KEY_CACHE_INDEX 65536
+
+static PyObject *new_key(Topic *tp, int32_t index) {
+    PyObject *i = PyLong_FromLong(index);
+    if (!i) return NULL;
+    PyObject *key = PyTuple_Pack(2, tp->name, i);
+    Py_DECREF(i);
+    return key;
+}
+
+static PyObject *cached_key(PyObject *cache, Topic *tp, int32_t index) {
+    if (index < 0 || index >= KEY_CACHE_INDEX) return new_key(tp, index);
+    PyObject *keys = PyDict_GetItemWithError(cache, tp->name); /* borrowed */
+    if (!keys) {
+        if (PyErr_Occurred()) return NULL;
+        if (PyDict_Size(cache) >= KEY_CACHE_TOPICS) PyDict_Clear(cache);
+        keys = PyList_New(0);
+        if (!keys) return NULL;
+        int rc = PyDict_SetItem(cache, tp->name, keys);
+        Py_DECREF(keys); /* the cache holds it */
+        if (rc < 0) return NULL;
+    }
+    if (!PyList_Check(keys)) {
+        PyErr_SetString(PyExc_TypeError, "key cache entries must be lists");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (index < n) {
+        PyObject *key = PyList_GET_ITEM(keys, index);
+        if (key != Py_None) {
+            Py_INCREF(key);
+            return key;
+        }
+    }
+    while (n <= index) {
+        if (PyList_Append(keys, Py_None) < 0) return NULL;
+        n++;
+    }
+    PyObject *key = new_key(tp, index);
+    if (!key) return NULL;
+    Py_INCREF(key);
+    PyList_SetItem(keys, index, key); /* steals one reference (the None it replaces is released) */
+    return key;
+}
+
 /* The value tuple type's instance: type(*fields), without the namedtuple's __new__ call. */
 static PyObject *new_value(PyTypeObject *type, PyObject *items[5]) {
     PyObject *v = type->tp_alloc(type, 5);
@@ -388,8 +437,9 @@ static PyObject *build_commit(PyObject *self, PyObject *args) {
     PyObject *topic_partitions, *validate, *group;
     long long max_metadata, now;
     PyObject *value_type_obj;
-    if (!PyArg_ParseTuple(args, "y*nniOOULLO", &view, &topics_pos, &ntopics, &version, &topic_partitions, &validate,
-                          &group, &max_metadata, &now, &value_type_obj))
+    PyObject *key_cache;
+    if (!PyArg_ParseTuple(args, "y*nniOOULLOO!", &view, &topics_pos, &ntopics, &version, &topic_partitions, &validate,
+                          &group, &max_metadata, &now, &value_type_obj, &PyDict_Type, &key_cache))
         return NULL;
     PyObject *result = NULL;
     Topic *topics = NULL;
@@ -479,7 +529,7 @@ static PyObject *build_commit(PyObject *self, PyObject *args) {
     }
 
     /* Pass 2: the response, the records and the entries to fold. */
-    entries = PyList_New(0);
+    entries = PyDict_New();
     empty = PyUnicode_FromStringAndSize("", 0);
     minus_one = PyLong_FromLong(-1);
     if (!entries || !empty || !minus_one) goto done;
@@ -552,15 +602,14 @@ static PyObject *build_commit(PyObject *self, PyObject *args) {
             }
             PyObject *value = new_value(value_type, items);
             if (!value) goto fail;
-            PyObject *index = PyLong_FromLong(p.index);
-            PyObject *key = index ? PyTuple_Pack(2, tp->name, index) : NULL;
-            Py_XDECREF(index);
-            PyObject *pair = key ? PyTuple_Pack(2, key, value) : NULL;
-            Py_XDECREF(key);
+            PyObject *key = cached_key(key_cache, tp, p.index);
+            if (!key) {
+                Py_DECREF(value);
+                goto fail;
+            }
+            int rc = PyDict_SetItem(entries, key, value);
+            Py_DECREF(key);
             Py_DECREF(value);
-            if (!pair) goto fail;
-            int rc = PyList_Append(entries, pair);
-            Py_DECREF(pair);
             if (rc < 0) goto fail;
         }
         if (flexible && !put(&resp, "", 1)) goto fail;
@@ -630,7 +679,8 @@ static PyMethodDef methods[] = {
      "topics_pos, topic_count) or None when the generic decoder must decide."},
     {"build_commit", build_commit, METH_VARARGS,
      "build_commit(frame, topics_pos, topic_count, version, topic_partitions, validate, group_id, max_metadata, "
-     "now, value_type) -> (code, response body, ok positions, batch or None, entries) or None (the Python path)."},
+     "now, value_type, key_cache) -> (code, response body, ok positions, batch or None, {(topic, partition): value}) "
+     "or None (the Python path)."},
     {"crc32c", py_crc32c, METH_VARARGS, "crc32c(data) -> the CRC-32C of data (as Kafka's record batches use)."},
     {NULL, NULL, 0, NULL},
 };

@@ -57,6 +57,8 @@ _TOPICS = "topics"
 _OK_POSITIONS = struct.Struct("=I")
 _dict_contains = dict.__contains__
 _dict_get = dict.get
+# topic -> its (topic, partition) keys by partition index, shared by every commit (``_native.c``)
+_KEY_CACHE: dict[str, list[Any]] = {}
 
 
 def available() -> bool:
@@ -237,10 +239,10 @@ def build(
     max_metadata: int,
     now: int,
     value_type: type,
-) -> tuple[int, CommitResponse, bytes | None, list[tuple[tuple[str, int], Any]]] | None:
+) -> tuple[int, CommitResponse, bytes | None, dict[tuple[str, int], Any]] | None:
     """OffsetMetadataManager.commitOffset's per-partition part in C (see ``_native.c``): the
     group's error code (``validate()``, called where the Python path calls it), the response,
-    the record batch (None: nothing to write) and the entries to fold; None when the Python path
+    the record batch (None: nothing to write) and the ``{(topic, partition): value}`` to fold; None when the Python path
     must do it (a string too long for the records' 2-byte lengths)."""
     assert _native is not None
     out = _native.build_commit(
@@ -254,6 +256,7 @@ def build(
         max_metadata,
         now,
         value_type,
+        _KEY_CACHE,
     )
     if out is None:
         return None

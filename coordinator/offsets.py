@@ -298,12 +298,13 @@ class OffsetManager:
 
     def _writing(self, group_id: str) -> set[tuple[str, int]]:
         """The partitions of the group's commits being written."""
-        # A commit built in C is held as ((topic, partition), value) pairs, any other write as records.
-        return {
-            k if type(k) is tuple else (k.topic, k.partition)
-            for records in self.inflight.get(group_id, {}).values()
-            for k, _ in records
-        }
+        out: set[tuple[str, int]] = set()
+        for records in self.inflight.get(group_id, {}).values():
+            if type(records) is dict:  # a commit built in C: {(topic, partition): value}
+                out.update(records)
+            else:
+                out.update((k.topic, k.partition) for k, _ in records)
+        return out
 
     # ------------------------------------------------------------------------------------------
     # OffsetCommit
@@ -418,11 +419,12 @@ class OffsetManager:
 
         self.rt.append(self.partition_for(gid), records, done, producer=producer)
 
-    def replay_commit(self, gid: str, entries: list[tuple[TopicPartition, OffsetCommitValue]]) -> None:
+    def replay_commit(self, gid: str, entries: dict[TopicPartition, OffsetCommitValue]) -> None:
         """``replay`` of each record of a durable commit built in C (``native.commit``):
-        the group's offsets take its entries in one ``dict.update``."""
+        the group's offsets take its entries in one ``dict.update`` (the keys are the same tuples
+        commit after commit: ``_native.c`` ``cached_key``)."""
         if self.open_txns:  # pending transactional offsets to supersede: record by record
-            for (topic, partition), value in entries:
+            for (topic, partition), value in entries.items():
                 self.replay(OffsetCommitKey(gid, topic, partition), value)
             return
         group_offsets = self.offsets.get(gid)

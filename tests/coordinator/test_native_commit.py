@@ -171,10 +171,10 @@ def test_the_batch_is_build_batch_of_the_encoded_records() -> None:
     built = native.build(decoded, None, lambda: 0, "g", 4096, NOW, OffsetCommitValue)
     assert built is not None
     code, _response, batch, entries = built
-    records = [((_key("g", "t", i)), value) for (_t, i), value in entries]
+    records = [((_key("g", "t", i)), value) for (_t, i), value in entries.items()]
     assert code == 0 and batch == build_batch(encode_log_records(records, NOW))
-    assert [v.metadata for _, v in entries] == ["", "", "m", ""]
-    assert [v.leader_epoch for _, v in entries] == [-1, 0, 1, 2]
+    assert [v.metadata for v in entries.values()] == ["", "", "m", ""]
+    assert [v.leader_epoch for v in entries.values()] == [-1, 0, 1, 2]
 
 
 def _key(group: str, topic: str, partition: int) -> Any:
@@ -267,7 +267,7 @@ def test_truncated_and_damaged_requests_never_crash(
         # build_commit reads only where it is told, within the buffer, whatever it is told
         for pos in (0, len(data) // 2, len(data)):
             with contextlib.suppress(ValueError, UnicodeDecodeError):
-                _native.build_commit(data, pos, 3, version, None, lambda: 0, "g", 10, NOW, OffsetCommitValue)
+                _native.build_commit(data, pos, 3, version, None, lambda: 0, "g", 10, NOW, OffsetCommitValue, {})
 
 
 def _flipped(frame: bytes, at: int) -> bytes:
