@@ -24,6 +24,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- reading ------------------------------------------------------------------------------- */
@@ -332,7 +333,38 @@ static void crc_init(void) {
     }
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* The SSE4.2 instruction where the CPU has it (checked once at import): ~8x the table's speed on
+ * a commit's ~6 KiB batch. */
+#include <nmmintrin.h>
+#define HAVE_HW_CRC 1
+static int hw_crc;
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(const unsigned char *p, Py_ssize_t n) {
+    uint64_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = _mm_crc32_u8(c32, *p++);
+    return c32 ^ 0xFFFFFFFFu;
+}
+#endif
+
+static uint32_t crc32c_table(const unsigned char *p, Py_ssize_t n);
+
 static uint32_t crc32c(const unsigned char *p, Py_ssize_t n) {
+#ifdef HAVE_HW_CRC
+    if (hw_crc) return crc32c_hw(p, n);
+#endif
+    return crc32c_table(p, n);
+}
+
+static uint32_t crc32c_table(const unsigned char *p, Py_ssize_t n) {
     uint32_t c = 0xFFFFFFFFu;
     while (n >= 8) {
         uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
@@ -689,5 +721,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, 
 
 PyMODINIT_FUNC PyInit__native(void) {
     crc_init();
+#ifdef HAVE_HW_CRC
+    __builtin_cpu_init();
+    hw_crc = __builtin_cpu_supports("sse4.2") && !getenv("GROUPD_NATIVE_NO_HW_CRC");
+#endif
     return PyModule_Create(&module);
 }

@@ -282,3 +282,26 @@ def test_without_the_c_module_the_generic_decoder_decodes(monkeypatch: pytest.Mo
     monkeypatch.setattr(native, "_native", None)
     assert native.parse_body_for(8) is None
     assert not native.available()
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=3000))
+def test_the_batch_crc_is_crc32c(data: bytes) -> None:
+    import crc32c
+    from groupd.coordinator import _native  # type: ignore[attr-defined]
+
+    assert _native.crc32c(data) == crc32c.crc32c(data)
+
+
+@needs_native
+def test_the_table_crc_where_the_cpu_has_no_crc_instruction() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import os, crc32c; from groupd.coordinator import _native as n;"
+        "assert all(n.crc32c(d) == crc32c.crc32c(d) for d in (b'', b'1', b'123456789', os.urandom(6001)))"
+    )
+    env = {**os.environ, "GROUPD_NATIVE_NO_HW_CRC": "1"}
+    subprocess.run([sys.executable, "-c", probe], check=True, env=env, timeout=60)
