@@ -459,6 +459,10 @@ static PyObject *new_value(PyTypeObject *type, PyObject *items[5]) {
         return NULL;
     }
     for (int i = 0; i < 5; i++) PyTuple_SET_ITEM(v, i, items[i]);
+    /* Ints and strings only: no cycle can go through it, so the cyclic GC need not track it (CPython
+     * untracks such tuples itself, at their first collection). A commit's hundred values would
+     * otherwise make every young collection walk the commits in flight. */
+    if (PyObject_GC_IsTracked(v)) PyObject_GC_UnTrack(v);
     return v;
 }
 
