@@ -16,8 +16,9 @@ $(VENV)/bin/python:
 # setuptools ends every editable install of a package-dir mapping with a note that a folder named like
 # the package in the working directory may shadow it; here that folder (./groupd) is the package itself,
 # so the note is noise on a newcomer's first `make run` (tests/test_packaging.py installs with this).
-# So is setuptools' note that `[tool.setuptools.ext-modules]` (the optional C extensions) is experimental.
-QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation,ignore:\`[tool.setuptools.ext-modules]\` in"
+# Likewise its note that `[tool.setuptools.ext-modules]` (storage/_native.c) is "experimental": the
+# table is what setuptools documents for extensions declared in pyproject.toml.
+QUIET_EDITABLE := PYTHONWARNINGS='ignore:Editable installation,ignore:`[tool.setuptools.ext-modules]`'
 
 $(VENV)/.base: $(VENV)/bin/python pyproject.toml
 	$(QUIET_EDITABLE) $(PIP) install -q -e .
