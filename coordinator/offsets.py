@@ -318,14 +318,10 @@ class OffsetManager:
         retention = int(req.get("retention_time_ms", -1)) if 2 <= v <= 4 else -1
         now = self.rt.now
         topic_partitions = self.topic_partitions
-        if (
-            retention == -1
-            and type(req) is CommitBody
-            and req.native
-            and native_available()
-            and native_commit(self, v, req, ctx, gid, generation, member_id, instance_id)
-        ):
-            return None  # the partitions were still bytes: done in C (``native.commit``)
+        # The partitions still bytes (the dispatcher's C walk): done in C (``native.commit``) unless it declines.
+        in_c = retention == -1 and type(req) is CommitBody and req.native and native_available()
+        if in_c and native_commit(self, v, req, ctx, gid, generation, member_id, instance_id):
+            return None
         topics = req.get("topics") or []
         if topic_partitions is None or any(
             0 <= int(p.get("partition_index", 0)) < (topic_partitions(t.get("name") or "") or 0)
