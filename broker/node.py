@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import structlog
 from groupd.coordinator import CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
 from groupd.coordinator.consumer import ConsumerGroupConfig
+from groupd.coordinator.native import parse_body_for as commit_parse_body_for
 from groupd.coordinator.share import ShareGroupConfig
 from groupd.protocol.dispatch import Dispatcher
 from groupd.protocol.faults import FaultInjector
@@ -301,6 +302,9 @@ class Broker:
         if any(li.tls or li.sasl for li in self.listeners) or self.authorizer.enabled:
             d.open_session = self.authenticator.open_session
         kafka = release(self.config.kafka_version) if self.config.kafka_version else None
+        # OffsetCommit bodies are walked in C and their partitions left as bytes for the commit path
+        # (``groupd.coordinator.native``); without the C module the generic decoder does it all.
+        d.body_parsers[API_BY_NAME["OffsetCommit"].key] = commit_parse_body_for
         for api in APIS:
             if api.handler is None:
                 continue  # the dispatcher answers it (ApiVersions)

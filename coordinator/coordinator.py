@@ -168,6 +168,8 @@ class GroupCoordinator:
             elif (producer := extra.get("producer")) is not None:
                 for key, value in pending.records:
                     self.replay_transactional(key, value, *producer)
+            elif (group := extra.get("native_group")) is not None:  # an OffsetCommit built in C
+                self.offset_manager.replay_commit(group, pending.records)
             elif not extra.get("applied"):
                 self.offset_manager.replay_batch(pending.records, self.replay)
             elif not extra.get("share"):  # a consumer group's records, applied when produced, are durable now

@@ -33,6 +33,7 @@ from . import errors as err
 from .classic.group import CR, PR, ClassicGroup, D, E, Member, S
 from .config import CoordinatorConfig
 from .consumer import ConsumerGroupManager
+from .native import CommitBody, native_available, native_commit
 from .records import OffsetCommitKey, OffsetCommitValue, Record
 from .result import Result
 from .retention import OffsetRetention
@@ -310,7 +311,13 @@ class OffsetManager:
 
     def _writing(self, group_id: str) -> set[tuple[str, int]]:
         """The partitions of the group's commits being written."""
-        return {(k.topic, k.partition) for records in self.inflight.get(group_id, {}).values() for k, _ in records}
+        out: set[tuple[str, int]] = set()
+        for records in self.inflight.get(group_id, {}).values():
+            if type(records) is dict:  # a commit built in C: {(topic, partition): value}
+                out.update(records)
+            else:
+                out.update((k.topic, k.partition) for k, _ in records)
+        return out
 
     # ------------------------------------------------------------------------------------------
     # OffsetCommit
@@ -322,10 +329,13 @@ class OffsetManager:
         member_id = (req.get("member_id") or "") if v >= 1 else ""
         instance_id = req.get("group_instance_id") if v >= 7 else None
         retention = int(req.get("retention_time_ms", -1)) if 2 <= v <= 4 else -1
-        topics = req.get("topics") or []
         now = self.rt.now
-
         topic_partitions = self.topic_partitions
+        # The partitions still bytes (the dispatcher's C walk): done in C (``native.commit``) unless it declines.
+        in_c = retention == -1 and type(req) is CommitBody and req.native and native_available()
+        if in_c and native_commit(self, v, req, ctx, gid, generation, member_id, instance_id):
+            return None
+        topics = req.get("topics") or []
         if topic_partitions is None or any(
             0 <= int(p.get("partition_index", 0)) < (topic_partitions(t.get("name") or "") or 0)
             for t in topics
@@ -417,6 +427,19 @@ class OffsetManager:
             self.rt.respond(ctx, response)
 
         self.rt.append(self.partition_for(gid), records, done, producer=producer)
+
+    def replay_commit(self, gid: str, entries: dict[TopicPartition, OffsetCommitValue]) -> None:
+        """``replay`` of each record of a durable commit built in C (``native.commit``):
+        the group's offsets take its entries in one ``dict.update`` (the keys are the same tuples
+        commit after commit: ``_native.c`` ``cached_key``)."""
+        if self.open_txns:  # pending transactional offsets to supersede: record by record
+            for (topic, partition), value in entries.items():
+                self.replay(OffsetCommitKey(gid, topic, partition), value)
+            return
+        group_offsets = self.offsets.get(gid)
+        if group_offsets is None:
+            group_offsets = self.offsets[gid] = {}
+        group_offsets.update(entries)
 
     # ------------------------------------------------------------------------------------------
     # TxnOffsetCommit

@@ -26,6 +26,9 @@ class Append:
     # An end-transaction marker instead of records: (committed, coordinator epoch) of
     # ``producer_id``'s transaction (``storage.markers.end_txn_marker_batch``).
     marker: tuple[bool, int] | None = None
+    # An OffsetCommit built in C (``native``): its record batch, appended as it is (``records``
+    # then holds the ((topic, partition), value) pairs its replay folds in).
+    batch: bytes | None = None
 
 
 @dataclass
@@ -49,10 +52,14 @@ def make_append(
     producer: tuple[int, int] | None = None,
     marker: tuple[bool, int] | None = None,
     share: bool = False,
+    batch: bytes | None = None,
+    native_group: str | None = None,
 ) -> Append:
     """The Append of a write (the runtime's ``append_factory``): a transactional batch or an end
     marker carries its producer. ``applied`` (a consumer group's records, applied when produced as
     Kafka's runtime does, the others being replayed when durable) is the coordinator's business."""
+    if batch is not None:
+        return Append(token, partition, records, batch=batch)
     if producer is None:
         return Append(token, partition, records)
     return Append(token, partition, records, producer[0], producer[1], marker)

@@ -85,7 +85,10 @@ class _Version:
         flexible = api.is_flexible(version)
         self.route = route
         self.parse_header = dispatcher._req_header[2 if flexible else 1].parse_at
-        self.parse_body = api.request.codec(version).parse_at
+        # An API may have a decoder of its own (OffsetCommit's C walk: ``body_parsers``), which
+        # falls back to the generic one for anything it does not take.
+        custom = dispatcher.body_parsers.get(api.key)
+        self.parse_body = (custom(version) if custom is not None else None) or api.request.codec(version).parse_at
         self.response = api.response.codec(version)
         # ApiVersions answers with response header v0 even in its flexible versions (KIP-511).
         self.flexible_response = flexible and api.key != _API_VERSIONS_KEY
@@ -100,15 +103,19 @@ class _Version:
         pack_flexible = _SIZE_CORR_TAGS.pack
 
         def encode(req: Request, body: dict[str, Any]) -> bytes:
-            parts: list[bytes] = [b""]
-            try:
-                # The compiled builder directly; on failure Codec.encode_into re-runs it to raise
-                # its EncodeError (a failing build has no side effects: it only appends parts).
-                build_parts(body, parts.append)
-            except Exception:
-                parts = [b""]
-                encode_into(body, parts)
-            payload = b"".join(parts)
+            # A body that comes encoded already (a dict subclass with ``wire_payload``: OffsetCommit's
+            # C path) is sent as it is.
+            payload = getattr(body, "wire_payload", None) if type(body) is not dict else None
+            if payload is None:
+                parts: list[bytes] = [b""]
+                try:
+                    # The compiled builder directly; on failure Codec.encode_into re-runs it to raise
+                    # its EncodeError (a failing build has no side effects: it only appends parts).
+                    build_parts(body, parts.append)
+                except Exception:
+                    parts = [b""]
+                    encode_into(body, parts)
+                payload = b"".join(parts)
             if flexible:
                 # Response header v1: correlation id and an empty tagged-field section.
                 header = pack_flexible(len(payload) + 5, req.correlation_id, 0)
@@ -127,6 +134,9 @@ class Dispatcher:
     def __init__(self) -> None:
         self.routes: dict[int, Route] = {}
         self._versions: dict[tuple[int, int], _Version] = {}
+        # api key -> (version -> a body decoder ``parse_at(frame, pos) -> (body, end)``, or None for
+        # the generic one); set before the first request of that API (``_Version`` keeps it).
+        self.body_parsers: dict[int, Callable[[int], Callable[[bytes, int], tuple[dict[str, Any], int]] | None]] = {}
         self.register(API_VERSIONS, self._api_versions)
         self._req_header = {v: REQUEST_HEADER.codec(v) for v in (1, 2)}
         # Observers: (api_key, version, error_code|None, seconds) after each response; used by metrics.

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.simulator import (
+    ERROR_NAMES,
     NONE,
     STABLE,
     HeartbeatWheel,
@@ -115,6 +116,17 @@ async def test_simulated_groups_become_stable_heartbeat_commit_and_leave(groupd:
             for m in g.members:
                 m.commit(42, committed)
         assert set(await asyncio.wait_for(done, 5)) == {NONE}  # 12 partitions per group, each once
+
+        # drive_commits sends pre-encoded commits and reads their answers undecoded when they are
+        # the all-fine bytes: an error answer must still be decoded and counted
+        r = await sim.drive_commits(list(ranged.members), 0.3, warmup=0.1)
+        assert r["commits"] > 0 and r["partition_errors"] == {} and r["failures"] == 0
+        stale = robin.members[0]
+        stale.generation += 1
+        r = await sim.drive_commits([stale], 0.3, warmup=0.1)
+        stale.generation -= 1
+        assert r["commits"] > 0 and set(r["partition_errors"]) == {ERROR_NAMES.get(22, 22)}  # ILLEGAL_GENERATION
+        assert sum(r["partition_errors"].values()) == r["commits"] * sum(len(tp.partitions) for tp in stale.assignment)
 
         await sim.leave_all(groups, timeout=5)
         assert answers[("LeaveGroup", NONE)] == 20

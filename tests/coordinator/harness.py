@@ -20,6 +20,8 @@ from groupd.coordinator.consumer_protocol import (
     encode_subscription,
 )
 from groupd.coordinator.result import Append
+from groupd.coordinator.serde import decode_record
+from groupd.storage.records import iter_records
 
 
 def quiet_logger() -> Any:
@@ -95,7 +97,7 @@ class Shell:
         while self.queued and (count is None or done < count):
             a = self.queued.popleft()
             if error is None:
-                self.log.extend((a.partition, r) for r in a.records)
+                self.log.extend((a.partition, r) for r in records_of(a))
                 self.batches.append(a)
             self.absorb(self.coord.append_done(self.now, a.token, error))
             done += 1
@@ -207,8 +209,16 @@ def replay_batches(coord: GroupCoordinator, batches: list[Append]) -> None:
             for key, value in a.records:
                 coord.replay_transactional(key, value, a.producer_id, a.producer_epoch)
         else:
-            for key, value in a.records:
+            for key, value in records_of(a):
                 coord.replay(key, value)
+
+
+def records_of(a: Append) -> list[Record]:
+    """The records an append writes: its own, or those of the batch an OffsetCommit built in C
+    carries (decoded as a load decodes them)."""
+    if a.batch is None:
+        return a.records
+    return [decode_record(k, v) for _o, _t, k, v in iter_records(a.batch)]
 
 
 @dataclass(eq=False)

@@ -1,0 +1,83 @@
+"""OffsetCommit's C path through an in-process node over real TCP (confluent-kafka at its defaults):
+the commit's batch is what reaches ``__consumer_offsets`` (one batch, the records the Python path
+writes), and a batch the partition's ``max.message.bytes`` would refuse is written as records
+instead, as the Python path writes any commit; a restart reads the same offsets back."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+
+import pytest
+from groupd.broker.node import Broker
+from groupd.coordinator import native, partition_for
+from groupd.coordinator.serde import decode_record
+
+from groupd.config import Config
+from tests.support.wire import Wire
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="the C module is not built (or GROUPD_NO_NATIVE=1)")
+
+OFFSETS = "__consumer_offsets"
+TOPIC = "orders"
+PARTITIONS = 12
+GROUP = "native-group"
+
+
+async def start(data: Path) -> Broker:
+    broker = Broker(Config(data_dir=str(data), port=0, fsync="always"))
+    await broker.start()
+    await broker.groups.loaded.wait()
+    return broker
+
+
+def commit(port: int, offsets: dict[int, int]) -> dict[int, int]:
+    """A consumer managing its own partitions commits them all in one OffsetCommit."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": GROUP, "enable.auto.commit": False})
+    try:
+        tps = c.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in offsets.items()], asynchronous=False)
+        assert all(tp.error is None for tp in tps), tps
+        got = c.committed([TopicPartition(TOPIC, p) for p in offsets], timeout=10)
+        return {tp.partition: tp.offset for tp in got}
+    finally:
+        c.close()
+
+
+def offset_records(broker: Broker) -> list[tuple[str, int, int]]:
+    plog = broker.logs.get(OFFSETS, partition_for(GROUP))
+    assert plog is not None
+    out = []
+    for _o, _t, key, value in plog.iter_records():
+        k, v = decode_record(key, value)
+        if getattr(k, "group", None) == GROUP and v is not None:
+            out.append((k.topic, k.partition, v.offset))
+    return out
+
+
+@pytest.mark.parametrize("oversize", [False, True])
+async def test_a_commit_built_in_c_is_durable_and_read_back_after_a_restart(tmp_path: Path, oversize: bool) -> None:
+    data = tmp_path / "data"
+    broker = await start(data)
+    offsets = {p: 100 + p for p in range(PARTITIONS)}
+    try:
+        await asyncio.to_thread(lambda: Wire(broker.port).create_topic(TOPIC, PARTITIONS))
+        plog = broker.logs.get(OFFSETS, partition_for(GROUP))
+        assert plog is not None
+        if oversize:
+            # smaller than the commit's one batch: the records go as the log's own batch instead
+            plog.config = dataclasses.replace(plog.config, max_message_bytes=200)
+        assert await asyncio.to_thread(commit, broker.port, offsets) == offsets
+        written = offset_records(broker)
+        assert sorted(written) == sorted((TOPIC, p, o) for p, o in offsets.items())
+    finally:
+        await broker.stop()
+    broker = await start(data)
+    try:
+        assert {tp: v.offset for tp, v in broker.core.offsets[GROUP].items()} == {
+            (TOPIC, p): o for p, o in offsets.items()
+        }
+    finally:
+        await broker.stop()
