@@ -132,6 +132,25 @@ class GroupCoordinator:
             self._begin(now_ms)
         return self.classic.heartbeat_code(version, request)
 
+    def consumer_heartbeat(
+        self,
+        now_ms: int,
+        version: int,
+        request: dict[str, Any],
+        client_id: str,
+        client_host: str,
+        node_id: int | None = None,
+    ) -> dict[str, Any] | None:
+        """The answer ``handle(now_ms, "ConsumerGroupHeartbeat", ...)`` would give a steady member
+        (``ConsumerGroupManager._steady``), without a Result; None when the heartbeat needs the long
+        way (nothing changed then: ``handle`` must take it). The shell's hot path."""
+        self.runtime.receive(node_id)
+        if self._retention_armed:
+            self.runtime.now = now_ms
+        else:
+            self._begin(now_ms)
+        return self.consumer_requests.steady_heartbeat(version, request, client_id, client_host)
+
     def tick(self, now_ms: int) -> Result:
         """Fire every deadline that is due: sessions, join/sync phases, initial delay steps, retention."""
         self._begin(now_ms)
