@@ -125,31 +125,15 @@ class GroupCoordinator:
 
     def heartbeat(self, now_ms: int, version: int, request: dict[str, Any], node_id: int | None = None) -> int:
         """``handle(now_ms, "Heartbeat", ...)`` without a Result (the shell's hot path)."""
-        self.runtime.receive(node_id)
-        if self._retention_armed:
-            self.runtime.now = now_ms
-        else:
-            self._begin(now_ms)
+        self.enter(now_ms, node_id)
         return self.classic.heartbeat_code(version, request)
 
-    def consumer_heartbeat(
-        self,
-        now_ms: int,
-        version: int,
-        request: dict[str, Any],
-        client_id: str,
-        client_host: str,
-        node_id: int | None = None,
-    ) -> dict[str, Any] | None:
-        """The answer ``handle(now_ms, "ConsumerGroupHeartbeat", ...)`` would give a steady member
-        (``ConsumerGroupManager._steady``), without a Result; None when the heartbeat needs the long
-        way (nothing changed then: ``handle`` must take it). The shell's hot path."""
+    def enter(self, now_ms: int, node_id: int | None = None) -> None:
+        """Start a hot-path call, one that answers nothing through a Result (Heartbeat, a steady one)."""
         self.runtime.receive(node_id)
-        if self._retention_armed:
-            self.runtime.now = now_ms
-        else:
+        self.runtime.now = now_ms
+        if not self._retention_armed:
             self._begin(now_ms)
-        return self.consumer_requests.steady_heartbeat(version, request, client_id, client_host)
 
     def tick(self, now_ms: int) -> Result:
         """Fire every deadline that is due: sessions, join/sync phases, initial delay steps, retention."""

@@ -108,10 +108,11 @@ class Shell:
         node = self.node_id if node_id is None else node_id
         fast = None
         if api == "ConsumerGroupHeartbeat":
-            # The shell's hot path (GroupCoordinator.consumer_heartbeat, no Result) answers a steady
-            # member as the generic path does and leaves every other heartbeat to it untouched; the
-            # generic path then runs too (renewing the session twice at one time is idempotent).
-            fast = self.coord.consumer_heartbeat(self.now, version, request, client_id, "/127.0.0.1", node)
+            # The shell's hot path (GroupCoordinator.enter, then the steady heartbeat, no Result)
+            # answers a steady member as the generic path does and leaves every other heartbeat to it
+            # untouched; the generic path then runs too (a session renewed twice at one time is idempotent).
+            self.coord.enter(self.now, node)
+            fast = self.coord.consumer_requests.steady_heartbeat(version, request, client_id, "/127.0.0.1")
         self.absorb(
             self.coord.handle(
                 self.now, api, version, request, ctx, client_id=client_id, client_host="/127.0.0.1", node_id=node
