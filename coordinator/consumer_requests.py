@@ -175,7 +175,7 @@ class ConsumerGroupRequests:
             or gid in self.busy
             or gid in self.group_records
             or gid in self.classic.groups
-            or self.route_error(gid) != err.NONE
+            or self.classic.route_error(gid) != err.NONE
             or self.share_side.is_share_group(gid)
         ):
             return None

@@ -400,20 +400,16 @@ class ConsumerGroupManager:
         None with nothing changed: an invalid request, a leave, a fenced epoch and every other case
         are ``heartbeat``'s, which answers them with their events (the shell's hot path, as
         ``GroupCoordinator.heartbeat`` is the classic one's)."""
-        get = request.get
-        member_id, group_id = get("member_id"), get("group_id")
-        # What validate_request checks of a request _steady can take (a positive epoch, none of the
-        # optional fields set): past these, it cannot refuse it.
+        member_id, group_id = request.get("member_id"), request.get("group_id")
+        # What validate_request checks of a request _steady can take: a positive epoch and its ids;
+        # the optional fields it checks (instance, rack, assignor, regex) _steady requires unset
+        # before it changes anything. Past these, validate_request cannot refuse it.
         if (
             request["member_epoch"] <= 0
             or not member_id
             or not member_id.strip()
             or not group_id
             or not group_id.strip()
-            or get("instance_id") is not None
-            or get("rack_id") is not None
-            or get("server_assignor") is not None
-            or get("subscribed_topic_regex") is not None
         ):
             return None
         try:
