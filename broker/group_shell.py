@@ -163,6 +163,30 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
             )
             self.apply(result)
 
+        if api_name == "ConsumerGroupHeartbeat" and hasattr(core, "enter"):
+            # A steady member's heartbeat without a Result (issue 26: the Result, its apply and
+            # the generic path cost ~1.5 us of a ~11 us KIP-848 heartbeat); the rest the long way.
+            enter = core.enter
+            steady = core.consumer_requests.steady_heartbeat
+            clock = self.clock
+            arm = self._arm
+
+            def handle_consumer_heartbeat(req: Request) -> None:
+                peer = req.conn.peer_host
+                host = hosts.get(peer)
+                if host is None:
+                    if len(hosts) > 4096:
+                        hosts.clear()
+                    host = hosts[peer] = "/" + peer
+                enter(clock(), node_id)
+                response = steady(req.api_version, req.body, req.client_id or "", host)
+                if response is None:
+                    handle(req)
+                    return
+                req.respond(response)
+                arm()
+
+            return handle_consumer_heartbeat
         return handle
 
     # --- deleted topics ---------------------------------------------------------------------------

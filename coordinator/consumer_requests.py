@@ -163,6 +163,25 @@ class ConsumerGroupRequests:
 
         self.write(gid, records, on_done)
 
+    def steady_heartbeat(
+        self, version: int, req: dict[str, Any], client_id: str, client_host: str
+    ) -> dict[str, Any] | None:
+        """``heartbeat``'s answer for a steady member of a consumer group that nothing holds (no
+        write in flight, no classic group or record under its id, not a share group, its partition
+        served here), else None having changed nothing: then ``heartbeat`` takes it."""
+        gid = req["group_id"]
+        if (
+            not gid
+            or gid in self.busy
+            or gid in self.group_records
+            or gid in self.classic.groups
+            or self.classic.route_error(gid) != err.NONE
+            or self.share_side.is_share_group(gid)
+        ):
+            return None
+        self.refresh_topics()
+        return self.consumer.steady_heartbeat(self.rt.now, req, version, client_id, client_host)
+
     def snapshot(self, gid: str) -> None:
         # the first snapshot before a write wins: an upgrade applies the conversion, then the heartbeat
         if gid in self.snapshots:

@@ -125,12 +125,15 @@ class GroupCoordinator:
 
     def heartbeat(self, now_ms: int, version: int, request: dict[str, Any], node_id: int | None = None) -> int:
         """``handle(now_ms, "Heartbeat", ...)`` without a Result (the shell's hot path)."""
-        self.runtime.receive(node_id)
-        if self._retention_armed:
-            self.runtime.now = now_ms
-        else:
-            self._begin(now_ms)
+        self.enter(now_ms, node_id)
         return self.classic.heartbeat_code(version, request)
+
+    def enter(self, now_ms: int, node_id: int | None = None) -> None:
+        """Start a hot-path call, one that answers nothing through a Result (Heartbeat, a steady one)."""
+        self.runtime.receive(node_id)
+        self.runtime.now = now_ms
+        if not self._retention_armed:
+            self._begin(now_ms)
 
     def tick(self, now_ms: int) -> Result:
         """Fire every deadline that is due: sessions, join/sync phases, initial delay steps, retention."""

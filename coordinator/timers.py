@@ -19,7 +19,9 @@ class Deadlines:
         self._heap: list[tuple[int, int, Hashable]] = []
         self._due: dict[Hashable, int] = {}
         self._live: dict[Hashable, tuple[int, int]] = {}  # key -> (deadline, seq) of its live entry
-        self._seq = 0
+        # Bumped by every push: a plain attribute, read after every heartbeat (the shells' wake-up
+        # version), where a property's call cost ~0.05 us a read.
+        self.seq = 0
 
     def __len__(self) -> int:
         return len(self._due)
@@ -48,13 +50,9 @@ class Deadlines:
         return len(keys)
 
     def _push(self, key: Hashable, deadline: int) -> None:
-        self._seq += 1
-        self._live[key] = (deadline, self._seq)
-        heapq.heappush(self._heap, (deadline, self._seq, key))
-
-    @property
-    def seq(self) -> int:
-        return self._seq
+        self.seq += 1
+        self._live[key] = (deadline, self.seq)
+        heapq.heappush(self._heap, (deadline, self.seq, key))
 
     def _drop_dead_top(self) -> None:
         heap = self._heap

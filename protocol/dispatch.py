@@ -39,6 +39,7 @@ Handler = Callable[[Request], Any]
 _FIXED_HEADER = struct.Struct(">hhi")
 _SIZE_CORR = struct.Struct(">ii")
 _SIZE_CORR_TAGS = struct.Struct(">iiB")  # size, correlation id, empty tagged fields (header v1)
+_CLIENT_ID_SIZE = struct.Struct(">h")  # request header v1+: client_id, a nullable (int16-sized) string
 _API_VERSIONS_KEY = 18
 
 # The request whose handler is running, for log events emitted meanwhile (groupd.logs adds its
@@ -78,13 +79,14 @@ class _Version:
     generic path (``routes`` -> ``is_flexible`` -> ``codec(version)``) cost ~5 us per request in
     lookups alone, a sixth of a heartbeat."""
 
-    __slots__ = ("encode", "flexible_response", "parse_body", "parse_header", "response", "route")
+    __slots__ = ("encode", "flexible_header", "flexible_response", "parse_body", "parse_header", "response", "route")
 
     def __init__(self, dispatcher: Dispatcher, route: Route, version: int) -> None:
         api = route.api
         flexible = api.is_flexible(version)
         self.route = route
         self.parse_header = dispatcher._req_header[2 if flexible else 1].parse_at
+        self.flexible_header = int(flexible)  # header v2: a tagged-field section after client_id
         # An API may have a decoder of its own (OffsetCommit's C walk: ``body_parsers``), which
         # falls back to the generic one for anything it does not take.
         custom = dispatcher.body_parsers.get(api.key)
@@ -204,7 +206,17 @@ class Dispatcher:
         # The compiled parse functions directly (design.md: no per-call context); the errors
         # mapped to DecodeError are those ``Codec.decode_at`` maps.
         try:
-            header, pos = entry.parse_header(frame, 0)
+            # The header's client_id read in place (issue 26: the header's dict cost ~0.3 us of a
+            # ~7 us heartbeat); anything but a present client_id and an empty tagged-field
+            # section goes through the compiled parser, which raises what it raises.
+            (n,) = _CLIENT_ID_SIZE.unpack_from(frame, 8)
+            pos = 10 + n
+            if n >= 0 and pos < len(frame) and (not entry.flexible_header or frame[pos] == 0):
+                client_id = frame[10:pos].decode()
+                pos += entry.flexible_header
+            else:
+                header, pos = entry.parse_header(frame, 0)
+                client_id = header["client_id"]
             body = entry.parse_body(frame, pos)[0]
         except DecodeError as e:
             conn.close("undecodable request", api=route.api.name, api_version=version, error=str(e))
@@ -217,7 +229,7 @@ class Dispatcher:
             api_key,
             version,
             correlation_id,
-            header["client_id"],
+            client_id,
             body,
             entry.encode,
             # only the observers (metrics) read it; 0 tells them "no start time"
@@ -248,6 +260,9 @@ class Dispatcher:
             req.conn.close("internal error while handling request", api=route.api.name)
             return
         if result is None:
+            return
+        if type(result) is dict:  # the common answer, ahead of isawaitable's ~0.3 us
+            req.respond(result)
             return
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)

@@ -393,6 +393,33 @@ class ConsumerGroupManager:
         self.apply(records)
         return HeartbeatResult(self._response(gid, mid, epoch, None), records)
 
+    def steady_heartbeat(
+        self, now_ms: int, request: Mapping[str, Any], version: int, client_id: str, client_host: str
+    ) -> dict[str, Any] | None:
+        """``heartbeat``'s answer when it takes the ``_steady`` shortcut (the session renewed), else
+        None with nothing changed: an invalid request, a leave, a fenced epoch and every other case
+        are ``heartbeat``'s, which answers them with their events (the shell's hot path, as
+        ``GroupCoordinator.heartbeat`` is the classic one's)."""
+        member_id, group_id = request.get("member_id"), request.get("group_id")
+        # What validate_request checks of a request _steady can take: a positive epoch and its ids;
+        # the optional fields it checks (instance, rack, assignor, regex) _steady requires unset
+        # before it changes anything. Past these, validate_request cannot refuse it.
+        if (
+            request["member_epoch"] <= 0
+            or not member_id
+            or not member_id.strip()
+            or not group_id
+            or not group_id.strip()
+        ):
+            return None
+        try:
+            member = self._steady(now_ms, request, client_id, client_host)
+        except RequestError:
+            return None  # a fenced epoch, raised before _steady renewed anything
+        if member is None:
+            return None
+        return self._response(request["group_id"], member.member_id, member.member_epoch, None)
+
     def _response(self, group_id: str, member_id: str, epoch: int, assignment: Partitions | None) -> dict[str, Any]:
         return {
             "throttle_time_ms": 0,

@@ -347,3 +347,33 @@ def test_describe_groups_of_a_consumer_group_is_dead_or_not_a_classic_group() ->
     assert (old["error_code"], old["group_state"]) == (0, "Dead")
     new = shell.answer(shell.send("DescribeGroups", 6, {"groups": ["cg"]}))["groups"][0]
     assert (new["error_code"], new["error_message"]) == (69, "Group cg is not a classic group.")
+
+
+def steady_hb(shell: Shell, req: dict[str, Any], client_id: str, host: str) -> dict[str, Any] | None:
+    shell.coord.enter(shell.now)
+    return shell.coord.consumer_requests.steady_heartbeat(1, req, client_id, host)
+
+
+def test_a_steady_heartbeat_takes_the_hot_path_and_the_others_are_left_to_handle() -> None:
+    # consumer_requests.steady_heartbeat (the shell's hot path, issue 26): a steady member is
+    # answered without a Result or a record; a join, a write in flight, a fenced epoch and an
+    # invalid request come back None, having changed nothing, for ``handle`` to answer.
+    shell = Shell(topics_image=lambda: IMAGE)
+    first = hb(shell, "m1")
+    epoch = first["member_epoch"]
+    hb(shell, "m1", epoch, owned=[0, 1, 2, 3])  # acks its assignment: reconciled, Stable
+    steady = {"group_id": "cg", "member_id": "m1", "member_epoch": epoch}
+    n = len(shell.log)
+    fast = steady_hb(shell, steady, "client", "/127.0.0.1")
+    assert fast is not None and fast["error_code"] == 0 and fast["member_epoch"] == epoch
+    assert fast["assignment"] is None and len(shell.log) == n
+    assert steady_hb(shell, {**steady, "member_epoch": epoch + 5}, "client", "/h") is None
+    assert steady_hb(shell, {**steady, "member_id": ""}, "client", "/127.0.0.1") is None
+    assert steady_hb(shell, {**steady, "member_epoch": -1}, "client", "/127.0.0.1") is None
+    joiner = {**steady, "member_id": "m2", "member_epoch": 0, "rebalance_timeout_ms": 1000}
+    assert steady_hb(shell, {**joiner, "subscribed_topic_names": ["t"]}, "c", "/h") is None
+    assert "m2" not in shell.coord.consumer.groups.groups["cg"].members
+    # a write in flight holds the group: the hot path leaves the heartbeat to wait behind it
+    slow = Shell(auto_append=False, topics_image=lambda: IMAGE)
+    slow.send("ConsumerGroupHeartbeat", 1, {**joiner, "member_id": "m1", "subscribed_topic_names": ["t"]})
+    assert steady_hb(slow, {**steady, "member_epoch": 1}, "client", "/127.0.0.1") is None
