@@ -87,8 +87,7 @@ class GroupCoordinator:
         self.replay_encoded = self.offset_manager.replay_encoded
         self._handlers = {api: getattr(getattr(self, owner), name) for api, (owner, name) in HANDLERS.items()}
         self.groups: dict[str, ClassicGroup] = self.classic.groups
-        self._retention_armed = False
-        self._managers = m
+        self._retention_armed, self._managers = False, m
 
     # Set by the shell after construction: metrics, KIP-890 verification of TxnOffsetCommit by the
     # transaction coordinator, who coordinates a transactional id (FindCoordinator key type 1).
@@ -98,7 +97,6 @@ class GroupCoordinator:
     )
     txn_coordinator = property(lambda s: s.finder.txn_coordinator, lambda s, v: setattr(s.finder, "txn_coordinator", v))
     ownership = property(lambda s: s.runtime.ownership, lambda s, v: setattr(s.runtime, "ownership", v))
-
     config = property(lambda s: s.classic.config, lambda s, v: s._managers.set_config(v))
 
     def handle(
