@@ -281,10 +281,10 @@ class Appender:
         self._settle(units, outcome)
 
     def _settle(self, units: list, outcome: list) -> None:
-        """Loop side: answer the callers of a job's writes, schedule fsyncs, wake the listeners.
-        The callers' futures are settled once every partition's bookkeeping is done, then their
-        ``on_settled`` hooks run (which may answer requests and append again)."""
-        settled: list[tuple[tuple, object, bool]] = []  # (entry, result or exception, failed)
+        """Loop side: answer the callers of a job's writes, schedule fsyncs, wake the listeners;
+        then run the callers' ``on_settled`` hooks, once every partition's bookkeeping is done
+        (they may answer requests and append again)."""
+        hooks: list[tuple] = []
         for (plog, state, groups), unit_results in zip(units, outcome):
             wrote = False
             for (_lat, entries), res in zip(groups, unit_results):
@@ -297,12 +297,19 @@ class Appender:
                         error=str(res),
                         callers=len(entries),
                     )
-                    settled.extend((e, res, True) for e in entries)
+                    hooks.extend(_fail(entries, res))
                     continue
                 for entry, result in zip(entries, res):
-                    failed = isinstance(result, BaseException)
-                    wrote = wrote or not failed
-                    settled.append((entry, result, failed))
+                    fut = entry[2]
+                    if fut.done():
+                        continue
+                    if isinstance(result, BaseException):
+                        fut.set_exception(result)
+                    else:
+                        wrote = True
+                        fut.set_result(result)
+                    if entry[3] is not None:
+                        hooks.append(entry)
             state.writing = False
             if state.pending:
                 self._ready[plog] = state
@@ -317,17 +324,6 @@ class Appender:
                         fn(plog, plog.log_end_offset)
                     except Exception:
                         log.exception("storage.append.listener_failed", path=str(plog.path))
-        hooks = []
-        for entry, result, failed in settled:
-            fut = entry[2]
-            if fut.done():
-                continue
-            if failed:
-                fut.set_exception(result)  # type: ignore[arg-type]
-            else:
-                fut.set_result(result)
-            if entry[3] is not None:
-                hooks.append(entry)
         for entry in hooks:
             _run_hook(entry[3], entry[2])
         if any(state.pending for _, state, _ in units):
@@ -418,16 +414,21 @@ class Appender:
             state.flush_handle.cancel()
 
 
-def _fail_all(entries: list[tuple], exc: BaseException) -> None:
-    """Fail the futures of pending ``entries`` (item, time, future, on_settled) and run their hooks."""
+def _fail(entries: list[tuple], exc: BaseException) -> list[tuple]:
+    """Fail the futures of pending ``entries`` (item, time, future, on_settled); the entries whose
+    hooks are to run."""
     failed = []
     for entry in entries:
         if not entry[2].done():
             entry[2].set_exception(exc)
-            failed.append(entry)
-    for entry in failed:
-        if entry[3] is not None:
-            _run_hook(entry[3], entry[2])
+            if entry[3] is not None:
+                failed.append(entry)
+    return failed
+
+
+def _fail_all(entries: list[tuple], exc: BaseException) -> None:
+    for entry in _fail(entries, exc):
+        _run_hook(entry[3], entry[2])
 
 
 def _run_hook(hook: OnSettled, fut: asyncio.Future) -> None:
