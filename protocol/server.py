@@ -381,7 +381,11 @@ class Connection(asyncio.Protocol):
             # brokers' connections on one loop: a producer's round trip longer by that much, issue
             # 29 item 4). Kafka's processor sends a response as soon as it is queued
             # (SocketServer.Processor.processNewResponses).
-            self._flush(later=True)
+            try:
+                self._flush(later=True)
+            except Exception:  # raised into whoever answered (another connection's handler)
+                log.exception("response_write_failed", conn=self.id)
+                self.close("response could not be written")
             return
         self._flush_scheduled = True
         self.server.loop.call_soon(self._flush)

@@ -257,3 +257,19 @@ async def test_an_answer_ready_outside_a_read_is_written_at_once() -> None:
     assert t.written_bytes == 16
     conn.data_received(_frame(16, 2))
     assert len(park.requests) == 1 and t.reading
+
+
+async def test_an_answer_that_cannot_be_written_closes_its_connection_not_the_answerer() -> None:
+    # Written from inside whoever answered (another connection's JoinGroup, the appender's
+    # settling loop): a transport that raises closes this connection and nothing else.
+    park = Parking()
+    server = Server(park, idle_timeout_ms=0)
+    conn, t = _connect(server)
+    conn.data_received(_frame(16, 0))
+
+    def broken(data: bytes) -> None:
+        raise RuntimeError("unable to perform operation: the handler is closed")
+
+    t.write = broken  # type: ignore[method-assign]
+    park.answer_all()  # does not raise
+    assert conn.closed
