@@ -456,6 +456,26 @@ def _merge(
     return resp
 
 
+def _reject_parked(req: Request, m: Move, nodes: dict[int, Any]) -> None:
+    """Take partition ``m`` out of the parked Fetch ``req`` and have its answer carry the error
+    ``leader_guard`` answers for a partition this broker does not lead."""
+    shape = _SHAPES["Fetch"]
+    v = req.api_version
+    for td in req.body.get(shape.topics) or ():
+        if td[shape.name] == m.topic:
+            td[shape.parts] = [pd for pd in td[shape.parts] or () if pd[shape.index] != m.partition]
+    entry = {shape.r_index: m.partition, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER, **shape.blank(v)}
+    if shape.hint_from is not None and v >= shape.hint_from:
+        entry["current_leader"] = {"leader_id": m.new, "leader_epoch": m.epoch}
+    rejected = {m.topic: [entry]}
+    encode = req.encode_response
+
+    def merged(r: Request, resp: dict[str, Any]) -> bytes:
+        return encode(r, _merge(shape, resp, rejected, v, nodes))
+
+    req.encode_response = merged
+
+
 # --- broker configs, asked of any broker ------------------------------------------------------------
 _CONFIG_ANSWERS = {"DescribeConfigs": "results", "AlterConfigs": "responses", "IncrementalAlterConfigs": "responses"}
 # The APIs ``broker_configs_as`` knows the answer of: the table's Routing.BROKER_CONFIGS rows.
@@ -721,6 +741,7 @@ class Cluster:
 
     def _apply(self, moves: list[Move], reason: str) -> None:
         self._record_epochs(moves)
+        self._answer_moved_fetches(moves)
         for m in moves:
             moved = self.coordinator_topics.get(m.topic)
             if moved is not None:
@@ -732,6 +753,25 @@ class Cluster:
                 count=len(moves),
                 moves=[f"{m.topic}-{m.partition}:{m.old}->{m.new}@{m.epoch}" for m in moves[:20]],
             )
+
+    def _answer_moved_fetches(self, moves: list[Move]) -> None:
+        """Fetches parked on a broker that no longer leads one of their partitions are answered now,
+        that partition with NOT_LEADER_OR_FOLLOWER and its new leader (Kafka's
+        ``DelayedFetch.tryComplete``, case B: "this broker is no longer the leader for some
+        partitions it is fetching"), the others with what they have. Left parked they waited out
+        their max wait (franz-go's 5 s) before the client learnt of the move."""
+        fetches = self.broker.data.fetch_handler
+        if not fetches.waiters:
+            return
+        node_of = {id(n.server): n.node_id for n in self.nodes.values()}
+        for m in moves:
+            for w in list(fetches.waiters.get((m.topic, m.partition), ())):
+                req = w.req
+                node_id = node_of.get(id(getattr(req.conn, "server", None)))
+                if node_id is None or node_id == m.new:
+                    continue
+                _reject_parked(req, m, self.nodes)
+                fetches.complete(w)
 
     def _record_epochs(self, moves: list[Move]) -> None:
         """``Partition.makeLeader``: each new leader records its epoch at the log end in the

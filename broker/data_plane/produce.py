@@ -82,10 +82,29 @@ LEGACY_PRODUCE_MAX = 2
 log = structlog.get_logger("groupd.data")
 
 
-class PendingAppend:
-    """One partition of a Produce request whose batch was handed to the appender."""
+class Settled:
+    """The callbacks of one append, called by the appender as it settles the append (its
+    ``on_settled``): in the loop iteration of the write, not the next one as a future's done
+    callbacks would be (``Appender.append_future``)."""
 
-    __slots__ = ("duplicate", "future", "index", "lat", "plog")
+    __slots__ = ("callbacks",)
+
+    def __init__(self, first: Callable[[asyncio.Future[Any]], None]) -> None:
+        self.callbacks = [first]
+
+    def __call__(self, fut: asyncio.Future[Any]) -> None:
+        for callback in self.callbacks:
+            try:
+                callback(fut)
+            except Exception:  # the request's answer still comes (its callback is the last)
+                log.exception("produce_append_callback_failed")
+
+
+class PendingAppend:
+    """One partition of a Produce request whose batch was handed to the appender (``settled``: the
+    callbacks of that append; None when the future is another's, e.g. a duplicate's original)."""
+
+    __slots__ = ("duplicate", "future", "index", "lat", "plog", "settled")
 
     def __init__(
         self,
@@ -94,12 +113,14 @@ class PendingAppend:
         future: asyncio.Future[Any] | None,
         lat: int,
         duplicate: BatchMeta | None = None,
+        settled: Settled | None = None,
     ) -> None:
         self.index = index
         self.plog = plog
         self.future = future
         self.lat = lat
         self.duplicate = duplicate
+        self.settled = settled
 
 
 class ProduceHandler:
@@ -203,8 +224,8 @@ class ProduceHandler:
                 # idempotent batch after it, waits for that and is then checked in arrival order.
                 return PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v, txn_id), lat)
             return self._idempotent_append(self.state.producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
-        fut = self._start_append(key, plog, view, lat)
-        return PendingAppend(index, plog, fut, lat)
+        fut, settled = self._start_append(key, plog, view, lat)
+        return PendingAppend(index, plog, fut, lat, settled=settled)
 
     def _idempotent_append(
         self,
@@ -241,9 +262,9 @@ class ProduceHandler:
                 return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
         meta = BatchMeta(first_seq, last_seq, timestamp=view.max_timestamp)
         producers.record(pid, epoch, meta, now, transactional=transactional, end_offset=plog.log_end_offset)
-        fut = self._start_append(key, plog, view, lat, producers=producers, pid=pid, meta=meta)
+        fut, settled = self._start_append(key, plog, view, lat, producers=producers, pid=pid, meta=meta)
         meta.pending = fut
-        return PendingAppend(index, plog, fut, lat)
+        return PendingAppend(index, plog, fut, lat, settled=settled)
 
     def _verify(self, txn_id: str, pid: int, epoch: int, key: Key, v: int) -> int:
         """KIP-890 part 1: is this partition in the producer's ongoing transaction? The codes as
@@ -322,11 +343,10 @@ class ProduceHandler:
         producers: PartitionProducers | None = None,
         pid: int = -1,
         meta: BatchMeta | None = None,
-    ) -> asyncio.Future[Any]:
+    ) -> tuple[asyncio.Future[Any], Settled]:
         # Queued in the appender now (no task per partition), so batches reach the log in the order
         # they were checked. The checked view, not the bytes: the log then trusts its CRC and
         # header (check_batch verified them) instead of computing the CRC again.
-        fut = self.state.appender.append_future(plog, view, log_append_time_ms=lat if lat >= 0 else None)
         size = view.size
 
         def done(f: asyncio.Future[Any]) -> None:
@@ -340,8 +360,12 @@ class ProduceHandler:
                 self.producer_states.snapshot_if_due(plog, producers)
             self.wake(key, size)
 
-        fut.add_done_callback(done)
-        return fut
+        # The partition's fetches are woken before the request is answered (its callback comes next).
+        settled = Settled(done)
+        fut = self.state.appender.append_future(
+            plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=settled
+        )
+        return fut, settled
 
     def _finish_produce(
         self, req: Request, acks: int, results: list[tuple[str, list[dict[str, Any] | PendingAppend]]]
@@ -350,7 +374,8 @@ class ProduceHandler:
         None returned, as a parked Fetch is (no coroutine, task or dispatcher callback per request:
         three loop callbacks fewer on the hot path). With nothing to wait for, a done future of the
         answer."""
-        waiting = [part.future for _, parts in results for part in parts if not isinstance(part, dict) and part.future]
+        pending = [part for _, parts in results for part in parts if not isinstance(part, dict) and part.future]
+        waiting = [part.future for part in pending]
         if not waiting:  # every partition refused or a duplicate already written
             answer: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
             answer.set_result(self._produce_answer(req, acks, results))
@@ -375,8 +400,11 @@ class ProduceHandler:
             if response is not None:
                 req.respond(response)
 
-        for f in waiting:
-            f.add_done_callback(one_done)
+        for part in pending:
+            if part.settled is not None:
+                part.settled.callbacks.append(one_done)
+            else:
+                part.future.add_done_callback(one_done)  # type: ignore[union-attr]
         return None
 
     def _produce_answer(

@@ -572,6 +572,8 @@ async def test_failed_write_is_taken_back_so_the_retry_is_in_sequence(h: Harness
         if calls["n"] == 1:
             fut = asyncio.get_running_loop().create_future()
             fut.set_exception(StorageError("disk on fire"))
+            if kw.get("on_settled") is not None:  # as the appender settles a failed write
+                asyncio.get_running_loop().call_soon(kw["on_settled"], fut)
             return fut
         return real(plog, item, **kw)
 

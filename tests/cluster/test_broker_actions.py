@@ -274,3 +274,35 @@ def test_leader_epochs_survive_a_restart_of_the_daemon(tmp_path: Any, unique: st
             client.close()
     finally:
         cluster.stop()
+
+
+def test_a_fetch_parked_on_a_broker_that_loses_the_partition_is_answered_at_once(tmp_path: Any, unique: str) -> None:
+    # Kafka's DelayedFetch.tryComplete, case B: a broker that is no longer the leader of a partition
+    # a parked fetch reads answers it at once, with NOT_LEADER_OR_FOLLOWER and the new leader; left
+    # parked it waited out its max wait (franz-go asks for 5 s) before the client learnt of the move.
+    from tests.broker.test_fetch_parking import free_port, parked_gauge, wait_gauge
+    from tests.cluster.test_cluster_metadata import _fetch
+
+    metrics = free_port()
+    with GroupdBroker(tmp_path / "data", brokers=3, metrics_port=metrics) as cluster:
+        topic = f"moved-{unique}"
+        create_topic(cluster, topic, partitions=1, replication=3)
+        ((home, _),) = leaders(cluster, topic).values()
+        cluster.stop_broker(home)
+        cluster.start_broker(home)  # the partition stays with the broker it moved to
+        ((away, epoch),) = leaders(cluster, topic).values()
+        assert away != home
+        client = RawClient(port_of(cluster, away), timeout=30)
+        try:
+            body = _fetch(topic, [(0, epoch)])
+            body["max_wait_ms"] = 120_000
+            corr = client.send("Fetch", 12, body)
+            wait_gauge(metrics, 1)
+            assert cluster.rebalance_leaders()["leaders_moved"] >= 1  # ours back to its preferred leader
+            (part,) = client.receive("Fetch", 12, corr)["responses"][0]["partitions"]
+            assert (part["partition_index"], part["error_code"]) == (0, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            assert part["current_leader"] == {"leader_id": home, "leader_epoch": epoch + 1}
+            assert part["records"] == b""
+            assert parked_gauge(metrics) == 0
+        finally:
+            client.close()

@@ -235,3 +235,41 @@ async def test_nothing_after_a_close_after_write_request_is_dispatched() -> None
     await _turn()
     assert closing.dispatched == 1
     assert t.written_bytes == 8 and conn.closed
+
+
+async def test_an_answer_ready_outside_a_read_is_written_at_once() -> None:
+    # A parked request answered later (an append settled, a fetch woken) has nothing to share its
+    # write with: it goes out from inside the answer, not from the loop's next iteration (issue 29
+    # item 4). The frames held behind it still wait for the loop: never dispatched from inside the
+    # handler that answered (the appender's settling loop, a fetch wake-up).
+    park = Parking()
+    server = Server(park, idle_timeout_ms=0)
+    conn, t = _connect(server)
+    conn.data_received(_frame(16, 0) + _frame(16, 1))
+    assert len(park.requests) == 1
+    park.answer_all()
+    assert t.written_bytes == 8
+    assert len(park.requests) == 0
+    await _turn()
+    assert len(park.requests) == 1  # the held one's turn came
+    # Nothing held: the connection is unblocked at once, the next frame read is dispatched at once.
+    park.answer_all()
+    assert t.written_bytes == 16
+    conn.data_received(_frame(16, 2))
+    assert len(park.requests) == 1 and t.reading
+
+
+async def test_an_answer_that_cannot_be_written_closes_its_connection_not_the_answerer() -> None:
+    # Written from inside whoever answered (another connection's JoinGroup, the appender's
+    # settling loop): a transport that raises closes this connection and nothing else.
+    park = Parking()
+    server = Server(park, idle_timeout_ms=0)
+    conn, t = _connect(server)
+    conn.data_received(_frame(16, 0))
+
+    def broken(data: bytes) -> None:
+        raise RuntimeError("unable to perform operation: the handler is closed")
+
+    t.write = broken  # type: ignore[method-assign]
+    park.answer_all()  # does not raise
+    assert conn.closed

@@ -325,3 +325,61 @@ async def test_appends_with_different_log_append_times_keep_queue_order(tmp_path
     assert [(r[0], r[2]) for r in plog.iter_records()] == [(i, b"k%d" % i) for i in range(5)]
     await appender.close()
     plog.close()
+
+
+@pytest.mark.parametrize("policy", ["never", "interval:60000", "always"])
+async def test_on_settled_runs_in_the_drain_that_wrote_the_append(tmp_path, policy):
+    # Produce answers its request and wakes the partition's parked fetches from on_settled: in the
+    # loop iteration of the write, not from the next one as a done callback (issue 29 item 4: under
+    # load every iteration first reads every ready connection). The marker is queued right behind
+    # the drain: it runs in the drain's iteration, after it; a done callback runs after the marker.
+    plogs = [PartitionLog.open(tmp_path / f"t-{p}", small_config()) for p in range(2)]
+    appender = Appender(policy)
+    order: list[str] = []
+    heard: list[int] = []
+    appender.add_listener(lambda log, end: heard.append(end))
+
+    def hook(i: int):
+        # every write of the drain is done and heard of before any caller's hook runs
+        return lambda f: order.append(f"hook {i} {f.result()} {sorted(heard)}")
+
+    futures = [appender.append_future(plogs[i % 2], rec(i), on_settled=hook(i)) for i in range(4)]
+    futures[0].add_done_callback(lambda f: order.append("done callback"))
+    if policy == "always":  # written and fsynced in the executor: settled when that job ends
+        # (one job per partition: each partition's callers are settled when its own job ends)
+        await asyncio.gather(*futures)
+        hooks = [h.rsplit(" [", 1)[0] for h in order if h.startswith("hook")]
+        assert sorted(hooks) == [f"hook {i} {(i // 2, i // 2)}" for i in range(4)]
+        assert order.index("done callback") > 0  # future 0's hook ran first
+    else:
+        asyncio.get_running_loop().call_soon(order.append, "marker")
+        await asyncio.sleep(0)
+        # partition by partition, each in queue order
+        assert order[:4] == [f"hook {i} {(i // 2, i // 2)} [2, 2]" for i in (0, 2, 1, 3)]
+        assert order[4:] == ["marker"]
+        await asyncio.sleep(0)
+        assert order[5:] == ["done callback"]  # an ordinary future's callbacks keep asyncio's timing
+    await appender.close()
+    for plog in plogs:
+        plog.close()
+
+
+async def test_a_failing_on_settled_hook_is_logged_and_the_others_still_run(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    appender = Appender("never")
+    ran: list[object] = []
+    futures = [
+        appender.append_future(plog, rec(0), on_settled=lambda f: 1 / 0),
+        appender.append_future(plog, [], on_settled=lambda f: ran.append(type(f.exception()))),
+        appender.append_future(plog, rec(2), on_settled=lambda f: ran.append(f.result())),
+    ]
+    await asyncio.gather(*futures, return_exceptions=True)
+    assert ran == [ValueError, (1, 1)]
+    await appender.close()
+    # a closed appender fails the append and still calls its hook, once the caller has returned
+    late: list[object] = []
+    fut = appender.append_future(plog, rec(3), on_settled=lambda f: late.append(type(f.exception())))
+    assert late == []
+    await asyncio.sleep(0)
+    assert late == [StorageError] and fut.done()
+    plog.close()
