@@ -1015,7 +1015,9 @@ class PartitionLog:
         after_write: Callable[[], None] | None = None,
     ) -> list:
         """Append many items with one write: each item is a list of records, a client's raw
-        batch bytes, or a `BatchView` of one batch whose CRC and header the caller has checked. Returns one result per item, in order: (base_offset, last_offset), or the
+        batch bytes, a `BatchView` of one batch whose CRC and header the caller has checked, or an
+        `OwnBatch` (our encoder's: only its size is checked). Returns one result per item, in
+        order: (base_offset, last_offset), or the
         exception that item alone earned (CorruptRecordError, RecordTooLargeError, ValueError...).
 
         Blocking, and safe to call from a worker thread. Planning, the write, `after_write` (e.g.
@@ -1120,7 +1122,15 @@ class PartitionLog:
             if isinstance(item, rec.BatchView | bytes | bytearray | memoryview):
                 flush_pending()
                 try:
-                    if isinstance(item, rec.BatchView):
+                    if isinstance(item, rec.OwnBatch):
+                        # Our own encoder's batch (the coordinator's commit): nothing to walk.
+                        raw = item.buffer
+                        views = [item]
+                        if item.size > self.config.max_message_bytes:
+                            raise RecordTooLargeError(
+                                f"batch of {item.size} bytes exceeds max_message_bytes {self.config.max_message_bytes}"
+                            )
+                    elif isinstance(item, rec.BatchView):
                         # One batch whose CRC and header the caller checked (Produce's check_batch,
                         # which answers in Kafka's order): its CRC is not computed a second time.
                         raw = item.buffer
