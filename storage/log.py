@@ -549,6 +549,7 @@ class PartitionLog:
             Segment(self.path, bases[0], self._ops, create=True).close()
             fsync_dir(self.path, self._ops)
         self._recovery_point = self._read_recovery_point()
+        self._rp_file: _Fd | None = None  # RECOVERY_POINT_FILE, opened by its first write
         segments = []
         for i, base in enumerate(bases):
             seg = Segment(self.path, base, self._ops)
@@ -636,16 +637,24 @@ class PartitionLog:
         body = struct.pack(">qqq", *point)
         data = body + struct.pack(">I", rec._crc32c(body))
         try:
-            fd = os.open(self.path / RECOVERY_POINT_FILE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                _pwrite_all(self._ops, fd, data, 0)
-            finally:
-                os.close(fd)
+            # The file stays open: under ``--fsync always`` every append's flush moves the point,
+            # and an open + close around each 28-byte write were two of its five syscalls.
+            f = self._rp_file
+            if f is None:
+                f = self._rp_file = _Fd(self.path / RECOVERY_POINT_FILE, os.O_WRONLY | os.O_CREAT)
+            _pwrite_all(self._ops, f.fd, data, 0)
         except OSError as exc:
+            self._close_recovery_point()
             # The data itself is safe; only a later crash recovery will scan further back.
             log.warning("storage.recovery_point.write_failed", path=str(self.path), error=str(exc))
             return
         self._recovery_point = point
+
+    def _close_recovery_point(self) -> None:
+        f, self._rp_file = self._rp_file, None
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
 
     def _recover_active(self, seg: Segment, clean: bool, point: tuple[int, int, int] | None) -> None:
         # Below the recovery point nothing is truncated: those bytes were durable (see the module
@@ -1334,12 +1343,14 @@ class PartitionLog:
                 self._closed = True
                 for s in self._segments:
                     s.close()
+                self._close_recovery_point()
 
     def abandon(self) -> None:
         """Drop file handles without a clean-shutdown marker (tests simulate a crash with it)."""
         self._closed = True
         for s in self._segments:
             s.close()
+        self._close_recovery_point()
 
     # -- damaged batches ----------------------------------------------------------------------
     #

@@ -325,3 +325,30 @@ async def test_appends_with_different_log_append_times_keep_queue_order(tmp_path
     assert [(r[0], r[2]) for r in plog.iter_records()] == [(i, b"k%d" % i) for i in range(5)]
     await appender.close()
     plog.close()
+
+
+async def test_always_answers_after_the_fsync_and_flush_waits_for_the_job_in_flight(tmp_path):
+    """``always`` runs each write+fsync as a bare executor job (no task): a caller is answered
+    only once the fsync that covers it returned, and ``flush``/``close`` wait for such a job."""
+    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_fsync(p: PartitionLog) -> None:
+        entered.set()
+        release.wait(10)
+        p.flush()
+
+    appender = Appender("always", fsync=slow_fsync)
+    first = asyncio.ensure_future(appender.append(plog, rec(0)))
+    second = asyncio.ensure_future(appender.append(plog, rec(1)))
+    await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
+    flushing = asyncio.ensure_future(appender.flush())
+    await asyncio.sleep(0.05)
+    assert not first.done() and not second.done() and not flushing.done()
+    assert plog.log_end_offset == 0  # not visible before its fsync
+    release.set()
+    assert await first == (0, 0) and await second == (1, 1)  # one write, one fsync for both
+    await flushing
+    assert appender.writes == 1
+    await appender.close()
+    plog.close()
