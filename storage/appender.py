@@ -204,9 +204,10 @@ class Appender:
             # bare executor job whose end is one call_soon_threadsafe (a task awaiting
             # run_in_executor cost a task, a chained future and two more loop callbacks per
             # commit, ~40 us of a 350 us commit under ``--fsync always``).
-            loop = asyncio.get_running_loop()
-            for unit in units:
-                self._submit(loop, [unit])
+            # All partitions of a drain in one job: their writes first, then their fsyncs (see
+            # _job), so that the file system commits them together, the group commit a single
+            # partition's queue cannot give when each committer's group has its own partition.
+            self._submit(asyncio.get_running_loop(), units)
         elif self.inline:
             # A write to the page cache costs a few microseconds; the executor hop (future, thread
             # wake-up, self-pipe, GIL hand-over) cost ~150 us per drain of a 50-committer load.
@@ -280,6 +281,8 @@ class Appender:
     def _job(self, units: list) -> list:
         """Executor side: every unit's writes (and fsyncs), each failing on its own."""
         sync = self.policy.mode == "always"
+        if sync and len(units) > 1:
+            return self._synced_job(units)
         observer = self.observer
         out = []
         for plog, _state, groups in units:
@@ -301,6 +304,47 @@ class Appender:
                     observer.write_done(plog, time.perf_counter() - t0, len(entries), ok)
                 unit_results.append(res)
             out.append(unit_results)
+        return out
+
+    def _synced_job(self, units: list) -> list:
+        """``always`` with several partitions: every partition's write (``write_items``), then
+        each one's fsync and only then its data made visible (``finish_items``), so a caller is
+        still answered only after the fsync of its own partition, and a failed fsync still rolls
+        back only that partition's write. A partition with several groups (log-append times)
+        takes the one-by-one path of ``_job``."""
+        observer = self.observer
+        out: list = [None] * len(units)
+        written: list = []  # (unit index, plog, prepared, t0)
+        try:
+            for n, (plog, _state, groups) in enumerate(units):
+                if len(groups) != 1:
+                    continue
+                lat, entries = groups[0]
+                t0 = time.perf_counter()
+                try:
+                    written.append((n, plog, plog.write_items([e[0] for e in entries], log_append_time_ms=lat), t0))
+                except StorageError as exc:
+                    out[n] = [exc]
+                except Exception as exc:  # a bug must fail these callers, not wedge the partition
+                    log.exception("storage.append.crashed", path=str(plog.path))
+                    out[n] = [StorageError(f"append failed: {exc!r}")]
+        finally:
+            # every write_items that returned holds its log's lock until finish_items
+            for n, plog, prepared, t0 in written:
+                try:
+                    res: list | BaseException = plog.finish_items(prepared, partial(self._timed_fsync, plog))
+                except StorageError as exc:
+                    res = exc
+                except Exception as exc:
+                    log.exception("storage.append.crashed", path=str(plog.path))
+                    res = StorageError(f"append failed: {exc!r}")
+                if observer is not None:
+                    ok = not isinstance(res, BaseException)
+                    observer.write_done(plog, time.perf_counter() - t0, len(units[n][2][0][1]), ok)
+                out[n] = [res]
+        for n, unit in enumerate(units):
+            if out[n] is None:
+                out[n] = self._job([unit])[0]
         return out
 
     async def _run_job(self, units: list) -> None:

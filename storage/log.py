@@ -1047,6 +1047,58 @@ class PartitionLog:
                 self._commit(p)
             return p.results
 
+    def write_items(
+        self,
+        items: Sequence[Sequence[rec.RecordInput] | bytes | rec.BatchView],
+        *,
+        log_append_time_ms: int | None = None,
+    ) -> _Prepared:
+        """``append_items``'s first half: plan and write, nothing visible yet, and the log's I/O
+        lock stays held until :meth:`finish_items` (called next, on the same thread, whatever
+        happens). An appender writes several partitions this way, then fsyncs each: their
+        fsyncs follow one another with every write already in the page cache, so the file
+        system commits them together (one journal commit on ext4) instead of one per partition.
+        Raises StorageError (nothing written, the lock released) like ``append_items``."""
+        self._io_lock.acquire()
+        try:
+            self._check_open()
+            epoch = self._append_epoch()
+            p = self._prepare(items, log_append_time_ms=log_append_time_ms, leader_epoch=epoch)
+            if p.data:
+                try:
+                    self._execute(p)
+                except StorageError:
+                    self._abort(p)
+                    raise
+            return p
+        except BaseException:
+            self._io_lock.release()
+            raise
+
+    def finish_items(self, p: _Prepared, sync: Callable[[], None] | None = None) -> list:
+        """``append_items``'s second half: ``sync`` (the fsync), then the write made visible;
+        if ``sync`` fails the write is truncated away and StorageError raised, as
+        ``append_items`` does. Releases the lock :meth:`write_items` took."""
+        try:
+            if p.data:
+                if sync is not None:
+                    target = p.new_segment if p.roll_base is not None else p.target
+                    assert target is not None
+                    try:
+                        sync()
+                    except OSError as exc:
+                        self._undo_write(target, p.position)
+                        self._abort(p)
+                        raise StorageError(f"write to {target.log_path} failed: {exc}") from exc
+                    except StorageError:
+                        self._undo_write(target, p.position)
+                        self._abort(p)
+                        raise
+                self._commit(p)
+            return p.results
+        finally:
+            self._io_lock.release()
+
     def _check_client_batches(self, raw: bytes) -> list[rec.BatchView]:
         views = list(rec.iter_batches(raw, strict=True))
         if not views:
