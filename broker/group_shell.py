@@ -40,7 +40,7 @@ from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog
 from groupd.storage.markers import end_txn_marker_batch, parse_end_txn_marker
-from groupd.storage.records import BatchView, TxnBatch, build_batch, iter_records
+from groupd.storage.records import OwnBatch, TxnBatch, build_batch, iter_records
 
 from .coordinator_shell import CoordinatorShell, wall_ms
 
@@ -211,15 +211,15 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
             batch = build_batch(
                 records, producer_id=append.producer_id, producer_epoch=append.producer_epoch, transactional=True
             )
-            await self.appender.append(plog, batch)
+            await self.appender.append_future(plog, OwnBatch(batch))
         elif append.batch is not None:
             # An OffsetCommit built in C: one batch, its CRC computed there. A batch the partition's
             # max.message.bytes refuses goes as records instead (the log builds an unchecked batch
             # of its own records: a giant commit is written, as before).
             if len(append.batch) <= plog.config.max_message_bytes:
-                # a BatchView: the log takes its CRC as checked (computed in C a moment ago) and
-                # only walks its record framing, as it does for a produced batch checked once
-                await self.appender.append_future(plog, BatchView(append.batch))
+                # our encoder's batch: the log neither re-computes its CRC nor walks its records
+                # (a client's batch, bytes from the wire, still gets both)
+                await self.appender.append_future(plog, OwnBatch(append.batch))
             else:
                 await self.appender.append(plog, [(k, v, (), t) for _o, t, k, v in iter_records(append.batch)])
         else:

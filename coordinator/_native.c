@@ -398,7 +398,7 @@ typedef struct {
     PyObject *name;
     Py_ssize_t name_start, name_len; /* UTF-8 bytes in the request */
     int has_count;
-    long long count; /* `topic_partitions(name) or -1` */
+    long long count; /* `topic_partitions(name) or -1` (a dict: `table[name].partitions or -1`) */
     Py_ssize_t parts_pos, nparts;
 } Topic;
 
@@ -466,6 +466,8 @@ static PyObject *new_value(PyTypeObject *type, PyObject *items[5]) {
     return v;
 }
 
+static PyObject *s_partitions; /* interned "partitions", made at import */
+
 static PyObject *build_commit(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t topics_pos, ntopics;
@@ -519,7 +521,22 @@ static PyObject *build_commit(PyObject *self, PyObject *args) {
         tp->name = mkstr(r.buf, tp->name_start, tp->name_len);
         if (!tp->name) goto done;
         if (topic_partitions != Py_None) {
-            PyObject *c = PyObject_CallOneArg(topic_partitions, tp->name);
+            PyObject *c;
+            if (PyDict_CheckExact(topic_partitions)) {
+                /* The registry's own table (name -> topic with a `partitions` int): what its
+                 * partition_count returns, without a Python call per topic. */
+                PyObject *topic = PyDict_GetItemWithError(topic_partitions, tp->name); /* borrowed */
+                if (topic) {
+                    c = PyObject_GetAttr(topic, s_partitions);
+                } else if (PyErr_Occurred()) {
+                    goto done;
+                } else {
+                    c = Py_None;
+                    Py_INCREF(c);
+                }
+            } else {
+                c = PyObject_CallOneArg(topic_partitions, tp->name);
+            }
             if (!c) goto done;
             int truth = PyObject_IsTrue(c);
             if (truth < 0) {
@@ -716,7 +733,8 @@ static PyMethodDef methods[] = {
     {"build_commit", build_commit, METH_VARARGS,
      "build_commit(frame, topics_pos, topic_count, version, topic_partitions, validate, group_id, max_metadata, "
      "now, value_type, key_cache) -> (code, response body, ok positions, batch or None, {(topic, partition): value}) "
-     "or None (the Python path)."},
+     "or None (the Python path). topic_partitions: None, a callable name -> count or None, or a dict "
+     "name -> object with an int `partitions`."},
     {"crc32c", py_crc32c, METH_VARARGS, "crc32c(data) -> the CRC-32C of data (as Kafka's record batches use)."},
     {NULL, NULL, 0, NULL},
 };
@@ -725,6 +743,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, 
 
 PyMODINIT_FUNC PyInit__native(void) {
     crc_init();
+    s_partitions = PyUnicode_InternFromString("partitions");
+    if (!s_partitions) return NULL;
 #ifdef HAVE_HW_CRC
     __builtin_cpu_init();
     hw_crc = __builtin_cpu_supports("sse4.2") && !getenv("GROUPD_NATIVE_NO_HW_CRC");

@@ -231,9 +231,22 @@ def parse_body_for(version: int) -> Callable[[bytes, int], tuple[dict[str, Any],
     return parse_body
 
 
+def partition_table(topic_partitions: Callable[[str], int | None] | None) -> Any:
+    """What :func:`build` passes to C for ``topic_partitions``: the registry's table itself when
+    the callable says it only reads one (``TopicRegistry.partition_count.reads_table``: the name of
+    its owner's dict of topics, each with an int ``partitions``), so that C looks each topic up
+    without a Python call per topic (6% of a 50-committer load's samples); else the callable."""
+    attr = getattr(topic_partitions, "reads_table", None)
+    if attr is not None:
+        table = getattr(getattr(topic_partitions, "__self__", None), attr, None)
+        if type(table) is dict:
+            return table
+    return topic_partitions
+
+
 def build(
     body: CommitBody,
-    topic_partitions: Callable[[str], int | None] | None,
+    topic_partitions: Callable[[str], int | None] | dict[str, Any] | None,
     validate: Callable[[], int],
     group_id: str,
     max_metadata: int,
@@ -283,7 +296,13 @@ def commit(
         return m._commit_group_error(v, gid, generation, member_id, instance_id)
 
     built = build(
-        req, m.topic_partitions, validate, gid, m.config.offset_metadata_max_bytes, m.rt.now, OffsetCommitValue
+        req,
+        partition_table(m.topic_partitions),
+        validate,
+        gid,
+        m.config.offset_metadata_max_bytes,
+        m.rt.now,
+        OffsetCommitValue,
     )
     if built is None:
         return False

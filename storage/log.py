@@ -549,6 +549,7 @@ class PartitionLog:
             Segment(self.path, bases[0], self._ops, create=True).close()
             fsync_dir(self.path, self._ops)
         self._recovery_point = self._read_recovery_point()
+        self._rp_file: _Fd | None = None  # RECOVERY_POINT_FILE, opened by its first write
         segments = []
         for i, base in enumerate(bases):
             seg = Segment(self.path, base, self._ops)
@@ -636,16 +637,24 @@ class PartitionLog:
         body = struct.pack(">qqq", *point)
         data = body + struct.pack(">I", rec._crc32c(body))
         try:
-            fd = os.open(self.path / RECOVERY_POINT_FILE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                _pwrite_all(self._ops, fd, data, 0)
-            finally:
-                os.close(fd)
+            # The file stays open: under ``--fsync always`` every append's flush moves the point,
+            # and an open + close around each 28-byte write were two of its five syscalls.
+            f = self._rp_file
+            if f is None:
+                f = self._rp_file = _Fd(self.path / RECOVERY_POINT_FILE, os.O_WRONLY | os.O_CREAT)
+            _pwrite_all(self._ops, f.fd, data, 0)
         except OSError as exc:
+            self._close_recovery_point()
             # The data itself is safe; only a later crash recovery will scan further back.
             log.warning("storage.recovery_point.write_failed", path=str(self.path), error=str(exc))
             return
         self._recovery_point = point
+
+    def _close_recovery_point(self) -> None:
+        f, self._rp_file = self._rp_file, None
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
 
     def _recover_active(self, seg: Segment, clean: bool, point: tuple[int, int, int] | None) -> None:
         # Below the recovery point nothing is truncated: those bytes were durable (see the module
@@ -1015,7 +1024,9 @@ class PartitionLog:
         after_write: Callable[[], None] | None = None,
     ) -> list:
         """Append many items with one write: each item is a list of records, a client's raw
-        batch bytes, or a `BatchView` of one batch whose CRC and header the caller has checked. Returns one result per item, in order: (base_offset, last_offset), or the
+        batch bytes, a `BatchView` of one batch whose CRC and header the caller has checked, or an
+        `OwnBatch` (our encoder's: only its size is checked). Returns one result per item, in
+        order: (base_offset, last_offset), or the
         exception that item alone earned (CorruptRecordError, RecordTooLargeError, ValueError...).
 
         Blocking, and safe to call from a worker thread. Planning, the write, `after_write` (e.g.
@@ -1035,6 +1046,58 @@ class PartitionLog:
                     raise
                 self._commit(p)
             return p.results
+
+    def write_items(
+        self,
+        items: Sequence[Sequence[rec.RecordInput] | bytes | rec.BatchView],
+        *,
+        log_append_time_ms: int | None = None,
+    ) -> _Prepared:
+        """``append_items``'s first half: plan and write, nothing visible yet, and the log's I/O
+        lock stays held until :meth:`finish_items` (called next, on the same thread, whatever
+        happens). An appender writes several partitions this way, then fsyncs each: their
+        fsyncs follow one another with every write already in the page cache, so the file
+        system commits them together (one journal commit on ext4) instead of one per partition.
+        Raises StorageError (nothing written, the lock released) like ``append_items``."""
+        self._io_lock.acquire()
+        try:
+            self._check_open()
+            epoch = self._append_epoch()
+            p = self._prepare(items, log_append_time_ms=log_append_time_ms, leader_epoch=epoch)
+            if p.data:
+                try:
+                    self._execute(p)
+                except StorageError:
+                    self._abort(p)
+                    raise
+            return p
+        except BaseException:
+            self._io_lock.release()
+            raise
+
+    def finish_items(self, p: _Prepared, sync: Callable[[], None] | None = None) -> list:
+        """``append_items``'s second half: ``sync`` (the fsync), then the write made visible;
+        if ``sync`` fails the write is truncated away and StorageError raised, as
+        ``append_items`` does. Releases the lock :meth:`write_items` took."""
+        try:
+            if p.data:
+                if sync is not None:
+                    target = p.new_segment if p.roll_base is not None else p.target
+                    assert target is not None
+                    try:
+                        sync()
+                    except OSError as exc:
+                        self._undo_write(target, p.position)
+                        self._abort(p)
+                        raise StorageError(f"write to {target.log_path} failed: {exc}") from exc
+                    except StorageError:
+                        self._undo_write(target, p.position)
+                        self._abort(p)
+                        raise
+                self._commit(p)
+            return p.results
+        finally:
+            self._io_lock.release()
 
     def _check_client_batches(self, raw: bytes) -> list[rec.BatchView]:
         views = list(rec.iter_batches(raw, strict=True))
@@ -1120,7 +1183,15 @@ class PartitionLog:
             if isinstance(item, rec.BatchView | bytes | bytearray | memoryview):
                 flush_pending()
                 try:
-                    if isinstance(item, rec.BatchView):
+                    if isinstance(item, rec.OwnBatch):
+                        # Our own encoder's batch (the coordinator's commit): nothing to walk.
+                        raw = item.buffer
+                        views = [item]
+                        if item.size > self.config.max_message_bytes:
+                            raise RecordTooLargeError(
+                                f"batch of {item.size} bytes exceeds max_message_bytes {self.config.max_message_bytes}"
+                            )
+                    elif isinstance(item, rec.BatchView):
                         # One batch whose CRC and header the caller checked (Produce's check_batch,
                         # which answers in Kafka's order): its CRC is not computed a second time.
                         raw = item.buffer
@@ -1324,12 +1395,14 @@ class PartitionLog:
                 self._closed = True
                 for s in self._segments:
                     s.close()
+                self._close_recovery_point()
 
     def abandon(self) -> None:
         """Drop file handles without a clean-shutdown marker (tests simulate a crash with it)."""
         self._closed = True
         for s in self._segments:
             s.close()
+        self._close_recovery_point()
 
     # -- damaged batches ----------------------------------------------------------------------
     #

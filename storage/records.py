@@ -72,6 +72,7 @@ __all__ = [
     "TXN_BATCH_END",
     "BadBatch",
     "BatchView",
+    "OwnBatch",
     "Record",
     "RecordInput",
     "TxnBatch",
@@ -351,6 +352,19 @@ class BatchView:
             f"count={self.record_count}, size={self.size}, attributes={self.attributes:#x}, "
             f"max_timestamp={self.max_timestamp}, producer_id={self.producer_id})"
         )
+
+
+class OwnBatch(BatchView):
+    """One batch groupd's own encoder just built (``build_batch``, the coordinator's C commit
+    builder) and handed to the log in the same process: the log appends it after the size check
+    alone, without walking its record framing. Kafka too trusts its coordinators' batches more than
+    a client's (``LogValidator.validateBatch`` checks offsets and record counts only for
+    ``AppendOrigin.CLIENT``; the group coordinator appends as ``AppendOrigin.COORDINATOR``); its
+    re-check of the CRC in ``UnifiedLog.analyzeAndValidateRecords`` is skipped here because these
+    bytes never left memory between the encoder and the log. Never wrap bytes that came from the
+    wire in it: a client's batch is bytes or a plain ``BatchView`` and gets the full check."""
+
+    __slots__ = ()
 
 
 def iter_batches(

@@ -177,6 +177,55 @@ def test_the_batch_is_build_batch_of_the_encoded_records() -> None:
     assert [v.leader_epoch for v in entries.values()] == [-1, 0, 1, 2]
 
 
+class _Topic:
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+
+
+@needs_native
+@settings(max_examples=150, deadline=None)
+@given(version=st.integers(0, 9), topics=topics, valid=st.booleans())
+def test_a_table_of_topics_reads_as_the_callable_does(version: int, topics: list[dict[str, Any]], valid: bool) -> None:
+    """C reads a registry's dict of topics (``native.partition_table``) exactly as it calls
+    ``topic_partitions``: unknown and zero-partition topics alike, the group checked as often."""
+    body = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "topics": topics}
+    table = {name: _Topic(n) for name, n in TOPICS.items()}
+    outs = []
+    for source in (topic_partitions, table):
+        checks: list[int] = []
+
+        def validate(checks: list[int] = checks) -> int:
+            checks.append(1)
+            return 0 if valid else 25
+
+        built = native.build(wire_body(version, body), source, validate, "g", 4096, NOW, OffsetCommitValue)
+        assert built is not None
+        code, response, batch, entries = built
+        outs.append((code, response.payload, batch, entries, len(checks)))
+    assert outs[0] == outs[1]
+
+
+def test_partition_table_is_the_owners_dict_only_when_the_callable_says_so() -> None:
+    class Registry:
+        def __init__(self) -> None:
+            self.topics = {"t": _Topic(3)}
+
+        def partition_count(self, name: str) -> int | None:
+            t = self.topics.get(name)
+            return t.partitions if t else None
+
+        partition_count.reads_table = "topics"  # type: ignore[attr-defined]
+
+        def other(self, name: str) -> int | None:
+            return 1
+
+    r = Registry()
+    assert native.partition_table(r.partition_count) is r.topics
+    assert native.partition_table(r.other) == r.other
+    assert native.partition_table(topic_partitions) is topic_partitions
+    assert native.partition_table(None) is None
+
+
 def _key(group: str, topic: str, partition: int) -> Any:
     from groupd.coordinator.records import OffsetCommitKey
 

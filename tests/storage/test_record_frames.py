@@ -93,6 +93,37 @@ def test_a_checked_view_is_framed_and_sized_but_its_crc_is_not_recomputed(tmp_pa
         plog.close()
 
 
+def test_our_own_batch_is_only_sized_and_a_clients_same_bytes_get_every_check(tmp_path, monkeypatch):
+    """The coordinator's commit batch (``OwnBatch``: built by our encoder a moment before) is
+    appended without a frame walk or CRC check; the size limit still holds, and the same bytes from
+    a client (raw bytes or a checked ``BatchView``) are walked and refused as before."""
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(max_message_bytes=200))
+    walks: list[int] = []
+    real_walk = rec.check_record_frames
+
+    def counting_walk(*args: object) -> None:
+        walks.append(1)
+        real_walk(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rec, "check_record_frames", counting_walk)
+    try:
+        good = rec.build_batch([(b"k", b"v" * 10, (), 5), (None, b"w", (), 6)])
+        big = rec.build_batch([(None, b"x" * 300, (), 5)])
+        assert plog.append_items([rec.OwnBatch(good)]) == [(0, 1)]
+        assert walks == []  # nothing walked
+        (too_big,) = plog.append_items([rec.OwnBatch(big)])
+        assert type(too_big).__name__ == "RecordTooLargeError"
+        mis_framed = _with_count(good, 3)  # CRC right, records do not tile the batch
+        results = plog.append_items([mis_framed, rec.BatchView(mis_framed, 0), good])
+        assert isinstance(results[0], CorruptRecordError)
+        assert isinstance(results[1], CorruptRecordError)
+        assert results[2] == (2, 3)
+        assert walks  # a client's batches were walked
+        assert [r.value for b in plog.iter_batches(0) for r in b.records()] == [b"v" * 10, b"w"] * 2
+    finally:
+        plog.close()
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(RECORD, min_size=1, max_size=20), st.data())
 def test_the_step_table_agrees_with_the_exact_walk(records, data):

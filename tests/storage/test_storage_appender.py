@@ -383,3 +383,92 @@ async def test_a_failing_on_settled_hook_is_logged_and_the_others_still_run(tmp_
     await asyncio.sleep(0)
     assert late == [StorageError] and fut.done()
     plog.close()
+
+
+async def test_always_answers_after_the_fsync_and_flush_waits_for_the_job_in_flight(tmp_path):
+    """``always`` runs each write+fsync as a bare executor job (no task): a caller is answered
+    only once the fsync that covers it returned, and ``flush``/``close`` wait for such a job."""
+    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_fsync(p: PartitionLog) -> None:
+        entered.set()
+        release.wait(10)
+        p.flush()
+
+    appender = Appender("always", fsync=slow_fsync)
+    first = asyncio.ensure_future(appender.append(plog, rec(0)))
+    second = asyncio.ensure_future(appender.append(plog, rec(1)))
+    await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
+    flushing = asyncio.ensure_future(appender.flush())
+    await asyncio.sleep(0.05)
+    assert not first.done() and not second.done() and not flushing.done()
+    assert plog.log_end_offset == 0  # not visible before its fsync
+    release.set()
+    assert await first == (0, 0) and await second == (1, 1)  # one write, one fsync for both
+    await flushing
+    assert appender.writes == 1
+    await appender.close()
+    plog.close()
+
+
+async def test_always_writes_the_partitions_of_a_drain_then_fsyncs_each_and_rolls_back_only_a_failed_one(
+    tmp_path,
+):
+    """Partitions queued in one loop iteration share one job: every write first, then each
+    partition's fsync (the file system commits them together), each answered after its own
+    fsync; a failed fsync rolls back that partition's write alone."""
+    logs = [PartitionLog.open(tmp_path / f"t-{i}", small_config()) for i in range(3)]
+    events: list[str] = []
+
+    class Ops(FileOps):
+        def pwrite(self, fd: int, data, offset: int) -> int:
+            events.append("write")
+            return super().pwrite(fd, data, offset)
+
+    for plog in logs:
+        plog._ops = Ops()
+    sizes = [plog.size_in_bytes for plog in logs]
+
+    def fsync(plog: PartitionLog) -> None:
+        events.append("fsync")
+        assert plog.log_end_offset == 0  # nothing visible before its fsync
+        if plog is logs[1] and events.count("fsync") <= 3:  # its first fsync only
+            raise OSError(errno.EIO, "injected fsync failure")
+        plog.flush()
+
+    appender = Appender("always", fsync=fsync)
+    results = await asyncio.gather(
+        *(appender.append(plog, rec(i)) for i, plog in enumerate(logs)), return_exceptions=True
+    )
+    assert results[0] == (0, 0) and results[2] == (0, 0)
+    assert isinstance(results[1], StorageError)
+    data_writes = [e for e in events if e == "fsync" or e == "write"]
+    assert data_writes.index("fsync") >= 3  # the three log writes came before the first fsync
+    assert events.count("fsync") == 3
+    assert logs[1].log_end_offset == 0 and os.path.getsize(logs[1].active_segment.log_path) == sizes[1]
+    assert await appender.append(logs[1], rec(7)) == (0, 0)  # its lock was released
+    await appender.close()
+    assert [[r[2] for r in plog.iter_records()] for plog in logs] == [[b"k0"], [b"k7"], [b"k2"]]
+    for plog in logs:
+        plog.close()
+
+
+async def test_always_with_its_executor_gone_fails_every_caller_and_runs_their_hooks(tmp_path):
+    # A job that cannot be submitted (executor shut down) fails its callers at once and still runs
+    # their on_settled hooks (the merge of the hooks with the bare executor jobs passed futures
+    # where entries were expected: the callers were never answered).
+    from concurrent.futures import ThreadPoolExecutor
+
+    plog = PartitionLog.open(tmp_path / "t-0", small_config())
+    executor = ThreadPoolExecutor(1)
+    executor.shutdown()
+    appender = Appender("always", executor=executor)
+    heard: list[object] = []
+    futures = [
+        appender.append_future(plog, rec(i), on_settled=lambda f: heard.append(type(f.exception()))) for i in range(2)
+    ]
+    done, _ = await asyncio.wait(futures, timeout=5)
+    assert len(done) == 2 and all(isinstance(f.exception(), StorageError) for f in futures)
+    assert heard == [StorageError, StorageError]
+    plog.close()
