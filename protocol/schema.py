@@ -19,17 +19,24 @@ from struct import error as struct_error
 from typing import Any
 
 from construct import Construct
+from groupd.protocol.frozen import frozen_record
 
 from . import _rt
 from . import primitives as p
 
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
+
 _UNSET: Any = object()
 
 
-@dataclass(frozen=True)
+@frozen_record
 class VersionRange:
     low: int
     high: int | None  # None = open ended
+
+    def __init__(self, low: int, high: int | None) -> None:
+        _set(self, "low", low)
+        _set(self, "high", high)
 
     @classmethod
     def parse(cls, spec: str | None) -> VersionRange:
@@ -71,7 +78,7 @@ _SCALARS: dict[str, tuple[Construct, Any]] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen_record
 class Field:
     """One field of a message, in the vocabulary of Kafka's JSON message specs."""
 
@@ -86,6 +93,28 @@ class Field:
     tagged: str | None = None  # taggedVersions
     fields: tuple[Field, ...] = ()
     flexible: str | None = None  # field-level flexibleVersions override (only "none" is used by Kafka)
+
+    def __init__(
+        self,
+        name: str,
+        type: str,
+        versions: str = "0+",
+        nullable: str | None = None,
+        default: Any = _UNSET,
+        tag: int | None = None,
+        tagged: str | None = None,
+        fields: tuple[Field, ...] = (),
+        flexible: str | None = None,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "type", type)
+        _set(self, "versions", versions)
+        _set(self, "nullable", nullable)
+        _set(self, "default", default)
+        _set(self, "tag", tag)
+        _set(self, "tagged", tagged)
+        _set(self, "fields", fields)
+        _set(self, "flexible", flexible)
 
     def exists_in(self, v: int) -> bool:
         return v in VersionRange.parse(self.versions)

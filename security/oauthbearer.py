@@ -35,7 +35,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from groupd.protocol.frozen import frozen_record
+
 from .scram import SaslError
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 _SEP = "\x01"
 # OAuthBearerClientInitialResponse's grammar (Java's [\x01-\x7F&&[^=,]] written out).
@@ -78,7 +82,7 @@ class Token:
     claims: dict[str, Any] = field(repr=False)
 
 
-@dataclass(frozen=True)
+@frozen_record
 class UnsecuredValidator:
     """``OAuthBearerUnsecuredValidatorCallbackHandler`` with its four JAAS options."""
 
@@ -87,6 +91,20 @@ class UnsecuredValidator:
     required_scope: tuple[str, ...] = ()
     clock_skew_ms: int = 0
     clock: Callable[[], float] = time.time
+
+    def __init__(
+        self,
+        principal_claim: str = "sub",
+        scope_claim: str = "scope",
+        required_scope: tuple[str, ...] = (),
+        clock_skew_ms: int = 0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        _set(self, "principal_claim", principal_claim)
+        _set(self, "scope_claim", scope_claim)
+        _set(self, "required_scope", required_scope)
+        _set(self, "clock_skew_ms", clock_skew_ms)
+        _set(self, "clock", clock)
 
     @classmethod
     def from_settings(cls, s: OAuthBearerSettings) -> UnsecuredValidator:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from groupd.protocol.frozen import frozen_record
 
 from ..coordinator.runtime import CoordinatorRuntime
 from ..protocol.partitioning import coordinator_partition
@@ -57,6 +58,8 @@ from .records import (
     TransactionState,
 )
 from .state import SHORT_MAX, IllegalTransactionTransition, TransactionMetadata, is_epoch_exhausted
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 S = TransactionState
 E = TxnError
@@ -78,7 +81,7 @@ HANDLED_APIS = (
 _FIRST_VERSION_WITH_PRODUCER_FENCED = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2}
 
 
-@dataclass(frozen=True)
+@frozen_record
 class TransactionConfig:
     """Kafka's ``TransactionStateManagerConfig``/``TransactionLogConfig`` defaults."""
 
@@ -89,6 +92,20 @@ class TransactionConfig:
     # The finalized transaction.version feature (Kafka 4.x: 2, TransactionVersion.LATEST_PRODUCTION):
     # the version of the coordinator's own aborts, and what ApiVersions reports.
     transaction_version: int = 2
+
+    def __init__(
+        self,
+        transaction_max_timeout_ms: int = 900_000,
+        transactional_id_expiration_ms: int = 604_800_000,
+        transaction_state_partitions: int = 50,
+        offsets_topic_partitions: int = 50,
+        transaction_version: int = 2,
+    ) -> None:
+        _set(self, "transaction_max_timeout_ms", transaction_max_timeout_ms)
+        _set(self, "transactional_id_expiration_ms", transactional_id_expiration_ms)
+        _set(self, "transaction_state_partitions", transaction_state_partitions)
+        _set(self, "offsets_topic_partitions", offsets_topic_partitions)
+        _set(self, "transaction_version", transaction_version)
 
 
 def partition_for(transactional_id: str, num_partitions: int = 50) -> int:
@@ -106,7 +123,7 @@ class Append:
     records: list[Record]
 
 
-@dataclass(frozen=True)
+@frozen_record
 class WriteMarkers:
     """Write a COMMIT (``committed``) or ABORT control batch with this producer id and epoch to every
     partition (Kafka's ``TransactionMarkerChannelManager.addTxnMarkersToSend``); then call
@@ -117,6 +134,20 @@ class WriteMarkers:
     producer_epoch: int
     committed: bool
     partitions: frozenset[TopicPartition]
+
+    def __init__(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        partitions: frozenset[TopicPartition],
+    ) -> None:
+        _set(self, "transactional_id", transactional_id)
+        _set(self, "producer_id", producer_id)
+        _set(self, "producer_epoch", producer_epoch)
+        _set(self, "committed", committed)
+        _set(self, "partitions", partitions)
 
 
 @dataclass

@@ -11,6 +11,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from groupd.protocol.frozen import frozen_record
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
+
 NO_PRODUCER_ID = -1  # RecordBatch.NO_PRODUCER_ID
 NO_PRODUCER_EPOCH = -1  # RecordBatch.NO_PRODUCER_EPOCH
 
@@ -57,9 +61,12 @@ _NAMES = {
 _BY_NAME = {name: state for state, name in _NAMES.items()}
 
 
-@dataclass(frozen=True)
+@frozen_record
 class TransactionLogKey:
     transactional_id: str
+
+    def __init__(self, transactional_id: str) -> None:
+        _set(self, "transactional_id", transactional_id)
 
     @property
     def version(self) -> int:

@@ -8,8 +8,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from groupd.protocol.frozen import frozen_record
 
-@dataclass(frozen=True)
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
+
+
+@frozen_record
 class ConsumerGroupConfig:
     """Kafka's ``GroupCoordinatorConfig`` consumer-group settings, at Kafka's defaults."""
 
@@ -24,6 +28,24 @@ class ConsumerGroupConfig:
     # Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS (a constant there): at most one resolution of a
     # group's regular expressions per interval
     regex_refresh_interval_ms: int = 10000
+
+    def __init__(
+        self,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 5000,
+        max_size: int = 2**31 - 1,
+        assignors: tuple[str, ...] = ("uniform", "range"),
+        migration_policy: str = "bidirectional",
+        classic_max_size: int = 2**31 - 1,
+        regex_refresh_interval_ms: int = 10000,
+    ) -> None:
+        _set(self, "session_timeout_ms", session_timeout_ms)
+        _set(self, "heartbeat_interval_ms", heartbeat_interval_ms)
+        _set(self, "max_size", max_size)
+        _set(self, "assignors", assignors)
+        _set(self, "migration_policy", migration_policy)
+        _set(self, "classic_max_size", classic_max_size)
+        _set(self, "regex_refresh_interval_ms", regex_refresh_interval_ms)
 
     @property
     def upgrade_enabled(self) -> bool:

@@ -11,6 +11,8 @@ import enum
 import uuid
 from dataclasses import dataclass, field, replace
 
+from groupd.protocol.frozen import frozen_record
+
 from .. import errors
 from .member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember, MemberState, Partitions, from_tuple
 from .records import (
@@ -32,6 +34,8 @@ from .records import (
     TopicMetadata,
 )
 
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
+
 
 class ConsumerGroupState(enum.Enum):
     """``ConsumerGroup.ConsumerGroupState`` (the names DescribeGroups/ListGroups give)."""
@@ -46,11 +50,16 @@ class IllegalRecord(Exception):
     """A record that cannot follow the state it is applied to (Kafka's IllegalStateException in replay)."""
 
 
-@dataclass(frozen=True)
+@frozen_record
 class ResolvedRegex:
     topics: frozenset[str]
     version: int
     timestamp: int
+
+    def __init__(self, topics: frozenset[str], version: int, timestamp: int) -> None:
+        _set(self, "topics", topics)
+        _set(self, "version", version)
+        _set(self, "timestamp", timestamp)
 
 
 @dataclass

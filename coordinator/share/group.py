@@ -17,6 +17,8 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 
+from groupd.protocol.frozen import frozen_record
+
 from .records import (
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupCurrentMemberAssignmentValue,
@@ -33,6 +35,8 @@ from .records import (
     ShareRecord,
     TopicPartitionsTuple,
 )
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 PROTOCOL_TYPE = "share"  # ShareGroup.PROTOCOL_TYPE, what ListGroups reports
 JOIN_GROUP_MEMBER_EPOCH = 0
@@ -85,7 +89,7 @@ class ShareGroupMember:
         )
 
 
-@dataclass(frozen=True)
+@frozen_record
 class InitValue:
     """``ShareGroup.InitMapValue``: a topic's share partitions in one state, and when it got there
     (the time of replay, as Kafka's: not persisted)."""
@@ -93,6 +97,11 @@ class InitValue:
     name: str
     partitions: frozenset[int]
     timestamp: int
+
+    def __init__(self, name: str, partitions: frozenset[int], timestamp: int) -> None:
+        _set(self, "name", name)
+        _set(self, "partitions", partitions)
+        _set(self, "timestamp", timestamp)
 
 
 @dataclass
