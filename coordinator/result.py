@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from groupd.protocol.frozen import mutable_record
+
 from .records import Record
 
 
-@dataclass
+@mutable_record
 class Append:
     """Records the shell must append, in order, to ``__consumer_offsets`` partition ``partition``.
 
@@ -26,6 +28,22 @@ class Append:
     # An end-transaction marker instead of records: (committed, coordinator epoch) of
     # ``producer_id``'s transaction (``storage.markers.end_txn_marker_batch``).
     marker: tuple[bool, int] | None = None
+
+    def __init__(
+        self,
+        token: int,
+        partition: int,
+        records: list[Record],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        marker: tuple[bool, int] | None = None,
+    ) -> None:
+        self.token = token
+        self.partition = partition
+        self.records = records
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.marker = marker
 
 
 @dataclass

@@ -1,13 +1,16 @@
-"""``frozen_record``: what ``@dataclass(frozen=True)`` gives a value class, without generating code.
+"""``frozen_record`` and ``mutable_record``: what ``@dataclass(frozen=True)`` and ``@dataclass`` give
+a value class, without generating code.
 
-``dataclasses`` writes six methods per frozen class as source text and ``exec``s each one (~0.4 ms
-per class on the CI machine); with ~110 such classes on ``groupd serve``'s import path that was
-~55 ms of a ~200 ms start (issue 26, start-up). Here the class writes its own ``__init__`` (compiled
-once into the ``.pyc``, and as fast as the generated one: ``object.__setattr__`` per field), and
-equality, hashing, ``repr`` and immutability are closures over the field names. The class is still
-a dataclass: ``fields``, ``replace``, ``asdict``, ``is_dataclass`` and ``__match_args__`` work as
-before, and ``__dataclass_params__`` says frozen. Lowest floor, so that every layer can use it; it
-knows nothing of what the classes mean.
+``dataclasses`` writes each method as source text and ``exec``s it (six per frozen class, three
+per mutable one: ~0.4 ms per class on the CI machine); with ~110 dataclasses on ``groupd serve``'s
+import path that was ~55 ms of a ~200 ms start (issue 26, start-up). Here the class writes its own
+``__init__`` (compiled once into the ``.pyc`` and as fast as the generated one: ``object.__setattr__``
+per field when frozen, ``self.field = field`` otherwise, ``DEFAULT_FACTORY`` where the field has a
+default factory), and equality, hashing, ``repr`` and immutability are closures over the field
+names. The class is still a dataclass: ``fields``, ``replace``, ``asdict``, ``is_dataclass`` and
+``__match_args__`` work as before, and ``__dataclass_params__`` says what the decorator did. The
+``__init__`` is checked against the declared fields and defaults when the class is made. Lowest
+floor, so that every layer can use it; it knows nothing of what the classes mean.
 """
 
 from __future__ import annotations
@@ -18,6 +21,16 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 T = TypeVar("T", bound=type)
+
+
+class _Factory:
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+# The default of a field with a default_factory in a hand-written __init__ (as in the generated
+# one): ``self.users = {} if users is DEFAULT_FACTORY else users``.
+DEFAULT_FACTORY: Any = _Factory()
 
 
 def frozen_record(cls: T) -> T:
@@ -31,15 +44,7 @@ def frozen_record(cls: T) -> T:
     names = tuple(f.name for f in dataclasses.fields(cls))
     _check_init(cls, names)
     fieldset = frozenset(names)
-    values: Callable[[Any], tuple[Any, ...]]
-    if len(names) == 1:
-        one = attrgetter(names[0])
-
-        def values(obj: Any) -> tuple[Any, ...]:
-            return (one(obj),)
-
-    else:
-        values = attrgetter(*names)  # type: ignore[assignment]
+    values = _values(names)
 
     def __eq__(self: Any, other: object) -> bool:
         if other.__class__ is self.__class__:
@@ -63,13 +68,59 @@ def frozen_record(cls: T) -> T:
             raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
         super(cls, self).__delattr__(name)
 
-    for fn in (__eq__, __hash__, __repr__, __setattr__, __delattr__):
-        fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
-        setattr(cls, fn.__name__, fn)
+    _install(cls, (__eq__, __hash__, __repr__, __setattr__, __delattr__))
     # what @dataclass(frozen=True) records (a dataclass subclassing this one must be frozen too)
     params = cls.__dataclass_params__  # type: ignore[attr-defined]
     params.init = params.repr = params.eq = params.frozen = True
     return cls
+
+
+def mutable_record(cls: T) -> T:
+    """``@dataclass``'s (not frozen) behaviour for a class that writes its own ``__init__``
+    (``self.field = field`` each): ``__eq__`` (same class, then the tuple of fields), ``__hash__``
+    None as a mutable dataclass has, ``__repr__``. Still a dataclass (``fields``, ``replace``...)."""
+    if "__init__" not in cls.__dict__:
+        raise TypeError(f"{cls.__qualname__}: mutable_record needs a hand-written __init__")
+    cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    _check_init(cls, names)
+    values = _values(names)
+
+    def __eq__(self: Any, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return values(self) == values(other)
+        return NotImplemented
+
+    def __repr__(self: Any) -> str:
+        inner = ", ".join(f"{n}={v!r}" for n, v in zip(names, values(self), strict=True))
+        return f"{self.__class__.__qualname__}({inner})"
+
+    _install(cls, (__eq__, __repr__))
+    if "__hash__" not in cls.__dict__ or cls.__dict__["__hash__"] is None:
+        cls.__hash__ = None  # type: ignore[assignment]  # what @dataclass(eq=True) does to a mutable class
+    params = cls.__dataclass_params__  # type: ignore[attr-defined]
+    params.init = params.repr = params.eq = True
+    return cls
+
+
+def _values(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    if len(names) == 1:
+        one = attrgetter(names[0])
+
+        def values(obj: Any) -> tuple[Any, ...]:
+            return (one(obj),)
+
+        return values
+    return attrgetter(*names)  # type: ignore[return-value]
+
+
+def _install(cls: type, fns: tuple[Callable[..., Any], ...]) -> None:
+    """Set each method unless the class body defines it (as ``dataclasses`` does)."""
+    for fn in fns:
+        if fn.__name__ in cls.__dict__ and fn.__name__ not in ("__setattr__", "__delattr__"):
+            continue
+        fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
+        setattr(cls, fn.__name__, fn)
 
 
 def _check_init(cls: type, names: tuple[str, ...]) -> None:
@@ -78,11 +129,16 @@ def _check_init(cls: type, names: tuple[str, ...]) -> None:
     init = cls.__dict__["__init__"]
     code = init.__code__
     params = code.co_varnames[1 : code.co_argcount]
-    declared = []
+    declared: list[tuple[bool, Any]] = []  # (from a default_factory, the default or the factory)
     for f in dataclasses.fields(cls):
         if f.default is not dataclasses.MISSING:
-            declared.append(f.default)
+            declared.append((False, f.default))
         elif f.default_factory is not dataclasses.MISSING:
-            declared.append(f.default_factory())
-    if params != names or tuple(declared) != (init.__defaults__ or ()):
+            declared.append((True, f.default_factory))
+    given = init.__defaults__ or ()
+    same = len(declared) == len(given) and all(
+        (g is DEFAULT_FACTORY or (d is tuple and g == ())) if factory else g is d or g == d
+        for (factory, d), g in zip(declared, given, strict=True)
+    )
+    if params != names or not same:
         raise TypeError(f"{cls.__qualname__}.__init__ must take the fields {names} with their defaults")

@@ -19,7 +19,7 @@ from struct import error as struct_error
 from typing import Any
 
 from construct import Construct
-from groupd.protocol.frozen import frozen_record
+from groupd.protocol.frozen import frozen_record, mutable_record
 
 from . import _rt
 from . import primitives as p
@@ -280,7 +280,7 @@ class MessageSchema:
         return c
 
 
-@dataclass
+@mutable_record
 class ApiSchema:
     """A request/response pair as Kafka defines an API: one key, shared valid and flexible versions."""
 
@@ -288,6 +288,12 @@ class ApiSchema:
     name: str
     request: MessageSchema
     response: MessageSchema
+
+    def __init__(self, key: int, name: str, request: MessageSchema, response: MessageSchema) -> None:
+        self.key = key
+        self.name = name
+        self.request = request
+        self.response = response
 
     @property
     def min_version(self) -> int:

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import structlog
+from groupd.protocol.frozen import mutable_record
 
 from . import records as rec
 from .epochs import CHECKPOINT_FILE, CheckpointError, EpochEntry, LeaderEpochCache, epoch_for_offset
@@ -473,12 +474,18 @@ class Damage:
         self.reported = False
 
 
-@dataclass
+@mutable_record
 class _ScanResult:
     end: int
     next_offset: int
     reason: str | None
     gaps: bool = False
+
+    def __init__(self, end: int, next_offset: int, reason: str | None, gaps: bool = False) -> None:
+        self.end = end
+        self.next_offset = next_offset
+        self.reason = reason
+        self.gaps = gaps
 
 
 class PartitionLog:

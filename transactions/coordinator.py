@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from groupd.protocol.frozen import frozen_record
+from groupd.protocol.frozen import frozen_record, mutable_record
 
 from ..coordinator.runtime import CoordinatorRuntime
 from ..protocol.partitioning import coordinator_partition
@@ -113,7 +113,7 @@ def partition_for(transactional_id: str, num_partitions: int = 50) -> int:
     return coordinator_partition(transactional_id, num_partitions)
 
 
-@dataclass
+@mutable_record
 class Append:
     """Records to append, in order, to ``__transaction_state`` partition ``partition``; report the
     outcome with ``append_done(now_ms, token, error)``."""
@@ -121,6 +121,11 @@ class Append:
     token: int
     partition: int
     records: list[Record]
+
+    def __init__(self, token: int, partition: int, records: list[Record]) -> None:
+        self.token = token
+        self.partition = partition
+        self.records = records
 
 
 @frozen_record

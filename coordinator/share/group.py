@@ -17,7 +17,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 
-from groupd.protocol.frozen import frozen_record
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record, mutable_record
 
 from .records import (
     ShareGroupCurrentMemberAssignmentKey,
@@ -104,7 +104,7 @@ class InitValue:
         _set(self, "timestamp", timestamp)
 
 
-@dataclass
+@mutable_record
 class StatePartitionMetadata:
     """``ShareGroupStatePartitionMetadataInfo``: which share partitions are being initialized in the
     share-state persister, which are initialized (only those are assigned), which are being deleted."""
@@ -112,6 +112,16 @@ class StatePartitionMetadata:
     initializing: dict[uuid.UUID, InitValue] = field(default_factory=dict)
     initialized: dict[uuid.UUID, InitValue] = field(default_factory=dict)
     deleting: dict[uuid.UUID, str] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        initializing: dict[uuid.UUID, InitValue] = DEFAULT_FACTORY,
+        initialized: dict[uuid.UUID, InitValue] = DEFAULT_FACTORY,
+        deleting: dict[uuid.UUID, str] = DEFAULT_FACTORY,
+    ) -> None:
+        self.initializing = {} if initializing is DEFAULT_FACTORY else initializing
+        self.initialized = {} if initialized is DEFAULT_FACTORY else initialized
+        self.deleting = {} if deleting is DEFAULT_FACTORY else deleting
 
 
 @dataclass

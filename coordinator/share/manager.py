@@ -32,10 +32,10 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from groupd.protocol.frozen import frozen_record
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record, mutable_record
 
 from .. import errors
 from ..consumer.assignor_spec import (
@@ -121,7 +121,7 @@ class RequestError(Exception):
         self.message = message
 
 
-@dataclass
+@mutable_record
 class ShareHeartbeatResult:
     response: dict[str, Any]
     records: list[ShareRecord] = field(default_factory=list)
@@ -129,6 +129,18 @@ class ShareHeartbeatResult:
     # topic id -> (name, partitions); the group epoch they are initialized at
     initialize: dict[uuid.UUID, InitValue] = field(default_factory=dict)
     group_epoch: int = 0
+
+    def __init__(
+        self,
+        response: dict[str, Any],
+        records: list[ShareRecord] = DEFAULT_FACTORY,
+        initialize: dict[uuid.UUID, InitValue] = DEFAULT_FACTORY,
+        group_epoch: int = 0,
+    ) -> None:
+        self.response = response
+        self.records = [] if records is DEFAULT_FACTORY else records
+        self.initialize = {} if initialize is DEFAULT_FACTORY else initialize
+        self.group_epoch = group_epoch
 
 
 def error_response(code: int, message: str | None) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from groupd.protocol._rt import DecodeError
+from groupd.protocol.frozen import mutable_record
 from groupd.protocol.messages.share_records import (
     SHARE_SNAPSHOT_KEY,
     SHARE_SNAPSHOT_TYPE,
@@ -59,13 +60,18 @@ def share_state_partition(key: SharePartitionKey, partitions: int = SHARE_STATE_
     return coordinator_partition(key.coordinator_key(), partitions)
 
 
-@dataclass
+@mutable_record
 class ShareRecord:
     """One ``__share_group_state`` record, decoded. ``value`` None: a tombstone."""
 
     type: int  # SHARE_SNAPSHOT_TYPE or SHARE_UPDATE_TYPE
     key: SharePartitionKey
     value: dict[str, Any] | None
+
+    def __init__(self, type: int, key: SharePartitionKey, value: dict[str, Any] | None) -> None:
+        self.type = type
+        self.key = key
+        self.value = value
 
 
 class ShareRecordError(ValueError):

@@ -10,7 +10,7 @@ import pickle
 import pytest
 from groupd.coordinator.consumer.records import ConsumerGroupMemberMetadataKey, ConsumerGroupMetadataValue
 from groupd.coordinator.records import GroupMetadataValue, MemberMetadata
-from groupd.protocol.frozen import frozen_record
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record, mutable_record
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -130,3 +130,56 @@ def test_the_converted_records_keep_their_dataclass_behaviour() -> None:
     value = GroupMetadataValue("consumer", 1, "range", "m", 0, (member,))
     assert GroupMetadataValue("consumer", 1, "range", "m", 0).members == ()
     assert dataclasses.replace(value, generation=2).members == (member,)
+
+
+@mutable_record
+class Mut:
+    group: str
+    epoch: int = 0
+    members: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def __init__(self, group: str, epoch: int = 0, members: dict[str, int] = DEFAULT_FACTORY) -> None:
+        self.group = group
+        self.epoch = epoch
+        self.members = {} if members is DEFAULT_FACTORY else members
+
+
+@dataclasses.dataclass
+class MutTwin:
+    group: str
+    epoch: int = 0
+    members: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+@given(st.text(max_size=3), st.integers(-3, 3), st.text(max_size=3), st.integers(-3, 3))
+def test_mutable_record_is_a_mutable_dataclass(g1: str, e1: int, g2: str, e2: int) -> None:
+    a, b, ta, tb = Mut(g1, e1), Mut(g2, e2), MutTwin(g1, e1), MutTwin(g2, e2)
+    assert (a == b) == (ta == tb)
+    assert repr(a).removeprefix("Mut") == repr(ta).removeprefix("MutTwin")
+    assert Mut.__hash__ is None and MutTwin.__hash__ is None  # unhashable, as a mutable dataclass
+    assert a.members == {} and a.members is not Mut(g1).members  # a new dict each, as the factory gives
+    a.epoch = e1 + 1
+    assert a == dataclasses.replace(Mut(g1, e1), epoch=e1 + 1)
+    assert dataclasses.asdict(Mut(g1, e1, {"m": 1})) == dataclasses.asdict(MutTwin(g1, e1, {"m": 1}))
+
+
+def test_mutable_record_keeps_a_method_the_class_defines() -> None:
+    @mutable_record
+    class Custom:
+        a: int
+
+        def __init__(self, a: int) -> None:
+            self.a = a
+
+        def __repr__(self) -> str:
+            return "custom"
+
+    assert repr(Custom(1)) == "custom" and Custom(1) == Custom(1)
+    with pytest.raises(TypeError, match="must take the fields"):
+
+        @mutable_record
+        class NoFactory:
+            a: dict[str, int] = dataclasses.field(default_factory=dict)
+
+            def __init__(self, a: dict[str, int] | None = None) -> None:
+                self.a = a or {}
