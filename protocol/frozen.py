@@ -16,6 +16,7 @@ floor, so that every layer can use it; it knows nothing of what the classes mean
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -40,6 +41,8 @@ def frozen_record(cls: T) -> T:
     (``Name(field=value, ...)``) and ``FrozenInstanceError`` on assignment or deletion."""
     if "__init__" not in cls.__dict__:
         raise TypeError(f"{cls.__qualname__}: frozen_record needs a hand-written __init__")
+    if cls.__doc__ is None:
+        cls.__doc__ = _doc(cls)
     cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
     names = tuple(f.name for f in dataclasses.fields(cls))
     _check_init(cls, names)
@@ -81,6 +84,8 @@ def mutable_record(cls: T) -> T:
     None as a mutable dataclass has, ``__repr__``. Still a dataclass (``fields``, ``replace``...)."""
     if "__init__" not in cls.__dict__:
         raise TypeError(f"{cls.__qualname__}: mutable_record needs a hand-written __init__")
+    if cls.__doc__ is None:
+        cls.__doc__ = _doc(cls)
     cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
     names = tuple(f.name for f in dataclasses.fields(cls))
     _check_init(cls, names)
@@ -121,6 +126,23 @@ def _install(cls: type, fns: tuple[Callable[..., Any], ...]) -> None:
             continue
         fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
         setattr(cls, fn.__name__, fn)
+
+
+def _doc(cls: type) -> str:
+    """The docstring ``dataclasses`` gives a class without one, ``Name(field: 'type' = default, ...)``,
+    written from the annotations rather than through ``inspect.signature`` (~70 us a class)."""
+    parts = []
+    for name, ann in inspect.get_annotations(cls).items():
+        if isinstance(ann, str) and ann.startswith(("ClassVar", "typing.ClassVar")):
+            continue
+        part = f"{name}: {inspect.formatannotation(ann)}"
+        default = cls.__dict__.get(name, dataclasses.MISSING)
+        if isinstance(default, dataclasses.Field):
+            default = default.default if default.default is not dataclasses.MISSING else DEFAULT_FACTORY
+        if default is not dataclasses.MISSING:
+            part += f" = {default!r}"
+        parts.append(part)
+    return f"{cls.__name__}({', '.join(parts)})"
 
 
 def _check_init(cls: type, names: tuple[str, ...]) -> None:

@@ -66,6 +66,12 @@ def test_same_equality_hash_and_repr_as_a_frozen_dataclass(a: tuple, b: tuple) -
     assert ra != ta and (ra == a) is False  # another class is never equal, not even a tuple of the fields
 
 
+def test_the_docstring_a_dataclass_gets() -> None:
+    assert Rec.__doc__.removeprefix("Rec") == Twin.__doc__.removeprefix("Twin")  # type: ignore[union-attr]
+    assert Mut.__doc__.removeprefix("Mut") == MutTwin.__doc__.removeprefix("MutTwin")  # type: ignore[union-attr]
+    assert One.__doc__.removeprefix("One") == OneTwin.__doc__.removeprefix("OneTwin")  # type: ignore[union-attr]
+
+
 def test_single_field_hash_and_match_args() -> None:
     assert hash(One("g")) == hash(OneTwin("g"))
     assert One("g") == One("g") and One("g") != One("h")
