@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
-from groupd.protocol.frozen import frozen_record
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record
 
 _set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
@@ -61,12 +61,16 @@ class ConsumerGroupConfig:
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
-@dataclass(frozen=True)
+@frozen_record
 class TopicsImage:
     """The topics that exist (name -> (topic id, partitions)); ``version`` grows with every change."""
 
     version: int = 0
     topics: Mapping[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+
+    def __init__(self, version: int = 0, topics: Mapping[str, tuple[uuid.UUID, int]] = DEFAULT_FACTORY) -> None:
+        _set(self, "version", version)
+        _set(self, "topics", {} if topics is DEFAULT_FACTORY else topics)
 
     def topic_id(self, name: str) -> uuid.UUID | None:
         t = self.topics.get(name)

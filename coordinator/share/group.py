@@ -65,7 +65,7 @@ class IllegalShareRecord(Exception):
     """A record that cannot follow the state it is applied to (Kafka's IllegalStateException in replay)."""
 
 
-@dataclass(frozen=True)
+@frozen_record
 class ShareGroupMember:
     """``ShareGroupMember``: its subscription (names), its epochs and its assigned partitions."""
 
@@ -77,6 +77,26 @@ class ShareGroupMember:
     client_host: str = ""
     subscribed_topic_names: tuple[str, ...] = ()
     assigned: Partitions = field(default_factory=dict)
+
+    def __init__(
+        self,
+        member_id: str,
+        member_epoch: int = 0,
+        previous_member_epoch: int = 0,
+        rack_id: str | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        subscribed_topic_names: tuple[str, ...] = (),
+        assigned: Partitions = DEFAULT_FACTORY,
+    ) -> None:
+        _set(self, "member_id", member_id)
+        _set(self, "member_epoch", member_epoch)
+        _set(self, "previous_member_epoch", previous_member_epoch)
+        _set(self, "rack_id", rack_id)
+        _set(self, "client_id", client_id)
+        _set(self, "client_host", client_host)
+        _set(self, "subscribed_topic_names", subscribed_topic_names)
+        _set(self, "assigned", {} if assigned is DEFAULT_FACTORY else assigned)
 
     def metadata_value(self) -> ShareGroupMemberMetadataValue:
         return ShareGroupMemberMetadataValue(
