@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from groupd.protocol.frozen import mutable_record
+from groupd.protocol.frozen import DEFAULT_FACTORY, mutable_record
 
 from .records import Record
 
@@ -46,12 +46,20 @@ class Append:
         self.marker = marker
 
 
-@dataclass
+@mutable_record
 class Result:
     """Responses to send now, as ``(ctx, response)`` pairs, and appends to perform."""
 
     responses: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
     appends: list[Append] = field(default_factory=list)
+
+    def __init__(
+        self,
+        responses: list[tuple[Any, dict[str, Any]]] = DEFAULT_FACTORY,
+        appends: list[Append] = DEFAULT_FACTORY,
+    ) -> None:
+        self.responses = [] if responses is DEFAULT_FACTORY else responses
+        self.appends = [] if appends is DEFAULT_FACTORY else appends
 
     def extend(self, other: Result) -> None:
         self.responses.extend(other.responses)

@@ -22,6 +22,7 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 T = TypeVar("T", bound=type)
+Getter = Callable[[Any], tuple[Any, ...]]
 
 
 class _Factory:
@@ -44,10 +45,8 @@ def frozen_record(cls: T) -> T:
     if cls.__doc__ is None:
         cls.__doc__ = _doc(cls)
     cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
-    names = tuple(f.name for f in dataclasses.fields(cls))
-    _check_init(cls, names)
+    names, values, hashed, shown, shown_values = _views(cls)
     fieldset = frozenset(names)
-    values = _values(names)
 
     def __eq__(self: Any, other: object) -> bool:
         if other.__class__ is self.__class__:
@@ -55,10 +54,10 @@ def frozen_record(cls: T) -> T:
         return NotImplemented
 
     def __hash__(self: Any) -> int:
-        return hash(values(self))
+        return hash(hashed(self))
 
     def __repr__(self: Any) -> str:
-        inner = ", ".join(f"{n}={v!r}" for n, v in zip(names, values(self), strict=True))
+        inner = ", ".join(f"{n}={v!r}" for n, v in zip(shown, shown_values(self), strict=True))
         return f"{self.__class__.__qualname__}({inner})"
 
     def __setattr__(self: Any, name: str, value: Any) -> None:
@@ -87,9 +86,7 @@ def mutable_record(cls: T) -> T:
     if cls.__doc__ is None:
         cls.__doc__ = _doc(cls)
     cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
-    names = tuple(f.name for f in dataclasses.fields(cls))
-    _check_init(cls, names)
-    values = _values(names)
+    _names, values, _hashed, shown, shown_values = _views(cls)
 
     def __eq__(self: Any, other: object) -> bool:
         if other.__class__ is self.__class__:
@@ -97,7 +94,7 @@ def mutable_record(cls: T) -> T:
         return NotImplemented
 
     def __repr__(self: Any) -> str:
-        inner = ", ".join(f"{n}={v!r}" for n, v in zip(names, values(self), strict=True))
+        inner = ", ".join(f"{n}={v!r}" for n, v in zip(shown, shown_values(self), strict=True))
         return f"{self.__class__.__qualname__}({inner})"
 
     _install(cls, (__eq__, __repr__))
@@ -108,7 +105,22 @@ def mutable_record(cls: T) -> T:
     return cls
 
 
-def _values(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+def _views(cls: type) -> tuple[tuple[str, ...], Getter, Getter, tuple[str, ...], Getter]:
+    """The field names (checked against ``__init__``), and getters of the tuples ``__eq__``,
+    ``__hash__`` and ``__repr__`` use: as in ``dataclasses``, a field with ``compare=False`` takes no
+    part in equality nor (unless ``hash=True``) in the hash, one with ``repr=False`` is not shown."""
+    fs = dataclasses.fields(cls)
+    names = tuple(f.name for f in fs)
+    _check_init(cls, names)
+    compared = _values(tuple(f.name for f in fs if f.compare))
+    hashed = _values(tuple(f.name for f in fs if (f.compare if f.hash is None else f.hash)))
+    shown = tuple(f.name for f in fs if f.repr)
+    return names, compared, hashed, shown, _values(shown)
+
+
+def _values(names: tuple[str, ...]) -> Getter:
+    if not names:
+        return lambda _obj: ()
     if len(names) == 1:
         one = attrgetter(names[0])
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from struct import error as struct_error
 from typing import Any
 
 from construct import Construct
-from groupd.protocol.frozen import frozen_record, mutable_record
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record, mutable_record
 
 from . import _rt
 from . import primitives as p
@@ -249,7 +249,7 @@ class Codec:
             raise _rt.EncodeError(f"cannot encode: {e}") from None
 
 
-@dataclass
+@mutable_record
 class MessageSchema:
     name: str
     valid: str  # validVersions
@@ -257,6 +257,22 @@ class MessageSchema:
     fields: tuple[Field, ...]
     _cache: dict[int, Codec] = field(default_factory=dict, repr=False, compare=False)
     _flex: dict[int, bool] = field(default_factory=dict, repr=False, compare=False)
+
+    def __init__(
+        self,
+        name: str,
+        valid: str,
+        flexible: str,
+        fields: tuple[Field, ...],
+        _cache: dict[int, Codec] = DEFAULT_FACTORY,
+        _flex: dict[int, bool] = DEFAULT_FACTORY,
+    ) -> None:
+        self.name = name
+        self.valid = valid
+        self.flexible = flexible
+        self.fields = fields
+        self._cache = {} if _cache is DEFAULT_FACTORY else _cache
+        self._flex = {} if _flex is DEFAULT_FACTORY else _flex
 
     @property
     def version_range(self) -> VersionRange:

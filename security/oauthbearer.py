@@ -32,7 +32,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from groupd.protocol.frozen import frozen_record
@@ -73,13 +73,27 @@ class IllegalToken(Exception):
         self.scope = scope
 
 
-@dataclass(frozen=True)
+@frozen_record
 class Token:
     principal: str
     lifetime_ms: int
     start_ms: int | None
     scope: frozenset[str]
     claims: dict[str, Any] = field(repr=False)
+
+    def __init__(
+        self,
+        principal: str,
+        lifetime_ms: int,
+        start_ms: int | None,
+        scope: frozenset[str],
+        claims: dict[str, Any],
+    ) -> None:
+        _set(self, "principal", principal)
+        _set(self, "lifetime_ms", lifetime_ms)
+        _set(self, "start_ms", start_ms)
+        _set(self, "scope", scope)
+        _set(self, "claims", claims)
 
 
 @frozen_record

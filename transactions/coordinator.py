@@ -37,11 +37,11 @@ The version a transition was made with is persisted (``client_transaction_versio
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import structlog
-from groupd.protocol.frozen import frozen_record, mutable_record
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record, mutable_record
 
 from ..coordinator.runtime import CoordinatorRuntime
 from ..protocol.partitioning import coordinator_partition
@@ -155,11 +155,21 @@ class WriteMarkers:
         _set(self, "partitions", partitions)
 
 
-@dataclass
+@mutable_record
 class TxnResult:
     responses: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
     appends: list[Append] = field(default_factory=list)
     markers: list[WriteMarkers] = field(default_factory=list)
+
+    def __init__(
+        self,
+        responses: list[tuple[Any, dict[str, Any]]] = DEFAULT_FACTORY,
+        appends: list[Append] = DEFAULT_FACTORY,
+        markers: list[WriteMarkers] = DEFAULT_FACTORY,
+    ) -> None:
+        self.responses = [] if responses is DEFAULT_FACTORY else responses
+        self.appends = [] if appends is DEFAULT_FACTORY else appends
+        self.markers = [] if markers is DEFAULT_FACTORY else markers
 
     def extend(self, other: TxnResult) -> None:
         self.responses.extend(other.responses)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import enum
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record, mutable_record
 
@@ -144,7 +144,7 @@ class StatePartitionMetadata:
         self.deleting = {} if deleting is DEFAULT_FACTORY else deleting
 
 
-@dataclass
+@mutable_record
 class ShareGroup:
     group_id: str
     group_epoch: int = 0
@@ -161,6 +161,30 @@ class ShareGroup:
     # of the target assignment (None: to be computed again)
     subscribed_counts: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     target_union: dict[uuid.UUID, frozenset[int]] | None = field(default=None, compare=False, repr=False)
+
+    def __init__(
+        self,
+        group_id: str,
+        group_epoch: int = 0,
+        metadata_hash: int = 0,
+        members: dict[str, ShareGroupMember] = DEFAULT_FACTORY,
+        target_epoch: int = 0,
+        target: dict[str, Partitions] = DEFAULT_FACTORY,
+        state_metadata: StatePartitionMetadata | None = None,
+        metadata_refresh_deadline: int = 0,
+        subscribed_counts: dict[str, int] = DEFAULT_FACTORY,
+        target_union: dict[uuid.UUID, frozenset[int]] | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.group_epoch = group_epoch
+        self.metadata_hash = metadata_hash
+        self.members = {} if members is DEFAULT_FACTORY else members
+        self.target_epoch = target_epoch
+        self.target = {} if target is DEFAULT_FACTORY else target
+        self.state_metadata = state_metadata
+        self.metadata_refresh_deadline = metadata_refresh_deadline
+        self.subscribed_counts = {} if subscribed_counts is DEFAULT_FACTORY else subscribed_counts
+        self.target_union = target_union
 
     @property
     def state(self) -> ShareGroupState:

@@ -189,3 +189,30 @@ def test_mutable_record_keeps_a_method_the_class_defines() -> None:
 
             def __init__(self, a: dict[str, int] | None = None) -> None:
                 self.a = a or {}
+
+
+@frozen_record
+class Partial:
+    a: int
+    hidden: str = dataclasses.field(default="", repr=False)
+    ignored: int = dataclasses.field(default=0, compare=False)
+
+    def __init__(self, a: int, hidden: str = "", ignored: int = 0) -> None:
+        _set(self, "a", a)
+        _set(self, "hidden", hidden)
+        _set(self, "ignored", ignored)
+
+
+@dataclasses.dataclass(frozen=True)
+class PartialTwin:
+    a: int
+    hidden: str = dataclasses.field(default="", repr=False)
+    ignored: int = dataclasses.field(default=0, compare=False)
+
+
+@given(st.integers(0, 2), st.text(max_size=2), st.integers(0, 2), st.integers(0, 2), st.integers(0, 2))
+def test_compare_and_repr_false_fields_as_in_dataclasses(a: int, h: str, i: int, a2: int, i2: int) -> None:
+    x, y, tx, ty = Partial(a, h, i), Partial(a2, h, i2), PartialTwin(a, h, i), PartialTwin(a2, h, i2)
+    assert (x == y) == (tx == ty)
+    assert hash(x) == hash(tx)
+    assert repr(x).removeprefix("Partial") == repr(tx).removeprefix("PartialTwin")
