@@ -42,6 +42,23 @@ mode; both trees run from copies through the same editable-finder remap, alterna
 | daemon CPU at first answer | 240, 260 ms | 220, 210 ms |
 | pytest fixture broker start+stop, daemon CPU | 245, 280 ms | 231, 217 ms |
 
+Round 3 (2026-11-29 05:11-05:12, load average 2-3; before = main at 2c3765b, after = h/boot2 at
+ec45dce: value classes through ``protocol/frozen.py`` (``frozen_record``/``mutable_record``: a
+hand-written ``__init__``, the other methods closures, still dataclasses) for 93 of the 113
+dataclasses on serve's path, the record codecs compiled by their first use, the cyclic GC off
+while ``serve`` imports and its objects frozen after; both trees from copies on ``PYTHONPATH``,
+alternating, 2 x 5 starts; the wheel installs 3 x 7, alternating):
+
+| figure | before | after |
+|---|---|---|
+| daemon CPU at first answer | 220, 210 ms | 170, 160 ms |
+| import CPU of groupd.daemon + groupd.cli | 164, 159 ms | 122, 118 ms |
+| of which creating dataclasses | 58, 58 ms | 15, 15 ms |
+| pytest fixture broker start+stop, daemon CPU | 223, 218 ms | 157, 164 ms |
+| idle RSS | 36.8 MiB | 36.3 MiB |
+| wheel installs (``python -m build --wheel``, a venv each under /tmp, no editable finder), daemon CPU at first answer | 190, 210, 200 ms | 150, 150, 150 ms |
+| the same, spawn -> first ApiVersions answer, wall | 213, 273, 261 ms | 185, 209, 190 ms |
+
 Creating the 50 ``__consumer_offsets`` logs at start took 46-66 ms CPU, 73-100 ms wall (~10 file
 opens, 3 file creations and a directory fsync each), and closing them at stop ~250 fsyncs. Kafka
 creates a partition's log when it first needs it; so does groupd now (GroupShell.existing_log: the
@@ -58,12 +75,16 @@ needs it) -- above 25 MiB before one groupd module. groupd's modules add ~8 MiB 
 storage/records.py 0.7 until the first encode), a started broker ~1.8 (uvloop, buffers). CPU: interpreter and site ~20 ms
 (the editable install's finder ~16 ms of imports, absent from a wheel install), asyncio + uvloop +
 structlog + construct ~58 ms (asyncio.coroutines pulls in inspect, ast and dis; construct.debug
-pdb), so ~75-80 ms before groupd; groupd's imports ~100 ms, ~56-60 ms of it ``dataclasses`` (541
-``exec`` calls: 76 frozen classes of 6 generated methods each; the KIP-848 and share-group record
-modules ~17 ms), then ~10 ms of start. Deferring the KIP-848 and share-group subsystems would save
-~35-40 ms and ~1.5 MiB (their modules' own import time and bytecode size), but the coordinator's
-record router, managers and classic<->consumer migration import them at module level (a change to
-coordinator/ beyond lazy imports).
+pdb), so ~75-80 ms before groupd; groupd's imports ~100 ms before round 3, ~56-60 ms of it
+``dataclasses`` (541 ``exec`` calls: 76 frozen classes of 6 generated methods each; the KIP-848 and
+share-group record modules ~17 ms), then ~10 ms of start. After round 3: creating the dataclasses
+~15 ms (20 classes still through ``@dataclass``: slots, ``order=True``, ``__post_init__``,
+``eq=False``, other default factories, and broker/apis.py's and broker/configs.py's, left alone), the KIP-848 and
+share-group subsystems ~17 ms of the wheel install's import (``-X importtime``: consumer ~9,
+share coordinator ~5, share delivery ~3). Deferring those needs a stand-in for the consumer and
+share sides that answers "no such group" to the ~25 places of the classic, offset, admin and
+retention code that ask (offsets.py's commit validation among them) and builds the real ones on
+the first heartbeat or replayed record: a change to coordinator/ beyond lazy imports.
 """
 
 from __future__ import annotations

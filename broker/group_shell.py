@@ -29,13 +29,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 from groupd.coordinator import GroupCoordinator, Node
 from groupd.coordinator.result import Append, Result
 from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_log_records
+from groupd.protocol.frozen import mutable_record
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
 from groupd.storage import Appender, PartitionLog
@@ -58,7 +58,7 @@ _LOAD_READ_BYTES = 256 * 1024
 _GROUP_METADATA_KEY = b"\x00\x02"
 
 
-@dataclass
+@mutable_record
 class LoadProgress:
     """How far the start-up replay of ``__consumer_offsets`` is (read by the metrics at scrape time)."""
 
@@ -69,6 +69,24 @@ class LoadProgress:
     corrupt_batches: int = 0  # damaged batches the replay reported and skipped
     started: float | None = None  # time.perf_counter() at the start of the load
     finished: float | None = None
+
+    def __init__(
+        self,
+        partitions_total: int = 0,
+        partitions_loaded: int = 0,
+        records: int = 0,
+        skipped: int = 0,
+        corrupt_batches: int = 0,
+        started: float | None = None,
+        finished: float | None = None,
+    ) -> None:
+        self.partitions_total = partitions_total
+        self.partitions_loaded = partitions_loaded
+        self.records = records
+        self.skipped = skipped
+        self.corrupt_batches = corrupt_batches
+        self.started = started
+        self.finished = finished
 
     def seconds(self) -> float:
         if self.started is None:

@@ -9,11 +9,12 @@ that start brokers (the pytest plugin) share one list without depending on the c
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
+from groupd.protocol.frozen import DEFAULT_FACTORY, mutable_record
 
-@dataclass
+
+@mutable_record
 class Config:
     host: str = dataclasses.field(default="127.0.0.1", metadata={"help": "address to listen on"})
     port: int = dataclasses.field(default=9092, metadata={"help": "port to listen on (0 = any free port)"})
@@ -274,6 +275,166 @@ class Config:
     control_host: str = dataclasses.field(
         default="", metadata={"help": "address the control endpoint listens on (default: --host)"}
     )
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        advertised_host: str = "",
+        data_dir: str = "./data",
+        node_id: int = 1,
+        brokers: int = 1,
+        kafka_version: str = "",
+        log_format: str = "console",
+        log_level: str = "info",
+        max_request_bytes: int = 100 * 1024 * 1024,
+        max_connections: int = 0,
+        connections_max_idle_ms: int = 600_000,
+        max_inflight_requests: int = 1024,
+        max_inflight_bytes: int = 16 * 1024 * 1024,
+        max_write_buffer_bytes: int = 4 * 1024 * 1024,
+        max_partitions: int = 4096,
+        auto_create_topics: bool = True,
+        num_partitions: int = 1,
+        group_initial_rebalance_delay_ms: int = 300,
+        group_min_session_timeout_ms: int = 6000,
+        group_max_session_timeout_ms: int = 1_800_000,
+        group_max_size: int = 2**31 - 1,
+        group_consumer_session_timeout_ms: int = 45000,
+        group_consumer_heartbeat_interval_ms: int = 250,
+        group_consumer_min_session_timeout_ms: int = 45000,
+        group_consumer_max_session_timeout_ms: int = 60000,
+        group_consumer_min_heartbeat_interval_ms: int = 250,
+        group_consumer_max_heartbeat_interval_ms: int = 15000,
+        group_consumer_max_size: int = 2**31 - 1,
+        group_share_record_lock_duration_ms: int = 30000,
+        group_share_delivery_count_limit: int = 5,
+        group_share_partition_max_record_locks: int = 2000,
+        group_share_max_share_sessions: int = 2000,
+        group_consumer_regex_refresh_interval_ms: int = 10000,
+        group_consumer_migration_policy: str = "bidirectional",
+        group_share_session_timeout_ms: int = 45000,
+        group_share_heartbeat_interval_ms: int = 250,
+        group_share_min_session_timeout_ms: int = 45000,
+        group_share_max_session_timeout_ms: int = 60000,
+        group_share_min_heartbeat_interval_ms: int = 250,
+        group_share_max_heartbeat_interval_ms: int = 15000,
+        group_share_max_size: int = 200,
+        offsets_retention_minutes: int = 10080,
+        offsets_retention_check_interval_ms: int = 600_000,
+        offset_metadata_max_bytes: int = 4096,
+        fsync: str = "interval:1000",
+        segment_bytes: int = 100 * 1024 * 1024,
+        segment_ms: int = 7 * 24 * 3600 * 1000,
+        delete_retention_ms: int = 24 * 3600 * 1000,
+        log_retention_check_interval_ms: int = 300_000,
+        log_cleaner_backoff_ms: int = 15_000,
+        producer_id_expiration_ms: int = 86_400_000,
+        transaction_max_timeout_ms: int = 900_000,
+        listeners: str = "",
+        listener_security_protocol_map: str = "",
+        advertised_listeners: str = "",
+        ssl_certfile: str = "",
+        ssl_keyfile: str = "",
+        ssl_cafile: str = "",
+        ssl_client_auth: str = "none",
+        sasl_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        connection_failed_authentication_delay_ms: int = 100,
+        sasl_server_max_receive_size: int = 524_288,
+        oauthbearer_principal_claim_name: str = "sub",
+        oauthbearer_scope_claim_name: str = "scope",
+        oauthbearer_required_scope: str = "",
+        oauthbearer_allowable_clock_skew_ms: int = 0,
+        super_users: str = "",
+        allow_everyone_if_no_acl_found: bool = False,
+        users: dict[str, Any] = DEFAULT_FACTORY,
+        acl: dict[str, Any] = DEFAULT_FACTORY,
+        metrics_port: int = 0,
+        metrics_host: str = "",
+        metrics_max_groups: int = 1000,
+        dashboard_port: int = -1,
+        dashboard_host: str = "",
+        control_port: int = -1,
+        control_host: str = "",
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.advertised_host = advertised_host
+        self.data_dir = data_dir
+        self.node_id = node_id
+        self.brokers = brokers
+        self.kafka_version = kafka_version
+        self.log_format = log_format
+        self.log_level = log_level
+        self.max_request_bytes = max_request_bytes
+        self.max_connections = max_connections
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.max_inflight_requests = max_inflight_requests
+        self.max_inflight_bytes = max_inflight_bytes
+        self.max_write_buffer_bytes = max_write_buffer_bytes
+        self.max_partitions = max_partitions
+        self.auto_create_topics = auto_create_topics
+        self.num_partitions = num_partitions
+        self.group_initial_rebalance_delay_ms = group_initial_rebalance_delay_ms
+        self.group_min_session_timeout_ms = group_min_session_timeout_ms
+        self.group_max_session_timeout_ms = group_max_session_timeout_ms
+        self.group_max_size = group_max_size
+        self.group_consumer_session_timeout_ms = group_consumer_session_timeout_ms
+        self.group_consumer_heartbeat_interval_ms = group_consumer_heartbeat_interval_ms
+        self.group_consumer_min_session_timeout_ms = group_consumer_min_session_timeout_ms
+        self.group_consumer_max_session_timeout_ms = group_consumer_max_session_timeout_ms
+        self.group_consumer_min_heartbeat_interval_ms = group_consumer_min_heartbeat_interval_ms
+        self.group_consumer_max_heartbeat_interval_ms = group_consumer_max_heartbeat_interval_ms
+        self.group_consumer_max_size = group_consumer_max_size
+        self.group_share_record_lock_duration_ms = group_share_record_lock_duration_ms
+        self.group_share_delivery_count_limit = group_share_delivery_count_limit
+        self.group_share_partition_max_record_locks = group_share_partition_max_record_locks
+        self.group_share_max_share_sessions = group_share_max_share_sessions
+        self.group_consumer_regex_refresh_interval_ms = group_consumer_regex_refresh_interval_ms
+        self.group_consumer_migration_policy = group_consumer_migration_policy
+        self.group_share_session_timeout_ms = group_share_session_timeout_ms
+        self.group_share_heartbeat_interval_ms = group_share_heartbeat_interval_ms
+        self.group_share_min_session_timeout_ms = group_share_min_session_timeout_ms
+        self.group_share_max_session_timeout_ms = group_share_max_session_timeout_ms
+        self.group_share_min_heartbeat_interval_ms = group_share_min_heartbeat_interval_ms
+        self.group_share_max_heartbeat_interval_ms = group_share_max_heartbeat_interval_ms
+        self.group_share_max_size = group_share_max_size
+        self.offsets_retention_minutes = offsets_retention_minutes
+        self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
+        self.offset_metadata_max_bytes = offset_metadata_max_bytes
+        self.fsync = fsync
+        self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms
+        self.delete_retention_ms = delete_retention_ms
+        self.log_retention_check_interval_ms = log_retention_check_interval_ms
+        self.log_cleaner_backoff_ms = log_cleaner_backoff_ms
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.transaction_max_timeout_ms = transaction_max_timeout_ms
+        self.listeners = listeners
+        self.listener_security_protocol_map = listener_security_protocol_map
+        self.advertised_listeners = advertised_listeners
+        self.ssl_certfile = ssl_certfile
+        self.ssl_keyfile = ssl_keyfile
+        self.ssl_cafile = ssl_cafile
+        self.ssl_client_auth = ssl_client_auth
+        self.sasl_mechanisms = sasl_mechanisms
+        self.connection_failed_authentication_delay_ms = connection_failed_authentication_delay_ms
+        self.sasl_server_max_receive_size = sasl_server_max_receive_size
+        self.oauthbearer_principal_claim_name = oauthbearer_principal_claim_name
+        self.oauthbearer_scope_claim_name = oauthbearer_scope_claim_name
+        self.oauthbearer_required_scope = oauthbearer_required_scope
+        self.oauthbearer_allowable_clock_skew_ms = oauthbearer_allowable_clock_skew_ms
+        self.super_users = super_users
+        self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        self.users = {} if users is DEFAULT_FACTORY else users
+        self.acl = {} if acl is DEFAULT_FACTORY else acl
+        self.metrics_port = metrics_port
+        self.metrics_host = metrics_host
+        self.metrics_max_groups = metrics_max_groups
+        self.dashboard_port = dashboard_port
+        self.dashboard_host = dashboard_host
+        self.control_port = control_port
+        self.control_host = control_host
 
     @property
     def advertised(self) -> str:

@@ -11,12 +11,13 @@ import base64
 import json
 import re
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from groupd.coordinator.consumer import TopicsImage
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.frozen import DEFAULT_FACTORY, mutable_record
 from groupd.storage.files import write_atomically
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -65,7 +66,7 @@ class TopicError(Exception):
         self.message = message
 
 
-@dataclass
+@mutable_record
 class Topic:
     name: str
     topic_id: uuid.UUID
@@ -74,6 +75,22 @@ class Topic:
     internal: bool = False
     # Reported (replicas, ISR) in cluster mode; every broker of one process shares the logs.
     replication_factor: int = 1
+
+    def __init__(
+        self,
+        name: str,
+        topic_id: uuid.UUID,
+        partitions: int,
+        configs: dict[str, str] = DEFAULT_FACTORY,
+        internal: bool = False,
+        replication_factor: int = 1,
+    ) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.configs = {} if configs is DEFAULT_FACTORY else configs
+        self.internal = internal
+        self.replication_factor = replication_factor
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {

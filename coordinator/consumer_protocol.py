@@ -14,7 +14,11 @@ Public: DescribeGroups tooling and the pipeline decode member metadata with it.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from groupd.protocol.frozen import frozen_record
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 SUBSCRIPTION_HIGHEST_VERSION = 3
 ASSIGNMENT_HIGHEST_VERSION = 3
@@ -27,13 +31,17 @@ class ConsumerProtocolError(ValueError):
     """The bytes are not a consumer-protocol structure (Kafka's SchemaException)."""
 
 
-@dataclass(frozen=True)
+@frozen_record
 class TopicPartitions:
     topic: str
     partitions: tuple[int, ...]
 
+    def __init__(self, topic: str, partitions: tuple[int, ...]) -> None:
+        _set(self, "topic", topic)
+        _set(self, "partitions", partitions)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class Subscription:
     topics: tuple[str, ...]
     user_data: bytes | None = None
@@ -42,12 +50,38 @@ class Subscription:
     rack_id: str | None = None
     version: int = SUBSCRIPTION_HIGHEST_VERSION
 
+    def __init__(
+        self,
+        topics: tuple[str, ...],
+        user_data: bytes | None = None,
+        owned_partitions: tuple[TopicPartitions, ...] = (),
+        generation_id: int = -1,
+        rack_id: str | None = None,
+        version: int = SUBSCRIPTION_HIGHEST_VERSION,
+    ) -> None:
+        _set(self, "topics", topics)
+        _set(self, "user_data", user_data)
+        _set(self, "owned_partitions", owned_partitions)
+        _set(self, "generation_id", generation_id)
+        _set(self, "rack_id", rack_id)
+        _set(self, "version", version)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class Assignment:
     assigned_partitions: tuple[TopicPartitions, ...] = field(default_factory=tuple)
     user_data: bytes | None = None
     version: int = ASSIGNMENT_HIGHEST_VERSION
+
+    def __init__(
+        self,
+        assigned_partitions: tuple[TopicPartitions, ...] = (),
+        user_data: bytes | None = None,
+        version: int = ASSIGNMENT_HIGHEST_VERSION,
+    ) -> None:
+        _set(self, "assigned_partitions", assigned_partitions)
+        _set(self, "user_data", user_data)
+        _set(self, "version", version)
 
 
 class _Reader:

@@ -11,8 +11,10 @@ all exist.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
+
+from groupd.protocol.frozen import mutable_record
 
 from .classic.admin import GroupAdmin
 from .classic.join import JoinGroupHandler
@@ -32,7 +34,7 @@ from .share_requests import ShareGroupRequests
 from .timers import Deadlines
 
 
-@dataclass
+@mutable_record
 class Managers:
     group_records: dict[str, GroupMetadataValue]  # persisted: the shard's replay folds records into them
     consumer: ConsumerGroupManager  # the KIP-848 consumer groups' core
@@ -47,6 +49,36 @@ class Managers:
     share: ShareGroupManager  # the KIP-932 share groups' core
     share_requests: ShareGroupRequests  # ShareGroupHeartbeat, ShareGroupDescribe, share offsets, timers
     log: Any = None
+
+    def __init__(
+        self,
+        group_records: dict[str, GroupMetadataValue],
+        consumer: ConsumerGroupManager,
+        deadlines: Deadlines,
+        classic: ClassicGroupManager,
+        join: JoinGroupHandler,
+        admin: GroupAdmin,
+        finder: CoordinatorFinder,
+        consumer_requests: ConsumerGroupRequests,
+        migration: Migration,
+        offset_manager: OffsetManager,
+        share: ShareGroupManager,
+        share_requests: ShareGroupRequests,
+        log: Any = None,
+    ) -> None:
+        self.group_records = group_records
+        self.consumer = consumer
+        self.deadlines = deadlines
+        self.classic = classic
+        self.join = join
+        self.admin = admin
+        self.finder = finder
+        self.consumer_requests = consumer_requests
+        self.migration = migration
+        self.offset_manager = offset_manager
+        self.share = share
+        self.share_requests = share_requests
+        self.log = log
 
     def on_loaded(self, partition: int) -> None:
         """``GroupMetadataManager.onLoaded``: each kind of group of the loaded partition comes to life."""

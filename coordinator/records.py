@@ -8,19 +8,26 @@ A record is ``(key, value)``; a ``None`` value is a tombstone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import NamedTuple
+
+from groupd.protocol.frozen import frozen_record
 
 from .consumer.records import ConsumerRecordKey, ConsumerRecordValue
 from .share.records import ShareRecordKey, ShareRecordValue
 
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
-@dataclass(frozen=True)
+
+@frozen_record
 class GroupMetadataKey:
     group: str
 
+    def __init__(self, group: str) -> None:
+        _set(self, "group", group)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class MemberMetadata:
     member_id: str
     group_instance_id: str | None
@@ -31,8 +38,28 @@ class MemberMetadata:
     subscription: bytes
     assignment: bytes
 
+    def __init__(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout: int,
+        session_timeout: int,
+        subscription: bytes,
+        assignment: bytes,
+    ) -> None:
+        _set(self, "member_id", member_id)
+        _set(self, "group_instance_id", group_instance_id)
+        _set(self, "client_id", client_id)
+        _set(self, "client_host", client_host)
+        _set(self, "rebalance_timeout", rebalance_timeout)
+        _set(self, "session_timeout", session_timeout)
+        _set(self, "subscription", subscription)
+        _set(self, "assignment", assignment)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class GroupMetadataValue:
     protocol_type: str
     generation: int
@@ -40,6 +67,22 @@ class GroupMetadataValue:
     leader: str | None
     current_state_timestamp: int
     members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
+
+    def __init__(
+        self,
+        protocol_type: str,
+        generation: int,
+        protocol: str | None,
+        leader: str | None,
+        current_state_timestamp: int,
+        members: tuple[MemberMetadata, ...] = (),
+    ) -> None:
+        _set(self, "protocol_type", protocol_type)
+        _set(self, "generation", generation)
+        _set(self, "protocol", protocol)
+        _set(self, "leader", leader)
+        _set(self, "current_state_timestamp", current_state_timestamp)
+        _set(self, "members", members)
 
     @property
     def version(self) -> int:

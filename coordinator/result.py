@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from groupd.protocol.frozen import DEFAULT_FACTORY, mutable_record
 
 from .records import Record
 
 
-@dataclass
+@mutable_record
 class Append:
     """Records the shell must append, in order, to ``__consumer_offsets`` partition ``partition``.
 
@@ -30,13 +32,37 @@ class Append:
     # then holds the ((topic, partition), value) pairs its replay folds in).
     batch: bytes | None = None
 
+    def __init__(
+        self,
+        token: int,
+        partition: int,
+        records: list[Record],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        marker: tuple[bool, int] | None = None,
+    ) -> None:
+        self.token = token
+        self.partition = partition
+        self.records = records
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.marker = marker
 
-@dataclass
+
+@mutable_record
 class Result:
     """Responses to send now, as ``(ctx, response)`` pairs, and appends to perform."""
 
     responses: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
     appends: list[Append] = field(default_factory=list)
+
+    def __init__(
+        self,
+        responses: list[tuple[Any, dict[str, Any]]] = DEFAULT_FACTORY,
+        appends: list[Append] = DEFAULT_FACTORY,
+    ) -> None:
+        self.responses = [] if responses is DEFAULT_FACTORY else responses
+        self.appends = [] if appends is DEFAULT_FACTORY else appends
 
     def extend(self, other: Result) -> None:
         self.responses.extend(other.responses)

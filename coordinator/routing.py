@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from groupd.protocol.frozen import frozen_record
 
 from ..protocol.partitioning import coordinator_partition, java_string_hashcode, kafka_abs
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 __all__ = [
     "JAVA_HASHMAP_INITIAL_CAPACITY",
@@ -65,11 +68,16 @@ def partition_for(group_id: str, num_partitions: int = 50) -> int:
     return coordinator_partition(group_id, num_partitions)
 
 
-@dataclass(frozen=True)
+@frozen_record
 class Node:
     node_id: int
     host: str
     port: int
+
+    def __init__(self, node_id: int, host: str, port: int) -> None:
+        _set(self, "node_id", node_id)
+        _set(self, "host", host)
+        _set(self, "port", port)
 
 
 class PartitionOwnership:

@@ -36,9 +36,9 @@ from .records import (
 from .share import records as sr
 
 _VERSION = struct.Struct(">h")
-_OFFSET_KEY_V1 = OFFSET_COMMIT_KEY.codec(1)
-_GROUP_KEY_V2 = GROUP_METADATA_KEY.codec(2)
-_GROUP_VALUE_V3 = GROUP_METADATA_VALUE.codec(3)
+# The codecs are compiled by their first use (``MessageSchema.codec`` caches them): compiling the
+# three this module uses cost ~5 ms of every start, and the offset-commit fast paths below rarely
+# need one (issue 26, start-up).
 
 
 class RecordDecodeError(ValueError):
@@ -144,11 +144,11 @@ def encode_key(key: RecordKey) -> bytes:
             return _encode_offset_key(key)
         except (TypeError, ValueError, struct.error):
             pass  # the codec decides (and words the error)
-        return _VERSION.pack(1) + _OFFSET_KEY_V1.encode(
+        return _VERSION.pack(1) + OFFSET_COMMIT_KEY.codec(1).encode(
             {"group": key.group, "topic": key.topic, "partition": key.partition}
         )
     if isinstance(key, GroupMetadataKey):
-        return _VERSION.pack(2) + _GROUP_KEY_V2.encode({"group": key.group})
+        return _VERSION.pack(2) + GROUP_METADATA_KEY.codec(2).encode({"group": key.group})
     if isinstance(key, _CONSUMER_KEY_TYPES):
         return _VERSION.pack(key.version) + CONSUMER_GROUP_RECORD_SCHEMAS[key.version][0].codec(key.version).encode(
             vars(key)
@@ -179,7 +179,7 @@ def encode_value(value: RecordValue | None) -> bytes | None:
             }
         )
     if isinstance(value, GroupMetadataValue):
-        return _VERSION.pack(3) + _GROUP_VALUE_V3.encode(
+        return _VERSION.pack(3) + GROUP_METADATA_VALUE.codec(3).encode(
             {
                 "protocol_type": value.protocol_type,
                 "generation": value.generation,
@@ -289,7 +289,7 @@ def decode_key(data: bytes) -> RecordKey:
             k = OFFSET_COMMIT_KEY.codec(v).decode(data, 2)
             return OffsetCommitKey(k["group"], k["topic"], k["partition"])
         if v == 2:
-            return GroupMetadataKey(_GROUP_KEY_V2.decode(data, 2)["group"])
+            return GroupMetadataKey(GROUP_METADATA_KEY.codec(2).decode(data, 2)["group"])
         if v in _CONSUMER_KEYS:
             return _CONSUMER_KEYS[v](**CONSUMER_GROUP_RECORD_SCHEMAS[v][0].codec(v).decode(data, 2))
         if v in sr.SHARE_KEYS:

@@ -20,10 +20,10 @@ import inspect
 import struct
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
+from groupd.protocol.frozen import mutable_record
 
 from ._rt import DecodeError
 from .errors import ErrorCode
@@ -65,12 +65,18 @@ class Session(Protocol):
         ...
 
 
-@dataclass
+@mutable_record
 class Route:
     api: ApiSchema
     handler: Handler
     min_version: int
     max_version: int
+
+    def __init__(self, api: ApiSchema, handler: Handler, min_version: int, max_version: int) -> None:
+        self.api = api
+        self.handler = handler
+        self.min_version = min_version
+        self.max_version = max_version
 
 
 class _Version:

@@ -13,14 +13,16 @@ latest production level is 0 is not listed), finalized at the level a freshly fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from groupd.protocol.frozen import frozen_record
 
 from .kafka_releases_data import API_RANGES, RELEASE_TAGS
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 __all__ = ["RELEASES", "ApiRange", "KafkaRelease", "release"]
 
 
-@dataclass(frozen=True)
+@frozen_record
 class ApiRange:
     name: str
     # ``ApiKeys.isVersionEnabled``: a request outside closes the connection (ApiVersions excepted).
@@ -30,14 +32,38 @@ class ApiRange:
     # GetTelemetrySubscriptions / PushTelemetry: advertised only with a telemetry receiver
     telemetry: bool = False
 
+    def __init__(
+        self,
+        name: str,
+        accepted: tuple[int, int],
+        advertised: tuple[int, int],
+        telemetry: bool = False,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "accepted", accepted)
+        _set(self, "advertised", advertised)
+        _set(self, "telemetry", telemetry)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class KafkaRelease:
     name: str
     tag: str
     apis: dict[int, ApiRange]
     # name -> (supported min, supported max, finalized level) as Kafka's ApiVersions reports it
     features: dict[str, tuple[int, int, int]]
+
+    def __init__(
+        self,
+        name: str,
+        tag: str,
+        apis: dict[int, ApiRange],
+        features: dict[str, tuple[int, int, int]],
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "tag", tag)
+        _set(self, "apis", apis)
+        _set(self, "features", features)
 
 
 # share.version in 4.1: SV_1 is LATEST_PRODUCTION but bootstraps at IBP_4_2_IV0, above 4.1's

@@ -14,22 +14,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from struct import error as struct_error
 from typing import Any
 
 from construct import Construct
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record, mutable_record
 
 from . import _rt
 from . import primitives as p
 
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
+
 _UNSET: Any = object()
 
 
-@dataclass(frozen=True)
+@frozen_record
 class VersionRange:
     low: int
     high: int | None  # None = open ended
+
+    def __init__(self, low: int, high: int | None) -> None:
+        _set(self, "low", low)
+        _set(self, "high", high)
 
     @classmethod
     def parse(cls, spec: str | None) -> VersionRange:
@@ -71,7 +78,7 @@ _SCALARS: dict[str, tuple[Construct, Any]] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen_record
 class Field:
     """One field of a message, in the vocabulary of Kafka's JSON message specs."""
 
@@ -86,6 +93,28 @@ class Field:
     tagged: str | None = None  # taggedVersions
     fields: tuple[Field, ...] = ()
     flexible: str | None = None  # field-level flexibleVersions override (only "none" is used by Kafka)
+
+    def __init__(
+        self,
+        name: str,
+        type: str,
+        versions: str = "0+",
+        nullable: str | None = None,
+        default: Any = _UNSET,
+        tag: int | None = None,
+        tagged: str | None = None,
+        fields: tuple[Field, ...] = (),
+        flexible: str | None = None,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "type", type)
+        _set(self, "versions", versions)
+        _set(self, "nullable", nullable)
+        _set(self, "default", default)
+        _set(self, "tag", tag)
+        _set(self, "tagged", tagged)
+        _set(self, "fields", fields)
+        _set(self, "flexible", flexible)
 
     def exists_in(self, v: int) -> bool:
         return v in VersionRange.parse(self.versions)
@@ -220,7 +249,7 @@ class Codec:
             raise _rt.EncodeError(f"cannot encode: {e}") from None
 
 
-@dataclass
+@mutable_record
 class MessageSchema:
     name: str
     valid: str  # validVersions
@@ -228,6 +257,22 @@ class MessageSchema:
     fields: tuple[Field, ...]
     _cache: dict[int, Codec] = field(default_factory=dict, repr=False, compare=False)
     _flex: dict[int, bool] = field(default_factory=dict, repr=False, compare=False)
+
+    def __init__(
+        self,
+        name: str,
+        valid: str,
+        flexible: str,
+        fields: tuple[Field, ...],
+        _cache: dict[int, Codec] = DEFAULT_FACTORY,
+        _flex: dict[int, bool] = DEFAULT_FACTORY,
+    ) -> None:
+        self.name = name
+        self.valid = valid
+        self.flexible = flexible
+        self.fields = fields
+        self._cache = {} if _cache is DEFAULT_FACTORY else _cache
+        self._flex = {} if _flex is DEFAULT_FACTORY else _flex
 
     @property
     def version_range(self) -> VersionRange:
@@ -251,7 +296,7 @@ class MessageSchema:
         return c
 
 
-@dataclass
+@mutable_record
 class ApiSchema:
     """A request/response pair as Kafka defines an API: one key, shared valid and flexible versions."""
 
@@ -259,6 +304,12 @@ class ApiSchema:
     name: str
     request: MessageSchema
     response: MessageSchema
+
+    def __init__(self, key: int, name: str, request: MessageSchema, response: MessageSchema) -> None:
+        self.key = key
+        self.name = name
+        self.request = request
+        self.response = response
 
     @property
     def min_version(self) -> int:

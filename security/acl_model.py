@@ -27,7 +27,10 @@ from dataclasses import asdict, dataclass
 from enum import IntEnum
 from pathlib import Path
 
+from groupd.protocol.frozen import frozen_record
 from groupd.storage.files import write_atomically
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 
 class ResourceType(IntEnum):
@@ -145,7 +148,7 @@ class AclBinding:
         return self.pattern_type == PatternType.PREFIXED and name.startswith(self.name)
 
 
-@dataclass(frozen=True)
+@frozen_record
 class AclFilter:
     resource_type: int
     name: str | None
@@ -154,6 +157,24 @@ class AclFilter:
     host: str | None
     operation: int
     permission: int
+
+    def __init__(
+        self,
+        resource_type: int,
+        name: str | None,
+        pattern_type: int,
+        principal: str | None,
+        host: str | None,
+        operation: int,
+        permission: int,
+    ) -> None:
+        _set(self, "resource_type", resource_type)
+        _set(self, "name", name)
+        _set(self, "pattern_type", pattern_type)
+        _set(self, "principal", principal)
+        _set(self, "host", host)
+        _set(self, "operation", operation)
+        _set(self, "permission", permission)
 
     def unknown(self) -> str | None:
         """Why the filter is invalid (Kafka's ``AclBindingFilter.findIndefiniteField`` UNKNOWN checks), or None."""

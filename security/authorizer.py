@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from groupd.protocol.frozen import frozen_record
 
 from .acl_model import (
     CLUSTER_NAME,
@@ -30,6 +31,8 @@ from .acl_model import (
     bit_field,
     decide,
 )
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 
 def parse_super_users(text: str) -> frozenset[str]:
@@ -47,13 +50,18 @@ def parse_super_users(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-@dataclass(frozen=True)
+@frozen_record
 class Subject:
     """Who asks, from where, with which API: what an ACL check needs besides the resource."""
 
     principal: str
     host: str
     api_key: int = -1
+
+    def __init__(self, principal: str, host: str, api_key: int = -1) -> None:
+        _set(self, "principal", principal)
+        _set(self, "host", host)
+        _set(self, "api_key", api_key)
 
 
 # The operation each API needs on a group / a topic (KafkaApis' authorize calls per handler).

@@ -21,8 +21,9 @@ That endpoint is the listener's entry in ``--advertised-listeners`` (Kafka's
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+from groupd.protocol.frozen import mutable_record
 
 
 class ListenerSettings(Protocol):
@@ -45,7 +46,7 @@ PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
-@dataclass
+@mutable_record
 class Listener:
     protocol: str
     host: str
@@ -54,6 +55,22 @@ class Listener:
     # Kafka's listener name when it is not the protocol's own (listener.security.protocol.map).
     label: str = ""
     advertised_port: int = 0  # 0: the bound port
+
+    def __init__(
+        self,
+        protocol: str,
+        host: str,
+        port: int,
+        advertised_host: str,
+        label: str = "",
+        advertised_port: int = 0,
+    ) -> None:
+        self.protocol = protocol
+        self.host = host
+        self.port = port
+        self.advertised_host = advertised_host
+        self.label = label
+        self.advertised_port = advertised_port
 
     @property
     def name(self) -> str:

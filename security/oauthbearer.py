@@ -32,10 +32,14 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
+from groupd.protocol.frozen import frozen_record
+
 from .scram import SaslError
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 _SEP = "\x01"
 # OAuthBearerClientInitialResponse's grammar (Java's [\x01-\x7F&&[^=,]] written out).
@@ -69,7 +73,7 @@ class IllegalToken(Exception):
         self.scope = scope
 
 
-@dataclass(frozen=True)
+@frozen_record
 class Token:
     principal: str
     lifetime_ms: int
@@ -77,8 +81,22 @@ class Token:
     scope: frozenset[str]
     claims: dict[str, Any] = field(repr=False)
 
+    def __init__(
+        self,
+        principal: str,
+        lifetime_ms: int,
+        start_ms: int | None,
+        scope: frozenset[str],
+        claims: dict[str, Any],
+    ) -> None:
+        _set(self, "principal", principal)
+        _set(self, "lifetime_ms", lifetime_ms)
+        _set(self, "start_ms", start_ms)
+        _set(self, "scope", scope)
+        _set(self, "claims", claims)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class UnsecuredValidator:
     """``OAuthBearerUnsecuredValidatorCallbackHandler`` with its four JAAS options."""
 
@@ -87,6 +105,20 @@ class UnsecuredValidator:
     required_scope: tuple[str, ...] = ()
     clock_skew_ms: int = 0
     clock: Callable[[], float] = time.time
+
+    def __init__(
+        self,
+        principal_claim: str = "sub",
+        scope_claim: str = "scope",
+        required_scope: tuple[str, ...] = (),
+        clock_skew_ms: int = 0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        _set(self, "principal_claim", principal_claim)
+        _set(self, "scope_claim", scope_claim)
+        _set(self, "required_scope", required_scope)
+        _set(self, "clock_skew_ms", clock_skew_ms)
+        _set(self, "clock", clock)
 
     @classmethod
     def from_settings(cls, s: OAuthBearerSettings) -> UnsecuredValidator:

@@ -27,11 +27,13 @@ import base64
 import hashlib
 import hmac
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from groupd.protocol.frozen import frozen_record
 from groupd.storage.files import write_atomically
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 ALL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
@@ -50,12 +52,18 @@ class SaslError(Exception):
     """An authentication failure; ``str(e)`` goes to the client and the log, so it holds no secret."""
 
 
-@dataclass(frozen=True)
+@frozen_record
 class ScramCredential:
     salt: bytes
     iterations: int
     stored_key: bytes
     server_key: bytes
+
+    def __init__(self, salt: bytes, iterations: int, stored_key: bytes, server_key: bytes) -> None:
+        _set(self, "salt", salt)
+        _set(self, "iterations", iterations)
+        _set(self, "stored_key", stored_key)
+        _set(self, "server_key", server_key)
 
     def auth_info(self) -> tuple[bytes, bytes, bytes, int]:
         """The tuple ``scramp``'s ``auth_fn`` returns."""

@@ -36,16 +36,18 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
 import structlog
+from groupd.protocol.frozen import frozen_record
 from groupd.protocol.ratelimit import LogLimiter
 
 from . import records as rec
 from .errors import StorageError
 from .log import PartitionLog
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 log = structlog.get_logger("groupd.storage")
 limited_log = LogLimiter(log)
@@ -67,10 +69,14 @@ class AppendObserver(Protocol):
     def fsync_done(self, plog: PartitionLog, seconds: float, ok: bool) -> None: ...
 
 
-@dataclass(frozen=True)
+@frozen_record
 class FsyncPolicy:
     mode: str  # "always", "interval" or "never"
     interval_ms: int = 0
+
+    def __init__(self, mode: str, interval_ms: int = 0) -> None:
+        _set(self, "mode", mode)
+        _set(self, "interval_ms", interval_ms)
 
     @classmethod
     def parse(cls, text: str) -> FsyncPolicy:

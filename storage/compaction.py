@@ -46,10 +46,10 @@ import contextlib
 import os
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
+from groupd.protocol.frozen import mutable_record
 
 from . import records as rec
 from .errors import CorruptRecordError, UnsupportedCompressionError
@@ -76,7 +76,7 @@ log = structlog.get_logger("groupd.storage")
 SWAP_STEPS = ("cleaned_written", "swap_renamed", "old_renamed", "swap_installed", "deleted_removed")
 
 
-@dataclass
+@mutable_record
 class CompactionResult:
     groups_cleaned: int = 0
     segments_replaced: int = 0
@@ -86,6 +86,24 @@ class CompactionResult:
     tombstones_dropped: int = 0
     # The last stable offset read from the log when none was given (None: every transaction decided).
     derived_stable_offset: int | None = None
+
+    def __init__(
+        self,
+        groups_cleaned: int = 0,
+        segments_replaced: int = 0,
+        bytes_before: int = 0,
+        bytes_after: int = 0,
+        records_dropped: int = 0,
+        tombstones_dropped: int = 0,
+        derived_stable_offset: int | None = None,
+    ) -> None:
+        self.groups_cleaned = groups_cleaned
+        self.segments_replaced = segments_replaced
+        self.bytes_before = bytes_before
+        self.bytes_after = bytes_after
+        self.records_dropped = records_dropped
+        self.tombstones_dropped = tombstones_dropped
+        self.derived_stable_offset = derived_stable_offset
 
 
 def _segment_newest_ms(seg: Segment) -> int:

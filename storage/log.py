@@ -64,6 +64,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import structlog
+from groupd.protocol.frozen import DEFAULT_FACTORY, mutable_record
 
 from . import records as rec
 from .epochs import CHECKPOINT_FILE, CheckpointError, EpochEntry, LeaderEpochCache, epoch_for_offset
@@ -445,7 +446,7 @@ _INT32 = struct.Struct(">i")
 _LEN_EPOCH_MAGIC = struct.Struct(">iib")  # batchLength, partitionLeaderEpoch, magic (from byte 8)
 
 
-@dataclass
+@mutable_record
 class _Prepared:
     """An append planned on the caller's thread, to be written and then committed."""
 
@@ -460,6 +461,30 @@ class _Prepared:
     new_segment: Segment | None = None
     results: list = field(default_factory=list)
 
+    def __init__(
+        self,
+        data: bytes,
+        position: int,
+        base_offset: int,
+        last_offset: int,
+        target: Segment | None,
+        cursor: _Cursor,
+        roll_base: int | None = None,
+        roll_from: Segment | None = None,
+        new_segment: Segment | None = None,
+        results: list = DEFAULT_FACTORY,
+    ) -> None:
+        self.data = data
+        self.position = position
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.target = target
+        self.cursor = cursor
+        self.roll_base = roll_base
+        self.roll_from = roll_from
+        self.new_segment = new_segment
+        self.results = [] if results is DEFAULT_FACTORY else results
+
 
 class Damage:
     """Bytes [start, end) of a segment that hold no intact batch, and the offsets they took from
@@ -473,12 +498,18 @@ class Damage:
         self.reported = False
 
 
-@dataclass
+@mutable_record
 class _ScanResult:
     end: int
     next_offset: int
     reason: str | None
     gaps: bool = False
+
+    def __init__(self, end: int, next_offset: int, reason: str | None, gaps: bool = False) -> None:
+        self.end = end
+        self.next_offset = next_offset
+        self.reason = reason
+        self.gaps = gaps
 
 
 class PartitionLog:

@@ -37,10 +37,11 @@ The version a transition was made with is persisted (``client_transaction_versio
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import structlog
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record, mutable_record
 
 from ..coordinator.runtime import CoordinatorRuntime
 from ..protocol.partitioning import coordinator_partition
@@ -57,6 +58,8 @@ from .records import (
     TransactionState,
 )
 from .state import SHORT_MAX, IllegalTransactionTransition, TransactionMetadata, is_epoch_exhausted
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 S = TransactionState
 E = TxnError
@@ -78,7 +81,7 @@ HANDLED_APIS = (
 _FIRST_VERSION_WITH_PRODUCER_FENCED = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2}
 
 
-@dataclass(frozen=True)
+@frozen_record
 class TransactionConfig:
     """Kafka's ``TransactionStateManagerConfig``/``TransactionLogConfig`` defaults."""
 
@@ -90,13 +93,27 @@ class TransactionConfig:
     # the version of the coordinator's own aborts, and what ApiVersions reports.
     transaction_version: int = 2
 
+    def __init__(
+        self,
+        transaction_max_timeout_ms: int = 900_000,
+        transactional_id_expiration_ms: int = 604_800_000,
+        transaction_state_partitions: int = 50,
+        offsets_topic_partitions: int = 50,
+        transaction_version: int = 2,
+    ) -> None:
+        _set(self, "transaction_max_timeout_ms", transaction_max_timeout_ms)
+        _set(self, "transactional_id_expiration_ms", transactional_id_expiration_ms)
+        _set(self, "transaction_state_partitions", transaction_state_partitions)
+        _set(self, "offsets_topic_partitions", offsets_topic_partitions)
+        _set(self, "transaction_version", transaction_version)
+
 
 def partition_for(transactional_id: str, num_partitions: int = 50) -> int:
     """``TransactionStateManager.partitionFor``: ``Utils.abs(transactionalId.hashCode) % partitions``."""
     return coordinator_partition(transactional_id, num_partitions)
 
 
-@dataclass
+@mutable_record
 class Append:
     """Records to append, in order, to ``__transaction_state`` partition ``partition``; report the
     outcome with ``append_done(now_ms, token, error)``."""
@@ -105,8 +122,13 @@ class Append:
     partition: int
     records: list[Record]
 
+    def __init__(self, token: int, partition: int, records: list[Record]) -> None:
+        self.token = token
+        self.partition = partition
+        self.records = records
 
-@dataclass(frozen=True)
+
+@frozen_record
 class WriteMarkers:
     """Write a COMMIT (``committed``) or ABORT control batch with this producer id and epoch to every
     partition (Kafka's ``TransactionMarkerChannelManager.addTxnMarkersToSend``); then call
@@ -118,12 +140,36 @@ class WriteMarkers:
     committed: bool
     partitions: frozenset[TopicPartition]
 
+    def __init__(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        partitions: frozenset[TopicPartition],
+    ) -> None:
+        _set(self, "transactional_id", transactional_id)
+        _set(self, "producer_id", producer_id)
+        _set(self, "producer_epoch", producer_epoch)
+        _set(self, "committed", committed)
+        _set(self, "partitions", partitions)
 
-@dataclass
+
+@mutable_record
 class TxnResult:
     responses: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
     appends: list[Append] = field(default_factory=list)
     markers: list[WriteMarkers] = field(default_factory=list)
+
+    def __init__(
+        self,
+        responses: list[tuple[Any, dict[str, Any]]] = DEFAULT_FACTORY,
+        appends: list[Append] = DEFAULT_FACTORY,
+        markers: list[WriteMarkers] = DEFAULT_FACTORY,
+    ) -> None:
+        self.responses = [] if responses is DEFAULT_FACTORY else responses
+        self.appends = [] if appends is DEFAULT_FACTORY else appends
+        self.markers = [] if markers is DEFAULT_FACTORY else markers
 
     def extend(self, other: TxnResult) -> None:
         self.responses.extend(other.responses)

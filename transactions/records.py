@@ -9,7 +9,11 @@ live in ``serde.py``; the coordinator produces and replays these objects. A reco
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from groupd.protocol.frozen import frozen_record
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 NO_PRODUCER_ID = -1  # RecordBatch.NO_PRODUCER_ID
 NO_PRODUCER_EPOCH = -1  # RecordBatch.NO_PRODUCER_EPOCH
@@ -57,16 +61,19 @@ _NAMES = {
 _BY_NAME = {name: state for state, name in _NAMES.items()}
 
 
-@dataclass(frozen=True)
+@frozen_record
 class TransactionLogKey:
     transactional_id: str
+
+    def __init__(self, transactional_id: str) -> None:
+        _set(self, "transactional_id", transactional_id)
 
     @property
     def version(self) -> int:
         return 0
 
 
-@dataclass(frozen=True)
+@frozen_record
 class TransactionLogValue:
     """One transactional id's metadata after a transition (Kafka's ``TxnTransitMetadata``).
 
@@ -87,6 +94,32 @@ class TransactionLogValue:
     next_producer_id: int = NO_PRODUCER_ID
     client_transaction_version: int = 0
     last_producer_epoch: int = field(default=NO_PRODUCER_EPOCH, compare=False)
+
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        transaction_timeout_ms: int,
+        state: TransactionState,
+        partitions: frozenset[TopicPartition] = frozenset(),
+        last_update_timestamp_ms: int = -1,
+        start_timestamp_ms: int = -1,
+        previous_producer_id: int = NO_PRODUCER_ID,
+        next_producer_id: int = NO_PRODUCER_ID,
+        client_transaction_version: int = 0,
+        last_producer_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> None:
+        _set(self, "producer_id", producer_id)
+        _set(self, "producer_epoch", producer_epoch)
+        _set(self, "transaction_timeout_ms", transaction_timeout_ms)
+        _set(self, "state", state)
+        _set(self, "partitions", partitions)
+        _set(self, "last_update_timestamp_ms", last_update_timestamp_ms)
+        _set(self, "start_timestamp_ms", start_timestamp_ms)
+        _set(self, "previous_producer_id", previous_producer_id)
+        _set(self, "next_producer_id", next_producer_id)
+        _set(self, "client_transaction_version", client_transaction_version)
+        _set(self, "last_producer_epoch", last_producer_epoch)
 
     @property
     def version(self) -> int:

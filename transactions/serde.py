@@ -16,7 +16,6 @@ from ..protocol.messages.transaction_records import TRANSACTION_LOG_KEY, TRANSAC
 from .records import Record, TransactionLogKey, TransactionLogValue, TransactionState
 
 _VERSION = struct.Struct(">h")
-_KEY_V0 = TRANSACTION_LOG_KEY.codec(0)
 
 
 class RecordDecodeError(ValueError):
@@ -24,7 +23,7 @@ class RecordDecodeError(ValueError):
 
 
 def encode_key(key: TransactionLogKey) -> bytes:
-    return _VERSION.pack(0) + _KEY_V0.encode({"transactional_id": key.transactional_id})
+    return _VERSION.pack(0) + TRANSACTION_LOG_KEY.codec(0).encode({"transactional_id": key.transactional_id})
 
 
 def encode_value(value: TransactionLogValue | None, version: int | None = None) -> bytes | None:
@@ -68,7 +67,7 @@ def decode_key(data: bytes) -> TransactionLogKey:
     if v != 0:
         raise RecordDecodeError(f"unknown transaction log key version {v}")
     try:
-        return TransactionLogKey(_KEY_V0.decode(data, 2)["transactional_id"])
+        return TransactionLogKey(TRANSACTION_LOG_KEY.codec(0).decode(data, 2)["transactional_id"])
     except DecodeError as e:
         raise RecordDecodeError(f"bad transaction log key: {e}") from None
 

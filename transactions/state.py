@@ -66,7 +66,9 @@ transition whose record is being written) is in-memory only, as in Kafka.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from groupd.protocol.frozen import mutable_record
 
 from .records import (
     NO_PRODUCER_EPOCH,
@@ -101,7 +103,7 @@ class IllegalTransactionTransition(RuntimeError):
     """A record that would move a transactional id along a transition Kafka does not allow."""
 
 
-@dataclass
+@mutable_record
 class TransactionMetadata:
     """One transactional id (Kafka's ``TransactionMetadata``), mutated only by :meth:`transition_to`."""
 
@@ -119,6 +121,36 @@ class TransactionMetadata:
     client_transaction_version: int = 0
     # in-memory only: the state whose record is being written (Kafka's pendingState)
     pending_state: TransactionState | None = field(default=None, compare=False)
+
+    def __init__(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        last_producer_epoch: int = NO_PRODUCER_EPOCH,
+        previous_producer_id: int = NO_PRODUCER_ID,
+        next_producer_id: int = NO_PRODUCER_ID,
+        timeout_ms: int = 0,
+        state: TransactionState = S.EMPTY,
+        partitions: frozenset[TopicPartition] = frozenset(),
+        start_timestamp_ms: int = -1,
+        last_update_timestamp_ms: int = -1,
+        client_transaction_version: int = 0,
+        pending_state: TransactionState | None = None,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.last_producer_epoch = last_producer_epoch
+        self.previous_producer_id = previous_producer_id
+        self.next_producer_id = next_producer_id
+        self.timeout_ms = timeout_ms
+        self.state = state
+        self.partitions = partitions
+        self.start_timestamp_ms = start_timestamp_ms
+        self.last_update_timestamp_ms = last_update_timestamp_ms
+        self.client_transaction_version = client_transaction_version
+        self.pending_state = pending_state
 
     @classmethod
     def from_record(cls, transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:

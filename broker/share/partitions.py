@@ -29,7 +29,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -48,6 +47,7 @@ from groupd.coordinator.share_partition import (
 from groupd.coordinator.share_partition.partition import AcquiredRange
 from groupd.coordinator.share_partition.state_store import SHARE_STATE_PARTITIONS, ShareRecord, ShareRecordError
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.frozen import frozen_record
 from groupd.protocol.messages.share_records import SHARE_SNAPSHOT_TYPE
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.storage import Appender, LogManager, PartitionLog
@@ -57,6 +57,8 @@ from ..data_plane import DataPlane
 from ..data_plane.fetch import stable_prefix
 from ..data_plane.state import Key, wall_ms
 from ..topics import Topic, TopicRegistry
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 __all__ = ["SHARE_STATE_TOPIC", "SharePartitions", "ShareSettings", "Uninitialized"]
 
@@ -70,7 +72,7 @@ READ_BYTES = 1 << 20
 PRUNE_INTERVAL_MS = 5 * 60 * 1000
 
 
-@dataclass(frozen=True)
+@frozen_record
 class ShareSettings:
     """The broker's ``group.share.*`` settings (Kafka's ``ShareGroupConfig`` defaults)."""
 
@@ -78,6 +80,18 @@ class ShareSettings:
     delivery_count_limit: int = 5
     partition_max_record_locks: int = 2000
     max_share_sessions: int = 2000
+
+    def __init__(
+        self,
+        record_lock_duration_ms: int = 30000,
+        delivery_count_limit: int = 5,
+        partition_max_record_locks: int = 2000,
+        max_share_sessions: int = 2000,
+    ) -> None:
+        _set(self, "record_lock_duration_ms", record_lock_duration_ms)
+        _set(self, "delivery_count_limit", delivery_count_limit)
+        _set(self, "partition_max_record_locks", partition_max_record_locks)
+        _set(self, "max_share_sessions", max_share_sessions)
 
 
 class Uninitialized(Exception):

@@ -20,8 +20,12 @@ import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from groupd.protocol.frozen import frozen_record
+
 from .java_collections import JavaHashMap, int_hash, java_hashmap_order, string_hash, timeline_order, uuid_hash
 from .member import Partitions
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 
 class PartitionAssignorError(Exception):
@@ -35,7 +39,7 @@ class SubscriptionType(enum.Enum):
     HETEROGENEOUS = "HETEROGENEOUS"
 
 
-@dataclass(frozen=True)
+@frozen_record
 class MemberSpec:
     """``MemberSubscriptionAndAssignmentImpl``. ``subscribed`` and ``assigned`` (topics, then each
     topic's partitions) are iterated as given: give them in Java's order (``java_member_spec``)."""
@@ -45,6 +49,18 @@ class MemberSpec:
     instance_id: str | None = None
     # TopicIds.size(): the subscribed names, resolved or not (a HashSet copy is sized by it)
     subscribed_count: int | None = None
+
+    def __init__(
+        self,
+        subscribed: Collection[uuid.UUID],
+        assigned: Partitions | Mapping[uuid.UUID, Sequence[int]],
+        instance_id: str | None = None,
+        subscribed_count: int | None = None,
+    ) -> None:
+        _set(self, "subscribed", subscribed)
+        _set(self, "assigned", assigned)
+        _set(self, "instance_id", instance_id)
+        _set(self, "subscribed_count", subscribed_count)
 
     def size(self) -> int:
         return len(self.subscribed) if self.subscribed_count is None else self.subscribed_count

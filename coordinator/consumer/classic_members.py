@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+from groupd.protocol.frozen import frozen_record
 
 from .. import errors
 from ..consumer_protocol import (
@@ -38,10 +39,12 @@ from .migration import Migration
 from .records import ClassicMemberMetadata, ClassicProtocol, ConsumerRecord
 from .validation import HeartbeatResult, RequestError
 
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
+
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
-@dataclass(frozen=True)
+@frozen_record
 class ClassicJoin:
     """A classic member's JoinGroup as the consumer-group core reads it."""
 
@@ -50,6 +53,18 @@ class ClassicJoin:
     known_member: bool
     # the partitions it reports owning, by topic id (``Utils.toTopicPartitions``)
     owned: list[tuple[uuid.UUID, list[int]]]
+
+    def __init__(
+        self,
+        metadata: ClassicMemberMetadata,
+        subscription: Subscription,
+        known_member: bool,
+        owned: list[tuple[uuid.UUID, list[int]]],
+    ) -> None:
+        _set(self, "metadata", metadata)
+        _set(self, "subscription", subscription)
+        _set(self, "known_member", known_member)
+        _set(self, "owned", owned)
 
 
 class Host(Protocol):

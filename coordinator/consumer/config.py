@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 
-@dataclass(frozen=True)
+@frozen_record
 class ConsumerGroupConfig:
     """Kafka's ``GroupCoordinatorConfig`` consumer-group settings, at Kafka's defaults."""
 
@@ -25,6 +29,24 @@ class ConsumerGroupConfig:
     # group's regular expressions per interval
     regex_refresh_interval_ms: int = 10000
 
+    def __init__(
+        self,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 5000,
+        max_size: int = 2**31 - 1,
+        assignors: tuple[str, ...] = ("uniform", "range"),
+        migration_policy: str = "bidirectional",
+        classic_max_size: int = 2**31 - 1,
+        regex_refresh_interval_ms: int = 10000,
+    ) -> None:
+        _set(self, "session_timeout_ms", session_timeout_ms)
+        _set(self, "heartbeat_interval_ms", heartbeat_interval_ms)
+        _set(self, "max_size", max_size)
+        _set(self, "assignors", assignors)
+        _set(self, "migration_policy", migration_policy)
+        _set(self, "classic_max_size", classic_max_size)
+        _set(self, "regex_refresh_interval_ms", regex_refresh_interval_ms)
+
     @property
     def upgrade_enabled(self) -> bool:
         """``ConsumerGroupMigrationPolicy.isUpgradeEnabled``."""
@@ -39,12 +61,16 @@ class ConsumerGroupConfig:
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
-@dataclass(frozen=True)
+@frozen_record
 class TopicsImage:
     """The topics that exist (name -> (topic id, partitions)); ``version`` grows with every change."""
 
     version: int = 0
     topics: Mapping[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+
+    def __init__(self, version: int = 0, topics: Mapping[str, tuple[uuid.UUID, int]] = DEFAULT_FACTORY) -> None:
+        _set(self, "version", version)
+        _set(self, "topics", {} if topics is DEFAULT_FACTORY else topics)
 
     def topic_id(self, name: str) -> uuid.UUID | None:
         t = self.topics.get(name)

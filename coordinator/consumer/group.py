@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
+
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record, mutable_record
 
 from .. import errors
 from .member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember, MemberState, Partitions, from_tuple
@@ -32,6 +34,8 @@ from .records import (
     TopicMetadata,
 )
 
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
+
 
 class ConsumerGroupState(enum.Enum):
     """``ConsumerGroup.ConsumerGroupState`` (the names DescribeGroups/ListGroups give)."""
@@ -46,14 +50,19 @@ class IllegalRecord(Exception):
     """A record that cannot follow the state it is applied to (Kafka's IllegalStateException in replay)."""
 
 
-@dataclass(frozen=True)
+@frozen_record
 class ResolvedRegex:
     topics: frozenset[str]
     version: int
     timestamp: int
 
+    def __init__(self, topics: frozenset[str], version: int, timestamp: int) -> None:
+        _set(self, "topics", topics)
+        _set(self, "version", version)
+        _set(self, "timestamp", timestamp)
 
-@dataclass
+
+@mutable_record
 class ConsumerGroup:
     group_id: str
     group_epoch: int = 0
@@ -69,6 +78,32 @@ class ConsumerGroup:
     metadata_refresh_needed: bool = False
     # how many members subscribe with each regex (ConsumerGroup.subscribedRegularExpressions), derived
     regex_counts: dict[str, int] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        group_id: str,
+        group_epoch: int = 0,
+        members: dict[str, ConsumerGroupMember] = DEFAULT_FACTORY,
+        static_members: dict[str, str] = DEFAULT_FACTORY,
+        target_epoch: int = 0,
+        target: dict[str, Partitions] = DEFAULT_FACTORY,
+        subscription_metadata: dict[str, TopicMetadata] = DEFAULT_FACTORY,
+        resolved_regexes: dict[str, ResolvedRegex] = DEFAULT_FACTORY,
+        partition_epochs: dict[tuple[uuid.UUID, int], int] = DEFAULT_FACTORY,
+        metadata_refresh_needed: bool = False,
+        regex_counts: dict[str, int] = DEFAULT_FACTORY,
+    ) -> None:
+        self.group_id = group_id
+        self.group_epoch = group_epoch
+        self.members = {} if members is DEFAULT_FACTORY else members
+        self.static_members = {} if static_members is DEFAULT_FACTORY else static_members
+        self.target_epoch = target_epoch
+        self.target = {} if target is DEFAULT_FACTORY else target
+        self.subscription_metadata = {} if subscription_metadata is DEFAULT_FACTORY else subscription_metadata
+        self.resolved_regexes = {} if resolved_regexes is DEFAULT_FACTORY else resolved_regexes
+        self.partition_epochs = {} if partition_epochs is DEFAULT_FACTORY else partition_epochs
+        self.metadata_refresh_needed = metadata_refresh_needed
+        self.regex_counts = {} if regex_counts is DEFAULT_FACTORY else regex_counts
 
     @property
     def state(self) -> ConsumerGroupState:

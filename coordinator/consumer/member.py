@@ -22,9 +22,13 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
+
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record
 
 from .records import ClassicMemberMetadata, TopicPartitionsTuple
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 Partitions = Mapping[uuid.UUID, frozenset[int]]
 EMPTY: Partitions = {}
@@ -82,7 +86,7 @@ def is_subset(owned: Iterable[tuple[uuid.UUID, Iterable[int]]] | None, assigned:
     return True
 
 
-@dataclass(frozen=True)
+@frozen_record
 class ConsumerGroupMember:
     """Kafka's ``modern/consumer/ConsumerGroupMember``: subscription (from the member-metadata record)
     plus epochs, state and partitions (from the current-assignment record)."""
@@ -103,6 +107,40 @@ class ConsumerGroupMember:
     pending_revocation: Partitions = field(default_factory=dict)
     # set while the member speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) in a consumer group
     classic: ClassicMemberMetadata | None = None
+
+    def __init__(
+        self,
+        member_id: str,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        subscribed_topic_names: tuple[str, ...] = (),
+        subscribed_topic_regex: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        server_assignor: str | None = None,
+        member_epoch: int = 0,
+        previous_member_epoch: int = -1,
+        state: MemberState = MemberState.STABLE,
+        assigned: Partitions = DEFAULT_FACTORY,
+        pending_revocation: Partitions = DEFAULT_FACTORY,
+        classic: ClassicMemberMetadata | None = None,
+    ) -> None:
+        _set(self, "member_id", member_id)
+        _set(self, "instance_id", instance_id)
+        _set(self, "rack_id", rack_id)
+        _set(self, "client_id", client_id)
+        _set(self, "client_host", client_host)
+        _set(self, "subscribed_topic_names", subscribed_topic_names)
+        _set(self, "subscribed_topic_regex", subscribed_topic_regex)
+        _set(self, "rebalance_timeout_ms", rebalance_timeout_ms)
+        _set(self, "server_assignor", server_assignor)
+        _set(self, "member_epoch", member_epoch)
+        _set(self, "previous_member_epoch", previous_member_epoch)
+        _set(self, "state", state)
+        _set(self, "assigned", {} if assigned is DEFAULT_FACTORY else assigned)
+        _set(self, "pending_revocation", {} if pending_revocation is DEFAULT_FACTORY else pending_revocation)
+        _set(self, "classic", classic)
 
     @property
     def uses_classic_protocol(self) -> bool:

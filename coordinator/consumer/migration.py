@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Protocol
+
+from groupd.protocol.frozen import frozen_record
 
 from ..consumer_protocol import ConsumerProtocolError, decode_assignment, decode_subscription
 from ..timers import Deadlines
@@ -30,8 +31,10 @@ from .records import (
     ConsumerRecord,
 )
 
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ClassicMemberSpec:
     """One member of a classic group being converted (what ``ConsumerGroup.fromClassicGroup`` reads)."""
 
@@ -44,8 +47,28 @@ class ClassicMemberSpec:
     protocols: tuple[tuple[str, bytes], ...]
     assignment: bytes
 
+    def __init__(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocols: tuple[tuple[str, bytes], ...],
+        assignment: bytes,
+    ) -> None:
+        _set(self, "member_id", member_id)
+        _set(self, "instance_id", instance_id)
+        _set(self, "client_id", client_id)
+        _set(self, "client_host", client_host)
+        _set(self, "rebalance_timeout_ms", rebalance_timeout_ms)
+        _set(self, "session_timeout_ms", session_timeout_ms)
+        _set(self, "protocols", protocols)
+        _set(self, "assignment", assignment)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class Downgrade:
     """A consumer group that has just been deleted to become a classic group again
     (``convertToClassicGroup``): the group as it was, and who left."""
@@ -55,6 +78,11 @@ class Downgrade:
     # a member left (a rebalance follows); not when a classic static member replaced the last
     # consumer-protocol one in its JoinGroup (validateOnlineDowngradeWithReplacedMemberId)
     rebalance: bool = True
+
+    def __init__(self, group: ConsumerGroup, leaving: frozenset[str], rebalance: bool = True) -> None:
+        _set(self, "group", group)
+        _set(self, "leaving", leaving)
+        _set(self, "rebalance", rebalance)
 
 
 class UpgradeRefused(Exception):

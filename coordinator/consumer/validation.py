@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from groupd.protocol.frozen import DEFAULT_FACTORY, mutable_record
 
 from .. import errors
 from .member import (
@@ -22,10 +24,14 @@ from .records import ConsumerRecord
 from .regex import InvalidRegularExpression, compile_regex
 
 
-@dataclass
+@mutable_record
 class HeartbeatResult:
     response: dict[str, Any]
     records: list[ConsumerRecord] = field(default_factory=list)
+
+    def __init__(self, response: dict[str, Any], records: list[ConsumerRecord] = DEFAULT_FACTORY) -> None:
+        self.response = response
+        self.records = [] if records is DEFAULT_FACTORY else records
 
 
 class RequestError(Exception):

@@ -15,7 +15,9 @@ from __future__ import annotations
 import copy
 import enum
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record, mutable_record
 
 from .records import (
     ShareGroupCurrentMemberAssignmentKey,
@@ -33,6 +35,8 @@ from .records import (
     ShareRecord,
     TopicPartitionsTuple,
 )
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 PROTOCOL_TYPE = "share"  # ShareGroup.PROTOCOL_TYPE, what ListGroups reports
 JOIN_GROUP_MEMBER_EPOCH = 0
@@ -61,7 +65,7 @@ class IllegalShareRecord(Exception):
     """A record that cannot follow the state it is applied to (Kafka's IllegalStateException in replay)."""
 
 
-@dataclass(frozen=True)
+@frozen_record
 class ShareGroupMember:
     """``ShareGroupMember``: its subscription (names), its epochs and its assigned partitions."""
 
@@ -74,6 +78,26 @@ class ShareGroupMember:
     subscribed_topic_names: tuple[str, ...] = ()
     assigned: Partitions = field(default_factory=dict)
 
+    def __init__(
+        self,
+        member_id: str,
+        member_epoch: int = 0,
+        previous_member_epoch: int = 0,
+        rack_id: str | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        subscribed_topic_names: tuple[str, ...] = (),
+        assigned: Partitions = DEFAULT_FACTORY,
+    ) -> None:
+        _set(self, "member_id", member_id)
+        _set(self, "member_epoch", member_epoch)
+        _set(self, "previous_member_epoch", previous_member_epoch)
+        _set(self, "rack_id", rack_id)
+        _set(self, "client_id", client_id)
+        _set(self, "client_host", client_host)
+        _set(self, "subscribed_topic_names", subscribed_topic_names)
+        _set(self, "assigned", {} if assigned is DEFAULT_FACTORY else assigned)
+
     def metadata_value(self) -> ShareGroupMemberMetadataValue:
         return ShareGroupMemberMetadataValue(
             self.rack_id, self.client_id, self.client_host, tuple(self.subscribed_topic_names)
@@ -85,7 +109,7 @@ class ShareGroupMember:
         )
 
 
-@dataclass(frozen=True)
+@frozen_record
 class InitValue:
     """``ShareGroup.InitMapValue``: a topic's share partitions in one state, and when it got there
     (the time of replay, as Kafka's: not persisted)."""
@@ -94,8 +118,13 @@ class InitValue:
     partitions: frozenset[int]
     timestamp: int
 
+    def __init__(self, name: str, partitions: frozenset[int], timestamp: int) -> None:
+        _set(self, "name", name)
+        _set(self, "partitions", partitions)
+        _set(self, "timestamp", timestamp)
 
-@dataclass
+
+@mutable_record
 class StatePartitionMetadata:
     """``ShareGroupStatePartitionMetadataInfo``: which share partitions are being initialized in the
     share-state persister, which are initialized (only those are assigned), which are being deleted."""
@@ -104,8 +133,18 @@ class StatePartitionMetadata:
     initialized: dict[uuid.UUID, InitValue] = field(default_factory=dict)
     deleting: dict[uuid.UUID, str] = field(default_factory=dict)
 
+    def __init__(
+        self,
+        initializing: dict[uuid.UUID, InitValue] = DEFAULT_FACTORY,
+        initialized: dict[uuid.UUID, InitValue] = DEFAULT_FACTORY,
+        deleting: dict[uuid.UUID, str] = DEFAULT_FACTORY,
+    ) -> None:
+        self.initializing = {} if initializing is DEFAULT_FACTORY else initializing
+        self.initialized = {} if initialized is DEFAULT_FACTORY else initialized
+        self.deleting = {} if deleting is DEFAULT_FACTORY else deleting
 
-@dataclass
+
+@mutable_record
 class ShareGroup:
     group_id: str
     group_epoch: int = 0
@@ -122,6 +161,30 @@ class ShareGroup:
     # of the target assignment (None: to be computed again)
     subscribed_counts: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     target_union: dict[uuid.UUID, frozenset[int]] | None = field(default=None, compare=False, repr=False)
+
+    def __init__(
+        self,
+        group_id: str,
+        group_epoch: int = 0,
+        metadata_hash: int = 0,
+        members: dict[str, ShareGroupMember] = DEFAULT_FACTORY,
+        target_epoch: int = 0,
+        target: dict[str, Partitions] = DEFAULT_FACTORY,
+        state_metadata: StatePartitionMetadata | None = None,
+        metadata_refresh_deadline: int = 0,
+        subscribed_counts: dict[str, int] = DEFAULT_FACTORY,
+        target_union: dict[uuid.UUID, frozenset[int]] | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.group_epoch = group_epoch
+        self.metadata_hash = metadata_hash
+        self.members = {} if members is DEFAULT_FACTORY else members
+        self.target_epoch = target_epoch
+        self.target = {} if target is DEFAULT_FACTORY else target
+        self.state_metadata = state_metadata
+        self.metadata_refresh_deadline = metadata_refresh_deadline
+        self.subscribed_counts = {} if subscribed_counts is DEFAULT_FACTORY else subscribed_counts
+        self.target_union = target_union
 
     @property
     def state(self) -> ShareGroupState:

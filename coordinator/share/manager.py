@@ -32,8 +32,10 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from groupd.protocol.frozen import DEFAULT_FACTORY, frozen_record, mutable_record
 
 from .. import errors
 from ..consumer.assignor_spec import (
@@ -73,8 +75,10 @@ from .records import (
     TopicPartitionsInfo,
 )
 
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupConfig:
     """Kafka 4.2's ``GroupCoordinatorConfig`` share settings (``group.share.*``) and their defaults."""
 
@@ -87,6 +91,26 @@ class ShareGroupConfig:
     max_size: int = 200  # group.share.max.size
     initialize_retry_interval_ms: int = 30000  # group.share.initialize.retry.interval.ms
 
+    def __init__(
+        self,
+        session_timeout_ms: int = 45000,
+        min_session_timeout_ms: int = 45000,
+        max_session_timeout_ms: int = 60000,
+        heartbeat_interval_ms: int = 5000,
+        min_heartbeat_interval_ms: int = 5000,
+        max_heartbeat_interval_ms: int = 15000,
+        max_size: int = 200,
+        initialize_retry_interval_ms: int = 30000,
+    ) -> None:
+        _set(self, "session_timeout_ms", session_timeout_ms)
+        _set(self, "min_session_timeout_ms", min_session_timeout_ms)
+        _set(self, "max_session_timeout_ms", max_session_timeout_ms)
+        _set(self, "heartbeat_interval_ms", heartbeat_interval_ms)
+        _set(self, "min_heartbeat_interval_ms", min_heartbeat_interval_ms)
+        _set(self, "max_heartbeat_interval_ms", max_heartbeat_interval_ms)
+        _set(self, "max_size", max_size)
+        _set(self, "initialize_retry_interval_ms", initialize_retry_interval_ms)
+
 
 class RequestError(Exception):
     """A request refused with ``code`` (and ``message``, the answer's error message)."""
@@ -97,7 +121,7 @@ class RequestError(Exception):
         self.message = message
 
 
-@dataclass
+@mutable_record
 class ShareHeartbeatResult:
     response: dict[str, Any]
     records: list[ShareRecord] = field(default_factory=list)
@@ -105,6 +129,18 @@ class ShareHeartbeatResult:
     # topic id -> (name, partitions); the group epoch they are initialized at
     initialize: dict[uuid.UUID, InitValue] = field(default_factory=dict)
     group_epoch: int = 0
+
+    def __init__(
+        self,
+        response: dict[str, Any],
+        records: list[ShareRecord] = DEFAULT_FACTORY,
+        initialize: dict[uuid.UUID, InitValue] = DEFAULT_FACTORY,
+        group_epoch: int = 0,
+    ) -> None:
+        self.response = response
+        self.records = [] if records is DEFAULT_FACTORY else records
+        self.initialize = {} if initialize is DEFAULT_FACTORY else initialize
+        self.group_epoch = group_epoch
 
 
 def error_response(code: int, message: str | None) -> dict[str, Any]:

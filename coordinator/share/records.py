@@ -17,8 +17,11 @@ by topic id, so equal assignments are equal records.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
+
+from groupd.protocol.frozen import frozen_record
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 TopicPartitionsTuple = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 
@@ -30,95 +33,169 @@ SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
 SHARE_GROUP_STATE_PARTITION_METADATA = 15
 
 
-@dataclass(frozen=True)
+@frozen_record
 class ShareGroupMemberMetadataKey:
     group_id: str
     member_id: str
     version = SHARE_GROUP_MEMBER_METADATA
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, "group_id", group_id)
+        _set(self, "member_id", member_id)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupMemberMetadataValue:
     rack_id: str | None
     client_id: str
     client_host: str
     subscribed_topic_names: tuple[str, ...]
 
+    def __init__(
+        self,
+        rack_id: str | None,
+        client_id: str,
+        client_host: str,
+        subscribed_topic_names: tuple[str, ...],
+    ) -> None:
+        _set(self, "rack_id", rack_id)
+        _set(self, "client_id", client_id)
+        _set(self, "client_host", client_host)
+        _set(self, "subscribed_topic_names", subscribed_topic_names)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupMetadataKey:
     group_id: str
     version = SHARE_GROUP_METADATA
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, "group_id", group_id)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupMetadataValue:
     epoch: int
     metadata_hash: int = 0
 
+    def __init__(self, epoch: int, metadata_hash: int = 0) -> None:
+        _set(self, "epoch", epoch)
+        _set(self, "metadata_hash", metadata_hash)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupTargetAssignmentMetadataKey:
     group_id: str
     version = SHARE_GROUP_TARGET_ASSIGNMENT_METADATA
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, "group_id", group_id)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupTargetAssignmentMetadataValue:
     assignment_epoch: int
 
+    def __init__(self, assignment_epoch: int) -> None:
+        _set(self, "assignment_epoch", assignment_epoch)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupTargetAssignmentMemberKey:
     group_id: str
     member_id: str
     version = SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, "group_id", group_id)
+        _set(self, "member_id", member_id)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupTargetAssignmentMemberValue:
     topic_partitions: TopicPartitionsTuple
 
+    def __init__(self, topic_partitions: TopicPartitionsTuple) -> None:
+        _set(self, "topic_partitions", topic_partitions)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupCurrentMemberAssignmentKey:
     group_id: str
     member_id: str
     version = SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT
 
+    def __init__(self, group_id: str, member_id: str) -> None:
+        _set(self, "group_id", group_id)
+        _set(self, "member_id", member_id)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupCurrentMemberAssignmentValue:
     member_epoch: int
     previous_member_epoch: int
     state: int  # MemberState's byte: a share member is always STABLE (0)
     assigned_partitions: TopicPartitionsTuple
 
+    def __init__(
+        self,
+        member_epoch: int,
+        previous_member_epoch: int,
+        state: int,
+        assigned_partitions: TopicPartitionsTuple,
+    ) -> None:
+        _set(self, "member_epoch", member_epoch)
+        _set(self, "previous_member_epoch", previous_member_epoch)
+        _set(self, "state", state)
+        _set(self, "assigned_partitions", assigned_partitions)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupStatePartitionMetadataKey:
     group_id: str
     version = SHARE_GROUP_STATE_PARTITION_METADATA
 
+    def __init__(self, group_id: str) -> None:
+        _set(self, "group_id", group_id)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class TopicPartitionsInfo:
     topic_id: uuid.UUID
     topic_name: str
     partitions: tuple[int, ...]
 
+    def __init__(self, topic_id: uuid.UUID, topic_name: str, partitions: tuple[int, ...]) -> None:
+        _set(self, "topic_id", topic_id)
+        _set(self, "topic_name", topic_name)
+        _set(self, "partitions", partitions)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class TopicInfo:
     topic_id: uuid.UUID
     topic_name: str
 
+    def __init__(self, topic_id: uuid.UUID, topic_name: str) -> None:
+        _set(self, "topic_id", topic_id)
+        _set(self, "topic_name", topic_name)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class ShareGroupStatePartitionMetadataValue:
     initializing_topics: tuple[TopicPartitionsInfo, ...]
     initialized_topics: tuple[TopicPartitionsInfo, ...]
     deleting_topics: tuple[TopicInfo, ...]
+
+    def __init__(
+        self,
+        initializing_topics: tuple[TopicPartitionsInfo, ...],
+        initialized_topics: tuple[TopicPartitionsInfo, ...],
+        deleting_topics: tuple[TopicInfo, ...],
+    ) -> None:
+        _set(self, "initializing_topics", initializing_topics)
+        _set(self, "initialized_topics", initialized_topics)
+        _set(self, "deleting_topics", deleting_topics)
 
 
 ShareRecordKey = (

@@ -38,17 +38,20 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
+from groupd.protocol.frozen import frozen_record
+
 from .. import errors
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 TopicPartition = tuple[uuid.UUID, int]
 # InitializeShareGroupState's "uninitialized" start offset: take it from share.auto.offset.reset
 UNINITIALIZED_START_OFFSET = -1
 
 
-@dataclass(frozen=True)
+@frozen_record
 class PartitionSummary:
     """``ReadShareGroupStateSummaryResponse``'s partition: its start offset and leader epoch."""
 
@@ -60,6 +63,22 @@ class PartitionSummary:
     delivery_complete_count: int = -1
     error_code: int = errors.NONE
     error_message: str | None = None
+
+    def __init__(
+        self,
+        start_offset: int,
+        leader_epoch: int = -1,
+        state_epoch: int = 0,
+        delivery_complete_count: int = -1,
+        error_code: int = errors.NONE,
+        error_message: str | None = None,
+    ) -> None:
+        _set(self, "start_offset", start_offset)
+        _set(self, "leader_epoch", leader_epoch)
+        _set(self, "state_epoch", state_epoch)
+        _set(self, "delivery_complete_count", delivery_complete_count)
+        _set(self, "error_code", error_code)
+        _set(self, "error_message", error_message)
 
 
 class ShareStateStore(Protocol):

@@ -43,10 +43,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.frozen import frozen_record
+
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field
 
 # RecordState ids (Kafka's RecordState)
 AVAILABLE = 0
@@ -66,12 +68,16 @@ RENEW = 4
 _MIN_THROTTLE_LIMIT = 2
 
 
-@dataclass(frozen=True)
+@frozen_record
 class SharePartitionConfig:
     """The limits of one share-partition (broker settings, or the group's ``share.*`` configs)."""
 
     delivery_count_limit: int = 5  # group.share.delivery.count.limit
     max_in_flight: int = 2000  # group.share.partition.max.record.locks
+
+    def __init__(self, delivery_count_limit: int = 5, max_in_flight: int = 2000) -> None:
+        _set(self, "delivery_count_limit", delivery_count_limit)
+        _set(self, "max_in_flight", max_in_flight)
 
     @property
     def throttle_limit(self) -> int:

@@ -20,10 +20,11 @@ leaves the group; the caller does both through ``remove``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.frozen import DEFAULT_FACTORY, mutable_record
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -40,13 +41,25 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == _INT32_MAX else epoch + 1
 
 
-@dataclass
+@mutable_record
 class ShareSession:
     key: SessionKey
     epoch: int
     # insertion-ordered, as Kafka's ImplicitLinkedHashCollection of CachedSharePartition
     partitions: dict[TopicIdPartition, None] = field(default_factory=dict)
     conn: Any = None
+
+    def __init__(
+        self,
+        key: SessionKey,
+        epoch: int,
+        partitions: dict[TopicIdPartition, None] = DEFAULT_FACTORY,
+        conn: Any = None,
+    ) -> None:
+        self.key = key
+        self.epoch = epoch
+        self.partitions = {} if partitions is DEFAULT_FACTORY else partitions
+        self.conn = conn
 
 
 class SessionError(Exception):

@@ -23,10 +23,11 @@ import base64
 import struct
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple
 
 from groupd.protocol._rt import DecodeError
+from groupd.protocol.frozen import DEFAULT_FACTORY, mutable_record
 from groupd.protocol.messages.share_records import (
     SHARE_SNAPSHOT_KEY,
     SHARE_SNAPSHOT_TYPE,
@@ -59,13 +60,18 @@ def share_state_partition(key: SharePartitionKey, partitions: int = SHARE_STATE_
     return coordinator_partition(key.coordinator_key(), partitions)
 
 
-@dataclass
+@mutable_record
 class ShareRecord:
     """One ``__share_group_state`` record, decoded. ``value`` None: a tombstone."""
 
     type: int  # SHARE_SNAPSHOT_TYPE or SHARE_UPDATE_TYPE
     key: SharePartitionKey
     value: dict[str, Any] | None
+
+    def __init__(self, type: int, key: SharePartitionKey, value: dict[str, Any] | None) -> None:
+        self.type = type
+        self.key = key
+        self.value = value
 
 
 class ShareRecordError(ValueError):
@@ -102,7 +108,7 @@ def decode_record(key: bytes, value: bytes | None) -> ShareRecord:
         raise ShareRecordError(str(e)) from None
 
 
-@dataclass
+@mutable_record
 class PersistedShareState:
     """``ShareGroupOffset``: one key's state as written."""
 
@@ -113,6 +119,22 @@ class PersistedShareState:
     updates_since_snapshot: int = 0
     # offset -> (state, delivery count), offsets >= start_offset only
     offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        start_offset: int,
+        state_epoch: int = 0,
+        snapshot_epoch: int = 0,
+        create_timestamp: int = 0,
+        updates_since_snapshot: int = 0,
+        offsets: dict[int, tuple[int, int]] = DEFAULT_FACTORY,
+    ) -> None:
+        self.start_offset = start_offset
+        self.state_epoch = state_epoch
+        self.snapshot_epoch = snapshot_epoch
+        self.create_timestamp = create_timestamp
+        self.updates_since_snapshot = updates_since_snapshot
+        self.offsets = {} if offsets is DEFAULT_FACTORY else offsets
 
     def batches(self) -> list[StateBatch]:
         out: list[StateBatch] = []

@@ -46,7 +46,7 @@ LAZY = ("lz4", "snappy", "cramjam", "re2", "tomllib", "groupd.broker.cluster", "
 # the daemon answers a connection, then writes the loaded modules and ends the process.
 _SCRIPT = textwrap.dedent(
     """
-    import json, os, socket, sys, threading, time
+    import gc, json, os, socket, sys, threading, time
 
     port, data_dir, out, extra = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
 
@@ -61,7 +61,8 @@ _SCRIPT = textwrap.dedent(
         records = sys.modules.get("groupd.storage.records")
         table = len(records._ZZ_CACHE) if records is not None else 0
         with open(out, "w") as fh:
-            json.dump({"modules": sorted(sys.modules), "varint_table": table}, fh)
+            gc_state = {"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}
+            json.dump({"modules": sorted(sys.modules), "varint_table": table, "gc": gc_state}, fh)
         os._exit(0)
 
     threading.Thread(target=watch, daemon=True).start()
@@ -99,3 +100,7 @@ def test_serve_imports_nothing_only_other_commands_need(tmp_path: Path, extra: t
     assert eager == [], f"serve imported before first use {eager}"
     # storage/records.py's table of small varints (0.7 MiB) is built by the first encode
     assert got["varint_table"] == 0
+    # groupd/cli.py turns the cyclic GC off while serve imports: back on once it serves, with what
+    # the imports made frozen (never scanned again)
+    assert got["gc"]["enabled"] is True
+    assert got["gc"]["frozen"] > 10_000
