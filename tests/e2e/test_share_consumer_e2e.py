@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from groupd.ops.kafka_client import KafkaClient
 
 from tests.support.daemon import GroupdProcess
 from tests.support.wire import Wire
@@ -162,6 +163,16 @@ def daemon(tmp_path: Path) -> Iterator[GroupdProcess]:
         d.stop()
 
 
+def _members_assigned(d: GroupdProcess, group: str) -> int:
+    """How many members of the share group hold an assignment (ShareGroupDescribe)."""
+    with KafkaClient(d.bootstrap) as client:
+        _, resp = client.coordinator(group).send(
+            "ShareGroupDescribe", {"group_ids": [group], "include_authorized_operations": False}
+        )
+    (g,) = resp["groups"]
+    return sum(1 for m in g["members"] if (m.get("assignment") or {}).get("topic_partitions"))
+
+
 def _setup(d: GroupdProcess, **configs: str) -> tuple[str, str]:
     group = "sg-" + uuid.uuid4().hex[:8]
     group_configs(d, group, share_auto_offset_reset="earliest", **configs)
@@ -172,8 +183,11 @@ def test_three_share_consumers_share_one_partition_each_record_once(tmp_path: Pa
     # the default lock duration (30 s): nothing expires while the three keep polling
     with GroupdProcess(tmp_path / "data") as d:
         group, topic = _setup(d)
-        produce(d, topic, [f"r{i}" for i in range(3000)], per_batch=50)
+        # All three in the group (each assigned the partition) before the records arrive: started
+        # after them, the first consumer could read all 3,000 before the others had joined.
         members += [Member(d, group, topic, "accept") for _ in range(3)]
+        wait_for(lambda: _members_assigned(d, group) == 3, 60, "three members assigned the partition")
+        produce(d, topic, [f"r{i}" for i in range(3000)], per_batch=50)
         wait_for(lambda: len({o for m in members for o, _v, _c in m.records()}) >= 3000, 60, "3000 records")
         time.sleep(1)  # a redelivery, if any, would show up now
         for m in members:
