@@ -40,6 +40,7 @@ class Append:
         producer_id: int = -1,
         producer_epoch: int = -1,
         marker: tuple[bool, int] | None = None,
+        batch: bytes | None = None,
     ) -> None:
         self.token = token
         self.partition = partition
@@ -47,6 +48,7 @@ class Append:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.marker = marker
+        self.batch = batch
 
 
 @mutable_record
