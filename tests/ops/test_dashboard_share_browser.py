@@ -14,14 +14,19 @@ from tests.e2e.test_share_consumer_e2e import Member, _setup, produce, wait_for
 from tests.ops.test_dashboard_browser import ARTIFACTS, _chromium
 from tests.support.daemon import GroupdProcess
 
+LOCK_MS = 10_000
+
 
 @pytest.mark.e2e
 def test_dashboard_shows_a_share_group_and_its_in_flight_records(tmp_path: Path) -> None:
     exe = _chromium()
     sync_api = pytest.importorskip("playwright.sync_api")
     expect = sync_api.expect
+    # The held records show as acquired only until their lock expires: 2 s was shorter than a loaded
+    # machine can take from the consumer's fetch to the page's check (the row was already back to
+    # available). 10 s keeps that window wide; the second consumer waits for the expiry.
     d = GroupdProcess(
-        tmp_path / "data", "--dashboard-port", "0", "--group-share-record-lock-duration-ms", "2000"
+        tmp_path / "data", "--dashboard-port", "0", "--group-share-record-lock-duration-ms", str(LOCK_MS)
     ).start()
     members: list[Member] = []
     try:
@@ -55,7 +60,7 @@ def test_dashboard_shows_a_share_group_and_its_in_flight_records(tmp_path: Path)
                     page.locator(f'{row}[data-acquired="5"][data-start="0"][data-end="5"] td.available')
                 ).to_have_text("0", timeout=15_000)
 
-                # SIGKILL: the lock (2 s) expires, another consumer gets them and accepts them all
+                # SIGKILL: the lock (LOCK_MS) expires, another consumer gets them and accepts them all
                 holder.kill()
                 taker = Member(d, group, topic, "accept")
                 members.append(taker)
