@@ -120,8 +120,65 @@ def test_startup_line_shows_the_listen_and_the_advertised_address(tmp_path: Path
 
 
 def test_cluster_brokers_log_their_addresses_as_strings(tmp_path: Path) -> None:
-    port = _free_port()
-    events = _listening_events(_serve(tmp_path / "data", port, "--brokers", "2"))
+    # --port 0: every broker gets its own port from the OS, which nothing else can hold (a port
+    # picked here and its neighbour could be taken by another process before the daemon binds them)
+    events = _listening_events(_serve(tmp_path / "data", 0, "--brokers", "2"))
     (broker,) = [e for e in events if e["event"] == "broker_listening"]
-    assert broker["advertised"] == f"127.0.0.1:{port + 1}"
-    assert broker["listen"] == f"127.0.0.1:{port + 1}"
+    listening = events[-1]
+    brokers = listening["brokers"]
+    assert isinstance(brokers, dict) and set(brokers) == {"1", "2"}
+    address = brokers["2"]
+    assert isinstance(address, str)
+    host, port = address.rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) > 0
+    assert broker["node_id"] == 2
+    assert broker["listen"] == address
+    assert broker["advertised"] == address
+    assert brokers["1"] == listening["listen"] != address
+
+
+def _consecutive_free_ports(n: int) -> int:
+    """A port free now with its ``n - 1`` successors (each bound once to check)."""
+    while True:
+        base = _free_port()
+        if base + n - 1 > 65535:
+            continue
+        try:
+            for p in range(base + 1, base + n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        return base
+
+
+def test_cluster_brokers_take_consecutive_ports_from_port(tmp_path: Path) -> None:
+    """``--port P --brokers 2``: the second broker on P + 1. The two ports are only free when they
+    are checked: another process may take one before the daemon binds it, and the daemon then
+    refuses in one line naming it, so that (and only that) is tried again on other ports."""
+    for attempt in range(5):
+        port = _consecutive_free_ports(2)
+        argv = [*_serve(tmp_path / f"data{attempt}", port, "--brokers", "2"), "--log-format", "json"]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        events: list[dict[str, object]] = []
+        refused = ""
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                if not line.startswith("{"):
+                    refused = line.strip()
+                    break
+                events.append(json.loads(line))
+                if events[-1].get("event") == "groupd_listening":
+                    break
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+        if refused.endswith("already in use by another process: choose another with --port (PORT=... for make run)"):
+            continue
+        assert not refused, refused
+        (broker,) = [e for e in events if e["event"] == "broker_listening"]
+        assert broker["listen"] == broker["advertised"] == f"127.0.0.1:{port + 1}"
+        assert events[-1]["brokers"] == {"1": f"127.0.0.1:{port}", "2": f"127.0.0.1:{port + 1}"}
+        return
+    raise AssertionError("five pairs of consecutive ports were taken before the daemon bound them")

@@ -9,8 +9,8 @@ screenshot is kept as an artifact (its path is printed) and copied to ``tests/ar
 
 from __future__ import annotations
 
+import re
 import shutil
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from tests.support.groups import Member, admin_for, wait_balanced
 from tests.support.raw_client import RawClient
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+PAUSED = re.compile(r"(ms| s)$")  # a pause time shown ("\u2013": none yet)
 
 
 def _chromium() -> str:
@@ -36,6 +37,7 @@ def _chromium() -> str:
 def test_dashboard_shows_a_group_forming_and_a_rebalance_in_headless_chromium(tmp_path: Path) -> None:
     exe = _chromium()
     sync_api = pytest.importorskip("playwright.sync_api")
+    expect = sync_api.expect
     from confluent_kafka.admin import NewTopic
 
     unique = uuid.uuid4().hex[:8]
@@ -74,8 +76,12 @@ def test_dashboard_shows_a_group_forming_and_a_rebalance_in_headless_chromium(tm
                 owned = sorted(int(p) for text in assignments.values() for p in text.split(": ")[1].split(","))
                 assert owned == [0, 1, 2, 3]
                 generation = int(page.get_attribute(card, "data-generation") or 0)
-                assert page.locator(f'{card} .timeline li[data-generation="{generation}"]').count() == 1
-                assert page.locator(f"{card} .badge").inner_text() == "Stable"
+                # the page re-renders every second: what follows is awaited, not read once (a read
+                # right after a wait for another element may meet the render before or after it)
+                expect(page.locator(f'{card} .timeline li[data-generation="{generation}"]')).to_have_count(
+                    1, timeout=10_000
+                )
+                expect(page.locator(f"{card} .badge")).to_have_text("Stable", timeout=10_000)
 
                 # A third consumer joins: the group rebalances and the timeline says who came.
                 members.append(Member("confluent-kafka", d.bootstrap, group, topic, client_id="billing-2").start())
@@ -85,11 +91,8 @@ def test_dashboard_shows_a_group_forming_and_a_rebalance_in_headless_chromium(tm
                 newest.locator(".joined", has_text="billing-2").wait_for(timeout=10_000)
                 assert int(newest.get_attribute("data-generation") or 0) > generation
                 assert int(newest.get_attribute("data-from") or 0) >= generation
-                deadline = time.monotonic() + 10
-                while newest.locator(".paused").inner_text() == "\u2013":  # no last SyncGroup answer yet
-                    assert time.monotonic() < deadline, "no pause time shown"
-                    time.sleep(0.2)
-                assert newest.locator(".paused").inner_text().endswith(("ms", " s"))
+                # "\u2013" until the last SyncGroup answer is known
+                expect(newest.locator(".paused")).to_have_text(PAUSED, timeout=10_000)
                 page.wait_for_selector(f'.topic[data-topic="{topic}"]', timeout=5_000)
 
                 shot = tmp_path / "dashboard.png"
@@ -133,6 +136,7 @@ def test_dashboard_of_a_cluster_shows_the_brokers_and_whom_a_rebalance_waits_for
     # for. Three brokers; a group whose members are raw clients, so the test decides when each rejoins.
     exe = _chromium()
     sync_api = pytest.importorskip("playwright.sync_api")
+    expect = sync_api.expect
     from confluent_kafka.admin import NewTopic
 
     unique = uuid.uuid4().hex[:8]
@@ -194,17 +198,17 @@ def test_dashboard_of_a_cluster_shows_the_brokers_and_whom_a_rebalance_waits_for
                 assert b.receive("SyncGroup", 1, _sync(b, group, gen, b_id, everything))["error_code"] == 0
                 card = f'article[data-group="{group}"]'
                 page.wait_for_selector(f'{card}[data-state="Stable"][data-members="1"]', timeout=10_000)
-                assert page.get_attribute(card, "data-coordinator") == str(coordinator)
-                assert page.locator(f"{card} .coordinator").inner_text() == str(coordinator)
-                assert page.locator(f"{card} .waiting").count() == 0
+                expect(page.locator(card)).to_have_attribute("data-coordinator", str(coordinator), timeout=10_000)
+                expect(page.locator(f"{card} .coordinator")).to_have_text(str(coordinator), timeout=10_000)
+                expect(page.locator(f"{card} .waiting")).to_have_count(0, timeout=10_000)
 
                 # c joins: the rebalance waits for b, who has not rejoined (it would on a heartbeat).
                 c_join = _join(c, group, "", topic)
                 waiting = f"{card} .waiting li"
                 page.wait_for_selector(f'{card}[data-state="PreparingRebalance"] .waiting li[data-waiting="rejoin"]')
-                assert page.locator(waiting).count() == 1
-                assert page.locator(waiting).get_attribute("data-member") == b_id
-                assert "has not rejoined" in page.locator(waiting).inner_text()
+                expect(page.locator(waiting)).to_have_count(1, timeout=10_000)
+                expect(page.locator(waiting)).to_have_attribute("data-member", b_id, timeout=10_000)
+                expect(page.locator(waiting)).to_contain_text("has not rejoined", timeout=10_000)
 
                 # b rejoins: the join phase ends; now the leader's SyncGroup (the assignment) and the
                 # follower's are awaited, the leader first.
@@ -236,15 +240,15 @@ def test_dashboard_of_a_cluster_shows_the_brokers_and_whom_a_rebalance_waits_for
                 assert leader.receive("SyncGroup", 1, _sync(leader, group, gen, leader_id, split))["error_code"] == 0
                 assert follower.receive("SyncGroup", 1, follower_sync)["error_code"] == 0
                 page.wait_for_selector(f'{card}[data-state="Stable"][data-members="2"]', timeout=10_000)
-                assert page.locator(f"{card} .waiting").count() == 0
+                expect(page.locator(f"{card} .waiting")).to_have_count(0, timeout=10_000)
                 newest = page.locator(f'{card} .timeline li[data-outcome="stable"]').first
-                assert newest.get_attribute("data-generation") == str(gen)
+                expect(newest).to_have_attribute("data-generation", str(gen), timeout=10_000)
                 # (the sync phase here lasts as long as the checks above held the leader's SyncGroup back)
                 page.wait_for_function(
                     f"() => /(ms| s)$/.test(document.querySelector('{card} .timeline li .sync-phase')?.textContent)",
                     timeout=10_000,
                 )
-                assert newest.locator(".paused").inner_text().endswith(("ms", " s"))
+                expect(newest.locator(".paused")).to_have_text(PAUSED, timeout=10_000)
                 assert "analyze report" in (newest.locator(".sync-phase").locator("..").get_attribute("title") or "")
 
                 shot = tmp_path / "dashboard-cluster.png"
