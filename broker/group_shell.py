@@ -162,13 +162,16 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
         # Kafka's "/host" form of each peer, made once per host rather than once per request.
         hosts: dict[str, str] = {}
 
-        def handle(req: Request) -> None:
+        def host_of(req: Request) -> str:
             peer = req.conn.peer_host
             host = hosts.get(peer)
             if host is None:
                 if len(hosts) > 4096:
                     hosts.clear()
                 host = hosts[peer] = "/" + peer
+            return host
+
+        def handle(req: Request) -> None:
             result = core.handle(
                 self.clock(),
                 api_name,
@@ -176,7 +179,7 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
                 req.body,
                 req,
                 client_id=req.client_id or "",
-                client_host=host,
+                client_host=host_of(req),
                 node_id=node_id,
             )
             self.apply(result)
@@ -190,12 +193,7 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
             arm = self._arm
 
             def handle_consumer_heartbeat(req: Request) -> None:
-                peer = req.conn.peer_host
-                host = hosts.get(peer)
-                if host is None:
-                    if len(hosts) > 4096:
-                        hosts.clear()
-                    host = hosts[peer] = "/" + peer
+                host = host_of(req)
                 enter(clock(), node_id)
                 response = steady(req.api_version, req.body, req.client_id or "", host)
                 if response is None:
