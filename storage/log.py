@@ -64,6 +64,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import structlog
 from groupd.protocol.frozen import DEFAULT_FACTORY, mutable_record
@@ -474,7 +475,7 @@ _LEN_EPOCH_MAGIC = struct.Struct(">iib")  # batchLength, partitionLeaderEpoch, m
 class _Prepared:
     """An append planned on the caller's thread, to be written and then committed."""
 
-    data: bytes
+    data: bytes | bytearray
     position: int
     base_offset: int
     last_offset: int
@@ -1190,6 +1191,10 @@ class PartitionLog:
         ``leader_epoch`` (Kafka's LogValidator stamps partitionLeaderEpoch on the leader's append)."""
         if log_append_time_ms is None and self.config.message_timestamp_type == "LogAppendTime":
             log_append_time_ms = self.clock()
+        if log_append_time_ms is None:
+            planned = self._prepare_own(items, leader_epoch)
+            if planned is not None:
+                return planned
         results: list = [None] * len(items)
         parts: list[bytes] = []
         metas: list[tuple[int, int, int]] = []  # (size, last offset, max timestamp) per batch
@@ -1288,6 +1293,39 @@ class PartitionLog:
                 pending.append((i, records))
                 pending_bytes += size
         flush_pending()
+        return self._plan(parts, metas, next_off, results)
+
+    def _prepare_own(self, items: Sequence[Any], leader_epoch: int) -> _Prepared | None:
+        """``_prepare`` when every item is an `OwnBatch` (the coordinator's commits, nearly every
+        append to ``__consumer_offsets``): each batch copied once and stamped in place, nothing
+        else looked at. None when some item is not one."""
+        own = rec.OwnBatch
+        for item in items:
+            if type(item) is not own:
+                return None
+        max_bytes = self.config.max_message_bytes
+        results: list = []
+        parts: list[bytes | bytearray] = []
+        metas: list[tuple[int, int, int]] = []
+        next_off = self._next_offset
+        for item in items:
+            if item.size > max_bytes:
+                results.append(RecordTooLargeError(f"batch of {item.size} bytes exceeds max_message_bytes {max_bytes}"))
+                continue
+            buf = bytearray(item.buffer)
+            rec.set_base_offset(buf, item.position, next_off, leader_epoch)
+            first = next_off
+            next_off += item.last_offset_delta + 1
+            metas.append((item.size, next_off - 1, item.max_timestamp))
+            parts.append(buf)
+            results.append((first, next_off - 1))
+        return self._plan(parts, metas, next_off, results)
+
+    def _plan(
+        self, parts: list[bytes | bytearray], metas: list[tuple[int, int, int]], next_off: int, results: list
+    ) -> _Prepared:
+        """The end of ``_prepare``: the bytes of ``parts`` (batches with their offsets assigned
+        up to ``next_off``) placed in the active segment or a new one, with their index entries."""
         if not parts:
             p = _Prepared(b"", 0, -1, -1, None, None, results=results)  # type: ignore[arg-type]
             return p
