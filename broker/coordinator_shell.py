@@ -187,11 +187,8 @@ class CoordinatorShell(Generic[C, R, A]):
         if item is None:
             return None
         plog, payload = item
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         writes = self._writes.setdefault(append.partition, set())
         tasks = self._tasks
-        tasks.add(done)
-        writes.add(done)
 
         def settled(fut: asyncio.Future[Any]) -> None:
             tasks.discard(done)
@@ -212,7 +209,11 @@ class CoordinatorShell(Generic[C, R, A]):
                 if not done.done():  # cancelled by a waiter (a cancelled gather cancels its futures)
                     done.set_result(None)
 
-        self.appender.append_future(plog, payload, on_settled=settled)
+        written = self.appender.append_future(plog, payload, on_settled=settled)
+        # on the appender's loop (asyncio.get_running_loop costs a getpid() syscall on 3.11)
+        done: asyncio.Future[None] = written.get_loop().create_future()
+        tasks.add(done)
+        writes.add(done)
         return done
 
     def _direct_item(self, append: A) -> tuple[PartitionLog, Any] | None:
