@@ -214,6 +214,19 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
         return asyncio.gather(*tasks) if tasks else None
 
     # --- appends ----------------------------------------------------------------------------------
+    def _direct_item(self, append: Append) -> tuple[PartitionLog, Any] | None:
+        # An OffsetCommit built in C (``_write``'s third case): queued without a task.
+        batch = append.batch
+        if batch is None or append.marker is not None or append.producer_id >= 0:
+            return None
+        try:
+            plog = self.partition_logs(append.partition)
+        except Exception:
+            return None  # the task path reports it
+        if len(batch) > plog.config.max_message_bytes:
+            return None
+        return plog, OwnBatch(batch)
+
     async def _write(self, plog: PartitionLog, append: Append, now_ms: int) -> None:
         if append.marker is not None:
             committed, coordinator_epoch = append.marker

@@ -139,6 +139,7 @@ class Appender:
         self.writes = 0  # disk writes issued, for tests and metrics
         self.fsyncs = 0
         self._listeners: list[Callable[[PartitionLog, int], None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # append_future's
         self.observer: AppendObserver | None = None
 
     def add_listener(self, fn: Callable[[PartitionLog, int], None]) -> None:
@@ -177,7 +178,11 @@ class Appender:
         trip by that much (issue 29, item 4). Kafka's request handler thread likewise completes the
         delayed fetches and hands the answer over right after its append
         (``ReplicaManager.appendRecords``, the action queue run by ``KafkaApis.handle``)."""
-        loop = asyncio.get_running_loop()
+        # The loop of the last call while it runs: asyncio.get_running_loop costs a getpid()
+        # syscall on Python 3.11 (one per OffsetCommit).
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            loop = self._loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         if self._closed:
             fut.set_exception(StorageError("appender is closed"))

@@ -23,6 +23,8 @@ committed size, optionally fsynced, and only then committed to the in-memory sta
 log's I/O lock. Readers never look past a committed size, so a write in flight, a failed write,
 or a write that was rolled back with ``ftruncate`` is invisible. Because the write position comes
 from memory rather than the file offset, a failed truncate cannot misplace the next append.
+The index entries an append computes go to memory; the active segment's index files get them when
+it rolls or closes (``Segment.idx_on_disk``), as Kafka's mmapped indexes reach disk.
 
 Recovery at open: interrupted compaction swaps are finished or rolled back (see files.py);
 older segments are trusted but get their indexes rebuilt when missing or implausible; the active
@@ -62,6 +64,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import structlog
 from groupd.protocol.frozen import DEFAULT_FACTORY, mutable_record
@@ -280,6 +283,15 @@ class Segment:
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self.bytes_since_index = 0
+        # How many of the entries above are in the index files. The active segment's entries
+        # reach its files lazily (write_pending_indexes: at its roll, its close, a rewrite), not
+        # with each append: two of the three pwrites of a commit were its index entries. Kafka
+        # keeps its indexes in mmapped files flushed at roll and shutdown alike
+        # (LogSegment.onBecomeInactiveSegment, LogSegment.flush); after a crash the active
+        # segment's indexes are rebuilt by the scan anyway (_recover_active trusts them only
+        # after a clean shutdown), so only a roll and close must have written them.
+        self.idx_on_disk = 0
+        self.ti_on_disk = 0
         self.rolling_base_timestamp: int | None = None
         # For segment_ms when records carry no timestamps; an existing file counts from its mtime.
         if created_ms is None:
@@ -344,6 +356,7 @@ class Segment:
             return False
         self.idx_offsets, self.idx_positions = offsets, positions
         self.ti_timestamps, self.ti_offsets = timestamps, toffsets
+        self.idx_on_disk, self.ti_on_disk = len(offsets), len(timestamps)
         if timestamps:
             self.max_timestamp = timestamps[-1]
             self.offset_of_max_timestamp = self.base_offset + toffsets[-1]
@@ -359,10 +372,12 @@ class Segment:
         for t, o in zip(self.ti_timestamps, self.ti_offsets):
             tflat += (t, o)
         tdata = struct.pack(">" + "qi" * len(self.ti_timestamps), *tflat)
+        self.idx_on_disk = self.ti_on_disk = 0  # a failure below leaves the files to rewrite
         for f, payload in ((self._index, data), (self._timeindex, tdata)):
             self.ops.ftruncate(f.fd, 0)
             if payload:
                 _pwrite_all(self.ops, f.fd, payload, 0)
+        self.idx_on_disk, self.ti_on_disk = len(self.idx_offsets), len(self.ti_timestamps)
 
     def reset_indexes(self) -> None:
         self.idx_offsets, self.idx_positions = array("i"), array("i")
@@ -371,6 +386,7 @@ class Segment:
         self.offset_of_max_timestamp = -1
         self.bytes_since_index = 0
         self.rolling_base_timestamp = None
+        self.idx_on_disk = self.ti_on_disk = 0
 
     def apply_cursor(self, cur: _Cursor) -> None:
         for o, p in cur.index_entries:
@@ -384,22 +400,30 @@ class Segment:
         self.offset_of_max_timestamp = cur.max_ts_offset
         self.rolling_base_timestamp = cur.rolling_ts
 
-    def append_index_entries(self, cur: _Cursor) -> None:
-        """Write the cursor's new entries at the end of the index files (worker thread)."""
-        if cur.index_entries:
-            data = b"".join(INDEX_ENTRY.pack(o, p) for o, p in cur.index_entries)
-            _pwrite_all(self.ops, self._index.fd, data, len(self.idx_offsets) * INDEX_ENTRY.size)
-        if cur.ti_entries:
-            data = b"".join(TIMEINDEX_ENTRY.pack(t, o) for t, o in cur.ti_entries)
-            _pwrite_all(self.ops, self._timeindex.fd, data, len(self.ti_timestamps) * TIMEINDEX_ENTRY.size)
-
-    def truncate_index_files(self) -> None:
-        """Drop index bytes past what memory knows about (undo of a failed append)."""
-        self.ops.ftruncate(self._index.fd, len(self.idx_offsets) * INDEX_ENTRY.size)
-        self.ops.ftruncate(self._timeindex.fd, len(self.ti_timestamps) * TIMEINDEX_ENTRY.size)
+    def write_pending_indexes(self) -> None:
+        """Write the entries memory has and the index files do not yet (see ``idx_on_disk``) at
+        their ends. Under the log's I/O lock (appends are what adds entries)."""
+        n, m = self.idx_on_disk, self.ti_on_disk
+        offsets, positions = self.idx_offsets, self.idx_positions
+        if n < len(offsets):
+            end = len(offsets)
+            flat = [v for i in range(n, end) for v in (offsets[i], positions[i])]
+            _pwrite_all(self.ops, self._index.fd, struct.pack(f">{len(flat)}i", *flat), n * INDEX_ENTRY.size)
+            self.idx_on_disk = end
+        timestamps, toffsets = self.ti_timestamps, self.ti_offsets
+        if m < len(timestamps):
+            end = len(timestamps)
+            tflat = [v for i in range(m, end) for v in (timestamps[i], toffsets[i])]
+            _pwrite_all(
+                self.ops, self._timeindex.fd, struct.pack(">" + "qi" * (end - m), *tflat), m * TIMEINDEX_ENTRY.size
+            )
+            self.ti_on_disk = end
 
     def append_final_time_entry(self) -> None:
-        """Kafka's onBecomeInactiveSegment: make the time index's last entry the segment maximum."""
+        """Kafka's onBecomeInactiveSegment: the entries not yet written, then make the time
+        index's last entry the segment maximum. Every segment that stops being active (a roll,
+        a close) comes here, so an inactive segment's index files are whole."""
+        self.write_pending_indexes()
         if self.max_timestamp >= 0 and (not self.ti_timestamps or self.max_timestamp > self.ti_timestamps[-1]):
             rel = self.offset_of_max_timestamp - self.base_offset
             _pwrite_all(
@@ -410,6 +434,7 @@ class Segment:
             )
             self.ti_timestamps.append(self.max_timestamp)
             self.ti_offsets.append(rel)
+            self.ti_on_disk = len(self.ti_timestamps)
 
     # -- lookups ----------------------------------------------------------------------------
 
@@ -450,7 +475,7 @@ _LEN_EPOCH_MAGIC = struct.Struct(">iib")  # batchLength, partitionLeaderEpoch, m
 class _Prepared:
     """An append planned on the caller's thread, to be written and then committed."""
 
-    data: bytes
+    data: bytes | bytearray
     position: int
     base_offset: int
     last_offset: int
@@ -1166,6 +1191,10 @@ class PartitionLog:
         ``leader_epoch`` (Kafka's LogValidator stamps partitionLeaderEpoch on the leader's append)."""
         if log_append_time_ms is None and self.config.message_timestamp_type == "LogAppendTime":
             log_append_time_ms = self.clock()
+        if log_append_time_ms is None:
+            planned = self._prepare_own(items, leader_epoch)
+            if planned is not None:
+                return planned
         results: list = [None] * len(items)
         parts: list[bytes] = []
         metas: list[tuple[int, int, int]] = []  # (size, last offset, max timestamp) per batch
@@ -1264,6 +1293,39 @@ class PartitionLog:
                 pending.append((i, records))
                 pending_bytes += size
         flush_pending()
+        return self._plan(parts, metas, next_off, results)
+
+    def _prepare_own(self, items: Sequence[Any], leader_epoch: int) -> _Prepared | None:
+        """``_prepare`` when every item is an `OwnBatch` (the coordinator's commits, nearly every
+        append to ``__consumer_offsets``): each batch copied once and stamped in place, nothing
+        else looked at. None when some item is not one."""
+        own = rec.OwnBatch
+        for item in items:
+            if type(item) is not own:
+                return None
+        max_bytes = self.config.max_message_bytes
+        results: list = []
+        parts: list[bytes | bytearray] = []
+        metas: list[tuple[int, int, int]] = []
+        next_off = self._next_offset
+        for item in items:
+            if item.size > max_bytes:
+                results.append(RecordTooLargeError(f"batch of {item.size} bytes exceeds max_message_bytes {max_bytes}"))
+                continue
+            buf = bytearray(item.buffer)
+            rec.set_base_offset(buf, item.position, next_off, leader_epoch)
+            first = next_off
+            next_off += item.last_offset_delta + 1
+            metas.append((item.size, next_off - 1, item.max_timestamp))
+            parts.append(buf)
+            results.append((first, next_off - 1))
+        return self._plan(parts, metas, next_off, results)
+
+    def _plan(
+        self, parts: list[bytes | bytearray], metas: list[tuple[int, int, int]], next_off: int, results: list
+    ) -> _Prepared:
+        """The end of ``_prepare``: the bytes of ``parts`` (batches with their offsets assigned
+        up to ``next_off``) placed in the active segment or a new one, with their index entries."""
         if not parts:
             p = _Prepared(b"", 0, -1, -1, None, None, results=results)  # type: ignore[arg-type]
             return p
@@ -1328,7 +1390,7 @@ class PartitionLog:
         assert target is not None
         try:
             _pwrite_all(self._ops, target.log_fd, p.data, p.position)
-            target.append_index_entries(p.cursor)
+            # no index entry is written here: see Segment.idx_on_disk
             with self._lock:
                 self._dirty.add(target)
             if after_write is not None:
@@ -1343,7 +1405,6 @@ class PartitionLog:
     def _undo_write(self, target: Segment, position: int) -> None:
         try:
             self._ops.ftruncate(target.log_fd, position)
-            target.truncate_index_files()
         except OSError as exc:
             # Memory still says `position`, so the next append overwrites the stray bytes and a
             # restart's CRC scan truncates them: the log stays consistent either way.

@@ -81,3 +81,75 @@ async def test_a_commit_built_in_c_is_durable_and_read_back_after_a_restart(tmp_
         }
     finally:
         await broker.stop()
+
+
+async def test_a_commit_built_in_c_whose_write_fails_is_answered_with_the_error_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """The C commit's append is queued without a task (CoordinatorShell._direct): a write the disk
+    refuses still reaches the core (every partition answered as Kafka maps KAFKA_STORAGE_ERROR, the
+    offsets left as they were), and the next commit, with the disk back, is written."""
+    from groupd.coordinator.errors import append_error_to_response_error
+    from groupd.protocol.errors import ErrorCode
+    from groupd.storage.files import FileOps
+
+    broker = await start(tmp_path / "data")
+    shell = broker.groups
+    tasks: list[object] = []
+    task_append = shell._append
+    shell._append = lambda append: (tasks.append(append), task_append(append))[1]  # type: ignore[method-assign]
+    try:
+        await asyncio.to_thread(lambda: Wire(broker.port).create_topic(TOPIC, PARTITIONS))
+        first = {p: 10 + p for p in range(PARTITIONS)}
+        assert await asyncio.to_thread(commit, broker.port, first) == first
+        plog = shell.partition_logs(partition_for(GROUP))
+        healthy = plog._ops
+
+        class Refusing(FileOps):
+            def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
+                raise OSError(5, "Input/output error")
+
+        plog._ops = Refusing()
+
+        def raw_commit() -> dict:
+            with Wire(broker.port) as w:
+                parts = [
+                    {
+                        "partition_index": p,
+                        "committed_offset": 500,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                    for p in range(PARTITIONS)
+                ]
+                body = {
+                    "group_id": GROUP,
+                    "generation_id_or_member_epoch": -1,
+                    "member_id": "",
+                    "group_instance_id": None,
+                    "topics": [{"name": TOPIC, "partitions": parts}],
+                }
+                w.pipeline(("OffsetCommit", 8, body))
+                return w.read()[1]
+
+        answer = await asyncio.to_thread(raw_commit)
+        expected = append_error_to_response_error(ErrorCode.KAFKA_STORAGE_ERROR)
+        assert [p["error_code"] for t in answer["topics"] for p in t["partitions"]] == [expected] * PARTITIONS
+        assert {tp: v.offset for tp, v in broker.core.offsets[GROUP].items()} == {
+            (TOPIC, p): o for p, o in first.items()
+        }
+        assert GROUP not in broker.core.offset_manager.inflight  # no commit counts as being written
+        plog._ops = healthy
+        second = {p: 20 + p for p in range(PARTITIONS)}
+        assert await asyncio.to_thread(commit, broker.port, second) == second
+        assert tasks == []  # every commit took the task-less path
+        assert not shell._tasks and not any(shell._writes.values())
+    finally:
+        await broker.stop()
+    broker = await start(tmp_path / "data")
+    try:
+        assert {tp: v.offset for tp, v in broker.core.offsets[GROUP].items()} == {
+            (TOPIC, p): 20 + p for p in range(PARTITIONS)
+        }
+    finally:
+        await broker.stop()

@@ -294,3 +294,67 @@ def test_offsets_partition_log_is_created_by_its_first_commit_and_survives_sigki
     finally:
         forget_admin(d.bootstrap)
         d.kill()
+
+
+def test_commits_across_rolled_segments_survive_sigkill_and_a_clean_restart(tmp_path: Path) -> None:
+    """The active segment's index entries are written at its roll and close, not per append
+    (issue 26): a commit load over small ``__consumer_offsets`` segments (several rolls, the active
+    one's entries only in memory), SIGKILL, restart: every acknowledged commit is back; then a
+    clean restart, which trusts the index files, has them too, and so does a second SIGKILL."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import NewTopic
+    from groupd.coordinator import partition_for
+
+    data = tmp_path / "data"
+    d = GroupdProcess(data, "--fsync", "interval:1000", "--segment-bytes", "16384").start()
+    topic, group, parts = "rolled", "rolled-group", 20
+    consumer = None
+    try:
+        admin_for(d.bootstrap).create_topics([NewTopic(topic, parts, 1)])[topic].result(15)
+        acked: dict[tuple[str, int], int] = {}
+
+        def commit_rounds(first: int, rounds: int) -> None:
+            for n in range(first, first + rounds):
+                offsets = [TopicPartition(topic, p, n * 10 + p) for p in range(parts)]
+                consumer.commit(offsets=offsets, asynchronous=False)  # type: ignore[union-attr]
+                acked.update({(topic, p): n * 10 + p for p in range(parts)})
+
+        consumer = Consumer({"bootstrap.servers": d.bootstrap, "group.id": group, "enable.auto.commit": False})
+        commit_rounds(1, 150)
+        consumer.close()
+        consumer = None
+        logdir = data / f"__consumer_offsets-{partition_for(group)}"
+        assert len(list(logdir.glob("*.log"))) >= 3  # the load rolled segments
+        loads = len(d.events("offsets_loaded"))
+        d.kill()
+        forget_admin(d.bootstrap)
+        d.start(port=d.port)
+        _wait_loaded(d, loads)
+        assert _committed(d.bootstrap, group) == acked
+
+        consumer = Consumer({"bootstrap.servers": d.bootstrap, "group.id": group, "enable.auto.commit": False})
+        commit_rounds(151, 60)
+        consumer.close()
+        consumer = None
+        loads = len(d.events("offsets_loaded"))
+        d.stop()
+        forget_admin(d.bootstrap)
+        d.start(port=d.port)
+        _wait_loaded(d, loads)
+        assert _committed(d.bootstrap, group) == acked
+
+        consumer = Consumer({"bootstrap.servers": d.bootstrap, "group.id": group, "enable.auto.commit": False})
+        commit_rounds(211, 40)
+        consumer.close()
+        consumer = None
+        loads = len(d.events("offsets_loaded"))
+        d.kill()
+        forget_admin(d.bootstrap)
+        d.start(port=d.port)
+        _wait_loaded(d, loads)
+        assert _committed(d.bootstrap, group) == acked
+    finally:
+        if consumer is not None:
+            consumer.close()
+        forget_admin(d.bootstrap)
+        d.kill()

@@ -157,3 +157,27 @@ def test_a_long_record_and_a_non_minimal_zero_length():
     zero[rec.HEADER_SIZE : rec.HEADER_SIZE + 1] = b"\x80\x00"
     with pytest.raises(CorruptRecordError, match="not positive"):
         rec.check_record_frames(bytes(zero), rec.HEADER_SIZE, len(zero), 1)
+
+
+def test_a_write_of_own_batches_only_is_what_the_general_path_writes(tmp_path):
+    """An append of nothing but ``OwnBatch`` items (``PartitionLog._prepare_own``: the coordinator's
+    commits) assigns offsets, stamps the leader epoch and refuses an oversized item exactly as the
+    general path does with the same batches as checked ``BatchView``s: same results, same bytes."""
+    batches = [
+        rec.build_batch([(b"k%d" % i, b"v" * (10 + 40 * i), (), 5 + i) for _ in range(1 + i % 3)]) for i in range(6)
+    ]
+    logs = {}
+    for kind in ("own", "general"):
+        plog = PartitionLog.open(tmp_path / kind / "t-0", LogConfig(max_message_bytes=250, index_interval_bytes=100))
+        wrap = rec.OwnBatch if kind == "own" else rec.BatchView
+        first = plog.append_items([wrap(b) for b in batches[:4]])
+        second = plog.append_items([wrap(batches[4]), wrap(batches[5])])
+        logs[kind] = (
+            [type(r).__name__ if isinstance(r, Exception) else r for r in first + second],
+            [s.read_bytes() for s in sorted((tmp_path / kind / "t-0").glob("*.log"))],
+            [(list(s.idx_offsets), list(s.idx_positions)) for s in plog.segments],
+        )
+        plog.close()
+    assert logs["own"] == logs["general"]
+    results = logs["own"][0]
+    assert "RecordTooLargeError" in results and any(type(r) is tuple for r in results)
