@@ -137,6 +137,20 @@ class DeferredGroups:
         real = self._real
         return _Calls(self, "events") if real is None else real.events
 
+    @property
+    def topics(self) -> Any:
+        """The topics image last given (None before any): each request of a consumer or share group
+        shell refreshes it first, ConsumerGroupDescribe of an unknown group too."""
+        real = self._real
+        return self._pending.get("topics") if real is None else real.topics
+
+    def set_topics(self, image: Any) -> None:
+        real = self._real
+        if real is None:
+            self._pending["topics"] = image  # applied at the build: no group to flag before it
+        else:
+            real.set_topics(image)
+
     def next_deadline(self) -> int | None:
         real = self._real
         return None if real is None else real.next_deadline()
