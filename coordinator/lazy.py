@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .consumer.config import TopicsImage
 from .timers import Deadlines
 
 
@@ -139,10 +140,15 @@ class DeferredGroups:
 
     @property
     def topics(self) -> Any:
-        """The topics image last given (None before any): each request of a consumer or share group
-        shell refreshes it first, ConsumerGroupDescribe of an unknown group too."""
+        """The topics image last given (an empty one before any, as the managers start with): each
+        request of a consumer or share group refreshes it first, a describe of an unknown group too."""
         real = self._real
-        return self._pending.get("topics") if real is None else real.topics
+        if real is not None:
+            return real.topics
+        image = self._pending.get("topics")
+        if image is None:
+            image = self._pending["topics"] = TopicsImage()
+        return image
 
     def set_topics(self, image: Any) -> None:
         real = self._real
