@@ -27,13 +27,14 @@ import itertools
 import random
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from .error_response import error_response
 from .errors import ErrorCode
+from .frozen import DEFAULT_FACTORY, mutable_record
 from .messages import API_BY_KEY, API_BY_NAME
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ MAX_DELAY_MS = 300_000
 MAX_RULES = 1000
 
 
-@dataclass
+@mutable_record
 class FaultRule:
     api: str
     kind: str
@@ -62,6 +63,36 @@ class FaultRule:
     id: int = 0
     injected: int = 0
     created_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+
+    def __init__(
+        self,
+        api: str,
+        kind: str,
+        error_code: int | None = None,
+        delay_ms: int = 0,
+        count: int | None = None,
+        probability: float | None = None,
+        group: str | None = None,
+        topic: str | None = None,
+        client_id: str | None = None,
+        broker: int | None = None,
+        id: int = 0,
+        injected: int = 0,
+        created_ms: int = DEFAULT_FACTORY,
+    ) -> None:
+        self.api = api
+        self.kind = kind
+        self.error_code = error_code
+        self.delay_ms = delay_ms
+        self.count = count
+        self.probability = probability
+        self.group = group
+        self.topic = topic
+        self.client_id = client_id
+        self.broker = broker
+        self.id = id
+        self.injected = injected
+        self.created_ms = time.time_ns() // 1_000_000 if created_ms is DEFAULT_FACTORY else created_ms
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "api": self.api, "kind": self.kind}
