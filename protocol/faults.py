@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
-import random
 import time
 from collections.abc import Iterator
 from dataclasses import field
@@ -123,10 +122,18 @@ class FaultInjector:
         self.rules: list[FaultRule] = []
         self._by_key: dict[int, list[FaultRule]] = {}
         self._ids = itertools.count(1)
-        self._random = random.Random(seed)
+        self._seed = seed
+        self._random: Any = None  # random.Random(seed), made by the first probability rule (issue 26)
         self._taps: list[tuple[Dispatcher, _Tap]] = []
         # (api name, kind) -> injections so far; read by the metrics at scrape time.
         self.counts: dict[tuple[str, str], int] = {}
+
+    def _rng(self) -> Any:
+        if self._random is None:
+            import random  # ~1 ms of serve's start for a rule that few set
+
+            self._random = random.Random(self._seed)
+        return self._random
 
     def attach(self, dispatcher: Dispatcher, node_id: int) -> None:
         tap = _Tap(self, dispatcher, node_id)
@@ -184,7 +191,7 @@ class FaultInjector:
                 continue
             if rule.topic is not None and rule.topic not in set(request_topics(req.body)):
                 continue
-            if rule.probability is not None and self._random.random() >= rule.probability:
+            if rule.probability is not None and self._rng().random() >= rule.probability:
                 continue
             rule.injected += 1
             if rule.count is not None and rule.injected >= rule.count:
