@@ -8,6 +8,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -156,8 +157,6 @@ class LogManager:
                 if not p.is_dir():
                     continue
                 if p.name.endswith(DELETE_SUFFIX):
-                    import shutil  # with bz2 and lzma, ~2 ms of serve's start: only for a leftover
-
                     shutil.rmtree(p, ignore_errors=True)
                     continue
                 parsed = parse_partition_dir(p.name)
@@ -240,8 +239,6 @@ class LogManager:
             fsync_dir(self.data_dir, self.config.file_ops)
         except OSError as exc:
             raise StorageError(f"cannot delete {path}: {exc}") from exc
-        import shutil  # imported by the first deletion (see open)
-
         shutil.rmtree(tomb, ignore_errors=True)
 
     def delete_topic(self, topic: str) -> None:
