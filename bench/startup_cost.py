@@ -6,7 +6,7 @@ and the import's CPU time do not.
     .venv/bin/python -m bench.startup_cost [--runs 9]
 
 prints, median of ``--runs`` starts on empty data dirs: spawn -> first answer (wall), the daemon's
-CPU (user+sys, /proc, 10 ms ticks) at that moment, idle RSS; the pytest plugin's per-broker cost
+CPU (schedstat, ns; 10 ms ticks before round 4) at that moment, idle RSS; the pytest plugin's per-broker cost
 (a ``GroupdBroker`` started and stopped as the fixture does: wall, and the daemon's whole CPU); then,
 in fresh interpreters, the CPU of ``import groupd.daemon, groupd.cli`` and how much of it is
 creating dataclasses.
@@ -118,8 +118,13 @@ print(time.process_time() - t, spent[0])
 
 
 def _cpu_ms(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    """The process's CPU time so far, in ns resolution (``/proc/<pid>/task/*/schedstat``: time on a
+    CPU, each thread); the 10 ms ticks of ``/proc/<pid>/stat`` where schedstat is missing."""
+    try:
+        return sum(int((t / "schedstat").read_text().split()[0]) for t in Path(f"/proc/{pid}/task").iterdir()) / 1e6
+    except (OSError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def start_once(root: Path) -> tuple[float, float, float]:
