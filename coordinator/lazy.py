@@ -1,9 +1,9 @@
 """A group subsystem built on its first use (issue 26: ``serve`` imports only what it needs before
 its first answer).
 
-The KIP-848 consumer-group core and the KIP-932 share-group core are ~50 modules' worth of import
-(assignors, reconciliation, migration, the share assignor) that a broker serving only classic
-groups, offsets and the data plane never runs. Kafka's ``GroupMetadataManager`` builds them all at
+The KIP-848 consumer-group core and the KIP-932 share-group core are 16 modules (assignors,
+reconciliation, migration, the share assignor; ~8 ms of serve's ~60 ms of groupd imports) that a
+broker serving only classic groups, offsets and the data plane never runs. Kafka's ``GroupMetadataManager`` builds them all at
 start; groupd builds each on the first call that needs it: a heartbeat of its kind, a replayed
 record of its kind, a describe of one of its groups, a change of its settings.
 
