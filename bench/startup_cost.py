@@ -6,8 +6,9 @@ and the import's CPU time do not.
     .venv/bin/python -m bench.startup_cost [--runs 9]
 
 prints, median of ``--runs`` starts on empty data dirs: spawn -> first answer (wall), the daemon's
-CPU (user+sys, /proc, 10 ms ticks) at that moment, idle RSS; the pytest plugin's per-broker cost
-(a ``GroupdBroker`` started and stopped as the fixture does: wall, and the daemon's whole CPU); then,
+CPU at that moment (schedstat, ns; 10 ms ticks before round 4), idle RSS; the pytest plugin's
+per-broker cost (a ``GroupdBroker`` started and stopped as the fixture does: wall, and the daemon's
+whole CPU); then,
 in fresh interpreters, the CPU of ``import groupd.daemon, groupd.cli`` and how much of it is
 creating dataclasses.
 
@@ -85,6 +86,53 @@ share coordinator ~5, share delivery ~3). Deferring those needs a stand-in for t
 share sides that answers "no such group" to the ~25 places of the classic, offset, admin and
 retention code that ask (offsets.py's commit validation among them) and builds the real ones on
 the first heartbeat or replayed record: a change to coordinator/ beyond lazy imports.
+
+Round 4 (2026-11-29 07:00-07:03, load average 3-5; before = main at 69728ef, after = h/boot3; both
+trees from copies on ``PYTHONPATH``, alternating, CPU from schedstat): the KIP-848 and KIP-932
+cores built by their first use (``coordinator/lazy.py``: ``DeferredGroups`` answers what the
+classic, offset, admin, timer and load paths ask of a manager without groups; the first heartbeat,
+describe of an existing group, replayed record or group config change builds the real one and
+rebinds every holder), ``coordinator.consumer`` / ``coordinator.share`` importing their core by
+PEP 562; the GC off from the start of ``python -m groupd``; ``broker.apis``' and ``FaultRule``'s
+dataclasses through ``frozen_record``; ``random`` and the OAUTHBEARER module on first use:
+
+| figure | before | after |
+|---|---|---|
+| daemon CPU at first answer, median of 11 (min) | 179.6 (160.2) ms | 157.0 (138.1) ms |
+| the same, an earlier sitting (06:34, 9 each) | 157.6 ms | 142.9 ms |
+| spawn -> first answer, wall, median of 11 | 227 ms | 168 ms |
+| idle RSS | 36.6 MiB | 35.9 MiB |
+| CPU after ``import groupd.cli, groupd.logs, groupd.daemon`` (GC off), median of 9 | 158.2 ms | 145.3 ms |
+| groupd modules imported by serve before its first answer | 147 | 131 |
+| sum of ``-X importtime`` self times of groupd.* (min of 9 per module) | 56.7 ms | 51.2 ms |
+| ``bench.run --quick --only startup`` spawn -> first answer (2 runs) | 219, 202 ms | 189, 186 ms |
+| import CPU (this module), of which dataclass creation | 134, 16.3 ms | 122, 12.7 ms |
+
+The floor, re-checked (``python -c``, process CPU and VmRSS at each point, median of 9, same
+sitting): interpreter + site 24.5 ms, 10.9 MiB (without site: 16 ms, 9.6 MiB; the site's 8 ms are
+the editable finder's ``.pth``, whose imports -- re, enum, pathlib, contextlib, urllib.parse -- serve
+needs anyway); + asyncio, uvloop, structlog, construct: 92 ms, 27.2 MiB. Of those 27.2 MiB: asyncio
+brings the interpreter from 10.7 to 20.1 MiB, 4.4 MiB of it ``ssl`` (libssl and libcrypto mapped:
+asyncio imports it when present; uvloop imports it unconditionally, ``import uvloop`` fails with
+it blocked, so there is no TLS-free configuration without dropping uvloop), uvloop +1.1, structlog
+and construct the rest (greenlet 1.1 MiB of it, only in an environment that has it installed:
+structlog.threadlocal imports it). Without greenlet the stack is 25.7 MiB: above the 25 MiB goal
+before one groupd module. groupd's imports then add ~53 ms CPU and 6.6 MiB (Python allocations
+5.8 MiB with tracemalloc: code objects and module dicts 3.5, groupd's module-level objects 1.6),
+start and first answer ~10-13 ms (argparse's serve parser 1.6 ms: it imports shutil for its
+formatter, Broker() 2.7, start 4, ApiVersions' codecs on first use 1-3 each) and ~2 MiB. The
+idle daemon's 35.9 MiB by mapping (``/proc/<pid>/smaps``): anonymous and heap 20.2 MiB, the
+python binary 5.1, libssl/libcrypto 3.9, uvloop's loop.so 1.5, libc 1.5, libstdc++ 0.9
+(greenlet's), other libraries 2.6. What is left of groupd's ~50 ms is a long tail over 131 modules
+(the largest: storage.log 2.0, security.acl_model 1.9, share/consumer record types 1.8/1.0 that
+the serde tables need, storage.records 1.5, broker.configs 1.4; no module over 2.1 ms); the
+candidates still deferrable (share delivery: broker.share and coordinator.share_partition ~2.7
+ms, built at start by the node and loaded from __share_group_state; the transaction coordinator
+~2.3 ms, needed at start to load __transaction_state) are worth ~5 ms together. So a 100 ms
+start (on an idle machine wall ~ CPU) leaves 8-20 ms, after the interpreter + asyncio + uvloop +
+structlog + construct floor of 80-92 ms, for all of groupd's imports and start (today ~60-65 ms);
+and 25 MiB is below that stack's resident size alone. Reaching them needs the stack changed
+(structlog and construct off serve's path, or uvloop's ssl), not more lazy imports.
 """
 
 from __future__ import annotations
@@ -118,8 +166,13 @@ print(time.process_time() - t, spent[0])
 
 
 def _cpu_ms(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    """The process's CPU time so far, in ns resolution (``/proc/<pid>/task/*/schedstat``: time on a
+    CPU, each thread); the 10 ms ticks of ``/proc/<pid>/stat`` where schedstat is missing."""
+    try:
+        return sum(int((t / "schedstat").read_text().split()[0]) for t in Path(f"/proc/{pid}/task").iterdir()) / 1e6
+    except (OSError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def start_once(root: Path) -> tuple[float, float, float]:

@@ -25,13 +25,13 @@ Routing in a cluster (``--brokers N``, ``broker.cluster``), one of ``Routing``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
 from groupd.protocol.dispatch import Handler
 from groupd.protocol.error_response import error_response
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.frozen import frozen_record
 from groupd.protocol.messages import API_BY_NAME
 from groupd.security import acl
 from groupd.security.auth import Authenticator
@@ -77,7 +77,10 @@ class Routing(Enum):
     BROKER_CONFIGS = "broker_configs"
 
 
-@dataclass(frozen=True)
+_set = object.__setattr__  # what a frozen dataclass's __init__ calls per field (protocol/frozen.py)
+
+
+@frozen_record
 class Wrapped:
     """Checked by ``wrapper`` (``groupd.security.acl``) before the handler runs; ``checks`` says
     what it checks (KafkaApis' authorize calls for the API), for the reader of the table."""
@@ -85,19 +88,29 @@ class Wrapped:
     wrapper: acl.Wrapper
     checks: str
 
+    def __init__(self, wrapper: acl.Wrapper, checks: str) -> None:
+        _set(self, "wrapper", wrapper)
+        _set(self, "checks", checks)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class InHandler:
     """The handler asks the ``Authorizer`` itself, at ``where``."""
 
     where: str
 
+    def __init__(self, where: str) -> None:
+        _set(self, "where", where)
 
-@dataclass(frozen=True)
+
+@frozen_record
 class Unchecked:
     """No ACL applies (``why``)."""
 
     why: str
+
+    def __init__(self, why: str) -> None:
+        _set(self, "why", why)
 
 
 Authorization = Wrapped | InHandler | Unchecked
@@ -123,7 +136,7 @@ class BrokerParts(Protocol):
 HandlerOf = Callable[[BrokerParts, "int | None"], Handler]
 
 
-@dataclass(frozen=True)
+@frozen_record
 class Api:
     name: str
     # None: the dispatcher answers it itself (ApiVersions: protocol rules, ``protocol.dispatch``).
@@ -132,6 +145,20 @@ class Api:
     routing: Routing = Routing.SHARED
     # (min, max) served where narrower than the schema's (None: the schema's range)
     versions: tuple[int, int] | None = None
+
+    def __init__(
+        self,
+        name: str,
+        handler: HandlerOf | None,
+        auth: Authorization,
+        routing: Routing = Routing.SHARED,
+        versions: tuple[int, int] | None = None,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "handler", handler)
+        _set(self, "auth", auth)
+        _set(self, "routing", routing)
+        _set(self, "versions", versions)
 
 
 def _group(name: str) -> HandlerOf:

@@ -24,7 +24,6 @@ from groupd.protocol.server import Server
 from groupd.security import acl
 from groupd.security.auth import Authenticator
 from groupd.security.listeners import Listener, advertise_per_listener, endpoint, parse_listeners, server_ssl_context
-from groupd.security.oauthbearer import UnsecuredValidator
 from groupd.storage import Appender, LogConfig, LogManager, PartitionLog
 from groupd.transactions.coordinator import TransactionConfig, TransactionCoordinator
 
@@ -42,6 +41,8 @@ from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicRegistry, Topic
 from .txn_shell import TxnShell
 
 if TYPE_CHECKING:
+    from groupd.security.oauthbearer import UnsecuredValidator
+
     from .cluster import Cluster
 
 log = structlog.get_logger("groupd")
@@ -68,7 +69,7 @@ class Broker:
             config.sasl_mechanisms,
             config.connection_failed_authentication_delay_ms,
             data_dir=self.data_dir,
-            oauthbearer=UnsecuredValidator.from_settings(config),
+            oauthbearer=self._oauthbearer(config),
         )
         self.authorizer = acl.Authorizer(
             config.acl,
@@ -236,6 +237,16 @@ class Broker:
             )
             for cb in self.admin.on_topic_created:
                 cb(t)
+
+    @staticmethod
+    def _oauthbearer(config: Config) -> UnsecuredValidator | None:
+        """Kafka's unsecured validator with this broker's settings, where a listener may use
+        OAUTHBEARER; its module is not imported otherwise (issue 26, start-up)."""
+        if "OAUTHBEARER" not in config.sasl_mechanisms.upper():
+            return None
+        from groupd.security.oauthbearer import UnsecuredValidator
+
+        return UnsecuredValidator.from_settings(config)
 
     def _ownership(self) -> PartitionOwnership:
         # The core's node is the first listener's endpoint; FindCoordinator answers are rewritten

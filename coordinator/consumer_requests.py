@@ -13,19 +13,21 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import default_message
 from ..protocol.ratelimit import LogLimiter
 from . import errors as err
 from .classic.admin import GROUP_AUTHORIZED_OPERATIONS
 from .classic.manager import ClassicGroupManager
-from .consumer import ConsumerGroup, ConsumerGroupManager, TopicsImage
 from .migration import Migration
 from .records import GroupMetadataKey, Record
 from .result import Result
 from .routing import partition_for
 from .runtime import CoordinatorRuntime
+
+if TYPE_CHECKING:  # the consumer core is imported by its first use (coordinator/lazy.py)
+    from .consumer import ConsumerGroup, ConsumerGroupManager, TopicsImage
 
 
 class ConsumerGroupRequests:

@@ -18,8 +18,7 @@ from . import errors as err
 from . import records as rec
 from .classic.group import ClassicGroup
 from .config import CoordinatorConfig
-from .consumer import ConsumerGroupConfig, IllegalRecord, TopicsImage
-from .consumer.records import CONSUMER_KEY_TYPES
+from .consumer import CONSUMER_KEY_TYPES, ConsumerGroupConfig, IllegalRecord, TopicsImage  # none of the core
 from .listener import CoordinatorListener
 from .managers import build_managers
 from .records import OffsetCommitKey
@@ -83,6 +82,7 @@ class GroupCoordinator:
         self.classic, self.join, self.admin, self.finder = m.classic, m.join, m.admin, m.finder
         self.consumer_requests, self.migration, self.offset_manager = m.consumer_requests, m.migration, m.offset_manager
         self.share, self.share_requests = m.share, m.share_requests
+        m.hold_cores(self)  # self.consumer and self.share: stand-ins until first used (coordinator/lazy.py)
         # The load's fast path for plain commits still in bytes (the rest: decode_record + replay).
         self.replay_encoded = self.offset_manager.replay_encoded
         self._handlers = {api: getattr(getattr(self, owner), name) for api, (owner, name) in HANDLERS.items()}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groupd.protocol.frozen import mutable_record
 
@@ -20,18 +20,23 @@ from .classic.admin import GroupAdmin
 from .classic.join import JoinGroupHandler
 from .classic.manager import ClassicGroupManager
 from .config import CoordinatorConfig
-from .consumer import ConsumerGroupConfig, ConsumerGroupManager, TopicsImage
+from .consumer.config import ConsumerGroupConfig, TopicsImage
 from .consumer_requests import ConsumerGroupRequests
 from .find_coordinator import CoordinatorFinder
+from .lazy import DeferredGroups
 from .listener import CoordinatorListener
 from .migration import Migration
 from .offsets import OffsetManager
 from .records import GroupMetadataValue
 from .result import Result
 from .runtime import CoordinatorRuntime
-from .share import ShareGroupConfig, ShareGroupManager
+from .share.config import ShareGroupConfig
 from .share_requests import ShareGroupRequests
 from .timers import Deadlines
+
+if TYPE_CHECKING:
+    from .consumer import ConsumerGroupManager
+    from .share import ShareGroupManager
 
 
 @mutable_record
@@ -105,6 +110,12 @@ class Managers:
                 was_loading=was_loading,
             )
 
+    def hold_cores(self, holder: object) -> None:
+        """``holder.consumer`` and ``holder.share`` become the real cores when they are built."""
+        for name in ("consumer", "share"):
+            if isinstance(core := getattr(self, name), DeferredGroups):
+                core.hold(holder, name)
+
     def set_config(self, config: CoordinatorConfig) -> None:
         for holder in (self.classic, self.join, self.admin, self.offset_manager):
             holder.config = config
@@ -125,7 +136,20 @@ def build_managers(
     # KIP-848 consumer groups live beside the classic ones; a group id is one or the other. A
     # downgrade must fit in a classic group (group.max.size).
     consumer_config = replace(consumer_config or ConsumerGroupConfig(), classic_max_size=config.group_max_size)
-    consumer = ConsumerGroupManager(consumer_config, uuid_factory=uuid_factory)
+
+    # The KIP-848 and KIP-932 cores are built (and their ~30 modules imported) by their first use,
+    # not at start (coordinator/lazy.py; issue 26): the stand-ins answer "no such group" meanwhile.
+    def build_consumer() -> ConsumerGroupManager:
+        from .consumer.manager import ConsumerGroupManager
+
+        return ConsumerGroupManager(consumer_config, uuid_factory=uuid_factory)
+
+    def build_share() -> ShareGroupManager:
+        from .share.manager import ShareGroupManager
+
+        return ShareGroupManager(share_config)
+
+    consumer: Any = DeferredGroups(build_consumer)
     deadlines = Deadlines()
     listener = listener or CoordinatorListener()
     classic = ClassicGroupManager(config, runtime, deadlines, group_records, consumer, log=log, listener=listener)
@@ -137,18 +161,22 @@ def build_managers(
     classic.offset_manager, classic.consumer_side, classic.migration = offsets, consumer_requests, migration
     consumer_requests.migration = migration
     # KIP-932 share groups: a third kind of group in the same id namespace
-    share = ShareGroupManager(share_config)
+    share: Any = DeferredGroups(build_share)
     share_requests = ShareGroupRequests(runtime, share, classic, consumer, log=log, topics_image=topics_image)
     classic.share_side = share_requests
     consumer_requests.share_side = share_requests
     offsets.share_side = share_requests
-    return Managers(
+    admin = GroupAdmin(classic)
+    for holder in (classic, consumer_requests, migration, offsets, share_requests, admin):
+        consumer.hold(holder, "consumer")
+    share.hold(share_requests, "share")
+    m = Managers(
         group_records=group_records,
         consumer=consumer,
         deadlines=deadlines,
         classic=classic,
         join=JoinGroupHandler(classic, uuid_factory),
-        admin=GroupAdmin(classic),
+        admin=admin,
         finder=CoordinatorFinder(runtime, config.num_offsets_partitions),
         consumer_requests=consumer_requests,
         migration=migration,
@@ -157,3 +185,5 @@ def build_managers(
         share_requests=share_requests,
         log=log,
     )
+    m.hold_cores(m)
+    return m

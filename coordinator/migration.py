@@ -7,18 +7,20 @@ and the classic JoinGroup/SyncGroup/LeaveGroup of members of a consumer group
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import errors as err
 from .classic.group import ClassicGroup, Member, S
 from .classic.manager import ClassicGroupManager
 from .classic.responses import join_response, leave_response, sync_response
-from .consumer import ConsumerGroup, ConsumerGroupManager
-from .consumer.manager import ClassicMemberSpec, Downgrade, UpgradeRefused
 from .consumer_protocol import ConsumerProtocolError, decode_subscription
 from .records import GroupMetadataKey, Record
 from .result import Result
 from .runtime import CoordinatorRuntime
+
+if TYPE_CHECKING:  # the consumer core is imported by its first use (coordinator/lazy.py)
+    from .consumer import ConsumerGroup, ConsumerGroupManager
+    from .consumer.manager import Downgrade
 
 
 class ConsumerWrites(Protocol):
@@ -72,6 +74,8 @@ class Migration:
         members rejoin the consumer group), the classic group's tombstone goes into ``pre`` and the
         consumer group's records are applied (``ConsumerGroup.fromClassicGroup``). A refusal's message
         when the embedded protocol cannot be read."""
+        from .consumer.manager import ClassicMemberSpec, UpgradeRefused  # built by now (self.consumer)
+
         gid = classic.group_id
         specs = [
             ClassicMemberSpec(

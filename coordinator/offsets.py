@@ -25,14 +25,13 @@ This module imports neither the shard nor the group managers.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from groupd.storage.native import native as _native
 
 from . import errors as err
 from .classic.group import CR, PR, ClassicGroup, D, E, Member, S
 from .config import CoordinatorConfig
-from .consumer import ConsumerGroupManager
 from .native import CommitBody, native_available, native_commit
 from .records import OffsetCommitKey, OffsetCommitValue, Record
 from .result import Result
@@ -43,6 +42,9 @@ from .serde import _CACHE_MAX as SERDE_CACHE_MAX
 from .serde import _DECODED_KEYS as serde_keys  # bytes -> key, filled by decode_key
 from .serde import _V3_NO_METADATA as V3_NO_METADATA
 from .serde import decode_key
+
+if TYPE_CHECKING:  # the consumer core is imported by its first use (coordinator/lazy.py)
+    from .consumer import ConsumerGroupManager
 
 # The C twin of replay_plain_commits (None without the extension or with GROUPD_NO_NATIVE=1).
 _fold_commits: Callable[..., int] | None = None if _native is None else _native.fold_commits

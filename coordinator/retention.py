@@ -4,14 +4,16 @@ deletes the Empty groups left with none."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .classic.group import ClassicGroup, D, E, S
 from .config import CoordinatorConfig
-from .consumer import ConsumerGroup, ConsumerGroupManager
 from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from .result import Result
 from .runtime import CoordinatorRuntime
+
+if TYPE_CHECKING:  # the consumer core is imported by its first use (coordinator/lazy.py)
+    from .consumer import ConsumerGroup, ConsumerGroupManager
 
 
 class OffsetStore(Protocol):

@@ -21,20 +21,22 @@ from __future__ import annotations
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import default_message
 from . import errors as err
 from .classic.admin import GROUP_AUTHORIZED_OPERATIONS
 from .classic.manager import ClassicGroupManager
-from .consumer import ConsumerGroupManager, TopicsImage
 from .records import Record
 from .result import Result
 from .routing import partition_for
 from .runtime import CoordinatorRuntime
-from .share.group import IllegalShareRecord, InitValue, ShareGroup
-from .share.manager import ShareGroupManager, ShareHeartbeatResult, error_response, validate
 from .share.state import UNINITIALIZED_START_OFFSET, InMemoryShareState, ShareStateStore
+
+if TYPE_CHECKING:  # the consumer and share cores are imported by their first use (coordinator/lazy.py)
+    from .consumer import ConsumerGroupManager, TopicsImage
+    from .share.group import InitValue, ShareGroup
+    from .share.manager import ShareGroupManager, ShareHeartbeatResult
 
 _DESCRIBED_EMPTY: dict[str, Any] = {
     "error_message": None,
@@ -178,6 +180,8 @@ class ShareGroupRequests:
         """ShareGroupHeartbeat (``GroupCoordinatorService.shareGroupHeartbeat``): answered once its
         records are durable; then the share partitions it found uninitialized are initialized in the
         share-partition state (``persisterInitialize``) and recorded as initialized."""
+        from .share.manager import error_response, validate  # the share core, from its first use
+
         invalid = validate(req)
         if invalid is not None:
             self.rt.respond(ctx, error_response(invalid.code, invalid.message))
@@ -252,6 +256,8 @@ class ShareGroupRequests:
 
     def replay(self, key: Any, value: Any) -> None:
         """A durable share-group record (the shard's replay, live and at load)."""
+        from .share.group import IllegalShareRecord  # the share core, from its first use
+
         try:
             self.share.groups.now_ms = self.rt.now
             self.share.replay((key, value))
@@ -501,6 +507,8 @@ class ShareGroupRequests:
         """AlterShareGroupOffsets (``GroupMetadataManager.alterShareGroupOffsets`` then
         ``persisterInitialize``): an empty (or new) share group's start offsets, initialized in the
         share-partition state at the group's epoch; the partitions become initialized share partitions."""
+        from .share.group import InitValue  # the share core, from its first use
+
         gid = req.get("group_id") or ""
         if self._offsets_change_held(gid, ctx, lambda: self.alter_offsets(version, req, ctx, _cid, _host), True):
             return None

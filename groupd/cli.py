@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] != ["serve"]:
+        gc.enable()  # off while `python -m groupd` imported this module (groupd/__main__.py)
     if argv[:1] == ["analyze"]:
         return _analyze(argv[1:])
     # `serve` needs only its own subcommand: the same parser as build_parser's, without the rest.
@@ -69,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         # The daemon's imports allocate ~50,000 tracked objects (classes, functions, constants) that
         # live as long as the process: the cyclic collector's passes over them while importing find
-        # nothing and cost ~10-15 ms of a ~200 ms start (issue 26). Off while importing, then they
-        # are frozen (gc.freeze: never scanned again; daemon._GcTuner's periodic full pass unfreezes).
+        # nothing and cost ~10-15 ms of a ~200 ms start (issue 26). Off while importing (from the
+        # start of `python -m groupd`: groupd/__main__.py), then they are frozen (gc.freeze: never
+        # scanned again; daemon._GcTuner's periodic full pass unfreezes).
         gc.disable()
         try:
             from .daemon import run

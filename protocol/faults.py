@@ -24,16 +24,16 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
-import random
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from .error_response import error_response
 from .errors import ErrorCode
+from .frozen import DEFAULT_FACTORY, mutable_record
 from .messages import API_BY_KEY, API_BY_NAME
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ MAX_DELAY_MS = 300_000
 MAX_RULES = 1000
 
 
-@dataclass
+@mutable_record
 class FaultRule:
     api: str
     kind: str
@@ -62,6 +62,36 @@ class FaultRule:
     id: int = 0
     injected: int = 0
     created_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+
+    def __init__(
+        self,
+        api: str,
+        kind: str,
+        error_code: int | None = None,
+        delay_ms: int = 0,
+        count: int | None = None,
+        probability: float | None = None,
+        group: str | None = None,
+        topic: str | None = None,
+        client_id: str | None = None,
+        broker: int | None = None,
+        id: int = 0,
+        injected: int = 0,
+        created_ms: int = DEFAULT_FACTORY,
+    ) -> None:
+        self.api = api
+        self.kind = kind
+        self.error_code = error_code
+        self.delay_ms = delay_ms
+        self.count = count
+        self.probability = probability
+        self.group = group
+        self.topic = topic
+        self.client_id = client_id
+        self.broker = broker
+        self.id = id
+        self.injected = injected
+        self.created_ms = time.time_ns() // 1_000_000 if created_ms is DEFAULT_FACTORY else created_ms
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "api": self.api, "kind": self.kind}
@@ -92,10 +122,18 @@ class FaultInjector:
         self.rules: list[FaultRule] = []
         self._by_key: dict[int, list[FaultRule]] = {}
         self._ids = itertools.count(1)
-        self._random = random.Random(seed)
+        self._seed = seed
+        self._random: Any = None  # random.Random(seed), made by the first probability rule (issue 26)
         self._taps: list[tuple[Dispatcher, _Tap]] = []
         # (api name, kind) -> injections so far; read by the metrics at scrape time.
         self.counts: dict[tuple[str, str], int] = {}
+
+    def _rng(self) -> Any:
+        if self._random is None:
+            import random  # ~1 ms of serve's start for a rule that few set
+
+            self._random = random.Random(self._seed)
+        return self._random
 
     def attach(self, dispatcher: Dispatcher, node_id: int) -> None:
         tap = _Tap(self, dispatcher, node_id)
@@ -153,7 +191,7 @@ class FaultInjector:
                 continue
             if rule.topic is not None and rule.topic not in set(request_topics(req.body)):
                 continue
-            if rule.probability is not None and self._random.random() >= rule.probability:
+            if rule.probability is not None and self._rng().random() >= rule.probability:
                 continue
             rule.injected += 1
             if rule.count is not None and rule.injected >= rule.count:

@@ -42,7 +42,7 @@ import concurrent.futures
 import enum
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 from groupd.protocol.errors import ErrorCode
@@ -50,8 +50,10 @@ from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Connection, Request
 
 from .listeners import Listener, certificate_cn
-from .oauthbearer import OAuthBearerServer, UnsecuredValidator
 from .scram import ALL_MECHANISMS, SCRAM_MECHANISMS, CredentialStore, SaslError, parse_plain
+
+if TYPE_CHECKING:  # imported by the first OAUTHBEARER handshake, which few listeners allow (issue 26)
+    from .oauthbearer import UnsecuredValidator
 
 log = structlog.get_logger("groupd.security.auth")
 # One client retrying a wrong password logged 117 lines in 6 s: per peer host, mechanism and user,
@@ -176,6 +178,8 @@ class OAuthBearerMechanism(Mechanism):
     """SASL/OAUTHBEARER, Kafka's unsecured validator (``oauthbearer.py``)."""
 
     def __init__(self, validator: UnsecuredValidator) -> None:
+        from .oauthbearer import OAuthBearerServer
+
         self._server = OAuthBearerServer(validator)
 
     async def step(self, token: bytes) -> tuple[bytes, bool]:
@@ -255,7 +259,7 @@ class Authenticator:
         self.store = store
         self.mechanisms = mechanisms
         self.failed_delay_ms = failed_delay_ms
-        self.oauthbearer = oauthbearer or UnsecuredValidator()
+        self.oauthbearer = oauthbearer  # None: Kafka's defaults, made by the first OAUTHBEARER handshake
 
     @classmethod
     def from_config(
@@ -279,6 +283,10 @@ class Authenticator:
         if name in SCRAM_MECHANISMS:
             return ScramServerMechanism(self.store, name)
         if name == "OAUTHBEARER":
+            if self.oauthbearer is None:
+                from .oauthbearer import UnsecuredValidator
+
+                self.oauthbearer = UnsecuredValidator()
             return OAuthBearerMechanism(self.oauthbearer)
         raise AssertionError(name)
 

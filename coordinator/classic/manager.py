@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import errors as err
 from .. import listener as events
 from ..config import CoordinatorConfig
-from ..consumer import ConsumerGroupManager
 from ..listener import CoordinatorListener
 from ..offsets import OffsetManager
 from ..records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
@@ -29,6 +28,9 @@ from ..runtime import CoordinatorRuntime
 from ..timers import Deadlines
 from .group import CR, PR, ClassicGroup, D, E, Member, S, Waiter
 from .responses import group_join_response, join_response, leave_response, sync_response
+
+if TYPE_CHECKING:  # the consumer core is imported by its first use (coordinator/lazy.py)
+    from ..consumer import ConsumerGroupManager
 
 
 def hb_key(group_id: str, member_id: str) -> tuple[str, str, str]:

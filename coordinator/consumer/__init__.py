@@ -18,10 +18,37 @@
 - ``records.py``: the ``__consumer_offsets`` record types (serialized by ``coordinator/serde.py``).
 """
 
-from .assignors import ASSIGNORS, RangeAssignor, UniformAssignor
-from .group import ConsumerGroup, ConsumerGroups, ConsumerGroupState, IllegalRecord
-from .manager import ConsumerGroupConfig, ConsumerGroupManager, HeartbeatResult, TopicsImage
-from .member import ConsumerGroupMember, MemberState
+import importlib
+
+# The names below are imported on first use (PEP 562): serve imports this package for its settings
+# (config.py) and record types (records.py) at start, and the core (manager, assignors, members,
+# migration: ~20 modules) only when a consumer group is first used (coordinator/lazy.py; issue 26).
+_LAZY = {
+    "CONSUMER_KEY_TYPES": "records",
+    "ASSIGNORS": "assignors",
+    "RangeAssignor": "assignors",
+    "UniformAssignor": "assignors",
+    "ConsumerGroup": "group",
+    "ConsumerGroups": "group",
+    "ConsumerGroupState": "group",
+    "IllegalRecord": "records",  # raised by group.py's replay
+    "ConsumerGroupConfig": "config",
+    "TopicsImage": "config",
+    "ConsumerGroupManager": "manager",
+    "HeartbeatResult": "manager",
+    "ConsumerGroupMember": "member",
+    "MemberState": "member",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ASSIGNORS",

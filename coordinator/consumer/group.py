@@ -31,6 +31,7 @@ from .records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     ConsumerRecord,
+    IllegalRecord,
     TopicMetadata,
 )
 
@@ -44,10 +45,6 @@ class ConsumerGroupState(enum.Enum):
     ASSIGNING = "Assigning"
     RECONCILING = "Reconciling"
     STABLE = "Stable"
-
-
-class IllegalRecord(Exception):
-    """A record that cannot follow the state it is applied to (Kafka's IllegalStateException in replay)."""
 
 
 @frozen_record

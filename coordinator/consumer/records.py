@@ -287,3 +287,7 @@ CONSUMER_KEY_TYPES: tuple[type, ...] = (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupRegularExpressionKey,
 )
+
+
+class IllegalRecord(Exception):
+    """A record that cannot follow the state it is applied to (Kafka's IllegalStateException in replay)."""

@@ -2,10 +2,36 @@
 (``group.py``), the sans-IO heartbeat, fencing and assignment (``manager.py``), the records
 (``records.py``) and what the coordinator asks of the share-partition state (``state.py``)."""
 
-from .group import PROTOCOL_TYPE, ShareGroup, ShareGroupMember, ShareGroups, ShareGroupState
-from .manager import ShareGroupConfig, ShareGroupManager, ShareHeartbeatResult
-from .records import SHARE_KEY_TYPES
-from .state import InMemoryShareState, PartitionSummary, ShareGroupConfigLookup, ShareStateStore
+import importlib
+
+# Imported on first use (PEP 562): serve needs the settings (config.py), the record types
+# (records.py) and the state interface (state.py) at start, the core only when a share group is
+# first used (coordinator/lazy.py; issue 26).
+_LAZY = {
+    "PROTOCOL_TYPE": "group",
+    "ShareGroup": "group",
+    "ShareGroupMember": "group",
+    "ShareGroups": "group",
+    "ShareGroupState": "group",
+    "ShareGroupConfig": "config",
+    "ShareGroupManager": "manager",
+    "ShareHeartbeatResult": "manager",
+    "SHARE_KEY_TYPES": "records",
+    "InMemoryShareState": "state",
+    "PartitionSummary": "state",
+    "ShareGroupConfigLookup": "state",
+    "ShareStateStore": "state",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "PROTOCOL_TYPE",

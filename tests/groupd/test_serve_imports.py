@@ -40,7 +40,21 @@ CONTROL = ("groupd.ops.control", "groupd.ops.http", "groupd.ops")
 # batch (storage/codecs.py), RE2 by the first regex subscription (coordinator/consumer/regex.py),
 # tomllib by a config file (groupd/config.py), cluster mode by --brokers N (broker/node.py).
 # The control endpoint's OpenAPI document (importlib.resources) by its first GET.
-LAZY = ("lz4", "snappy", "cramjam", "re2", "tomllib", "groupd.broker.cluster", "importlib.resources")
+# The KIP-848 consumer-group and KIP-932 share-group cores by the first use of such a group
+# (coordinator/lazy.py; tests/groupd/test_deferred_imports.py checks that first use).
+LAZY = (
+    "lz4",
+    "snappy",
+    "cramjam",
+    "re2",
+    "tomllib",
+    "groupd.broker.cluster",
+    "importlib.resources",
+    "groupd.coordinator.consumer.manager",
+    "groupd.coordinator.consumer.assignors",
+    "groupd.coordinator.share.manager",
+    "groupd.coordinator.share.group",
+)
 
 # Runs `groupd serve` in the main thread as the console script does; a watcher thread waits until
 # the daemon answers a connection, then writes the loaded modules and ends the process.
