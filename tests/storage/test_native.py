@@ -49,11 +49,14 @@ def test_the_extension_is_built_in_this_environment() -> None:
 
 
 def test_groupd_no_native_turns_it_off() -> None:
-    code = "from groupd.storage import records as r; from groupd.coordinator import offsets as o; print(r._native_decode, o._fold_commits)"
+    code = (
+        "from groupd.storage import records as r; from groupd.coordinator import offsets as o; "
+        "print(r._native_decode, o._fold_commits, r._native_frames)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], env={**os.environ, "GROUPD_NO_NATIVE": "1"}, capture_output=True, text=True
     )
-    assert out.stdout.split() == ["None", "None"], out.stderr
+    assert out.stdout.split() == ["None", "None", "None"], out.stderr
 
 
 # --- decode_records ------------------------------------------------------------------------------------
