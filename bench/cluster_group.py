@@ -48,6 +48,32 @@ Where the three brokers' time goes (franz profile, 300,000 records, counted in t
   one read and one write per request, no epoll_ctl churn (strace -c -f, 6 s under load: 12,509
   reads, 12,510 writes, 107 epoll_ctl).
 
+Per request, and why 1.2 is out of reach in one process on two cores (franz profile, 300,000
+records, one sitting, builds alternating, requests counted by ``--metrics-port``'s
+groupd_requests; 2026-11-29, a 2-core machine shared with other work):
+  3 brokers: 48-113k requests (Produce and Fetch ~95%), 11-24 s; server 110-143 us and client
+             (franz-go) 86-116 us of CPU per request, for either build. 1 broker: 5.3-8.5k
+             requests of 5-15x the records each, 5.8-11.9 s, server 2.0-3.1 s, client 2.4-3.0 s.
+  The wall time follows the request count, not the build: the same build ran 11.7 s with 67k
+  requests and 24.2 s with 113k. 1 run in ~12 stayed coarse (6.1 s at 3 brokers, ratio ~1.0).
+  In the fine regime the clients alone spend 5-10 s of CPU at 3 brokers, as much as the whole
+  1-broker run lasts: a server costing nothing would still leave the ratio above 1.2 unless
+  the requests stay as large as with one broker, which the server can only bring about by
+  answering later than Kafka would (a Produce as soon as its append is written, a Fetch at
+  min_bytes: ReplicaManager.appendRecords, DelayedFetch.tryComplete). The appends of one loop
+  iteration are all written before any parked fetch is woken (Appender._settle runs the hooks
+  after the writes), so a woken fetch already carries every append of its iteration.
+  Cut per request here: a tail read resumes where the last one ended (PartitionLog.read's hint:
+  ``_find`` 4.1% -> 0.7% of the loop), a new partition's first epoch is recorded at creation
+  off the loop (the checkpoint's fsync had run inside the first Produce: ``_append_epoch`` 3.1%
+  -> 1.2%), a produced batch is framed in C. Server CPU per request ~125 -> ~118 us (medians of
+  four alternating rounds; noise of the same order).
+  What would reach it: fetch sessions (KIP-227, which franz-go uses: an incremental Fetch names
+  and answers only the partitions that changed, cutting both sides' cost per fetch; groupd
+  answers session id 0), a compiled Produce/Fetch path (parse, check, append, read, encode) at
+  a fifth of today's ~120 us, and brokers as separate processes only on a machine with cores
+  to spare (on two cores shared with the clients three loops add no CPU).
+
 Every process runs on 127.0.0.1 and is stopped by pid; every load is bounded in count and time.
 """
 

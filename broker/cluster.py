@@ -54,7 +54,7 @@ from groupd.protocol.errors import ErrorCode
 from groupd.protocol.partitioning import coordinator_partition
 from groupd.protocol.server import Request, Server
 from groupd.security.listeners import Listener, endpoint
-from groupd.storage import LogManager, StorageError
+from groupd.storage import LogManager, PartitionLog, StorageError
 from groupd.storage.files import write_atomically
 
 from .admin_handlers import AdminHandlers
@@ -571,6 +571,12 @@ class Cluster:
         # The shared logs stamp their batches with the partition's leader epoch and keep Kafka's
         # leader epoch cache (storage/epochs.py); one broker alone stays at epoch 0 without one.
         broker.logs.track_leader_epochs(self.leaders.epoch)
+        # A new partition's leader records its first epoch as it takes the partition
+        # (``Partition.makeLeader`` on creation), off the event loop: left to the first append,
+        # the checkpoint's write and fsyncs ran on the loop, inside the append (issue 29 item 4:
+        # ~4% of a 3-broker group pipeline's loop, one blocking fsync per new partition).
+        broker.admin.on_topic_created.append(lambda t: self._record_new(t, 0))
+        broker.admin.on_partitions_added.append(self._record_new)
         # Coordinator topics: whose partitions' leaders are coordinators, and who is told when one
         # moves: ``moved(partition, new leader, leader epoch)`` unloads it where it was and loads it
         # on the new leader (answering COORDINATOR_LOAD_IN_PROGRESS meanwhile). The transaction
@@ -773,12 +779,29 @@ class Cluster:
                 _reject_parked(req, m, self.nodes)
                 fetches.complete(w)
 
+    def _record_new(self, t: Topic, before: int) -> None:
+        """Record the epochs of ``t``'s partitions from ``before`` on, once this loop iteration's
+        callbacks have created their logs (the data plane's ``topic_created``)."""
+
+        def later() -> None:
+            if self.broker.topics.get(t.name) is not t:
+                return  # deleted meanwhile
+            logs = [p for i in range(before, t.partitions) if (p := self.broker.logs.get(t.name, i)) is not None]
+            self._sync_epochs(logs)
+
+        try:
+            asyncio.get_running_loop().call_soon(later)
+        except RuntimeError:
+            later()
+
     def _record_epochs(self, moves: list[Move]) -> None:
         """``Partition.makeLeader``: each new leader records its epoch at the log end in the
         partition's leader epoch cache. The logs already stamp the new epoch (they read it from
         ``Leadership``) and record it before their next append; this writes the checkpoints now,
         off the event loop (one fsync each)."""
-        logs = [p for m in moves if (p := self.broker.logs.get(m.topic, m.partition)) is not None]
+        self._sync_epochs([p for m in moves if (p := self.broker.logs.get(m.topic, m.partition)) is not None])
+
+    def _sync_epochs(self, logs: list[PartitionLog]) -> None:
         if not logs:
             return
 

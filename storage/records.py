@@ -50,6 +50,8 @@ from .native import native as _native
 # storage/_native.c's twin of _decode_into (full=False), None without the extension: it declines
 # (returns False, `out` untouched) any batch body it does not cover, and _decode_into decodes it.
 _native_decode: Callable[..., bool] | None = None if _native is None else _native.decode_records
+# storage/_native.c's framing walk (check_record_frames' common case), None without the extension.
+_native_frames: Callable[[bytes, int, int, int], bool] | None = getattr(_native, "frame_records", None)
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -928,6 +930,8 @@ def check_record_frames(data: bytes, pos: int, end: int, count: int) -> None:
     place too); decoding every field in Python cost a third of a produce-heavy daemon's CPU, so the
     fields inside a record whose CRC matched are read only where a setting needs them (keys on
     compacted topics, timestamps under limits: ``broker/data_plane/batch_checks.py``)."""
+    if _native_frames is not None and type(data) is bytes and _native_frames(data, pos, end, count):
+        return  # well framed (the C walk declines all else, which the walk below then words)
     if count < 0 or count > end - pos:
         raise CorruptRecordError(f"record count {count} does not fit in {end - pos} bytes")
     steps = _STEPS or _frame_steps()

@@ -43,9 +43,9 @@ def _batch_epochs(cluster: GroupdBroker, topic: str, partition: int = 0) -> list
     return out
 
 
-def _checkpoint(cluster: GroupdBroker, topic: str, want: str, timeout: float = 5.0) -> None:
+def _checkpoint(cluster: GroupdBroker, topic: str, want: str, timeout: float = 5.0, partition: int = 0) -> None:
     """The file is written by the election (off the event loop) or the next append: wait for it."""
-    path: Path = cluster.data_dir / f"{topic}-0" / CHECKPOINT
+    path: Path = cluster.data_dir / f"{topic}-{partition}" / CHECKPOINT
     deadline = time.monotonic() + timeout
     while not (path.exists() and path.read_text() == want):
         assert time.monotonic() < deadline, path.read_text() if path.exists() else "no checkpoint"
@@ -91,6 +91,27 @@ def _list_offset(cluster: GroupdBroker, node: int, topic: str, timestamp: int) -
         client.close()
     (p,) = answer["topics"][0]["partitions"]
     return p["error_code"], p["offset"], p["leader_epoch"]
+
+
+def test_a_new_partitions_leader_records_its_epoch_before_any_append(cluster: GroupdBroker, unique: str) -> None:
+    """Partition.makeLeader on creation (and on CreatePartitions) assigns epoch 0 at offset 0: the
+    checkpoint is written then, off the event loop, not by the first append on it (issue 29 item 4:
+    one blocking fsync per new partition inside a Produce)."""
+    topic = f"new-{unique}"
+    create_topic(cluster, topic, partitions=3, replication=3)
+    client = raw(cluster, min(cluster.nodes))
+    try:
+        answer = client.request(
+            "CreatePartitions",
+            1,
+            {"topics": [{"name": topic, "count": 5, "assignments": None}], "timeout_ms": 10000, "validate_only": False},
+        )
+    finally:
+        client.close()
+    assert [r["error_code"] for r in answer["results"]] == [0]
+    for p in range(5):
+        _checkpoint(cluster, topic, "0\n1\n0 0\n", partition=p)
+    assert all(not _batch_epochs(cluster, topic, p) for p in range(5))  # nothing was appended
 
 
 def test_after_a_leader_change_batches_carry_the_new_epoch_and_the_cache_answers_for_it(

@@ -12,6 +12,7 @@ it shadows value for value, and safe on any bytes.
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 
@@ -48,11 +49,14 @@ def test_the_extension_is_built_in_this_environment() -> None:
 
 
 def test_groupd_no_native_turns_it_off() -> None:
-    code = "from groupd.storage import records as r; from groupd.coordinator import offsets as o; print(r._native_decode, o._fold_commits)"
+    code = (
+        "from groupd.storage import records as r; from groupd.coordinator import offsets as o; "
+        "print(r._native_decode, o._fold_commits, r._native_frames)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], env={**os.environ, "GROUPD_NO_NATIVE": "1"}, capture_output=True, text=True
     )
-    assert out.stdout.split() == ["None", "None"], out.stderr
+    assert out.stdout.split() == ["None", "None", "None"], out.stderr
 
 
 # --- decode_records ------------------------------------------------------------------------------------
@@ -281,3 +285,86 @@ def test_fold_commits_rejects_what_is_not_its_arguments() -> None:
         native.fold_commits([], [], 0, {}, 1, OffsetCommitKey, OffsetCommitValue)
     with pytest.raises(TypeError):
         native.fold_commits({}, [])
+
+
+# --- frame_records (Produce's framing walk) -------------------------------------------------------
+
+
+def _python_frames(data: bytes, pos: int, end: int, count: int) -> bool:
+    """records.check_record_frames without the extension: does the Python walk accept?"""
+    saved = rec._native_frames
+    rec._native_frames = None
+    try:
+        rec.check_record_frames(data, pos, end, count)
+        return True
+    except CorruptRecordError:
+        return False
+    finally:
+        rec._native_frames = saved
+
+
+def test_check_record_frames_uses_the_extension() -> None:
+    assert rec._native_frames is native.frame_records
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(RECORD, min_size=1, max_size=30))
+def test_frame_records_takes_every_valid_batch(records: list) -> None:
+    batch = rec.build_batch(records)
+    count = struct.unpack_from(">i", batch, 57)[0]
+    assert native.frame_records(batch, rec.HEADER_SIZE, len(batch), count) is True
+    assert _python_frames(batch, rec.HEADER_SIZE, len(batch), count)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(RECORD, min_size=1, max_size=6), st.data())
+def test_frame_records_on_damaged_bodies_accepts_only_what_python_accepts(records: list, data: st.DataObject) -> None:
+    """Flipped bytes (a length byte among them, often), a wrong count, a cut end: True only where
+    the Python walk accepts; never a crash."""
+    batch = bytearray(rec.build_batch(records))
+    count = struct.unpack_from(">i", batch, 57)[0]
+    for _ in range(data.draw(st.integers(0, 3))):
+        i = data.draw(st.integers(rec.HEADER_SIZE, len(batch) - 1))
+        batch[i] = data.draw(st.sampled_from([0, 1, 2, 0x7F, 0x80, 0x81, 0xFF]) | st.integers(0, 255))
+    end = data.draw(st.integers(rec.HEADER_SIZE, len(batch)))
+    count = data.draw(st.sampled_from([count, count - 1, count + 1, 0, -1, 2**31 - 1]))
+    raw = bytes(batch)
+    for body in (raw, raw[:end]):
+        took = native.frame_records(body, rec.HEADER_SIZE, end, count)
+        assert took in (True, False)
+        if took:
+            assert _python_frames(body, rec.HEADER_SIZE, end, count)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.binary(max_size=80), st.integers(-3, 90), st.integers(-3, 90), st.integers(-2, 40))
+def test_frame_records_on_random_bytes_never_crashes(data: bytes, pos: int, end: int, count: int) -> None:
+    took = native.frame_records(data, pos, end, count)
+    assert took in (True, False)
+    if took:
+        assert _python_frames(data, pos, end, count)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (b"\x02\x00", 0, 2, 1),  # one record of one byte: taken
+        (b"\x0b\x00", 0, 2, 1),  # a negative length
+        (b"\x00", 0, 1, 1),  # a zero length
+        (b"\x82\x80\x80\x80\x80\x00", 0, 6, 1),  # a varint longer than 5 bytes: Python's to judge
+        (b"\x02\x00", 0, 2, 2**63),  # a count beyond the bytes
+        (b"\x02\x00", 2**63, 2, 1),  # positions beyond Py_ssize_t
+    ],
+)
+def test_frame_records_edges(args: tuple) -> None:
+    took = native.frame_records(*args)
+    assert took is (args == (b"\x02\x00", 0, 2, 1))
+    if not took and isinstance(args[1], int) and args[1] < 2**62 and args[3] < 2**62:
+        _python_frames(*args)  # the Python walk words it (or, for the long varint, may accept)
+
+
+def test_frame_records_rejects_wrong_arguments() -> None:
+    with pytest.raises(TypeError):
+        native.frame_records(b"", 0, 0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        native.frame_records(bytearray(b"\x02\x00"), 0, 2, 1)
