@@ -3,7 +3,10 @@ measured phase sampled with ``py-spy record -f raw`` attached to the daemon, and
 server CPU per commit of the run printed (py-spy costs the daemon little: still compare runs with
 each other).
 
-    python -m bench.commit_profile [--fsync always] [--seconds 4] [--out profile.txt] [--no-spy]
+    python -m bench.commit_profile [--fsync always] [--seconds 4] [--out profile.txt] [--perf perf.data]
+
+``--perf``: ``perf record -e cpu-clock`` instead (the daemon's C and kernel functions, flat:
+``perf report -i perf.data --no-children``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from .simulator import SimConfig, Simulator
 from .targets import start_groupd
 
 
-async def main(fsync: str | None, seconds: float, out: Path | None) -> None:
+async def main(fsync: str | None, seconds: float, out: Path | None, perf: Path | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix="groupd-commit-profile-"))
     t, _ = start_groupd(root / "data", *(("--fsync", fsync) if fsync else ()))
     spy: subprocess.Popen[bytes] | None = None
@@ -41,9 +44,12 @@ async def main(fsync: str | None, seconds: float, out: Path | None) -> None:
         def phase(name: str) -> None:
             nonlocal spy
             probe(name)
-            if name == "start" and out is not None:
-                py_spy = str(Path(sys.executable).with_name("py-spy"))
-                cmd = [py_spy, "record", "--pid", str(t.pid), "-f", "raw", "-r", "200", "-o", str(out)]
+            if name == "start" and (out is not None or perf is not None):
+                if perf is not None:
+                    cmd = ["perf", "record", "-e", "cpu-clock", "-p", str(t.pid), "-o", str(perf)]
+                else:
+                    py_spy = str(Path(sys.executable).with_name("py-spy"))
+                    cmd = [py_spy, "record", "--pid", str(t.pid), "-f", "raw", "-r", "200", "-o", str(out)]
                 spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             elif name == "end" and spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -66,5 +72,6 @@ if __name__ == "__main__":
     ap.add_argument("--fsync", default=None, help="groupd's --fsync policy (default: its default)")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--out", type=Path, default=None, help="py-spy raw output (none: no py-spy)")
+    ap.add_argument("--perf", type=Path, default=None, help="perf record output instead of py-spy")
     a = ap.parse_args()
-    asyncio.run(main(a.fsync, a.seconds, a.out))
+    asyncio.run(main(a.fsync, a.seconds, a.out, a.perf))
