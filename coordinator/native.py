@@ -28,6 +28,7 @@ import importlib
 import os
 import struct
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 from ..protocol.messages.offsets import OFFSET_COMMIT
@@ -292,13 +293,11 @@ def commit(
     appended as it is; until durable the commit's entries count as in flight for the group, then
     ``append_done`` hands them to ``m.replay_commit``. False: the Python path must do it."""
 
-    def validate() -> int:
-        return m._commit_group_error(v, gid, generation, member_id, instance_id)
-
     built = build(
         req,
         partition_table(m.topic_partitions),
-        validate,
+        # a partial, not a closure: no Python frame of its own, no cells for the names it holds
+        partial(m._commit_group_error, v, gid, generation, member_id, instance_id),
         gid,
         m.config.offset_metadata_max_bytes,
         m.rt.now,

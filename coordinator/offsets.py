@@ -51,6 +51,7 @@ _fold_commits: Callable[..., int] | None = None if _native is None else _native.
 
 Offsets = dict[str, dict[tuple[str, int], OffsetCommitValue]]
 OFFSETS_TOPIC = "__consumer_offsets"
+_dict_get = dict.get
 TopicPartition = tuple[str, int]
 
 
@@ -326,11 +327,14 @@ class OffsetManager:
     # ------------------------------------------------------------------------------------------
 
     def commit(self, v: int, req: dict[str, Any], ctx: Any, _client_id: str = "", _client_host: str = "") -> None:
-        gid = req.get("group_id") or ""
-        generation = int(req.get("generation_id_or_member_epoch", -1)) if v >= 1 else -1
-        member_id = (req.get("member_id") or "") if v >= 1 else ""
-        instance_id = req.get("group_instance_id") if v >= 7 else None
-        retention = int(req.get("retention_time_ms", -1)) if 2 <= v <= 4 else -1
+        # dict.get: a CommitBody (the C walk's) holds these top-level fields as plain entries,
+        # read without its lazy ``get`` (a Python call each; only ``topics`` needs it).
+        get = _dict_get if isinstance(req, dict) else type(req).get
+        gid = get(req, "group_id") or ""
+        generation = int(get(req, "generation_id_or_member_epoch", -1)) if v >= 1 else -1
+        member_id = (get(req, "member_id") or "") if v >= 1 else ""
+        instance_id = get(req, "group_instance_id") if v >= 7 else None
+        retention = int(get(req, "retention_time_ms", -1)) if 2 <= v <= 4 else -1
         now = self.rt.now
         topic_partitions = self.topic_partitions
         # The partitions still bytes (the dispatcher's C walk): done in C (``native.commit``) unless it declines.

@@ -205,6 +205,51 @@ def test_a_table_of_topics_reads_as_the_callable_does(version: int, topics: list
     assert outs[0] == outs[1]
 
 
+# names alike in length, prefix and bytes, and beyond the C name cache's 64 positions
+_SIMILAR = ["ab", "ac", "a", "abc", "ba", "é", "ée", "t"]
+
+
+@needs_native
+@settings(max_examples=100, deadline=None)
+@given(
+    version=st.integers(0, 9),
+    commits=st.lists(
+        st.lists(st.sampled_from(_SIMILAR), min_size=0, max_size=6).map(lambda names: names + ["t"] * 66),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_commits_one_after_another_read_each_its_own_topic_names(version: int, commits: list[list[str]]) -> None:
+    """``_native.c`` reuses the str of the topic name at the same position of the previous
+    commits (the name cache): whatever came before, a commit's names, counts and keys are its own,
+    as a lone commit's (a fresh key cache, a fresh topic table) are."""
+    table = {name: _Topic(2) for name in _SIMILAR if name != "ba"}
+
+    def body(names: list[str]) -> dict[str, Any]:
+        topics = [
+            {"name": n, "partitions": [{"partition_index": i % 3, "committed_offset": i}]} for i, n in enumerate(names)
+        ]
+        return {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "topics": topics}
+
+    for names in commits:
+        built = native.build(wire_body(version, body(names)), table, lambda: 0, "g", 4096, NOW, OffsetCommitValue)
+        assert built is not None
+        _code, response, batch, entries = built
+        # what the Python path answers and writes for the same commit, read from the body alone
+        known = [(n, i) for i, n in enumerate(names) if n in table and i % 3 < 2]
+        records = [(_key("g", n, i % 3), OffsetCommitValue(i, -1, "", NOW, -1)) for n, i in known]
+        assert {k: v.offset for k, v in entries.items()} == {(n, i % 3): i for n, i in known}
+        assert batch == (build_batch(encode_log_records(records, NOW)) if records else None)
+        answer = {
+            "throttle_time_ms": 0,
+            "topics": [
+                {"name": n, "partitions": [{"partition_index": i % 3, "error_code": 0 if (n, i) in known else 3}]}
+                for i, n in enumerate(names)
+            ],
+        }
+        assert response.payload == OFFSET_COMMIT.response.codec(version).encode(answer)
+
+
 def test_partition_table_is_the_owners_dict_only_when_the_callable_says_so() -> None:
     class Registry:
         def __init__(self) -> None:
