@@ -243,6 +243,7 @@ class Bench:
                 (f"{m:,} members: p99 latency ms", {k: v.get("p99_ms") for k, v in per.items()}),
                 (f"{m:,} members: server CPU us/request", {k: v.get("server_us_per_req") for k, v in per.items()}),
                 (f"{m:,} members: server CPU %", {k: v.get("server_cpu_pct") for k, v in per.items()}),
+                (f"{m:,} members: client CPU us/request", {k: v.get("client_us_per_req") for k, v in per.items()}),
                 (f"{m:,} members: join of the group s", {k: v.get("join_s") for k, v in per.items() if k != "echo"}),
             ]
         self.results["heartbeats"] = out
