@@ -21,6 +21,7 @@ from . import errors as err
 from .classic.admin import GROUP_AUTHORIZED_OPERATIONS
 from .classic.manager import ClassicGroupManager
 from .consumer import ConsumerGroup, ConsumerGroupManager, TopicsImage
+from .consumer_wire import steady_answer
 from .migration import Migration
 from .records import GroupMetadataKey, Record
 from .result import Result
@@ -180,7 +181,9 @@ class ConsumerGroupRequests:
         ):
             return None
         self.refresh_topics()
-        return self.consumer.steady_heartbeat(self.rt.now, req, version, client_id, client_host)
+        response = self.consumer.steady_heartbeat(self.rt.now, req, version, client_id, client_host)
+        # its bytes made here rather than by the generic encoder (consumer_wire, issue 26)
+        return None if response is None else steady_answer(response)
 
     def snapshot(self, gid: str) -> None:
         # the first snapshot before a write wins: an upgrade applies the conversion, then the heartbeat
