@@ -52,6 +52,8 @@ class ConsumerGroupRequests:
         self.migration: Migration  # wired by the shard (it needs this object too)
         self.share_side: Any = None  # ShareGroupRequests, wired by the shard (one group id namespace)
         consumer.before_write = self.snapshot
+        # a steady member's answer carries its bytes (consumer_wire, issue 26: no generic encoder)
+        consumer.steady_answer = steady_answer  # type: ignore[method-assign]
         # The core's info events go to our logger; what a client can repeat per request (fenced
         # heartbeats of a zombie) at most once per 10 s per group and error, timed by the
         # coordinator's clock (the runtime's now, never a clock of the core's own)
@@ -181,9 +183,7 @@ class ConsumerGroupRequests:
         ):
             return None
         self.refresh_topics()
-        response = self.consumer.steady_heartbeat(self.rt.now, req, version, client_id, client_host)
-        # its bytes made here rather than by the generic encoder (consumer_wire, issue 26)
-        return None if response is None else steady_answer(response)
+        return self.consumer.steady_heartbeat(self.rt.now, req, version, client_id, client_host)
 
     def snapshot(self, gid: str) -> None:
         # the first snapshot before a write wins: an upgrade applies the conversion, then the heartbeat

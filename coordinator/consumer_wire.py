@@ -93,20 +93,21 @@ _HEAD = b"\x00\x00\x00\x00\x00\x00\x00"
 _END = b"\xff\x00"
 
 
-def steady_answer(response: dict[str, Any]) -> dict[str, Any]:
-    """``response`` (a steady member's: no error, no assignment) with its bytes, the same in every
-    version (v0 and v1 answers differ in nothing); a response of another shape is returned as it is."""
-    if response["error_code"] or response["assignment"] is not None or response["throttle_time_ms"]:
-        return response
-    member_id = response["member_id"].encode()
-    if len(member_id) > 126 or response["error_message"] is not None:
-        return response
-    out = SteadyAnswer(response)
-    out.wire_payload = (
-        _HEAD
-        + bytes((len(member_id) + 1,))
-        + member_id
-        + _TWO_INT32.pack(response["member_epoch"], response["heartbeat_interval_ms"])
-        + _END
-    )
+def steady_answer(member_id: str, epoch: int, interval_ms: int) -> dict[str, Any]:
+    """A steady member's answer (no error, no assignment: ``ConsumerGroupManager.steady_answer``) with
+    its bytes, the same in every version (v0 and v1 answers differ in nothing)."""
+    answer = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "member_id": member_id,
+        "member_epoch": epoch,
+        "heartbeat_interval_ms": interval_ms,
+        "assignment": None,
+    }
+    encoded = member_id.encode()
+    if len(encoded) > 126:  # a length of more than one byte: the generic encoder's
+        return answer
+    out = SteadyAnswer(answer)
+    out.wire_payload = _HEAD + bytes((len(encoded) + 1,)) + encoded + _TWO_INT32.pack(epoch, interval_ms) + _END
     return out
