@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol.messages import API_BY_NAME
+from .consumer.manager import ConsumerGroupManager
 
 __all__ = ["SteadyAnswer", "parse_body_for", "steady_answer"]
 
@@ -93,21 +94,30 @@ _HEAD = b"\x00\x00\x00\x00\x00\x00\x00"
 _END = b"\xff\x00"
 
 
+# member id -> the answer's bytes up to its epoch; bounded, so members coming and going cannot grow it
+_HEADS: dict[str, bytes] = {}
+_HEADS_MAX = 1 << 16
+
+
 def steady_answer(member_id: str, epoch: int, interval_ms: int) -> dict[str, Any]:
     """A steady member's answer (no error, no assignment: ``ConsumerGroupManager.steady_answer``) with
     its bytes, the same in every version (v0 and v1 answers differ in nothing)."""
-    answer = {
-        "throttle_time_ms": 0,
-        "error_code": 0,
-        "error_message": None,
-        "member_id": member_id,
-        "member_epoch": epoch,
-        "heartbeat_interval_ms": interval_ms,
-        "assignment": None,
-    }
-    encoded = member_id.encode()
-    if len(encoded) > 126:  # a length of more than one byte: the generic encoder's
-        return answer
-    out = SteadyAnswer(answer)
-    out.wire_payload = _HEAD + bytes((len(encoded) + 1,)) + encoded + _TWO_INT32.pack(epoch, interval_ms) + _END
+    head = _HEADS.get(member_id)
+    if head is None:
+        encoded = member_id.encode()
+        if len(encoded) > 126:  # a length of more than one byte: the generic encoder's
+            return ConsumerGroupManager.steady_answer(member_id, epoch, interval_ms)
+        if len(_HEADS) >= _HEADS_MAX:
+            _HEADS.clear()
+        head = _HEADS[member_id] = _HEAD + bytes((len(encoded) + 1,)) + encoded
+    out = SteadyAnswer(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        member_id=member_id,
+        member_epoch=epoch,
+        heartbeat_interval_ms=interval_ms,
+        assignment=None,
+    )
+    out.wire_payload = head + _TWO_INT32.pack(epoch, interval_ms) + _END
     return out
