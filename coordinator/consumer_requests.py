@@ -173,17 +173,22 @@ class ConsumerGroupRequests:
         write in flight, no classic group or record under its id, not a share group, its partition
         served here), else None having changed nothing: then ``heartbeat`` takes it."""
         gid = req["group_id"]
+        rt = self.rt
         if (
             not gid
             or gid in self.busy
             or gid in self.group_records
             or gid in self.classic.groups
-            or self.classic.route_error(gid) != err.NONE
+            or rt.route_error(partition_for(gid, self.classic.config.num_offsets_partitions)) != err.NONE
             or self.share_side.is_share_group(gid)
         ):
             return None
-        self.refresh_topics()
-        return self.consumer.steady_heartbeat(self.rt.now, req, version, client_id, client_host)
+        consumer = self.consumer
+        if self._topics_image is not None:  # refresh_topics, inline on the hot path
+            image = self._topics_image()
+            if image is not consumer.topics:
+                consumer.set_topics(image)
+        return consumer.steady_heartbeat(rt.now, req, version, client_id, client_host)
 
     def snapshot(self, gid: str) -> None:
         # the first snapshot before a write wins: an upgrade applies the conversion, then the heartbeat

@@ -94,22 +94,23 @@ _HEAD = b"\x00\x00\x00\x00\x00\x00\x00"
 _END = b"\xff\x00"
 
 
-# member id -> the answer's bytes up to its epoch; bounded, so members coming and going cannot grow it
-_HEADS: dict[str, bytes] = {}
-_HEADS_MAX = 1 << 16
+# member id -> (epoch, interval, its last answer); bounded, so members coming and going cannot grow it
+_ANSWERS: dict[str, tuple[int, int, dict[str, Any]]] = {}
+_ANSWERS_MAX = 1 << 16
 
 
 def steady_answer(member_id: str, epoch: int, interval_ms: int) -> dict[str, Any]:
     """A steady member's answer (no error, no assignment: ``ConsumerGroupManager.steady_answer``) with
-    its bytes, the same in every version (v0 and v1 answers differ in nothing)."""
-    head = _HEADS.get(member_id)
-    if head is None:
-        encoded = member_id.encode()
-        if len(encoded) > 126:  # a length of more than one byte: the generic encoder's
-            return ConsumerGroupManager.steady_answer(member_id, epoch, interval_ms)
-        if len(_HEADS) >= _HEADS_MAX:
-            _HEADS.clear()
-        head = _HEADS[member_id] = _HEAD + bytes((len(encoded) + 1,)) + encoded
+    its bytes, the same in every version (v0 and v1 answers differ in nothing). A member's answer
+    does not change while its epoch and interval stay, so the same object answers each of its
+    heartbeats meanwhile: the dispatcher encodes an answer when it is given and nothing changes one
+    after that (the observers only read it)."""
+    last = _ANSWERS.get(member_id)
+    if last is not None and last[0] == epoch and last[1] == interval_ms:
+        return last[2]
+    encoded = member_id.encode()
+    if len(encoded) > 126:  # a length of more than one byte: the generic encoder's
+        return ConsumerGroupManager.steady_answer(member_id, epoch, interval_ms)
     out = SteadyAnswer(
         throttle_time_ms=0,
         error_code=0,
@@ -119,5 +120,8 @@ def steady_answer(member_id: str, epoch: int, interval_ms: int) -> dict[str, Any
         heartbeat_interval_ms=interval_ms,
         assignment=None,
     )
-    out.wire_payload = head + _TWO_INT32.pack(epoch, interval_ms) + _END
+    out.wire_payload = _HEAD + bytes((len(encoded) + 1,)) + encoded + _TWO_INT32.pack(epoch, interval_ms) + _END
+    if len(_ANSWERS) >= _ANSWERS_MAX:
+        _ANSWERS.clear()
+    _ANSWERS[member_id] = (epoch, interval_ms, out)
     return out

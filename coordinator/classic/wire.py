@@ -30,22 +30,26 @@ class HeartbeatAnswer(dict):  # type: ignore[type-arg]
     wire_payload: bytes
 
 
-_PAYLOADS: dict[tuple[int, int], bytes] = {}  # (version, error code) -> the answer's body
+_ANSWERS: dict[tuple[int, int], dict[str, Any]] = {}  # (version, error code) -> the answer
 
 
-def _payload(version: int, code: int) -> bytes:
+def heartbeat_answer(version: int, code: int) -> dict[str, Any]:
+    """``{"throttle_time_ms": 0, "error_code": code}`` with its bytes. One object per version and code
+    answers every heartbeat: the dispatcher encodes an answer when it is given and nothing changes one
+    after that (the observers only read it)."""
+    out = _ANSWERS.get((version, code))
+    if out is None:
+        out = _ANSWERS[(version, code)] = _answer(version, code)
+    return out
+
+
+def _answer(version: int, code: int) -> dict[str, Any]:
     # v0 answers only the error code, v1+ a throttle time first, v4+ (flexible) a tagged-field section
     body = _INT16.pack(code)
     if version >= 1:
         body = b"\x00\x00\x00\x00" + body
     if HEARTBEAT.is_flexible(version):
         body += b"\x00"
-    _PAYLOADS[(version, code)] = body
-    return body
-
-
-def heartbeat_answer(version: int, code: int) -> dict[str, Any]:
-    """``{"throttle_time_ms": 0, "error_code": code}`` with its bytes."""
     out = HeartbeatAnswer(throttle_time_ms=0, error_code=code)
-    out.wire_payload = _PAYLOADS.get((version, code)) or _payload(version, code)
+    out.wire_payload = body
     return out

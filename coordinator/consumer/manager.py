@@ -405,7 +405,8 @@ class ConsumerGroupManager:
         # What validate_request checks of a request _steady can take: a positive epoch and its ids;
         # the optional fields it checks (instance, rack, assignor, regex) _steady requires unset
         # before it changes anything. Past these, validate_request cannot refuse it.
-        if epoch <= 0 or not member_id or not member_id.strip() or not group_id or not group_id.strip():
+        # (``not s or s.isspace()`` is ``not s.strip()`` without making the stripped copy)
+        if epoch <= 0 or not member_id or member_id.isspace() or not group_id or group_id.isspace():
             return None
         g = self.groups.groups.get(group_id)
         if g is None or g.metadata_refresh_needed or g.regex_counts or g.resolved_regexes:
