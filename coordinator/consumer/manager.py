@@ -421,7 +421,7 @@ class ConsumerGroupManager:
             or member.instance_id is not None
             or member.client_id != client_id
             or member.client_host != client_host
-            or member.state is not MemberState.STABLE
+            or member.state != MemberState.STABLE
             or member.member_epoch != target_epoch
             or request.get("instance_id") is not None
             or request.get("rack_id") is not None
