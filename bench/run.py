@@ -243,6 +243,7 @@ class Bench:
                 (f"{m:,} members: p99 latency ms", {k: v.get("p99_ms") for k, v in per.items()}),
                 (f"{m:,} members: server CPU us/request", {k: v.get("server_us_per_req") for k, v in per.items()}),
                 (f"{m:,} members: server CPU %", {k: v.get("server_cpu_pct") for k, v in per.items()}),
+                (f"{m:,} members: client CPU us/request", {k: v.get("client_us_per_req") for k, v in per.items()}),
                 (f"{m:,} members: join of the group s", {k: v.get("join_s") for k, v in per.items() if k != "echo"}),
             ]
         self.results["heartbeats"] = out
@@ -720,6 +721,8 @@ class Bench:
                 (f"{m:,} members: p99 latency ms", {"groupd": r.get("p99_ms"), "classic": c.get(f"p99_ms_{m}")}),
                 (f"{m:,} members: server CPU us/request", {"groupd": r.get("server_us_per_req"),
                                                           "classic": c.get(f"us_per_req_{m}")}),
+                (f"{m:,} members: client CPU us/request", {"groupd": r.get("client_us_per_req"),
+                                                          "classic": c.get(f"client_us_per_req_{m}")}),
             ]  # fmt: skip
         j = out["1000"]
         rows += [
@@ -755,6 +758,7 @@ class Bench:
                 r = await self._heartbeat_run("groupd", m, seconds, conns, inflight)
             out.update({f"rps_{m}": r.get("rps"), f"p50_ms_{m}": r.get("p50_ms"), f"p99_ms_{m}": r.get("p99_ms")})
             out[f"us_per_req_{m}"] = r.get("server_us_per_req")
+            out[f"client_us_per_req_{m}"] = r.get("client_us_per_req")
         rb = self.results.get("rebalance", {}).get("1000", {}).get("groupd")
         if rb is None:
             t = self._start("groupd", "cg-classic-rebalance")

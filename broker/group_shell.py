@@ -33,6 +33,7 @@ from typing import Any
 
 import structlog
 from groupd.coordinator import GroupCoordinator, Node
+from groupd.coordinator.classic.wire import heartbeat_answer
 from groupd.coordinator.result import Append, Result
 from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_log_records
 from groupd.protocol.frozen import mutable_record
@@ -148,14 +149,16 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
             if node_id is not None:
 
                 def handle_broker_heartbeat(req: Request) -> None:
-                    code = heartbeat(clock(), req.api_version, req.body, node_id)
-                    req.respond({"throttle_time_ms": 0, "error_code": code})
+                    version = req.api_version
+                    req.respond(heartbeat_answer(version, heartbeat(clock(), version, req.body, node_id)))
                     arm()
 
                 return handle_broker_heartbeat
 
+            # the answer with its bytes made once per version and code (issue 26: no generic encoder)
             def handle_heartbeat(req: Request) -> None:
-                req.respond({"throttle_time_ms": 0, "error_code": heartbeat(clock(), req.api_version, req.body)})
+                version = req.api_version
+                req.respond(heartbeat_answer(version, heartbeat(clock(), version, req.body)))
                 arm()
 
             return handle_heartbeat

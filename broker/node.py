@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import structlog
 from groupd.coordinator import CoordinatorConfig, GroupCoordinator, Node, PartitionOwnership
 from groupd.coordinator.consumer import ConsumerGroupConfig
+from groupd.coordinator.consumer_wire import parse_body_for as consumer_heartbeat_parse_body_for
 from groupd.coordinator.native import parse_body_for as commit_parse_body_for
 from groupd.coordinator.share import ShareGroupConfig
 from groupd.protocol.dispatch import Dispatcher
@@ -316,6 +317,8 @@ class Broker:
         # OffsetCommit bodies are walked in C and their partitions left as bytes for the commit path
         # (``groupd.coordinator.native``); without the C module the generic decoder does it all.
         d.body_parsers[API_BY_NAME["OffsetCommit"].key] = commit_parse_body_for
+        # A steady ConsumerGroupHeartbeat (ids and epoch only) is read in place, the rest generically.
+        d.body_parsers[API_BY_NAME["ConsumerGroupHeartbeat"].key] = consumer_heartbeat_parse_body_for
         for api in APIS:
             if api.handler is None:
                 continue  # the dispatcher answers it (ApiVersions)

@@ -20,6 +20,7 @@ from ..protocol.ratelimit import LogLimiter
 from . import errors as err
 from .classic.admin import GROUP_AUTHORIZED_OPERATIONS
 from .classic.manager import ClassicGroupManager
+from .consumer_wire import steady_answer
 from .migration import Migration
 from .records import GroupMetadataKey, Record
 from .result import Result
@@ -53,6 +54,8 @@ class ConsumerGroupRequests:
         self.migration: Migration  # wired by the shard (it needs this object too)
         self.share_side: Any = None  # ShareGroupRequests, wired by the shard (one group id namespace)
         consumer.before_write = self.snapshot
+        # a steady member's answer carries its bytes (consumer_wire, issue 26: no generic encoder)
+        consumer.steady_answer = steady_answer  # type: ignore[method-assign]
         # The core's info events go to our logger; what a client can repeat per request (fenced
         # heartbeats of a zombie) at most once per 10 s per group and error, timed by the
         # coordinator's clock (the runtime's now, never a clock of the core's own)
@@ -172,17 +175,22 @@ class ConsumerGroupRequests:
         write in flight, no classic group or record under its id, not a share group, its partition
         served here), else None having changed nothing: then ``heartbeat`` takes it."""
         gid = req["group_id"]
+        rt = self.rt
         if (
             not gid
             or gid in self.busy
             or gid in self.group_records
             or gid in self.classic.groups
-            or self.classic.route_error(gid) != err.NONE
+            or rt.route_error(partition_for(gid, self.classic.config.num_offsets_partitions)) != err.NONE
             or self.share_side.is_share_group(gid)
         ):
             return None
-        self.refresh_topics()
-        return self.consumer.steady_heartbeat(self.rt.now, req, version, client_id, client_host)
+        consumer = self.consumer
+        if self._topics_image is not None:  # refresh_topics, inline on the hot path
+            image = self._topics_image()
+            if image is not consumer.topics:
+                consumer.set_topics(image)
+        return consumer.steady_heartbeat(rt.now, req, version, client_id, client_host)
 
     def snapshot(self, gid: str) -> None:
         # the first snapshot before a write wins: an upgrade applies the conversion, then the heartbeat

@@ -21,6 +21,7 @@ from groupd.coordinator.consumer_protocol import (
 )
 from groupd.coordinator.result import Append
 from groupd.coordinator.serde import decode_record
+from groupd.protocol.messages import API_BY_NAME
 from groupd.storage.records import iter_records
 
 
@@ -123,6 +124,10 @@ class Shell:
         self.settle()
         if fast is not None:
             assert self.answers.get(ctx) == fast, (fast, self.answers.get(ctx))
+            # and the bytes the hot path made for it (consumer_wire.steady_answer) are the codec's
+            wire = getattr(fast, "wire_payload", None)
+            codec = API_BY_NAME["ConsumerGroupHeartbeat"].response.codec(version)
+            assert wire is None or wire == codec.encode(self.answers[ctx]), (wire, self.answers[ctx])
         return ctx
 
     def deliver(self) -> None:
