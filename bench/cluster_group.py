@@ -91,7 +91,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .targets import Target, start_groupd, workdir
+from .targets import Target, cpu_seconds, start_groupd, workdir
 
 PARTITIONS = 12
 MEMBERS = 3
@@ -202,6 +202,71 @@ def _build_franz(root: Path, gopath: Path) -> Path:
     return out
 
 
+def _build_kfake(root: Path, gopath: Path) -> Path | None:
+    """bench/franz_etl/kfake (franz-go's kfake with N brokers in one process) built in GOPATH mode,
+    or None with the reason printed. kfake of franz-go v1.16 calls ``bytes.Clone`` (Go 1.20): on an
+    older Go the copy built here calls an equivalent of its own instead (the fake is otherwise as
+    shipped). Its SCRAM code needs golang.org/x/crypto (Debian: golang-golang-x-crypto-dev)."""
+    src_pkg = gopath / "src" / "github.com" / "twmb" / "franz-go" / "pkg" / "kfake"
+    if not src_pkg.is_dir():
+        print(f"kfake reference skipped: no {src_pkg}", flush=True)
+        return None
+    kroot = root / "kfgo"
+    pkg = kroot / "src" / "github.com" / "twmb" / "franz-go" / "pkg" / "kfake"
+    shutil.copytree(src_pkg, pkg)
+    version = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+    minor = int(version.removeprefix("go").split(".")[1]) if version.startswith("go1.") else 99
+    if minor < 20:
+        for f in pkg.glob("*.go"):
+            text = f.read_text()
+            if "bytes.Clone(" not in text:
+                continue
+            text = text.replace("bytes.Clone(", "cloneBytes(")
+            if "bytes." not in text:
+                text = text.replace('\t"bytes"\n', "", 1)
+            f.write_text(text)
+        (pkg / "zz_clone_go119.go").write_text(
+            "package kfake\n\nfunc cloneBytes(b []byte) []byte {\n\tif b == nil {\n\t\treturn nil\n\t}\n"
+            "\treturn append([]byte{}, b...)\n}\n"
+        )
+    main_dir = kroot / "src" / "kfakeref"
+    main_dir.mkdir(parents=True)
+    shutil.copy(Path(__file__).with_name("franz_etl") / "kfake" / "main.go", main_dir / "main.go")
+    out = root / "kfake-ref"
+    env = {**os.environ, "GO111MODULE": "off", "GOFLAGS": "", "GOPATH": f"{kroot}:{gopath}:/usr/share/gocode"}
+    build = subprocess.run(["go", "build", "-o", str(out), "."], cwd=main_dir, env=env, capture_output=True, text=True)
+    if build.returncode != 0:
+        print(f"kfake reference skipped: build failed: {build.stderr.strip()[-300:]}", flush=True)
+        return None
+    return out
+
+
+def _one_kfake(binary: Path, brokers: int, franz: Path, records: int, timeout: float) -> dict[str, Any]:
+    """The franz pipeline against kfake with ``brokers`` brokers (one process, as groupd's)."""
+    proc = subprocess.Popen(
+        [str(binary), str(brokers)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
+    try:
+        assert proc.stdout is not None
+        bootstrap = proc.stdout.readline().decode().strip()
+        cpu0 = cpu_seconds(proc.pid)
+        out = _franz(franz, bootstrap, records, timeout)
+        cpu1 = cpu_seconds(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+    counts = [line for line in err.decode(errors="replace").splitlines() if line.startswith("{")]
+    out["requests"] = json.loads(counts[-1]) if counts else None
+    cpu = (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
+    out["server_cpu_s"] = cpu
+    out["cpu_us_per_record"] = cpu / records * 1e6 if cpu is not None else None
+    return out
+
+
 def _franz(binary: Path, bootstrap: str, records: int, timeout: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
@@ -267,6 +332,12 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("FRANZ_GO_GOPATH") or None,
         help="a GOPATH holding franz-go v1.16 (the franz profile; default $FRANZ_GO_GOPATH)",
     )
+    ap.add_argument(
+        "--kfake",
+        action="store_true",
+        help="with the franz profile: the same rounds against franz-go's kfake with 1 and 3 brokers (a peer whose "
+        "brokers are one process too), built from --franz-gopath",
+    )
     args = ap.parse_args(argv)
     records = args.records or (20_000 if args.quick else 200_000)
     default = "batched" if args.quick else "batched,small" + (",franz" if args.franz_gopath else "")
@@ -287,15 +358,20 @@ def main(argv: list[str] | None = None) -> int:
                 names.remove("franz")
             else:
                 franz = _build_franz(root, args.franz_gopath)
+        kfake = _build_kfake(root, args.franz_gopath) if args.kfake and franz is not None else None
         for name in names:
             # the small profile costs ~100x the CPU per record of the batched one (every record
             # is a request): a quarter of the records
             n = records // 4 if name == "small" else records
             runs: dict[int, list[dict[str, Any]]] = {1: [], 3: []}
+            peer: dict[int, list[dict[str, Any]]] = {1: [], 3: []}
             for i in range(max(1, args.rounds)):
                 for b in (1, 3):
                     # a fresh data directory per round: a second round must not find the first's topics
                     runs[b].append(_one(root / f"round{i}", b, name, n, args.timeout, franz))
+                if name == "franz" and kfake is not None and franz is not None:
+                    for b in (1, 3):
+                        peer[b].append(_one_kfake(kfake, b, franz, n, args.timeout))
             one, three = _median_run(runs[1]), _median_run(runs[3])
             ratio = three["seconds"] / one["seconds"]
             results["profiles"][name] = {"1": one, "3": three, "ratio": ratio, "rounds": runs}
@@ -314,6 +390,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  1 broker:  {fmt(one, runs[1])}", flush=True)
             print(f"  3 brokers: {fmt(three, runs[3])}", flush=True)
             print(f"  ratio 3/1: {ratio:.2f} ({verdict} the 1.2 target)", flush=True)
+            if peer[1] and peer[3]:
+                k1, k3 = _median_run(peer[1]), _median_run(peer[3])
+                results["profiles"][name]["kfake"] = {
+                    "1": k1,
+                    "3": k3,
+                    "ratio": k3["seconds"] / k1["seconds"],
+                    "rounds": peer,
+                }
+
+                def reqs(r: dict[str, Any]) -> str:
+                    c = r.get("requests") or {}
+                    return f", {c.get('0', 0):,} Produce, {c.get('1', 0):,} Fetch requests"
+
+                print(f"  kfake 1 broker:  {fmt(k1, peer[1])}{reqs(k1)}", flush=True)
+                print(f"  kfake 3 brokers: {fmt(k3, peer[3])}{reqs(k3)}", flush=True)
+                print(f"  kfake ratio 3/1: {k3['seconds'] / k1['seconds']:.2f}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if args.json is not None:
