@@ -205,6 +205,7 @@ def _one(t: Any, partitions: int, rounds: int, modes: list[str]) -> dict[str, fl
             n = n_rounds * partitions
             out[f"{name}_cpu_us"] = (cpu1 - cpu0) / n * 1e6
             out[f"{name}_per_s"] = n / wall
+            out[f"{name}_n"] = n
 
         out: dict[str, float] = {}
         for s, f in zip(conns, produce):  # warm-up: codecs compiled, first appends done
@@ -212,13 +213,14 @@ def _one(t: Any, partitions: int, rounds: int, modes: list[str]) -> dict[str, fl
             _recv_frame(s)
         for p in range(partitions):
             leo[p] += 1
-        for mode in modes:
+
+        def _mode(mode: str) -> None:
             if mode == "produce":
                 run(mode, produce, rounds)
-                leo = [x + rounds for x in leo]
+                leo[:] = [x + rounds for x in leo]
             elif mode == "produce_acks1":
                 run(mode, produce1, rounds)
-                leo = [x + rounds for x in leo]
+                leo[:] = [x + rounds for x in leo]
             elif mode == "produce_idem":
                 # one request per partition in flight, each with the next sequence: frames made
                 # ahead (the client's CPU is not counted, but keep the loop tight anyway)
@@ -243,9 +245,10 @@ def _one(t: Any, partitions: int, rounds: int, modes: list[str]) -> dict[str, fl
                             resp = _recv_frame(s)
                     wall += time.perf_counter() - t0
                     cpu += t.cpu_s() - cpu0
-                leo = [x + rounds for x in leo]
+                leo[:] = [x + rounds for x in leo]
                 out[f"{mode}_cpu_us"] = cpu / (rounds * partitions) * 1e6
                 out[f"{mode}_per_s"] = rounds * partitions / wall
+                out[f"{mode}_n"] = rounds * partitions
                 assert resp  # the last answers were read
             elif mode == "fetch":
                 fetch = [_fetch_frame(topic, p, leaders[p][1], 0, 0) for p in range(partitions)]
@@ -274,9 +277,13 @@ def _one(t: Any, partitions: int, rounds: int, modes: list[str]) -> dict[str, fl
                         _recv_frame(s)
                     wall += time.perf_counter() - t0
                     cpu += t.cpu_s() - cpu0
-                    leo = [x + 1 for x in leo]
+                    leo[:] = [x + 1 for x in leo]
                 out[f"{mode}_cpu_us"] = cpu / (n_rounds * partitions) * 1e6
                 out[f"{mode}_per_s"] = n_rounds * partitions / wall
+                out[f"{mode}_n"] = n_rounds * partitions
+
+        for mode in modes:
+            _mode(mode)
         return out
     finally:
         for s in socks:
@@ -311,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = _one(t, args.partitions, args.rounds, modes)
             finally:
                 t.stop()
-            line = ", ".join(f"{m} {r[m + '_cpu_us']:.1f} us ({r[m + '_per_s']:.0f}/s)" for m in modes)
+            line = ", ".join(f"{m} {r[m + '_cpu_us']:.1f} us" + f" ({r[m + '_per_s']:.0f}/s)" for m in modes)
             print(f"{label}: server CPU per request: {line}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
