@@ -95,7 +95,7 @@ class Settled:
     def __call__(self, fut: asyncio.Future[Any]) -> None:
         # Emptied as they are called: the request's callback holds the request's partitions, whose
         # PendingAppend holds this object, a cycle that left ~26 objects per Produce to the cyclic
-        # collector (~6 us of a ~50 us small Produce in its young collections).
+        # collector: its young collections took ~7% of a small Produce's CPU (perf, bench.small_requests).
         callbacks, self.callbacks = self.callbacks, []
         for callback in callbacks:
             try:

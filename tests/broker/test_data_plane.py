@@ -308,7 +308,7 @@ async def test_produce_assigns_offsets_and_fetch_reads_them_back(h: Harness) -> 
 async def test_an_answered_produce_leaves_no_reference_cycle(h: Harness) -> None:
     """A Produce's objects are freed by reference counting once it is answered: a cycle through
     the append's callbacks (Settled -> the request's callback -> its PendingAppend -> Settled) left
-    them to the cyclic collector, whose young collections cost a small Produce ~10% of its CPU."""
+    them to the cyclic collector, whose young collections took ~7% of a small Produce's CPU."""
     h.create("t")
     await h.produce("t", batch([b"warm"]))
     gc.collect()
