@@ -93,7 +93,11 @@ class Settled:
         self.callbacks = [first]
 
     def __call__(self, fut: asyncio.Future[Any]) -> None:
-        for callback in self.callbacks:
+        # Emptied as they are called: the request's callback holds the request's partitions, whose
+        # PendingAppend holds this object, a cycle that left ~26 objects per Produce to the cyclic
+        # collector: its young collections took ~7% of a small Produce's CPU (perf, bench.small_requests).
+        callbacks, self.callbacks = self.callbacks, []
+        for callback in callbacks:
             try:
                 callback(fut)
             except Exception:  # the request's answer still comes (its callback is the last)

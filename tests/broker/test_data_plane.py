@@ -7,6 +7,7 @@ also pushed through the real codec of its version, so a dict that could not be e
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import os
 import time
@@ -302,6 +303,25 @@ async def test_produce_assigns_offsets_and_fetch_reads_them_back(h: Harness) -> 
     assert [(o, v) for o, _t, _k, v in records_of(p0["records"])] == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]
     assert [v for *_, v in records_of(p1["records"])] == [b"x"]
     assert f["error_code"] == 0 and f["session_id"] == 0
+
+
+async def test_an_answered_produce_leaves_no_reference_cycle(h: Harness) -> None:
+    """A Produce's objects are freed by reference counting once it is answered: a cycle through
+    the append's callbacks (Settled -> the request's callback -> its PendingAppend -> Settled) left
+    them to the cyclic collector, whose young collections took ~7% of a small Produce's CPU."""
+    h.create("t")
+    await h.produce("t", batch([b"warm"]))
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(3):
+            assert (await h.produce("t", batch([b"v"])))["error_code"] == 0
+        gc.collect()
+        cyclic = sorted({type(o).__name__ for o in gc.garbage if type(o).__module__.startswith("groupd")})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert cyclic == []
 
 
 @pytest.mark.parametrize("version", range(PRODUCE_VERSIONS[0], PRODUCE_VERSIONS[1] + 1))
