@@ -16,6 +16,9 @@ request, not one per partition:
   pairs that ``OffsetManager.replay_commit`` folds into the offsets map once the batch is durable.
 - The answer is a :class:`CommitResponse`: the encoded body (the dispatcher sends it as it is) and
   a dict for whoever reads it (decoded on demand).
+- :func:`steady_commit` is the shell's short path to the same build (``GroupShell.handler``): no
+  ``GroupCoordinator.handle``/``append_done`` round and no Result on either side of the append,
+  the same checks, records, answers and state (tests/coordinator/test_steady_commit.py).
 
 The Python path stays the reference and the fallback (no compiler, ``GROUPD_NO_NATIVE=1``, a body
 that did not come from the wire): tests/coordinator/test_native_commit.py checks the two agree
