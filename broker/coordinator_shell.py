@@ -193,18 +193,8 @@ class CoordinatorShell(Generic[C, R, A]):
         def settled(fut: asyncio.Future[Any]) -> None:
             tasks.discard(done)
             writes.discard(done)
-            error: int | None = None
-            exc = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
-            if isinstance(exc, StorageError):
-                self._limited_log.error(
-                    self.append_failed, key=append.partition, partition=append.partition, error=str(exc)
-                )
-                error = ErrorCode.KAFKA_STORAGE_ERROR
-            elif exc is not None:
-                self._log.error(self.append_failed, partition=append.partition, exc_info=exc)
-                error = ErrorCode.KAFKA_STORAGE_ERROR
             try:
-                self.apply(self.core.append_done(self.clock(), append.token, error))
+                self._report(append.partition, append.token, fut)
             finally:
                 if not done.done():  # cancelled by a waiter (a cancelled gather cancels its futures)
                     done.set_result(None)
@@ -215,6 +205,19 @@ class CoordinatorShell(Generic[C, R, A]):
         tasks.add(done)
         writes.add(done)
         return done
+
+    def _report(self, partition: int, token: int, fut: asyncio.Future[Any]) -> None:
+        """Tell the core the outcome of the append ``token`` queued without a task (``fut``, settled)
+        and apply what it answers: the end of :meth:`_direct` and of the shells' short paths."""
+        error: int | None = None
+        exc = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
+        if isinstance(exc, StorageError):
+            self._limited_log.error(self.append_failed, key=partition, partition=partition, error=str(exc))
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+        elif exc is not None:
+            self._log.error(self.append_failed, partition=partition, exc_info=exc)
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+        self.apply(self.core.append_done(self.clock(), token, error))
 
     def _direct_item(self, append: A) -> tuple[PartitionLog, Any] | None:
         """The log and the item to queue for an append that needs no serializing step that could

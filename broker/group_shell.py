@@ -29,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import structlog
-from groupd.coordinator import GroupCoordinator, Node
+from groupd.coordinator import GroupCoordinator, Node, native
 from groupd.coordinator.classic.wire import heartbeat_answer
 from groupd.coordinator.result import Append, Result
 from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_log_records
@@ -206,7 +207,71 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
                 arm()
 
             return handle_consumer_heartbeat
+        if api_name == "OffsetCommit" and hasattr(core, "enter") and native.available():
+            # A commit whose partitions are still bytes (the dispatcher's C walk) without a Result
+            # on either side (issue 26): native.steady_commit answers or registers the append,
+            # _commit_append queues its batch and answers once durable; the rest the long way.
+            enter = core.enter
+            steady = partial(native.steady_commit, core.offset_manager)
+            clock = self.clock
+            arm = self._arm
+            answered = native.ANSWERED
+            commit_body = native.CommitBody
+
+            def handle_offset_commit(req: Request) -> None:
+                body = req.body
+                if type(body) is commit_body and body.native:
+                    enter(clock(), node_id)
+                    out = steady(req.api_version, body, req)
+                    if out is not None:
+                        if out is not answered:
+                            self._commit_append(*out)  # type: ignore[misc]
+                        arm()  # the commit may have renewed a classic member's session
+                        return
+                handle(req)
+
+            return handle_offset_commit
         return handle
+
+    def _commit_append(self, token: int, partition: int, batch: bytes, finish: Callable[[], None]) -> None:
+        """Queue the batch of a commit from the short path (``native.steady_commit``) as
+        ``_direct`` queues an append, and on success run ``finish`` (replay, answer) in place of
+        ``GroupCoordinator.append_done`` and its Result; any other outcome is reported to the
+        core (``_report``). An append that cannot be queued at once (a task of the partition
+        still to run, a batch over max.message.bytes, no log) takes the task path (``_start_append``)."""
+        plog = None
+        if not self._queued.get(partition):
+            try:
+                plog = self.partition_logs(partition)
+            except Exception:
+                plog = None  # the task path reports it
+        if plog is None or len(batch) > plog.config.max_message_bytes:
+            self._start_append(Append(token, partition, [], batch=batch))
+            return
+        payload = OwnBatch(batch)
+        writes = self._writes.get(partition)
+        if writes is None:
+            writes = self._writes[partition] = set()
+        tasks = self._tasks
+        pending = self.core.runtime.pending
+
+        def settled(fut: asyncio.Future[Any]) -> None:
+            tasks.discard(done)
+            writes.discard(done)
+            try:
+                # durable, and the runtime still waits for it (no unload failed it meanwhile)
+                if not fut.cancelled() and fut.exception() is None and pending.pop(token, None) is not None:
+                    finish()
+                else:
+                    self._report(partition, token, fut)
+            finally:
+                if not done.done():  # cancelled by a waiter (a cancelled gather cancels its futures)
+                    done.set_result(None)
+
+        written = self.appender.append_future(plog, payload, on_settled=settled)
+        done: asyncio.Future[None] = written.get_loop().create_future()
+        tasks.add(done)
+        writes.add(done)
 
     # --- deleted topics ---------------------------------------------------------------------------
     def partitions_deleted(self, topic_partitions: list[tuple[str, int]]) -> Awaitable[Any] | None:

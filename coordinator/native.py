@@ -16,6 +16,9 @@ request, not one per partition:
   pairs that ``OffsetManager.replay_commit`` folds into the offsets map once the batch is durable.
 - The answer is a :class:`CommitResponse`: the encoded body (the dispatcher sends it as it is) and
   a dict for whoever reads it (decoded on demand).
+- :func:`steady_commit` is the shell's short path to the same build (``GroupShell.handler``): no
+  ``GroupCoordinator.handle``/``append_done`` round and no Result on either side of the append,
+  the same checks, records, answers and state (tests/coordinator/test_steady_commit.py).
 
 The Python path stays the reference and the fallback (no compiler, ``GROUPD_NO_NATIVE=1``, a body
 that did not come from the wire): tests/coordinator/test_native_commit.py checks the two agree
@@ -34,6 +37,7 @@ from typing import Any
 from ..protocol.messages.offsets import OFFSET_COMMIT
 from .errors import append_error_to_response_error
 from .records import OffsetCommitValue
+from .runtime import PendingAppend
 
 try:
     if os.environ.get("GROUPD_NO_NATIVE") == "1":  # read once, at import
@@ -52,6 +56,7 @@ __all__ = [
     "native_available",
     "native_commit",
     "parse_body_for",
+    "steady_commit",
 ]
 
 _TOPICS = "topics"
@@ -329,6 +334,90 @@ def commit(
 
     m.rt.append(m.partition_for(gid), entries, done, batch=batch, native_group=gid)
     return True
+
+
+ANSWERED = ()  # steady_commit: the request is answered and there is nothing to write
+
+
+def steady_commit(
+    m: Any, v: int, req: CommitBody, ctx: Any
+) -> tuple[int, int, bytes, Callable[[], None]] | tuple[()] | None:
+    """The shell's short path of an OffsetCommit whose partitions are still bytes (issue 26): what
+    ``GroupCoordinator.handle`` -> ``OffsetManager.commit`` -> :func:`commit` do, without the
+    Result that carries the answer and the append to the shell, and with the ``finish`` that
+    ``GroupCoordinator.append_done`` -> ``replay_commit`` -> ``done`` -> Result would do once the
+    batch is durable. The caller has called ``GroupCoordinator.enter`` (now, receiving broker).
+
+    Every check is the general path's: the group check is ``m._commit_group_error`` (Kafka's
+    ``OffsetMetadataManager.validateOffsetCommit``, every error code), called from C where
+    ``OffsetManager.commit`` calls it, each partition's code from C as there. Returns
+    ``ANSWERED`` (answered: nothing to write, e.g. a group error on every partition), or
+    ``(token, partition, batch, finish)``: the append registered with the runtime under
+    ``token`` (an unload fails it as any other: ``done`` answers through the Result then), the
+    shell to queue ``batch`` and call ``finish()`` once it is durable, or
+    ``GroupCoordinator.append_done`` in every other outcome (a failure, a token the runtime
+    no longer holds). None: nothing was done, the general path must take the request (a
+    retention time, or a string too long for C: the general path then checks the group again,
+    as it does today when ``commit`` declines)."""
+    get = _dict_get
+    if 2 <= v <= 4 and get(req, "retention_time_ms", -1) != -1:
+        return None
+    gid = get(req, "group_id") or ""
+    generation = get(req, "generation_id_or_member_epoch", -1) if v >= 1 else -1
+    member_id = (get(req, "member_id") or "") if v >= 1 else ""
+    instance_id = get(req, "group_instance_id") if v >= 7 else None
+    rt = m.rt
+    built = build(
+        req,
+        partition_table(m.topic_partitions),
+        partial(m._commit_group_error, v, gid, generation, member_id, instance_id),
+        gid,
+        m.config.offset_metadata_max_bytes,
+        rt.now,
+        OffsetCommitValue,
+    )
+    if built is None:
+        return None
+    _code, response, batch, entries = built
+    if batch is None:
+        ctx.respond(response)
+        return ANSWERED
+    if m.classic.debug_enabled():  # README: --log-level debug shows every commit
+        m.log.debug("offset_commit", group=gid, member=member_id, generation=generation, partitions=len(entries))
+    m._write_seq = n = m._write_seq + 1
+    inflight = m.inflight
+    writing = inflight.get(gid)
+    if writing is None:
+        writing = inflight[gid] = {}
+    writing[n] = entries
+
+    def done(error: int | None) -> None:
+        # The general outcome (GroupCoordinator.append_done, an unload's fail_appends): answered
+        # through the Result of that call, as :func:`commit`'s ``done``.
+        w = inflight.get(gid)
+        if w is not None:
+            w.pop(n, None)
+            if not w:
+                del inflight[gid]
+        if error is not None:
+            response.fail(append_error_to_response_error(error))
+        rt.respond(ctx, response)
+
+    def finish() -> None:
+        # Durable: append_done's replay_commit and done(None), answered at once.
+        m.replay_commit(gid, entries)
+        w = inflight.get(gid)
+        if w is not None:
+            w.pop(n, None)
+            if not w:
+                del inflight[gid]
+        ctx.respond(response)
+
+    token = rt.next_token
+    rt.next_token = token + 1
+    partition = m.partition_for(gid)
+    rt.pending[token] = PendingAppend(token, partition, entries, done, {"batch": batch, "native_group": gid})
+    return token, partition, batch, finish
 
 
 # under these names where the module is imported from (``from .native import ...``)
