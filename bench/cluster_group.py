@@ -74,6 +74,19 @@ groupd_requests; 2026-11-29, a 2-core machine shared with other work):
   a fifth of today's ~120 us, and brokers as separate processes only on a machine with cores
   to spare (on two cores shared with the clients three loops add no CPU).
 
+On a quiet machine (2026-11-29, 08:10, no other work; ``--rounds 5 --kfake``, 300,000 records): one
+broker 5.8 s in all five rounds, three brokers 10.2, 10.2, 7.3, 15.2, 7.1 s (ratio of medians 1.76),
+kfake 5.1-11.2 s on one broker and 5.1-14.2 s on three (0.98). The steps are the test's own: a chain
+sleeps 5 s before its second wave of members joins, and franz-go members learn of a rebalance from
+their 3 s heartbeats (KGO_DEBUG logs of a slow round: a member that quits after one poll leaves
+unconsumed records on its partition, and the group sits idle until the others' next heartbeat,
+~3 s; no fetch waited out its max wait, no request failed). A pipeline done before the second wave
+ends at ~5.8 s; one that is not waits out one or more heartbeat rounds. One broker is always done
+before it (first producer 1.9 s), three brokers not (3.5 s: 11 against 5 us of server CPU per
+record, the small requests above), kfake only sometimes on either. So the figure to move is the
+three brokers' throughput while the groups run, i.e. the cost of a small Produce or Fetch
+(``python -m bench.small_requests``: ~40-48 us each).
+
 Every process runs on 127.0.0.1 and is stopped by pid; every load is bounded in count and time.
 """
 
