@@ -102,13 +102,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_for(cond: Callable[[], bool], timeout: float, what: str | Callable[[], str]) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
             return
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what if isinstance(what, str) else what()}")
 
 
 def group_configs(d: GroupdProcess, group: str, **configs: str) -> None:
@@ -322,7 +322,16 @@ def test_daemon_killed_mid_stream_redelivers_exactly_the_unacknowledged(tmp_path
         acked_before = {o for o, _t in a.acked()}
         seen_before = len(a.records())
         d.start(port=d.port)
-        wait_for(lambda: {o for o, _t in a.acked()} >= set(range(2000)), 90, "every record acknowledged")
+        wait_for(
+            lambda: {o for o, _t in a.acked()} >= set(range(2000)),
+            90,
+            lambda: (
+                f"every record acknowledged: {len(set(range(2000)) - {o for o, _t in a.acked()})} not, first"
+                f" {sorted(set(range(2000)) - {o for o, _t in a.acked()})[:5]}; the consumer"
+                f" {'exited ' + str(a.proc.returncode) if a.proc.poll() is not None else 'runs'}, last printed"
+                f" {[line[:120] for line in a.lines[-4:]]}"
+            ),
+        )
         a.stop()
         after = a.records()[seen_before:]
         redelivered = {o for o, _v, _c in after}

@@ -338,8 +338,11 @@ def _confluent(bootstrap: str, group: str, topic: str, name: str, opts: dict[str
             "auto.offset.reset": "earliest",
         }
     )
-    c.subscribe([topic])
     held = _Held(name, sink)
+    # The assignment as librdkafka hands it over, before it fetches the committed offsets: its
+    # background thread rebalances while this one processes, so a commit of the previous owner
+    # can be acknowledged after that fetch (see _check_redelivered_only_if_not_committed).
+    c.subscribe([topic], on_assign=lambda _c, partitions: held.update(partitions))
     try:
         while not stop.is_set():
             msgs = c.consume(_opt(opts, "max_records"), 0.1)
