@@ -397,7 +397,13 @@ def test_reset_modes_are_what_a_restarted_consumer_sees(broker: str, cli: Callab
     assert seen() == {0: 10, 1: 10, 2: 10}
 
     # --by-duration: now minus the duration. The records are stamped 2026-01-01 + i s.
+    # The tool takes its own "now" later: its target is ~ record 6's stamp - (1 s - the fraction
+    # of a second of the age) + that delay, so the age is taken just after a whole second (the
+    # delay may then be up to ~0.9 s before the target passes record 6; a loaded machine, not the tool).
     age = datetime.now(UTC) - datetime.fromtimestamp((BASE_TS + 6000) / 1000, tz=UTC)
+    if age.total_seconds() % 1 > 0.1:
+        time.sleep(1.02 - age.total_seconds() % 1)
+        age = datetime.now(UTC) - datetime.fromtimestamp((BASE_TS + 6000) / 1000, tz=UTC)
     reset("--topic", topic, "--by-duration", f"PT{int(age.total_seconds()) + 1}S", "--execute")
     assert seen() == {0: 6, 1: 6, 2: 6}
     reset("--topic", topic, "--by-duration", "PT1H", "--execute")  # nothing that recent: the end

@@ -64,7 +64,9 @@ def main() -> None:
         if acks:
             results = consumer.commit_sync(30)
             failed = {str(tp): str(e) for tp, e in results.items() if e is not None}
-            print(f"ack-failed {failed}" if failed else "acked " + " ".join(acks), flush=True)
+            # a failed commit names what it carried: the daemon may have made it durable before the
+            # failure reached the client (a killed daemon), or not
+            print(f"ack-failed {' '.join(acks)} | {failed}" if failed else "acked " + " ".join(acks), flush=True)
         if mode == "hold" and msgs:
             print("holding", flush=True)
             while not stop:
