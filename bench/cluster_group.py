@@ -14,6 +14,9 @@ Profiles:
            when franz-go's sources are at hand (--franz-gopath, or $FRANZ_GO_GOPATH: a GOPATH with
            github.com/twmb/franz-go v1.16 and github.com/pierrec/lz4/v4; Debian's /usr/share/gocode
            gives the rest). The issue's figures were this client.
+  franz-test  franz-go's own ``TestGroupETL`` (pkg/kgo's test binary, built from --franz-gopath),
+           the very test of the issue, at its own settings: KGO_TEST_RECORDS records, replication
+           factor 1 on one broker and 3 on three (KGO_TEST_RF), franz-go's INFO logs dropped.
   batched  librdkafka's defaults (linger 5 ms): few, large requests.
   small    what franz-go does by default and its test asks for: no linger, a 50 KB produce buffer,
            25 records per poll, a 5 s fetch wait. Latency-bound: every broker a member talks to
@@ -216,6 +219,44 @@ def _build_franz(root: Path, gopath: Path) -> Path:
     return out
 
 
+def _build_franz_test(root: Path, gopath: Path) -> Path:
+    """franz-go's pkg/kgo test binary (``go test -c``) in GOPATH mode: TestGroupETL as shipped."""
+    out = root / "kgo.test"
+    pkg = gopath / "src" / "github.com" / "twmb" / "franz-go" / "pkg" / "kgo"
+    env = {**os.environ, "GO111MODULE": "off", "GOFLAGS": "", "GOPATH": f"{gopath}:/usr/share/gocode"}
+    subprocess.run(["go", "test", "-c", "-o", str(out), "."], cwd=pkg, env=env, check=True, timeout=900)
+    return out
+
+
+def _franz_test(binary: Path, bootstrap: str, records: int, brokers: int, timeout: float) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "KGO_SEEDS": bootstrap,
+        "KGO_TEST_RECORDS": str(records),
+        "KGO_TEST_RF": str(min(brokers, 3)),
+        "KGO_LOG_LEVEL": "none",
+    }
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [str(binary), "-test.run", "^TestGroupETL$", "-test.count", "1", "-test.timeout", f"{int(timeout)}s"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=binary.parent,
+            timeout=timeout + 30,
+        )
+    except subprocess.TimeoutExpired:
+        return {"seconds": time.perf_counter() - t0, "delivered": 0, "complete": False, "errors": ["timeout"]}
+    complete = proc.returncode == 0 and "PASS" in proc.stdout
+    return {
+        "seconds": time.perf_counter() - t0,
+        "delivered": records if complete else 0,
+        "complete": complete,
+        "errors": [] if complete else [(proc.stdout + proc.stderr)[-300:]],
+    }
+
+
 def _build_kfake(root: Path, gopath: Path) -> Path | None:
     """bench/franz_etl/kfake (franz-go's kfake with N brokers in one process) built in GOPATH mode,
     or None with the reason printed. kfake of franz-go v1.16 calls ``bytes.Clone`` (Go 1.20): on an
@@ -255,8 +296,11 @@ def _build_kfake(root: Path, gopath: Path) -> Path | None:
     return out
 
 
-def _one_kfake(binary: Path, brokers: int, franz: Path, records: int, timeout: float) -> dict[str, Any]:
-    """The franz pipeline against kfake with ``brokers`` brokers (one process, as groupd's)."""
+def _one_kfake(
+    binary: Path, brokers: int, franz: Path, records: int, timeout: float, test: bool = False
+) -> dict[str, Any]:
+    """The franz pipeline (or franz-go's own test) against kfake with ``brokers`` brokers (one
+    process, as groupd's)."""
     proc = subprocess.Popen(
         [str(binary), str(brokers)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
     )
@@ -264,7 +308,11 @@ def _one_kfake(binary: Path, brokers: int, franz: Path, records: int, timeout: f
         assert proc.stdout is not None
         bootstrap = proc.stdout.readline().decode().strip()
         cpu0 = cpu_seconds(proc.pid)
-        out = _franz(franz, bootstrap, records, timeout)
+        out = (
+            _franz_test(franz, bootstrap, records, brokers, timeout)
+            if test
+            else _franz(franz, bootstrap, records, timeout)
+        )
         cpu1 = cpu_seconds(proc.pid)
     finally:
         proc.terminate()
@@ -314,6 +362,9 @@ def _one(root: Path, brokers: int, name: str, records: int, timeout: float, fran
         if name == "franz":
             assert franz is not None
             out = _franz(franz, t.bootstrap, records, timeout)
+        elif name == "franz-test":
+            assert franz is not None
+            out = _franz_test(franz, t.bootstrap, records, brokers, timeout)
         else:
             out = _pipeline(t.bootstrap, records, PROFILES[name], time.monotonic() + timeout)
         cpu1 = t.cpu_s()
@@ -334,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.cluster_group", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="20,000 records, the batched profile only")
     ap.add_argument("--records", type=int, default=None, help="records through the pipeline (default 200,000)")
-    ap.add_argument("--profiles", default=None, help="comma-separated: " + ", ".join(PROFILES))
+    ap.add_argument(
+        "--profiles", default=None, help="comma-separated: " + ", ".join([*PROFILES, "franz", "franz-test"])
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one pipeline may take")
     ap.add_argument(
         "--rounds",
@@ -369,14 +422,17 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"records": records, "profiles": {}}
     ok = True
     try:
-        franz = None
+        franz = franz_test = None
+        for go_name in ("franz", "franz-test"):
+            if go_name in names and args.franz_gopath is None:
+                print(f"{go_name} profile: no --franz-gopath / $FRANZ_GO_GOPATH, skipped", flush=True)
+                names.remove(go_name)
         if "franz" in names:
-            if args.franz_gopath is None:
-                print("franz profile: no --franz-gopath / $FRANZ_GO_GOPATH, skipped", flush=True)
-                names.remove("franz")
-            else:
-                franz = _build_franz(root, args.franz_gopath)
-        kfake = _build_kfake(root, args.franz_gopath) if args.kfake and franz is not None else None
+            franz = _build_franz(root, args.franz_gopath)
+        if "franz-test" in names:
+            franz_test = _build_franz_test(root, args.franz_gopath)
+        go_client = franz or franz_test
+        kfake = _build_kfake(root, args.franz_gopath) if args.kfake and go_client is not None else None
         for name in names:
             # the small profile costs ~100x the CPU per record of the batched one (every record
             # is a request): a quarter of the records
@@ -386,10 +442,13 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(max(1, args.rounds)):
                 for b in (1, 3):
                     # a fresh data directory per round: a second round must not find the first's topics
-                    runs[b].append(_one(root / f"round{i}", b, name, n, args.timeout, franz))
-                if name == "franz" and kfake is not None and franz is not None:
+                    client = franz_test if name == "franz-test" else franz
+                    runs[b].append(_one(root / f"round{i}", b, name, n, args.timeout, client))
+                if name in ("franz", "franz-test") and kfake is not None:
+                    client = franz_test if name == "franz-test" else franz
+                    assert client is not None
                     for b in (1, 3):
-                        peer[b].append(_one_kfake(kfake, b, franz, n, args.timeout))
+                        peer[b].append(_one_kfake(kfake, b, client, n, args.timeout, test=name == "franz-test"))
             one, three = _median_run(runs[1]), _median_run(runs[3])
             ratio = three["seconds"] / one["seconds"]
             results["profiles"][name] = {"1": one, "3": three, "ratio": ratio, "rounds": runs}
