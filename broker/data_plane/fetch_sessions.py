@@ -277,24 +277,27 @@ class FetchSessionCacheShard:
 
 class FetchSessionCache:
     """Kafka's ``FetchSessionCache``: ``NUM_SHARDS`` shards of ``slots // NUM_SHARDS`` sessions each
-    (fewer than 8 slots: none at all, as Kafka), new sessions round robin over the shards."""
+    (fewer than 8 slots: none at all, as Kafka), new sessions round robin over the shards. (Other
+    shard counts are for tests: they let a few sessions fill a shard.)"""
 
-    def __init__(self, slots: int, eviction_ms: int, rng: random.Random | None = None) -> None:
+    def __init__(
+        self, slots: int, eviction_ms: int, rng: random.Random | None = None, shards: int = NUM_SHARDS
+    ) -> None:
         rng = rng or random.Random()
-        self.id_range = INT32_MAX // NUM_SHARDS
-        per_shard = slots // NUM_SHARDS
-        self.shards = [FetchSessionCacheShard(per_shard, eviction_ms, self.id_range, n, rng) for n in range(NUM_SHARDS)]
+        self.id_range = INT32_MAX // shards
+        per_shard = slots // shards
+        self.shards = [FetchSessionCacheShard(per_shard, eviction_ms, self.id_range, n, rng) for n in range(shards)]
         self.counter = 0
         self.enabled = per_shard > 0
 
     def shard_of(self, session_id: int) -> FetchSessionCacheShard | None:
         """``getCacheShard``; None for an id no shard hands out."""
         n = session_id // self.id_range
-        return self.shards[n] if 0 <= n < NUM_SHARDS else None
+        return self.shards[n] if 0 <= n < len(self.shards) else None
 
     def next_shard(self) -> FetchSessionCacheShard:
         """``getNextCacheShard``: round robin."""
-        shard = self.shards[self.counter % NUM_SHARDS]
+        shard = self.shards[self.counter % len(self.shards)]
         self.counter += 1
         return shard
 
