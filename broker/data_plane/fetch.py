@@ -68,6 +68,7 @@ from .fetch_sessions import (
     INVALID_SESSION_ID,
     ErrorContext,
     FetchSessionCache,
+    FullContext,
     IncrementalContext,
     SessionlessContext,
     error_answer,
@@ -214,6 +215,7 @@ class FetchHandler:
             )
             if isinstance(ctx, ErrorContext):
                 stats.error += 1
+                log.debug("fetch_session_error", node=node_id, session_id=session_id, epoch=epoch, error=ctx.error)
                 return error_answer(ctx.error)
             if isinstance(ctx, SessionlessContext):
                 stats.sessionless += 1
@@ -225,14 +227,24 @@ class FetchHandler:
                 stats.full += 1
             finish = ctx.finish
             encode = req.encode_response
+            full = isinstance(ctx, FullContext)
 
             def finished(r: Request, resp: dict[str, Any]) -> bytes:
-                return encode(r, finish(resp, clock()))
+                out = finish(resp, clock())
+                if full:
+                    log.debug("fetch_session_opened", node=node_id, session_id=out["session_id"], closed=session_id)
+                return encode(r, out)
 
             req.encode_response = finished
             return inner(req)
 
         return fetch
+
+    def forget_sessions(self, node_id: int | None) -> None:
+        """Broker ``node_id`` stopped: its sessions go (its clients open new ones when it is back)."""
+        cache = self.session_caches.get(node_id)
+        if cache is not None:
+            cache.clear()
 
     @property
     def fetch_sessions(self) -> int:

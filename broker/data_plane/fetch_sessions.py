@@ -327,6 +327,12 @@ class FetchSessionCache:
         """Kafka's IncrementalFetchSessionEvictionsPerSec meter, as a count."""
         return sum(s.evictions for s in self.shards)
 
+    def clear(self) -> None:
+        """Forget every session (a broker that stops: a restarted Kafka broker has none)."""
+        for shard in self.shards:
+            shard.sessions.clear()
+            shard.num_partitions = 0
+
     def sessions(self) -> Iterator[FetchSession]:
         for s in self.shards:
             yield from s.sessions.values()

@@ -162,3 +162,31 @@ def test_each_broker_has_its_own_sessions_and_checks_leadership_in_them(cluster:
     finally:
         for cl in clients.values():
             cl.close()
+
+
+def test_a_stopped_broker_forgets_its_sessions(cluster: GroupdBroker) -> None:
+    nodes = sorted(cluster.nodes)
+    home = nodes[-1]
+    topic = f"fs-{uuid.uuid4().hex[:8]}"
+    c = _raw(cluster, nodes[0])
+    try:
+        create_topic(c, topic, 3)
+    finally:
+        c.close()
+    c = _raw(cluster, home)
+    try:
+        sid = fetch(c, 0, 0, {(topic, 0): 0})["session_id"]
+        assert sid != 0 and fetch(c, sid, 1, {})["error_code"] == 0
+    finally:
+        c.close()
+    cluster.stop_broker(home)
+    try:
+        cluster.start_broker(home)
+    finally:
+        cluster.rebalance_leaders()
+    c = _raw(cluster, home)
+    try:
+        # as after a Kafka broker's restart: the client's next incremental fetch learns it is gone
+        assert fetch(c, sid, 2, {})["error_code"] == E.FETCH_SESSION_ID_NOT_FOUND
+    finally:
+        c.close()
