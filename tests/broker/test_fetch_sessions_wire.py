@@ -9,6 +9,7 @@ every Fetch sessionless. ACLs and cluster mode: test_fetch_sessions_acl_cluster.
 
 from __future__ import annotations
 
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -268,6 +269,50 @@ def test_no_slots_means_sessionless(tmp_path: Path) -> None:
         r = fetch(c, 0, 0, {("t", 0): 0})
         assert (r["error_code"], r["session_id"], list(answered(r))) == (0, 0, [("t", 0)])
         assert fetch(c, 1, 1, {})["error_code"] == E.FETCH_SESSION_ID_NOT_FOUND
+    finally:
+        c.close()
+        d.stop()
+
+
+def test_a_full_cache_evicts_by_kafkas_rules(tmp_path: Path) -> None:
+    # 8 slots: one session per shard (Kafka's 8 shards), sessions handed out round robin. With an
+    # eviction time of 0 a session unused for a millisecond is stale: the ninth session, in the
+    # first one's shard, evicts it; with the default two minutes it is refused (session id 0).
+    port = free_port()
+    d = GroupdProcess(
+        tmp_path / "data",
+        "--max-incremental-fetch-session-cache-slots",
+        "8",
+        "--min-incremental-fetch-session-eviction-ms",
+        "0",
+        "--metrics-port",
+        str(port),
+    ).start()
+    c = RawClient(d.port)
+    try:
+        create_topic(c, "t", 1)
+        sids = [fetch(c, 0, 0, {("t", 0): 0})["session_id"] for _ in range(8)]
+        assert 0 not in sids and len(set(sids)) == 8
+        time.sleep(0.01)  # the daemon's clock moves past the first session's last use: it is stale
+        ninth = fetch(c, 0, 0, {("t", 0): 0})["session_id"]
+        assert ninth != 0
+        assert fetch(c, sids[0], 1, {})["error_code"] == E.FETCH_SESSION_ID_NOT_FOUND
+        assert fetch(c, ninth, 1, {})["error_code"] == 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        assert "groupd_fetch_session_evictions_total 1.0" in text
+        assert "groupd_fetch_sessions 8.0" in text
+    finally:
+        c.close()
+        d.stop()
+    d = GroupdProcess(tmp_path / "data2", "--max-incremental-fetch-session-cache-slots", "8").start()
+    c = RawClient(d.port)
+    try:
+        create_topic(c, "t", 1)
+        sids = [fetch(c, 0, 0, {("t", 0): 0})["session_id"] for _ in range(8)]
+        assert 0 not in sids
+        assert fetch(c, 0, 0, {("t", 0): 0})["session_id"] == 0  # no room: sessionless
+        assert all(fetch(c, s, 1, {})["error_code"] == 0 for s in sids)
     finally:
         c.close()
         d.stop()
