@@ -30,8 +30,7 @@ PARTITIONS = 4
 PER_PARTITION = 300
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GroupdProcess, int]]:
+def _daemon(tmp_path_factory: pytest.TempPathFactory, brokers: int) -> Iterator[tuple[GroupdProcess, int]]:
     port = free_port()
     d = GroupdProcess(
         tmp_path_factory.mktemp("fs-clients") / "data",
@@ -39,11 +38,24 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GroupdPro
         str(port),
         "--group-initial-rebalance-delay-ms",
         "0",
+        "--brokers",
+        str(brokers),
     ).start()
     try:
         yield d, port
     finally:
         d.stop()
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GroupdProcess, int]]:
+    yield from _daemon(tmp_path_factory, 1)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GroupdProcess, int]]:
+    """Three brokers in one process: the consumer keeps a session with each (a cache per broker)."""
+    yield from _daemon(tmp_path_factory, 3)
 
 
 def expected() -> dict[int, list[bytes]]:
@@ -68,8 +80,9 @@ def produce_slowly(bootstrap: str, topic: str, errors: list[BaseException]) -> N
         errors.append(exc)
 
 
-def test_kafka_python_consumes_over_an_incremental_session(daemon: tuple[GroupdProcess, int]) -> None:
-    proc, metrics_port = daemon
+@pytest.mark.parametrize("where", ["daemon", "cluster"])
+def test_kafka_python_consumes_over_an_incremental_session(where: str, request: pytest.FixtureRequest) -> None:
+    proc, metrics_port = request.getfixturevalue(where)
     topic = f"fs-kp-{uuid.uuid4().hex[:8]}"
     c = RawClient(proc.port)
     try:
@@ -95,7 +108,8 @@ def test_kafka_python_consumes_over_an_incremental_session(daemon: tuple[GroupdP
     assert got == expected()  # exactly once, in order, per partition
     after = session_requests(metrics_port)
     assert after["incremental"] - before["incremental"] > 0, (before, after)
-    assert after["full"] - before["full"] >= 1
+    # a session with each broker it fetches from (the cluster's partitions are spread over three)
+    assert after["full"] - before["full"] >= (3 if where == "cluster" else 1)
     assert after["error"] == before["error"]  # never a session error on the way
 
 
