@@ -316,3 +316,23 @@ def test_a_full_cache_evicts_by_kafkas_rules(tmp_path: Path) -> None:
     finally:
         c.close()
         d.stop()
+
+
+def test_a_parked_fetch_overtaken_by_its_sessions_next_answers_invalid_epoch(daemon: Any, topic: str) -> None:
+    # IncrementalFetchContext.updateAndGenerateResponseData: the session's epoch moved on while the
+    # fetch was parked ("possible duplicate request"): INVALID_FETCH_SESSION_EPOCH, the session's id,
+    # no partitions. The later request is served as usual.
+    a, b, other = (RawClient(daemon[0].port, timeout=30) for _ in range(3))
+    try:
+        sid = fetch(a, 0, 0, {(topic, 0): 0})["session_id"]
+        corr = fetch(a, sid, 1, {}, max_wait_ms=30_000, min_bytes=1, send_only=True)  # parks
+        r = fetch(b, sid, 2, {})  # the next epoch, on another connection
+        assert (r["error_code"], r["session_id"]) == (0, sid)
+        produce(other, topic, 0, b"x")  # wakes the parked one
+        r = a.receive("Fetch", V, corr)
+        assert (r["error_code"], r["session_id"], r["responses"]) == (E.INVALID_FETCH_SESSION_EPOCH, sid, [])
+        r = fetch(b, sid, 3, {})
+        assert (r["error_code"], list(answered(r))) == (0, [(topic, 0)])
+    finally:
+        for c in (a, b, other):
+            c.close()
