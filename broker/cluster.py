@@ -835,6 +835,7 @@ class Cluster:
         node.server.reading_held = False
         closed = len(node.server.connections)
         await node.server.close()
+        self.broker.data.fetch_handler.forget_sessions(node_id)  # as a Kafka broker's restart
         moves = self.leaders.broker_stopped(node_id)
         self.broker.topics.live_brokers = len(self.leaders.live)
         self._apply(moves, f"broker {node_id} stopped")

@@ -354,6 +354,11 @@ class Broker:
         advertise_per_listener(d, node_id, listener)
         if self.authorizer.enabled:
             acl.install(d, self.authorizer, ACL_WRAPPERS)
+        # Fetch sessions go in front of the ACL and leader checks, as FetchManager.newContext runs
+        # first in KafkaApis.handleFetchRequest: those checks then see every session partition.
+        fetch = d.routes.get(API_BY_NAME["Fetch"].key)
+        if fetch is not None:
+            fetch.handler = self.data.fetch_sessions(fetch.handler, node_id)
 
     def pre_auth_frame_limit(self, li: Listener) -> tuple[int, str] | None:
         """A SASL listener reads at most ``sasl.server.max.receive.size`` per frame until the client

@@ -212,6 +212,20 @@ class Config:
             "closes the connection unread (Kafka's sasl.server.max.receive.size)"
         },
     )
+    max_incremental_fetch_session_cache_slots: int = dataclasses.field(
+        default=1000,
+        metadata={
+            "help": "incremental fetch sessions (KIP-227) each broker keeps, in 8 shards of a share each "
+            "(Kafka's max.incremental.fetch.session.cache.slots; under 8: none, every Fetch sessionless)"
+        },
+    )
+    min_incremental_fetch_session_eviction_ms: int = dataclasses.field(
+        default=120_000,
+        metadata={
+            "help": "a fetch session unused this long may be evicted by any new one, and one created "
+            "this long ago by a larger one (Kafka 4.2's constant MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS)"
+        },
+    )
     # SASL/OAUTHBEARER with Kafka's unsecured-token validator (OAuthBearerUnsecuredValidatorCallbackHandler's
     # JAAS options): only where OAUTHBEARER is listed in --sasl-mechanisms, for development.
     oauthbearer_principal_claim_name: str = dataclasses.field(
@@ -341,6 +355,8 @@ class Config:
         sasl_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         connection_failed_authentication_delay_ms: int = 100,
         sasl_server_max_receive_size: int = 524_288,
+        max_incremental_fetch_session_cache_slots: int = 1000,
+        min_incremental_fetch_session_eviction_ms: int = 120_000,
         oauthbearer_principal_claim_name: str = "sub",
         oauthbearer_scope_claim_name: str = "scope",
         oauthbearer_required_scope: str = "",
@@ -420,6 +436,8 @@ class Config:
         self.sasl_mechanisms = sasl_mechanisms
         self.connection_failed_authentication_delay_ms = connection_failed_authentication_delay_ms
         self.sasl_server_max_receive_size = sasl_server_max_receive_size
+        self.max_incremental_fetch_session_cache_slots = max_incremental_fetch_session_cache_slots
+        self.min_incremental_fetch_session_eviction_ms = min_incremental_fetch_session_eviction_ms
         self.oauthbearer_principal_claim_name = oauthbearer_principal_claim_name
         self.oauthbearer_scope_claim_name = oauthbearer_scope_claim_name
         self.oauthbearer_required_scope = oauthbearer_required_scope

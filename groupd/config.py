@@ -173,6 +173,8 @@ DOMAINS: dict[str, Check] = {
     "sasl_mechanisms": _sasl_mechanisms,
     "connection_failed_authentication_delay_ms": _ms,
     "sasl_server_max_receive_size": _positive,
+    "max_incremental_fetch_session_cache_slots": _count,  # KafkaConfig: atLeast(0)
+    "min_incremental_fetch_session_eviction_ms": _long_ms,
     "oauthbearer_principal_claim_name": _non_empty,
     "oauthbearer_scope_claim_name": _non_empty,
     "oauthbearer_required_scope": _anything,

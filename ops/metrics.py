@@ -105,6 +105,8 @@ REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0
 DISK_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
 _OFFSETS_PREFIX = "__consumer_offsets-"
+# What DataPlane.fetch_session_stats reports (zeros before a data plane is bound).
+_FETCH_SESSION_STATS = ("sessions", "partitions", "evictions", "sessionless", "full", "incremental", "error")
 CONSUMER_GROUP_HEARTBEAT = 68  # api key
 
 
@@ -273,6 +275,31 @@ class _StateCollector(Collector):
             "Fetch requests waiting for min_bytes or max_wait_ms (dropped when their connection closes)",
             value=m.data.parked_fetches if m.data is not None else 0,
         )
+        fs = m.data.fetch_session_stats() if m.data is not None else dict.fromkeys(_FETCH_SESSION_STATS, 0)
+        yield GaugeMetricFamily(
+            "groupd_fetch_sessions",
+            "Incremental fetch sessions (KIP-227) cached by the brokers (Kafka's NumIncrementalFetchSessions)",
+            value=fs["sessions"],
+        )
+        yield GaugeMetricFamily(
+            "groupd_fetch_session_partitions",
+            "Partitions held by those sessions (Kafka's NumIncrementalFetchPartitionsCached)",
+            value=fs["partitions"],
+        )
+        yield CounterMetricFamily(
+            "groupd_fetch_session_evictions",
+            "Fetch sessions evicted to make room for new ones (Kafka's IncrementalFetchSessionEvictionsPerSec)",
+            value=fs["evictions"],
+        )
+        by_context = CounterMetricFamily(
+            "groupd_fetch_session_requests",
+            "Fetch requests by session context: sessionless, full (opens a session), incremental, error "
+            "(FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH)",
+            labels=["context"],
+        )
+        for kind in ("sessionless", "full", "incremental", "error"):
+            by_context.add_metric([kind], fs[kind])
+        yield by_context
         if m.txns is not None:
             t = m.txns.stats()
             yield GaugeMetricFamily(

@@ -5,8 +5,18 @@ than the limits (Kafka's ``minOneMessage``), later ones stay within ``partition_
 is left of ``max_bytes``. Reads return whole batches (Kafka may end a response with a partial
 batch; clients accept both), and a response never exceeds Kafka's broker ``fetch.max.bytes``
 (55 MiB) whatever the request asks for. The high watermark of a partition is its log end offset
-(one shared log per partition: ``produce.py``). Fetch sessions are not kept: every answer has
-session id 0, which clients take as "no session, send full fetches".
+(one shared log per partition: ``produce.py``).
+
+Fetch sessions (KIP-227, ``fetch_sessions.py``). ``with_sessions`` is put in front of everything
+else on the Fetch route (the ACL check, the cluster's leader check: ``Broker._register``), as
+``FetchManager.newContext`` runs first in ``KafkaApis.handleFetchRequest``: a session error is
+answered at once with no partitions; an incremental request is handed on naming all of its
+session's partitions with their cached parameters (so the ACL and leader checks see them all, as
+KafkaApis authorizes ``fetchContext.foreachPartition``), and its answer, once merged with what the
+wrappers refused, is cut down to the partitions that changed when it is encoded
+(``updateAndGenerateResponseData``), also when it was parked first. One cache per broker (node id),
+keyed by session id, not by connection: a connection closing leaves its sessions to eviction, as
+Kafka.
 
 read_committed. The last stable offset is the first offset of the oldest transaction still open in
 the partition, else the high watermark. A read_committed Fetch returns whole batches below the LSO
@@ -35,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -51,15 +62,39 @@ from groupd.storage.errors import (
 )
 
 from ..producer_state import PartitionProducers
+from .fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    ErrorContext,
+    FetchSessionCache,
+    FullContext,
+    IncrementalContext,
+    SessionlessContext,
+    error_answer,
+    forgotten,
+    new_context,
+    request_partitions,
+)
 from .producers import ProducerStates
 from .state import INT32_MAX, LEADER_EPOCH, DataState, Key, Wake
 
-__all__ = ["FETCH_MAX_BYTES", "FETCH_VERSIONS", "LEGACY_FETCH_MAX", "FetchHandler", "ParkedFetch", "stable_prefix"]
+__all__ = [
+    "FETCH_MAX_BYTES",
+    "FETCH_VERSIONS",
+    "LEGACY_FETCH_MAX",
+    "FetchHandler",
+    "FetchSessionStats",
+    "ParkedFetch",
+    "stable_prefix",
+]
 
 # What Fetch serves (and ApiVersions advertises): the whole range of the schema.
 FETCH_VERSIONS = (0, 12)
 # Fetch v0-1 answers magic 0, v2-3 magic 1 (Kafka 3.x's KafkaApis.handleFetchRequest).
 LEGACY_FETCH_MAX = 3
+# The first Fetch version with session ids and epochs (KIP-227).
+SESSION_VERSION = 7
 # Kafka's broker-side fetch.max.bytes: the most one Fetch response may carry, whatever it asks for.
 FETCH_MAX_BYTES = 57_671_680
 _BASE_AND_LENGTH = struct.Struct(">qi")
@@ -85,12 +120,27 @@ class ParkedFetch:
         self.done = False
 
 
+class FetchSessionStats:
+    """Fetch requests by the context ``FetchManager.newContext`` gave them (the metrics' counters)."""
+
+    __slots__ = ("error", "full", "incremental", "sessionless")
+
+    def __init__(self) -> None:
+        self.sessionless = 0
+        self.full = 0
+        self.incremental = 0
+        self.error = 0
+
+
 class FetchHandler:
     """Fetch (KafkaApis.handleFetchRequest) and the fetches parked on partitions (DelayedFetch)."""
 
     def __init__(self, state: DataState, producer_states: ProducerStates) -> None:
         self.state = state
         self.producer_states = producer_states
+        # The fetch session cache of each broker (node id; None: a data plane used on its own).
+        self.session_caches: dict[int | None, FetchSessionCache] = {}
+        self.session_stats = FetchSessionStats()
         self.waiters: dict[Key, set[ParkedFetch]] = {}
         # The same parked fetches by connection, dropped when it closes (``connection_closed``).
         self.parked: dict[Any, set[ParkedFetch]] = {}
@@ -102,11 +152,6 @@ class FetchHandler:
         a read_committed request load first."""
         body = req.body
         v = req.api_version
-        if v >= 7:
-            if body["session_id"] != 0:
-                return fetch_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
-            if body["session_epoch"] not in (0, -1):
-                return fetch_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         if body.get("isolation_level", 0) == 1:
             missing = self.producer_states.unloaded(body)
             if missing:
@@ -127,6 +172,93 @@ class FetchHandler:
         if add_close_callback is not None:  # test doubles may not have it
             add_close_callback(self.connection_closed)
         return None
+
+    def session_cache(self, node_id: int | None = None) -> FetchSessionCache:
+        """Broker ``node_id``'s fetch session cache (Kafka's ``FetchManager``, one per broker)."""
+        cache = self.session_caches.get(node_id)
+        if cache is None:
+            config = self.state.config
+            cache = self.session_caches[node_id] = FetchSessionCache(
+                config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms
+            )
+        return cache
+
+    def with_sessions(self, inner: Callable[[Request], Any], node_id: int | None = None) -> Callable[[Request], Any]:
+        """``inner`` (the Fetch route as wrapped so far) behind broker ``node_id``'s fetch sessions:
+        ``FetchManager.newContext`` before it, ``updateAndGenerateResponseData`` on its answer."""
+        cache = self.session_cache(node_id)
+        clock = self.state.clock
+        stats = self.session_stats
+
+        def fetch(req: Request) -> Any:
+            if req.api_version < SESSION_VERSION:
+                stats.sessionless += 1
+                return inner(req)  # FetchMetadata.LEGACY: no session fields
+            body = req.body
+            session_id = body["session_id"]
+            epoch = body["session_epoch"]
+            if session_id == INVALID_SESSION_ID and (
+                epoch == FINAL_EPOCH or (epoch == INITIAL_EPOCH and not cache.enabled)
+            ):
+                # Sessionless, or a session asked of a cache without slots: nothing to open or close
+                # (librdkafka's every Fetch).
+                stats.sessionless += 1
+                return inner(req)
+            ctx = new_context(
+                cache,
+                clock(),
+                session_id,
+                epoch,
+                body.get("replica_id", -1) >= 0,  # a follower's session is privileged
+                request_partitions(body["topics"]),
+                forgotten(body.get("forgotten_topics_data")),
+            )
+            if isinstance(ctx, ErrorContext):
+                stats.error += 1
+                log.debug("fetch_session_error", node=node_id, session_id=session_id, epoch=epoch, error=ctx.error)
+                return error_answer(ctx.error)
+            if isinstance(ctx, SessionlessContext):
+                stats.sessionless += 1
+                return inner(req)
+            if isinstance(ctx, IncrementalContext):
+                stats.incremental += 1
+                req.body = {**body, "topics": ctx.request_topics(), "forgotten_topics_data": []}
+            else:
+                stats.full += 1
+            finish = ctx.finish
+            encode = req.encode_response
+            full = isinstance(ctx, FullContext)
+
+            def finished(r: Request, resp: dict[str, Any]) -> bytes:
+                out = finish(resp, clock())
+                if full:
+                    log.debug("fetch_session_opened", node=node_id, session_id=out["session_id"], closed=session_id)
+                return encode(r, out)
+
+            req.encode_response = finished
+            return inner(req)
+
+        return fetch
+
+    def forget_sessions(self, node_id: int | None) -> None:
+        """Broker ``node_id`` stopped: its sessions go (its clients open new ones when it is back)."""
+        cache = self.session_caches.get(node_id)
+        if cache is not None:
+            cache.clear()
+
+    @property
+    def fetch_sessions(self) -> int:
+        """Fetch sessions cached by every broker (the ``groupd_fetch_sessions`` gauge)."""
+        return sum(c.size for c in self.session_caches.values())
+
+    @property
+    def fetch_session_partitions(self) -> int:
+        """Partitions those sessions hold (Kafka's NumIncrementalFetchPartitionsCached)."""
+        return sum(c.total_partitions for c in self.session_caches.values())
+
+    @property
+    def fetch_session_evictions(self) -> int:
+        return sum(c.evictions for c in self.session_caches.values())
 
     @property
     def parked_fetches(self) -> int:
@@ -314,7 +446,3 @@ def stable_prefix(data: bytes, end: int) -> tuple[bytes, int]:
         upper = base + _LAST_DELTA.unpack_from(data, pos + 23)[0] + 1
         pos += rec.LOG_OVERHEAD + length
     return (data if pos >= n else data[:pos]), upper
-
-
-def fetch_error(code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code, "session_id": 0, "responses": []}

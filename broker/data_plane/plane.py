@@ -94,7 +94,9 @@ class DataPlane:
         """(API name, handler, (min, max) version) for the dispatcher."""
         return [
             ("Produce", self.produce_handler.handle, PRODUCE_VERSIONS),
-            ("Fetch", self.fetch_handler.handle, FETCH_VERSIONS),
+            # With the fetch sessions of a broker of its own (a dispatcher without the broker's
+            # wrappers); ``Broker._register`` puts them in front of the ACL and leader checks.
+            ("Fetch", self.fetch_handler.with_sessions(self.fetch_handler.handle), FETCH_VERSIONS),
             ("ListOffsets", self.list_offsets_handler.handle, LIST_OFFSETS_VERSIONS),
             ("InitProducerId", self.init_producer_id, INIT_PRODUCER_ID_VERSIONS),
             ("DescribeProducers", self.describe_producers_handler.handle, DESCRIBE_PRODUCERS_VERSIONS),
@@ -134,7 +136,12 @@ class DataPlane:
         return self.produce_handler.handle(req)
 
     def fetch(self, req: Request) -> Any:
+        """The partitions the request names, read: no session (``fetch_sessions`` goes in front)."""
         return self.fetch_handler.handle(req)
+
+    def fetch_sessions(self, inner: Callable[[Request], Any], node_id: int | None) -> Callable[[Request], Any]:
+        """The Fetch route ``inner`` behind broker ``node_id``'s fetch sessions (``FetchHandler.with_sessions``)."""
+        return self.fetch_handler.with_sessions(inner, node_id)
 
     def list_offsets(self, req: Request) -> Any:
         return self.list_offsets_handler.handle(req)
@@ -181,6 +188,20 @@ class DataPlane:
     def parked_fetches(self) -> int:
         """Fetches waiting for min_bytes or max_wait_ms (the ``groupd_fetch_parked`` gauge)."""
         return self.fetch_handler.parked_fetches
+
+    def fetch_session_stats(self) -> dict[str, int]:
+        """The fetch session caches of every broker, and the Fetch requests by context (metrics)."""
+        h = self.fetch_handler
+        st = h.session_stats
+        return {
+            "sessions": h.fetch_sessions,
+            "partitions": h.fetch_session_partitions,
+            "evictions": h.fetch_session_evictions,
+            "sessionless": st.sessionless,
+            "full": st.full,
+            "incremental": st.incremental,
+            "error": st.error,
+        }
 
     async def run_maintenance(self) -> dict[Key, Any]:
         return await self.maintenance.run_maintenance()

@@ -929,7 +929,8 @@ async def test_offset_out_of_range(h: Harness) -> None:
     assert (f["responses"][0]["partitions"][0]["error_code"], f["responses"][0]["partitions"][0]["records"]) == (0, b"")
 
 
-async def test_read_committed_and_sessions(h: Harness) -> None:
+async def test_read_committed(h: Harness) -> None:
+    # Fetch sessions (in front of ``dp.fetch``): tests/broker/test_fetch_sessions_wire.py
     h.create("t")
     await h.produce("t", batch([b"a"]))
     f = await h.fetch([("t", 0, 0)], isolation_level=1)
@@ -937,12 +938,6 @@ async def test_read_committed_and_sessions(h: Harness) -> None:
     assert p["aborted_transactions"] == [] and p["last_stable_offset"] == 1
     f = await h.fetch([("t", 0, 0)], isolation_level=0)
     assert f["responses"][0]["partitions"][0]["aborted_transactions"] is None
-    f = await h.fetch([("t", 0, 0)], session_id=0, session_epoch=0)  # asks for a session: gets none
-    assert (f["error_code"], f["session_id"]) == (0, 0)
-    f = await h.fetch([("t", 0, 0)], session_id=123, session_epoch=1)
-    assert f["error_code"] == E.FETCH_SESSION_ID_NOT_FOUND
-    f = await h.fetch([("t", 0, 0)], session_id=0, session_epoch=3)
-    assert f["error_code"] == E.INVALID_FETCH_SESSION_EPOCH
 
 
 async def test_fetch_leader_epoch_check(h: Harness) -> None:
