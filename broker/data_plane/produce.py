@@ -61,7 +61,7 @@ from ..topics import Topic, TopicRegistry
 from .batch_checks import check_batch, partition_error, up_convert
 from .produce_wire import FIRST_WIRE_VERSION, ProduceAnswer, Success, encode_answer
 from .producers import Load, ProducerStates
-from .state import DataState, Key, Wake
+from .state import INT32_MAX, DataState, Key, Wake
 
 __all__ = ["LEGACY_PRODUCE_MAX", "PRODUCE_VERSIONS", "PendingAppend", "ProduceHandler", "TxnAdder", "append_error"]
 
@@ -190,10 +190,13 @@ class ProduceHandler:
             return partition_error(
                 index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {t.name}"
             )
-        try:
-            plog = self.state.log_for(t, index)
-        except (StorageError, ValueError) as exc:
-            return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
+        state = self.state
+        plog = state.logs.get(t.name, index)
+        if plog is None:
+            try:
+                plog = state.log_for(t, index)
+            except (StorageError, ValueError) as exc:
+                return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
         cfg = plog.config
         check_timestamps = True
         if v <= LEGACY_PRODUCE_MAX and raw and legacy.is_legacy(raw):
@@ -221,12 +224,15 @@ class ProduceHandler:
                 fut = self._after_add(txn_id, view.producer_id, view.producer_epoch, t, index, raw, v)
                 return PendingAppend(index, plog, fut, lat)
         if view.producer_id >= 0:
-            load = self.producer_states.load_for(key, plog)
+            producers = state.producers.get(key)
+            load = None
+            if producers is None or self.producer_states.loading:
+                load = self.producer_states.load_for(key, plog)
             if load is not None:
                 # The partition's producer state is being rebuilt from the log: this batch, and every
                 # idempotent batch after it, waits for that and is then checked in arrival order.
                 return PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v, txn_id), lat)
-            return self._idempotent_append(self.state.producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
+            return self._idempotent_append(state.producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
         fut, settled = self._start_append(key, plog, view, lat)
         return PendingAppend(index, plog, fut, lat, settled=settled)
 
@@ -245,8 +251,9 @@ class ProduceHandler:
     ) -> dict[str, Any] | PendingAppend:
         pid, epoch = view.producer_id, view.producer_epoch
         first_seq = view.base_sequence
-        last_seq = last_sequence(first_seq, view.last_offset_delta)
-        transactional = view.is_transactional
+        delta = view.last_offset_delta
+        last_seq = first_seq + delta if first_seq <= INT32_MAX - delta else last_sequence(first_seq, delta)
+        transactional = bool(view.attributes & rec.TRANSACTIONAL_FLAG)
         if transactional and txn_id is not None and not producers.has_ongoing_transaction(pid, epoch):
             code = self._verify(txn_id, pid, epoch, key, v)
             if code != ErrorCode.NONE:
@@ -360,7 +367,8 @@ class ProduceHandler:
             base, last = f.result()
             if producers is not None and meta is not None:
                 producers.written(meta, base, last)
-                self.producer_states.snapshot_if_due(plog, producers)
+                if plog.has_transactions:  # only such a log has producer snapshots (snapshot_job)
+                    self.producer_states.snapshot_if_due(plog, producers)
             self.wake(key, size)
 
         # The partition's fetches are woken before the request is answered (its callback comes next).

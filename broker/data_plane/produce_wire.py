@@ -17,7 +17,7 @@ tests/data_plane/test_produce_wire.py checks the bytes against the generic encod
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from groupd.protocol.messages import API_BY_NAME
@@ -35,12 +35,13 @@ Success = tuple[int, int, int, int]
 
 _I32 = struct.Struct(">i").pack
 _I16 = struct.Struct(">h").pack
-_PART_V5 = struct.Struct(">ihqqq").pack  # index, error code, base offset, log-append time, log start
-_PART_V2 = struct.Struct(">ihqq").pack  # before v5: no log start offset
 _THROTTLE = b"\x00\x00\x00\x00"
+_ONE_BYTE = [bytes([n]) for n in range(0x80)]  # the uvarints of 0-127
 
 
 def _uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -49,49 +50,49 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-def _tail(version: int) -> bytes:
-    """What follows a successful partition's offsets: record_errors (empty) and error_message
-    (null) from v8, then (flexible, v9+) an empty tagged-field section: no current_leader."""
+# A successful partition in one pack per version: index, error code (0), base offset, log-append
+# time, log start offset (v5+), then from v8 record_errors (empty) and error_message (null), and
+# (flexible, v9+) an empty tagged-field section: no current_leader.
+_V9 = struct.Struct(">ihqqqBBB").pack  # compact: empty array 0x01, null string 0x00, no tags 0x00
+_V8 = struct.Struct(">ihqqqih").pack  # record_errors count 0, error_message length -1
+_V5 = struct.Struct(">ihqqq").pack
+_V3 = struct.Struct(">ihqq").pack  # before v5: no log start offset
+
+
+def _packer(version: int) -> Callable[[int, int, int, int], bytes]:
     if version >= 9:
-        return b"\x01\x00\x00"
+        return lambda index, base, lat, lso: _V9(index, 0, base, lat, lso, 1, 0, 0)
     if version >= 8:
-        return b"\x00\x00\x00\x00\xff\xff"
-    return b""
+        return lambda index, base, lat, lso: _V8(index, 0, base, lat, lso, 0, -1)
+    if version >= 5:
+        return lambda index, base, lat, lso: _V5(index, 0, base, lat, lso)
+    return lambda index, base, lat, lso: _V3(index, 0, base, lat)
 
 
-_TAILS = {v: _tail(v) for v in range(FIRST_WIRE_VERSION, PRODUCE.max_version + 1)}
+_PACKERS = {v: _packer(v) for v in range(FIRST_WIRE_VERSION, PRODUCE.max_version + 1)}
 
 
 def encode_answer(version: int, answers: list[tuple[str, list[Success]]]) -> bytes:
     """The body of a Produce ``version`` (3+) answer whose partitions all succeeded, as the
     generic encoder would write it (throttle time 0, no node endpoints)."""
-    flexible = version >= 9
-    tail = _TAILS[version]
-    pack = _PART_V5 if version >= 5 else _PART_V2
-    parts: list[bytes] = [_uvarint(len(answers) + 1) if flexible else _I32(len(answers))]
-    append = parts.append
+    pack = _PACKERS[version]
+    if version >= 9:
+        parts = [_uvarint(len(answers) + 1)]
+        for name, outs in answers:
+            raw = name.encode()
+            parts.append(_uvarint(len(raw) + 1) + raw + _uvarint(len(outs) + 1))
+            for out in outs:
+                parts.append(pack(*out))
+            parts.append(b"\x00")  # the topic's tagged fields
+        parts.append(_THROTTLE + b"\x00")  # and the answer's
+        return b"".join(parts)
+    parts = [_I32(len(answers))]
     for name, outs in answers:
         raw = name.encode()
-        if flexible:
-            append(_uvarint(len(raw) + 1))
-            append(raw)
-            append(_uvarint(len(outs) + 1))
-        else:
-            append(_I16(len(raw)))
-            append(raw)
-            append(_I32(len(outs)))
-        if version >= 5:
-            for index, base, lat, lso in outs:
-                append(pack(index, 0, base, lat, lso))
-                append(tail)
-        else:
-            for index, base, lat, _lso in outs:
-                append(pack(index, 0, base, lat))
-        if flexible:
-            append(b"\x00")
-    append(_THROTTLE)
-    if flexible:
-        append(b"\x00")
+        parts.append(_I16(len(raw)) + raw + _I32(len(outs)))
+        for out in outs:
+            parts.append(pack(*out))
+    parts.append(_THROTTLE)
     return b"".join(parts)
 
 
