@@ -56,6 +56,7 @@ def main() -> None:
     ap.add_argument("n", nargs="?", type=int, default=1000)
     ap.add_argument("--shape", choices=("small", "franz"), default="small")
     ap.add_argument("--brokers", type=int, default=1)
+    ap.add_argument("--parts", type=int, default=None, help="partitions per request (default: small 1, franz 2)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--annotate", type=int, default=0, help="print the top N functions (callgrind_annotate)")
     ap.add_argument("--cprofile", type=Path, default=None, help="run the daemon under cProfile, stats to this file")
@@ -116,13 +117,14 @@ def main() -> None:
         leaders = {p["partition_index"]: p["leader_id"] for p in md["topics"][0]["partitions"]}
         now = int(time.time() * 1000)
         if args.shape == "small":
-            parts = [0]
+            lead = leaders[0]
+            parts = [p for p in sorted(leaders) if leaders[p] == lead][: args.parts or 1]
             pid, epoch = -1, -1
-            batches = {0: rec.build_batch([(b"k", b"v" * 64, (), now)])}
+            batches = {p: rec.build_batch([(b"k", b"v" * 64, (), now)]) for p in parts}
         else:
             # two partitions of one broker on its connection (franz-go sends per broker)
             lead = leaders[0]
-            parts = [p for p in sorted(leaders) if leaders[p] == lead][:2]
+            parts = [p for p in sorted(leaders) if leaders[p] == lead][: args.parts or 2]
             ip = admin.request(
                 "InitProducerId",
                 4,

@@ -1100,9 +1100,16 @@ class PartitionLog:
         fails, the write is truncated away and StorageError is raised for the whole call.
         """
         with self._io_lock:
-            self._check_open()
+            if self._closed:
+                self._check_open()
             epoch = self._append_epoch()
-            p = self._prepare(items, log_append_time_ms=log_append_time_ms, leader_epoch=epoch)
+            p = None
+            if log_append_time_ms is None and self.config.message_timestamp_type != "LogAppendTime":
+                # Produce's checked batches, straight to their own path (``_prepare`` would try the
+                # coordinator's OwnBatch path first; the two take disjoint item types)
+                p = self._prepare_views(items, epoch)
+            if p is None:
+                p = self._prepare(items, log_append_time_ms=log_append_time_ms, leader_epoch=epoch)
             if p.data:
                 try:
                     self._execute(p, after_write)
@@ -1349,7 +1356,8 @@ class PartitionLog:
                 return None
         max_bytes = self.config.max_message_bytes
         check_frames = rec.check_record_frames
-        set_base_offset = rec.set_base_offset
+        stamp_offset = _BASE.pack_into  # records.set_base_offset's two writes, on a whole batch
+        stamp_epoch = _INT32.pack_into
         unframed = rec.COMPRESSION_MASK | rec.CONTROL_FLAG  # compressed or control: not walked
         header = rec.HEADER_SIZE
         results: list = []
@@ -1373,7 +1381,8 @@ class PartitionLog:
                 buf = bytearray(buffer)
             else:
                 buf = bytearray(memoryview(buffer)[position : position + size])
-            set_base_offset(buf, 0, next_off, leader_epoch)
+            stamp_offset(buf, 0, next_off)
+            stamp_epoch(buf, rec.EPOCH_OFFSET, leader_epoch)
             first = next_off
             next_off += item.last_offset_delta + 1
             metas.append((size, next_off - 1, item.max_timestamp))
@@ -1473,7 +1482,8 @@ class PartitionLog:
     def _commit(self, p: _Prepared) -> None:
         """Make a written append visible."""
         with self._lock:
-            self._commit_roll(p)
+            if p.new_segment is not None:
+                self._commit_roll(p)
             target = p.new_segment if p.roll_base is not None else p.target
             assert target is not None
             target.apply_cursor(p.cursor)
