@@ -191,10 +191,13 @@ class PartitionProducers:
                 None,
             )
         if epoch == e.epoch:
-            for m in e.batches:
+            batches = e.batches
+            for m in batches:
                 if m.first_seq == first_seq and m.last_seq == last_seq:
                     return ErrorCode.NONE, None, m
-            if not _in_sequence(e.last_seq, first_seq):
+            # e.last_seq and _in_sequence, inline (two calls per idempotent batch)
+            last = batches[-1].last_seq if batches else -1
+            if not (first_seq == last + 1 or (first_seq == 0 and last == INT32_MAX)):
                 return (
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"Out of order sequence number for producer {pid}: {first_seq} (incoming seq. number), "
@@ -236,10 +239,13 @@ class PartitionProducers:
         e = self.producers.get(pid)
         if e is None:
             e = self.producers[pid] = ProducerEntry(epoch)
-        e.set_epoch(epoch)
+        if epoch != e.epoch:
+            e.set_epoch(epoch)
         e.batches.append(meta)
-        e.last_ms = max(e.last_ms, now_ms)
-        e.last_timestamp = max(e.last_timestamp, meta.timestamp)
+        if now_ms > e.last_ms:
+            e.last_ms = now_ms
+        if meta.timestamp > e.last_timestamp:
+            e.last_timestamp = meta.timestamp
         if meta.first_offset < 0:
             self.inflight += 1
         if transactional:
