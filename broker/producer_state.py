@@ -91,10 +91,6 @@ def first_sequence(last_seq: int, offset_delta: int) -> int:
     return last_seq - offset_delta
 
 
-def _in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
-
-
 class AbortedTxn(NamedTuple):
     """An entry of Kafka's transaction index: ``last_offset`` is the ABORT marker's offset."""
 
@@ -195,7 +191,8 @@ class PartitionProducers:
             for m in batches:
                 if m.first_seq == first_seq and m.last_seq == last_seq:
                     return ErrorCode.NONE, None, m
-            # e.last_seq and _in_sequence, inline (two calls per idempotent batch)
+            # in sequence: the next one after the last, wrapping from INT32_MAX to 0
+            # (ProducerAppendInfo.inSequence; inline, not two calls per idempotent batch)
             last = batches[-1].last_seq if batches else -1
             if not (first_seq == last + 1 or (first_seq == 0 and last == INT32_MAX)):
                 return (
