@@ -188,9 +188,10 @@ class ProduceHandler:
         # (and WRITE on it); without one the whole request is refused before topics are looked at.
         refused = txn_id is None and _has_transactional_batch(topic_data)
         results: list[tuple[str, list[dict[str, Any] | PendingAppend]]] = []
+        topics = self.state.topics.topics  # TopicRegistry.get's dict, without the call
         for td in topic_data:
             name = td["name"]
-            t = self.state.topics.get(name)
+            t = topics.get(name)
             parts: list[dict[str, Any] | PendingAppend] = []
             for pd in td["partition_data"] or []:
                 index = pd["index"]
