@@ -57,6 +57,7 @@ def main() -> None:
     ap.add_argument("--shape", choices=("small", "franz"), default="small")
     ap.add_argument("--brokers", type=int, default=1)
     ap.add_argument("--parts", type=int, default=None, help="partitions per request (default: small 1, franz 2)")
+    ap.add_argument("--records", type=int, default=15, help="records per batch of the franz shape")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--annotate", type=int, default=0, help="print the top N functions (callgrind_annotate)")
     ap.add_argument("--cprofile", type=Path, default=None, help="run the daemon under cProfile, stats to this file")
@@ -133,7 +134,7 @@ def main() -> None:
             pid, epoch = ip["producer_id"], ip["producer_epoch"]
             batches = {
                 p: rec.build_batch(
-                    [(str(i).encode(), b"v" * 100, (), now + i) for i in range(15)],
+                    [(str(i).encode(), b"v" * 100, (), now + i) for i in range(args.records)],
                     producer_id=pid,
                     producer_epoch=epoch,
                     base_sequence=0,
@@ -151,7 +152,7 @@ def main() -> None:
                 b = batches[p] if pid < 0 else _with_sequence(batches[p], seq)
                 data.append({"index": p, "records": b})
             if pid >= 0:
-                seq += 15
+                seq += args.records
             body = {
                 "transactional_id": None,
                 "acks": -1,
