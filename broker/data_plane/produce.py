@@ -9,7 +9,8 @@ compressed), to the group-commit ``Appender``, which assigns offsets and writes 
 queued in the order their requests were checked: the check and the hand-off to the appender happen
 in one synchronous step (the append task is created immediately, and tasks start in creation
 order), so sequence checks and log order can never disagree. A finished append wakes the parked
-fetches of that partition (``wake``: ``FetchHandler.notify``).
+fetches of that partition (``wake``: ``FetchHandler.notify``), from the append's ``Settled``; an
+answer whose partitions all succeeded is encoded by ``produce_wire`` (no dict per partition).
 
 Idempotent producers. Per partition and producer id: the epoch and the metadata of the last five
 batches (``ProducerStateManager``'s cache, ``producer_state.py``). A batch whose epoch is older than
