@@ -1105,6 +1105,10 @@ class PartitionLog:
             epoch = self._append_epoch()
             p = None
             if log_append_time_ms is None and self.config.message_timestamp_type != "LogAppendTime":
+                if after_write is None and len(items) == 1 and type(items[0]) is rec.BatchView:
+                    done = self._append_one_view(items[0], epoch)
+                    if done is not None:
+                        return done
                 # Produce's checked batches, straight to their own path (``_prepare`` would try the
                 # coordinator's OwnBatch path first; the two take disjoint item types)
                 p = self._prepare_views(items, epoch)
@@ -1342,6 +1346,50 @@ class PartitionLog:
             parts.append(buf)
             results.append((first, next_off - 1))
         return self._plan(parts, metas, next_off, results)
+
+    def _append_one_view(self, item: rec.BatchView, leader_epoch: int) -> list | None:
+        """``_prepare_views``, ``_plan``, ``_execute`` and ``_commit`` in one for the append a
+        latency-bound Produce load makes over and over: one checked batch that fits the active
+        segment, nothing to sync in the call (caller holds the I/O lock). None, having done
+        nothing, for anything else (too large, badly framed, a roll due): the general path then
+        decides and words it. tests/storage/test_prepare_views.py checks both paths agree."""
+        size = item.size
+        if size > self.config.max_message_bytes:
+            return None
+        active = self._segments[-1]
+        first = self._next_offset
+        last = first + item.last_offset_delta
+        max_ts = item.max_timestamp
+        if self._should_roll(active, size, last, max_ts):
+            return None
+        position = item.position
+        buffer = item.buffer
+        if not item.attributes & (rec.COMPRESSION_MASK | rec.CONTROL_FLAG):
+            try:
+                rec.check_record_frames(buffer, position + rec.HEADER_SIZE, position + size, item.record_count)
+            except CorruptRecordError:
+                return None
+        if position == 0 and len(buffer) == size:
+            buf = bytearray(buffer)
+        else:
+            buf = bytearray(memoryview(buffer)[position : position + size])
+        _BASE.pack_into(buf, 0, first)
+        _INT32.pack_into(buf, rec.EPOCH_OFFSET, leader_epoch)
+        at = active.size
+        cur = _Cursor(active, self.config.index_interval_bytes)  # type: ignore[arg-type]
+        cur.track(at, last, max_ts, size)
+        try:
+            _pwrite_all(self._ops, active.log_fd, buf, at)
+        except OSError as exc:
+            self._undo_write(active, at)
+            raise StorageError(f"write to {active.log_path} failed: {exc}") from exc
+        with self._lock:  # what _execute marks and _commit makes visible, under one acquisition
+            self._dirty.add(active)
+            active.apply_cursor(cur)
+            active.size = at + size
+            active.next_offset = last + 1
+            self._next_offset = last + 1
+        return [(first, last)]
 
     def _prepare_views(self, items: Sequence[Any], leader_epoch: int) -> _Prepared | None:
         """``_prepare`` when every item is a checked `BatchView` (Produce's: ``check_batch`` verified

@@ -1,6 +1,7 @@
-"""Produce's checked batches take ``PartitionLog._prepare_views`` (one copy, no closure per call,
-issue 29 item 4); the general ``_prepare`` loop stays the reference. Both must write the same
-bytes, index the same entries and answer every item the same result or error, whatever the mix
+"""Produce's checked batches take ``PartitionLog._append_one_view`` (one batch that fits the
+active segment) or ``_prepare_views`` (one copy, no closure per call), issue 29 item 4; the
+general ``_prepare`` loop stays the reference. Both must write the same bytes, index the same
+entries, roll the same segments and answer every item the same result or error, whatever the mix
 of good, too large and badly framed batches (hypothesis)."""
 
 from __future__ import annotations
@@ -76,16 +77,18 @@ def _log_bytes(path: Path) -> bytes:
 @given(
     appends=st.lists(st.lists(_batch(), min_size=1, max_size=4), min_size=1, max_size=4),
     max_bytes=st.sampled_from([150, 400, 1 << 20]),
+    segment_bytes=st.sampled_from([400, 1 << 20]),
     epoch=st.integers(0, 5),
 )
 def test_prepare_views_writes_and_answers_as_the_general_path(
-    tmp_path_factory: pytest.TempPathFactory, appends: list, max_bytes: int, epoch: int
+    tmp_path_factory: pytest.TempPathFactory, appends: list, max_bytes: int, segment_bytes: int, epoch: int
 ) -> None:
     root = tmp_path_factory.mktemp("views")
-    cfg = LogConfig(max_message_bytes=max_bytes, index_interval_bytes=64)
+    cfg = LogConfig(max_message_bytes=max_bytes, index_interval_bytes=64, segment_bytes=segment_bytes)
     fast = PartitionLog.open(root / "fast-0", cfg)
     general = PartitionLog.open(root / "general-0", cfg)
     general._prepare_views = lambda items, leader_epoch: None  # type: ignore[method-assign]
+    general._append_one_view = lambda item, leader_epoch: None  # type: ignore[method-assign]
     fast.leader_epoch_source = general.leader_epoch_source = lambda: epoch
     try:
         for batches in appends:
@@ -94,14 +97,18 @@ def test_prepare_views_writes_and_answers_as_the_general_path(
             assert _outcome(a) == _outcome(b)
             assert fast.log_end_offset == general.log_end_offset
         assert _log_bytes(root / "fast-0") == _log_bytes(root / "general-0")
-        seg_f, seg_g = fast._segments[-1], general._segments[-1]
-        assert list(seg_f.idx_offsets) == list(seg_g.idx_offsets)
-        assert list(seg_f.idx_positions) == list(seg_g.idx_positions)
-        assert list(seg_f.ti_timestamps) == list(seg_g.ti_timestamps)
-        assert (seg_f.max_timestamp, seg_f.offset_of_max_timestamp) == (
-            seg_g.max_timestamp,
-            seg_g.offset_of_max_timestamp,
-        )
+        assert [s.base_offset for s in fast._segments] == [s.base_offset for s in general._segments]
+        for seg_f, seg_g in zip(fast._segments, general._segments, strict=True):
+            assert (seg_f.size, seg_f.next_offset) == (seg_g.size, seg_g.next_offset)
+            assert list(seg_f.idx_offsets) == list(seg_g.idx_offsets)
+            assert list(seg_f.idx_positions) == list(seg_g.idx_positions)
+            assert list(seg_f.ti_timestamps) == list(seg_g.ti_timestamps)
+            assert list(seg_f.ti_offsets) == list(seg_g.ti_offsets)
+            assert (seg_f.max_timestamp, seg_f.offset_of_max_timestamp, seg_f.bytes_since_index) == (
+                seg_g.max_timestamp,
+                seg_g.offset_of_max_timestamp,
+                seg_g.bytes_since_index,
+            )
         # what a reader gets back: the same batches, with the offsets and epoch the log stamped
         got = [(v.base_offset, v.partition_leader_epoch, v.record_count) for v in fast.iter_batches()]
         assert got == [(v.base_offset, v.partition_leader_epoch, v.record_count) for v in general.iter_batches()]
