@@ -212,11 +212,13 @@ class Appender:
         if not ready:
             return
         units = []
+        writes = 0
         for plog, state in ready:
             batch, state.pending = state.pending, []
             state.writing = True
             if len(batch) == 1:  # the common case under a latency-bound load: one item, one run
                 units.append((plog, state, [(batch[0][1], batch)]))
+                writes += 1
                 continue
             # One write per run of items with the same log-append time (in practice all share None
             # or now): runs, not a grouping, because queue order is log order (a partition's
@@ -228,6 +230,7 @@ class Appender:
                 else:
                     groups.append((entry[1], [entry]))
             units.append((plog, state, groups))
+            writes += len(groups)
         if self.policy.mode == "always":
             # A bare executor job whose end is one call_soon_threadsafe (a task awaiting
             # run_in_executor cost a task, a chained future and two more loop callbacks per
@@ -240,7 +243,7 @@ class Appender:
             # A write to the page cache costs a few microseconds; the executor hop (future, thread
             # wake-up, self-pipe, GIL hand-over) cost ~150 us per drain of a 50-committer load.
             # Kafka's request handler threads append to the page cache themselves, too.
-            self.writes += sum(len(groups) for _, _, groups in units)
+            self.writes += writes
             self._settle(units, self._job(units))
         else:
             # Plain writes are quick: one executor hop for every partition of this iteration.
@@ -439,8 +442,10 @@ class Appender:
                 entry[3](entry[2])
             except Exception:  # as the loop reports a failing callback: the other callers are still answered
                 log.exception("storage.append.callback_failed")
-        if any(state.pending for _, state, _ in units):
-            self._drain()
+        for _, state, _ in units:
+            if state.pending:  # queued meanwhile (by the hooks, say): written now, not next iteration
+                self._drain()
+                break
 
     def _schedule_fsync(self, plog: PartitionLog, state: _PartitionState) -> None:
         if state.flushing:
