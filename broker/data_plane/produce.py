@@ -269,7 +269,8 @@ class ProduceHandler:
                 # idempotent batch after it, waits for that and is then checked in arrival order.
                 return PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v, txn_id), lat)
             return self._idempotent_append(state.producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
-        fut, settled = self._start_append(key, plog, view, lat)
+        settled = Settled(self, key, plog, view.size, None, -1, None)  # as below, without producer state
+        fut = state.appender.append_future(plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=settled)
         return PendingAppend(index, plog, fut, lat, settled=settled)
 
     def _idempotent_append(
@@ -308,7 +309,13 @@ class ProduceHandler:
                 return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
         meta = BatchMeta(first_seq, last_seq, timestamp=view.max_timestamp)
         producers.record(pid, epoch, meta, now, transactional=transactional, end_offset=plog.log_end_offset)
-        fut, settled = self._start_append(key, plog, view, lat, producers=producers, pid=pid, meta=meta)
+        # Queued in the appender now (no task per partition), so batches reach the log in the order
+        # they were checked. The checked view, not the bytes: the log then trusts its CRC and
+        # header (check_batch verified them) instead of computing the CRC again.
+        settled = Settled(self, key, plog, view.size, producers, pid, meta)
+        fut = self.state.appender.append_future(
+            plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=settled
+        )
         meta.pending = fut
         return PendingAppend(index, plog, fut, lat, settled=settled)
 
@@ -378,26 +385,6 @@ class ProduceHandler:
             return await _outcome(r)
 
         return asyncio.ensure_future(continue_after_load())
-
-    def _start_append(
-        self,
-        key: Key,
-        plog: PartitionLog,
-        view: rec.BatchView,
-        lat: int,
-        *,
-        producers: PartitionProducers | None = None,
-        pid: int = -1,
-        meta: BatchMeta | None = None,
-    ) -> tuple[asyncio.Future[Any], Settled]:
-        # Queued in the appender now (no task per partition), so batches reach the log in the order
-        # they were checked. The checked view, not the bytes: the log then trusts its CRC and
-        # header (check_batch verified them) instead of computing the CRC again.
-        settled = Settled(self, key, plog, view.size, producers, pid, meta)
-        fut = self.state.appender.append_future(
-            plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=settled
-        )
-        return fut, settled
 
     def _finish_produce(
         self, req: Request, acks: int, results: list[tuple[str, list[dict[str, Any] | PendingAppend]]]

@@ -17,7 +17,7 @@ tests/data_plane/test_produce_wire.py checks the bytes against the generic encod
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from groupd.protocol.messages import API_BY_NAME
@@ -59,40 +59,35 @@ _V5 = struct.Struct(">ihqqq").pack
 _V3 = struct.Struct(">ihqq").pack  # before v5: no log start offset
 
 
-def _packer(version: int) -> Callable[[int, int, int, int], bytes]:
-    if version >= 9:
-        return lambda index, base, lat, lso: _V9(index, 0, base, lat, lso, 1, 0, 0)
-    if version >= 8:
-        return lambda index, base, lat, lso: _V8(index, 0, base, lat, lso, 0, -1)
-    if version >= 5:
-        return lambda index, base, lat, lso: _V5(index, 0, base, lat, lso)
-    return lambda index, base, lat, lso: _V3(index, 0, base, lat)
-
-
-_PACKERS = {v: _packer(v) for v in range(FIRST_WIRE_VERSION, PRODUCE.max_version + 1)}
-
-
 def encode_answer(version: int, answers: list[tuple[str, list[Success]]]) -> bytes:
     """The body of a Produce ``version`` (3+) answer whose partitions all succeeded, as the
     generic encoder would write it (throttle time 0, no node endpoints)."""
-    pack = _PACKERS[version]
     if version >= 9:
         parts = [_uvarint(len(answers) + 1)]
+        append = parts.append
         for name, outs in answers:
             raw = name.encode()
-            parts.append(_uvarint(len(raw) + 1) + raw + _uvarint(len(outs) + 1))
-            for out in outs:
-                parts.append(pack(*out))
-            parts.append(b"\x00")  # the topic's tagged fields
-        parts.append(_THROTTLE + b"\x00")  # and the answer's
+            append(_uvarint(len(raw) + 1) + raw + _uvarint(len(outs) + 1))
+            for index, base, lat, lso in outs:
+                append(_V9(index, 0, base, lat, lso, 1, 0, 0))
+            append(b"\x00")  # the topic's tagged fields
+        append(_THROTTLE + b"\x00")  # and the answer's
         return b"".join(parts)
     parts = [_I32(len(answers))]
+    append = parts.append
     for name, outs in answers:
         raw = name.encode()
-        parts.append(_I16(len(raw)) + raw + _I32(len(outs)))
-        for out in outs:
-            parts.append(pack(*out))
-    parts.append(_THROTTLE)
+        append(_I16(len(raw)) + raw + _I32(len(outs)))
+        if version >= 8:
+            for index, base, lat, lso in outs:
+                append(_V8(index, 0, base, lat, lso, 0, -1))
+        elif version >= 5:
+            for index, base, lat, lso in outs:
+                append(_V5(index, 0, base, lat, lso))
+        else:
+            for index, base, lat, _lso in outs:
+                append(_V3(index, 0, base, lat))
+    append(_THROTTLE)
     return b"".join(parts)
 
 
