@@ -1003,8 +1003,11 @@ class PartitionLog:
             return 0
         epoch = source()
         with self._epoch_lock:
-            cache = self._epoch_cache()
-            latest = cache.latest_epoch
+            cache = self._epochs  # _epoch_cache() and latest_epoch, inline once loaded (every append)
+            if cache is None:
+                cache = self._epoch_cache()
+            entries = cache.entries
+            latest = entries[-1].epoch if entries else None
             if latest is not None and epoch <= latest:
                 return latest  # never stamp an older epoch after a newer one
             try:
