@@ -96,22 +96,22 @@ class ProduceAnswer(dict):  # type: ignore[type-arg]
     ``{"responses": [...], "throttle_time_ms": 0}`` with ``responses`` decoded on first read (or
     by anything that reads every key: iteration, equality, ``repr``)."""
 
-    __slots__ = ("payload", "version")
+    __slots__ = ("payload", "version", "wire_payload")
 
     def __init__(self, payload: bytes, version: int) -> None:
         dict.__init__(self, throttle_time_ms=0)
         self.payload = payload
         self.version = version
-
-    @property
-    def wire_payload(self) -> bytes | None:
-        # read as a dict, the answer may have been changed: the generic encoder encodes it then
-        return self.payload if not _contains(self, _RESPONSES) else None
+        # What the dispatcher sends (an attribute, not a property: read once per answer). None once
+        # the answer was read as a dict (``_full``), which may have changed it: the generic
+        # encoder encodes it then.
+        self.wire_payload: bytes | None = payload
 
     def _full(self) -> None:
         if not _contains(self, _RESPONSES):
             decoded = PRODUCE.response.codec(self.version).parse_at(self.payload, 0)[0]
             dict.__setitem__(self, _RESPONSES, decoded[_RESPONSES])
+            self.wire_payload = None
 
     def __missing__(self, key: str) -> Any:
         if key == _RESPONSES:
