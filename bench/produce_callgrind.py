@@ -17,12 +17,12 @@ Shapes (``--shape``):
                                                                 # Python functions, calls per request
 
 Figures (1,000 requests, 2026-11-29), before (40cdb3d) -> after the Produce path's cuts (issue 29
-item 4): small 255,102 -> 213,652 (1 broker), 269,531 -> 228,507 (3 brokers); franz 478,695 ->
-380,058 (1), 478,596 -> 406,552 (3); 6 partitions of 500 records (--shape franz --parts 6
---records 500) 3,971,363 -> 3,386,492. What is left is the interpreter itself (ceval ~38% of the
-instructions, allocation and frames most of the rest), spread over ~320 Python-level calls of a
-two-partition request (cProfile; 436 before): the socket path, dispatch and the cluster guard (~25k of the 3-broker figure) are
-outside the Produce handler.
+item 4): small 255,102 -> 189,586 (1 broker), 269,531 -> 202,613 (3 brokers); franz 478,695 ->
+336,252 (1), 478,596 -> 356,864 (3); 6 partitions of 500 records (--shape franz --parts 6
+--records 500) 3,971,363 -> 3,174,408. What is left is the interpreter itself (ceval ~38% of the
+instructions, allocation and frames most of the rest), spread over ~280 Python-level calls of a
+two-partition request (cProfile; 436 before): the socket path, dispatch and the cluster guard
+(~20k of the 3-broker figure) are outside the Produce handler.
 """
 
 from __future__ import annotations
