@@ -36,6 +36,16 @@ before -> after: 1 broker produce 44.2 -> 42.2 us, acks=1 41.8 -> 39.5, idempote
 fetch 36.0 -> 37.0, parked fetch + produce 119 -> 113; 3 brokers produce 46.0 -> 45.5, fetch 38 -> 36
 (each figure moves by 10-15% between rounds on this shared machine).
 
+The Produce path cut per request and per partition (issue 29 item 4, 2026-11-29): one checked batch
+appended by ``PartitionLog._append_one_view`` (plan, write, commit in one), the answer packed by
+``produce_wire``, one ``Settled`` per partition, no per-batch helper calls in the producer state or
+the appender; 436 -> 282 Python calls per franz-shaped request under cProfile. Load-insensitive,
+``python -m bench.produce_callgrind`` (daemon instructions per request, 40cdb3d -> after): small
+1 broker 255k -> 190k, 3 brokers 270k -> 203k; franz shape (idempotent, 2 x 15 records) 479k ->
+336k (1) and 479k -> 357k (3). Here, three alternating rounds of --rounds 10000, medians before ->
+after: 1 broker produce 47.2 -> 34.5 us, idempotent 51.0 -> 36.3; 3 brokers produce 47.7 -> 37.8,
+idempotent 52.5 -> 42.5 (a machine shared with other work: single rounds moved by up to 25%).
+
 The daemon runs on 127.0.0.1 with its own data directory and is stopped by pid at the end.
 """
 

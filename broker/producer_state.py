@@ -91,10 +91,6 @@ def first_sequence(last_seq: int, offset_delta: int) -> int:
     return last_seq - offset_delta
 
 
-def _in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
-
-
 class AbortedTxn(NamedTuple):
     """An entry of Kafka's transaction index: ``last_offset`` is the ABORT marker's offset."""
 
@@ -191,10 +187,14 @@ class PartitionProducers:
                 None,
             )
         if epoch == e.epoch:
-            for m in e.batches:
+            batches = e.batches
+            for m in batches:
                 if m.first_seq == first_seq and m.last_seq == last_seq:
                     return ErrorCode.NONE, None, m
-            if not _in_sequence(e.last_seq, first_seq):
+            # in sequence: the next one after the last, wrapping from INT32_MAX to 0
+            # (ProducerAppendInfo.inSequence; inline, not two calls per idempotent batch)
+            last = batches[-1].last_seq if batches else -1
+            if not (first_seq == last + 1 or (first_seq == 0 and last == INT32_MAX)):
                 return (
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"Out of order sequence number for producer {pid}: {first_seq} (incoming seq. number), "
@@ -236,10 +236,13 @@ class PartitionProducers:
         e = self.producers.get(pid)
         if e is None:
             e = self.producers[pid] = ProducerEntry(epoch)
-        e.set_epoch(epoch)
+        if epoch != e.epoch:
+            e.set_epoch(epoch)
         e.batches.append(meta)
-        e.last_ms = max(e.last_ms, now_ms)
-        e.last_timestamp = max(e.last_timestamp, meta.timestamp)
+        if now_ms > e.last_ms:
+            e.last_ms = now_ms
+        if meta.timestamp > e.last_timestamp:
+            e.last_timestamp = meta.timestamp
         if meta.first_offset < 0:
             self.inflight += 1
         if transactional:

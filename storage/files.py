@@ -100,7 +100,13 @@ def write_atomically(path: Path, data: bytes | str, ops: FileOps = DEFAULT_FILE_
 
 
 def _pwrite_all(ops: FileOps, fd: int, data: bytes | memoryview, offset: int) -> None:
-    view = memoryview(data)
+    n = ops.pwrite(fd, data, offset)
+    if n == len(data):  # nearly always: the rest of a short write goes in the loop below
+        return
+    if n <= 0:
+        raise OSError(errno.EIO, "short write")
+    view = memoryview(data)[n:]
+    offset += n
     while view:
         n = ops.pwrite(fd, view, offset)
         if n <= 0:

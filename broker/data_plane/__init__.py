@@ -7,7 +7,8 @@ calls, none inheriting from another; ``DataPlane`` (``plane.py``) puts them toge
 rest of the broker holds.
 
 - ``produce.py``: Produce, the idempotent and transactional producer checks, the append;
-  ``batch_checks.py``: Kafka's checks of a batch before it is appended, in Kafka's order.
+  ``batch_checks.py``: Kafka's checks of a batch before it is appended, in Kafka's order;
+  ``produce_wire.py``: a successful answer's bytes, without the generic encoder.
 - ``fetch.py``: Fetch, read_committed, and the fetches parked until data arrives.
 - ``list_offsets.py``: ListOffsets (v0 by segment, as Kafka 3.x).
 - ``describe_producers.py``: DescribeProducers.

@@ -71,7 +71,9 @@ def check_batch(
             ErrorCode.INVALID_RECORD,
             f"Produce requests with version {v} are only allowed to contain exactly one record batch per partition",
         )
-    codec = view.compression
+    # the header's flags read once (BatchView's properties are a call each on the hot path)
+    attributes = view.attributes
+    codec = attributes & rec.COMPRESSION_MASK
     if codec > rec.COMPRESSION_ZSTD:
         return partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"Unknown compression type id {codec}")
     if codec == rec.COMPRESSION_ZSTD and v < 7:
@@ -87,7 +89,7 @@ def check_batch(
             f"The record batch size in the append to {t.name}-{index} is {view.size} bytes which exceeds "
             f"the maximum configured value of {cfg.max_message_bytes}.",
         )
-    if not view.crc_ok():
+    if rec.compute_crc(raw, 0, view.size) != view.crc:
         return partition_error(
             index,
             ErrorCode.CORRUPT_MESSAGE,
@@ -99,7 +101,7 @@ def check_batch(
             ErrorCode.INVALID_RECORD,
             f"The baseOffset of the record batch in the append to {t.name}-{index} should be 0, but it is {view.base_offset}",
         )
-    if view.is_control:
+    if attributes & rec.CONTROL_FLAG:
         return partition_error(index, ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
     if view.record_count != view.last_offset_delta + 1 or view.record_count <= 0:
         return partition_error(
@@ -107,7 +109,7 @@ def check_batch(
             ErrorCode.INVALID_RECORD,
             f"Record count {view.record_count} does not match lastOffsetDelta {view.last_offset_delta}",
         )
-    if view.is_transactional and view.producer_id < 0:
+    if attributes & rec.TRANSACTIONAL_FLAG and view.producer_id < 0:
         return partition_error(index, ErrorCode.INVALID_RECORD, "Transactional record batches must have a producer id")
     if view.producer_id >= 0 and view.base_sequence < 0:
         return partition_error(
@@ -115,9 +117,20 @@ def check_batch(
             ErrorCode.INVALID_RECORD,
             f"Invalid sequence number {view.base_sequence} in record batch with producerId {view.producer_id}",
         )
-    if cfg.compact or (check_timestamps and timestamp_limits(t.configs) != (None, None)):
+    if cfg.compact or (check_timestamps and _limited(t.configs) and timestamp_limits(t.configs) != (None, None)):
         return check_records(t, cfg, index, view, now, check_timestamps=check_timestamps)
     return view
+
+
+_DIFF = "message.timestamp.difference.max.ms"
+_BEFORE = "message.timestamp.before.max.ms"
+_AFTER = "message.timestamp.after.max.ms"
+
+
+def _limited(configs: dict[str, str]) -> bool:
+    """Whether the topic sets any timestamp limit (``timestamp_limits`` then says which): most set
+    none, and three ``int_config`` calls per partition were ~3% of a small Produce."""
+    return _DIFF in configs or _BEFORE in configs or _AFTER in configs
 
 
 def check_records(
@@ -174,9 +187,9 @@ def check_records(
 
 
 def timestamp_limits(configs: dict[str, str]) -> tuple[int | None, int | None]:
-    diff = int_config(configs, "message.timestamp.difference.max.ms")
-    before = int_config(configs, "message.timestamp.before.max.ms")
-    after = int_config(configs, "message.timestamp.after.max.ms")
+    diff = int_config(configs, _DIFF)
+    before = int_config(configs, _BEFORE)
+    after = int_config(configs, _AFTER)
     before = before if before is not None else diff
     after = after if after is not None else diff
     if before is not None and (before < 0 or before >= INT64_MAX):

@@ -88,7 +88,7 @@ class MarkerWriter:
         # Applied as it is queued, like a data batch, so state and log order agree (module docstring
         # of producer_state); the LSO moves once the marker is written.
         txn = producers.begin_marker(pid, epoch, coordinator_epoch, now)
-        # Queued now, as data batches are (``ProduceHandler._start_append``): the appender takes
+        # Queued now, as data batches are (``ProduceHandler._idempotent_append``): the appender takes
         # the marker and the batches checked before or after it in the order the state saw them.
         append = self.state.appender.append_future(plog, raw, log_append_time_ms=lat)
         try:

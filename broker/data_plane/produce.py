@@ -9,7 +9,8 @@ compressed), to the group-commit ``Appender``, which assigns offsets and writes 
 queued in the order their requests were checked: the check and the hand-off to the appender happen
 in one synchronous step (the append task is created immediately, and tasks start in creation
 order), so sequence checks and log order can never disagree. A finished append wakes the parked
-fetches of that partition (``wake``: ``FetchHandler.notify``).
+fetches of that partition (``wake``: ``FetchHandler.notify``), from the append's ``Settled``; an
+answer whose partitions all succeeded is encoded by ``produce_wire`` (no dict per partition).
 
 Idempotent producers. Per partition and producer id: the epoch and the metadata of the last five
 batches (``ProducerStateManager``'s cache, ``producer_state.py``). A batch whose epoch is older than
@@ -59,8 +60,9 @@ from groupd.storage.errors import (
 from ..producer_state import BatchMeta, PartitionProducers, last_sequence
 from ..topics import Topic, TopicRegistry
 from .batch_checks import check_batch, partition_error, up_convert
+from .produce_wire import FIRST_WIRE_VERSION, ProduceAnswer, Success, encode_answer
 from .producers import Load, ProducerStates
-from .state import DataState, Key, Wake
+from .state import INT32_MAX, DataState, Key, Wake
 
 __all__ = ["LEGACY_PRODUCE_MAX", "PRODUCE_VERSIONS", "PendingAppend", "ProduceHandler", "TxnAdder", "append_error"]
 
@@ -83,16 +85,50 @@ log = structlog.get_logger("groupd.data")
 
 
 class Settled:
-    """The callbacks of one append, called by the appender as it settles the append (its
-    ``on_settled``): in the loop iteration of the write, not the next one as a future's done
-    callbacks would be (``Appender.append_future``)."""
+    """What one append does once the appender has settled it (its ``on_settled``), in the loop
+    iteration of the write, not the next one as a future's done callbacks would be
+    (``Appender.append_future``): the producer state learns the offsets (or forgets the batch),
+    the partition's parked fetches are woken, then ``callbacks`` run (the request's answer).
+    One object per partition, not a closure and an object (issue 29 item 4)."""
 
-    __slots__ = ("callbacks",)
+    __slots__ = ("callbacks", "handler", "key", "meta", "pid", "plog", "producers", "size")
 
-    def __init__(self, first: Callable[[asyncio.Future[Any]], None]) -> None:
-        self.callbacks = [first]
+    def __init__(
+        self,
+        handler: ProduceHandler,
+        key: Key,
+        plog: PartitionLog,
+        size: int,
+        producers: PartitionProducers | None,
+        pid: int,
+        meta: BatchMeta | None,
+    ) -> None:
+        self.callbacks: list[Callable[[asyncio.Future[Any]], None]] = []
+        self.handler = handler
+        self.key = key
+        self.plog = plog
+        self.size = size
+        self.producers = producers
+        self.pid = pid
+        self.meta = meta
 
     def __call__(self, fut: asyncio.Future[Any]) -> None:
+        producers, meta = self.producers, self.meta
+        try:
+            if fut.cancelled() or fut.exception() is not None:
+                if producers is not None and meta is not None:
+                    producers.forget(self.pid, meta)
+            else:
+                base, last = fut.result()
+                if producers is not None and meta is not None:
+                    producers.written(meta, base, last)
+                    plog = self.plog
+                    if plog.has_transactions:  # only such a log has producer snapshots (snapshot_job)
+                        self.handler.producer_states.snapshot_if_due(plog, producers)
+                # The partition's fetches are woken before the request is answered (its callback next).
+                self.handler.wake(self.key, self.size)
+        except Exception:  # the request's answer still comes (its callback comes next)
+            log.exception("produce_append_callback_failed")
         # Emptied as they are called: the request's callback holds the request's partitions, whose
         # PendingAppend holds this object, a cycle that left ~26 objects per Produce to the cyclic
         # collector: its young collections took ~7% of a small Produce's CPU (perf, bench.small_requests).
@@ -151,13 +187,12 @@ class ProduceHandler:
         txn_id = body.get("transactional_id")
         # KafkaApis.handleProduceRequest: transactional batches need the request's transactional id
         # (and WRITE on it); without one the whole request is refused before topics are looked at.
-        refused = txn_id is None and any(
-            rec.is_transactional_batch(pd.get("records")) for td in topic_data for pd in (td["partition_data"] or [])
-        )
+        refused = txn_id is None and _has_transactional_batch(topic_data)
         results: list[tuple[str, list[dict[str, Any] | PendingAppend]]] = []
+        topics = self.state.topics.topics  # TopicRegistry.get's dict, without the call
         for td in topic_data:
             name = td["name"]
-            t = self.state.topics.get(name)
+            t = topics.get(name)
             parts: list[dict[str, Any] | PendingAppend] = []
             for pd in td["partition_data"] or []:
                 index = pd["index"]
@@ -191,10 +226,13 @@ class ProduceHandler:
             return partition_error(
                 index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {t.name}"
             )
-        try:
-            plog = self.state.log_for(t, index)
-        except (StorageError, ValueError) as exc:
-            return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
+        state = self.state
+        plog = state.logs.get(t.name, index)
+        if plog is None:
+            try:
+                plog = state.log_for(t, index)
+            except (StorageError, ValueError) as exc:
+                return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
         cfg = plog.config
         check_timestamps = True
         if v <= LEGACY_PRODUCE_MAX and raw and legacy.is_legacy(raw):
@@ -222,13 +260,17 @@ class ProduceHandler:
                 fut = self._after_add(txn_id, view.producer_id, view.producer_epoch, t, index, raw, v)
                 return PendingAppend(index, plog, fut, lat)
         if view.producer_id >= 0:
-            load = self.producer_states.load_for(key, plog)
+            producers = state.producers.get(key)
+            load = None
+            if producers is None or self.producer_states.loading:
+                load = self.producer_states.load_for(key, plog)
             if load is not None:
                 # The partition's producer state is being rebuilt from the log: this batch, and every
                 # idempotent batch after it, waits for that and is then checked in arrival order.
                 return PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v, txn_id), lat)
-            return self._idempotent_append(self.state.producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
-        fut, settled = self._start_append(key, plog, view, lat)
+            return self._idempotent_append(state.producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
+        settled = Settled(self, key, plog, view.size, None, -1, None)  # as below, without producer state
+        fut = state.appender.append_future(plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=settled)
         return PendingAppend(index, plog, fut, lat, settled=settled)
 
     def _idempotent_append(
@@ -246,8 +288,9 @@ class ProduceHandler:
     ) -> dict[str, Any] | PendingAppend:
         pid, epoch = view.producer_id, view.producer_epoch
         first_seq = view.base_sequence
-        last_seq = last_sequence(first_seq, view.last_offset_delta)
-        transactional = view.is_transactional
+        delta = view.last_offset_delta
+        last_seq = first_seq + delta if first_seq <= INT32_MAX - delta else last_sequence(first_seq, delta)
+        transactional = bool(view.attributes & rec.TRANSACTIONAL_FLAG)
         if transactional and txn_id is not None and not producers.has_ongoing_transaction(pid, epoch):
             code = self._verify(txn_id, pid, epoch, key, v)
             if code != ErrorCode.NONE:
@@ -266,7 +309,13 @@ class ProduceHandler:
                 return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
         meta = BatchMeta(first_seq, last_seq, timestamp=view.max_timestamp)
         producers.record(pid, epoch, meta, now, transactional=transactional, end_offset=plog.log_end_offset)
-        fut, settled = self._start_append(key, plog, view, lat, producers=producers, pid=pid, meta=meta)
+        # Queued in the appender now (no task per partition), so batches reach the log in the order
+        # they were checked. The checked view, not the bytes: the log then trusts its CRC and
+        # header (check_batch verified them) instead of computing the CRC again.
+        settled = Settled(self, key, plog, view.size, producers, pid, meta)
+        fut = self.state.appender.append_future(
+            plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=settled
+        )
         meta.pending = fut
         return PendingAppend(index, plog, fut, lat, settled=settled)
 
@@ -337,40 +386,6 @@ class ProduceHandler:
 
         return asyncio.ensure_future(continue_after_load())
 
-    def _start_append(
-        self,
-        key: Key,
-        plog: PartitionLog,
-        view: rec.BatchView,
-        lat: int,
-        *,
-        producers: PartitionProducers | None = None,
-        pid: int = -1,
-        meta: BatchMeta | None = None,
-    ) -> tuple[asyncio.Future[Any], Settled]:
-        # Queued in the appender now (no task per partition), so batches reach the log in the order
-        # they were checked. The checked view, not the bytes: the log then trusts its CRC and
-        # header (check_batch verified them) instead of computing the CRC again.
-        size = view.size
-
-        def done(f: asyncio.Future[Any]) -> None:
-            if f.cancelled() or f.exception() is not None:
-                if producers is not None and meta is not None:
-                    producers.forget(pid, meta)
-                return
-            base, last = f.result()
-            if producers is not None and meta is not None:
-                producers.written(meta, base, last)
-                self.producer_states.snapshot_if_due(plog, producers)
-            self.wake(key, size)
-
-        # The partition's fetches are woken before the request is answered (its callback comes next).
-        settled = Settled(done)
-        fut = self.state.appender.append_future(
-            plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=settled
-        )
-        return fut, settled
-
     def _finish_produce(
         self, req: Request, acks: int, results: list[tuple[str, list[dict[str, Any] | PendingAppend]]]
     ) -> asyncio.Future[dict[str, Any] | None] | None:
@@ -414,26 +429,35 @@ class ProduceHandler:
     def _produce_answer(
         self, req: Request, acks: int, results: list[tuple[str, list[dict[str, Any] | PendingAppend]]]
     ) -> dict[str, Any] | None:
-        responses = []
+        # Each partition's outcome once: a Success tuple, or its answer as a dict (an error).
+        answers: list[tuple[str, list[Any]]] = []
         failed = False
+        plain = True  # every partition a Success: the answer is encoded here (produce_wire)
         for name, parts in results:
-            out = []
+            out: list[Any] = []
             for part in parts:
-                out.append(part if isinstance(part, dict) else self._append_result(name, part))
-                failed = failed or out[-1]["error_code"] != ErrorCode.NONE
-            responses.append({"name": name, "partition_responses": out})
+                r = part if type(part) is dict else self._append_result(name, part)
+                if type(r) is dict:
+                    plain = False
+                    failed = failed or r["error_code"] != ErrorCode.NONE
+                out.append(r)
+            answers.append((name, out))
         if acks == 0:
             if failed:
                 # Kafka closes the connection: a client that asked for no answer cannot learn of the
                 # failure otherwise.
-                req.conn.close("produce with acks=0 failed", errors=error_summary(responses))
+                req.conn.close("produce with acks=0 failed", errors=error_summary(_as_dicts(answers)))
             else:
                 req.no_response()
             return None
-        return {"responses": responses, "throttle_time_ms": 0}
+        v = req.api_version
+        if plain and v >= FIRST_WIRE_VERSION:
+            return ProduceAnswer(encode_answer(v, answers), v)
+        return {"responses": _as_dicts(answers), "throttle_time_ms": 0}
 
-    def _append_result(self, topic: str, part: PendingAppend) -> dict[str, Any]:
-        """A partition's answer once its append (a done future, or none for a duplicate) is settled."""
+    def _append_result(self, topic: str, part: PendingAppend) -> Success | dict[str, Any]:
+        """A partition's outcome once its append (a done future, or none for a duplicate) is
+        settled: (index, base offset, log-append time, log start offset), or its error answer."""
         if part.duplicate is not None and part.future is None:
             base = part.duplicate.first_offset
         else:
@@ -444,20 +468,44 @@ class ProduceHandler:
                     raise exc
                 return append_error(self.state.topics, topic, part.index, exc)
             result = part.future.result()
-            if isinstance(result, dict):  # answered after a producer-state load
+            if type(result) is dict:  # answered after a producer-state load
                 return result
             base = result[0]
         if part.duplicate is not None:
             log.info("produce_duplicate", topic=topic, partition=part.index, base_offset=base)
-        return {
-            "index": part.index,
-            "error_code": ErrorCode.NONE,
-            "base_offset": base,
-            "log_append_time_ms": part.lat,
-            "log_start_offset": part.plog.log_start_offset if not part.plog.closed else -1,
-            "record_errors": [],
-            "error_message": None,
-        }
+        plog = part.plog
+        return (part.index, base, part.lat, plog.log_start_offset if not plog.closed else -1)
+
+
+def _as_dicts(answers: list[tuple[str, list[Any]]]) -> list[dict[str, Any]]:
+    """The answer's ``responses`` as dicts (the generic encoder's input)."""
+    return [
+        {"name": name, "partition_responses": [r if type(r) is dict else _success(*r) for r in out]}
+        for name, out in answers
+    ]
+
+
+def _success(index: int, base: int, lat: int, lso: int) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": ErrorCode.NONE,
+        "base_offset": base,
+        "log_append_time_ms": lat,
+        "log_start_offset": lso,
+        "record_errors": [],
+        "error_message": None,
+    }
+
+
+def _has_transactional_batch(topic_data: list[dict[str, Any]]) -> bool:
+    """Whether any partition's data is a transactional batch (``rec.is_transactional_batch``,
+    in plain loops: a generator per request was ~1% of a small Produce)."""
+    is_transactional = rec.is_transactional_batch
+    for td in topic_data:
+        for pd in td["partition_data"] or ():
+            if is_transactional(pd.get("records")):
+                return True
+    return False
 
 
 async def _outcome(r: dict[str, Any] | PendingAppend) -> tuple[int, int] | dict[str, Any]:

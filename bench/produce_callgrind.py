@@ -1,0 +1,209 @@
+"""The daemon's instructions per small Produce request (issue 29 item 4, issue 26), load-insensitive:
+one ``groupd serve`` under callgrind, a raw client sending N Produce requests one at a time, the
+counters zeroed before and dumped after them. What it counts is the server's whole cost of one
+request (read, decode, dispatch, checks, producer state, append, answer, write), the figure the
+three-broker pipelines multiply by their request count. Compare two commits of the tree with it;
+the machine's load does not move the figure (wall-clock benches on a shared 2-core machine move by
+10-15% between rounds).
+
+Shapes (``--shape``):
+  small  bench.small_requests' produce: one 64-byte record, one partition, acks=all, no producer id.
+  franz  what franz-go sends on three brokers in TestGroupETL (bench/cluster_group.py: ~29 records
+         over 1.7 partitions per request): an idempotent producer (producer id, epoch, the next
+         sequence per partition), 2 partitions of 15 records each, acks=all, Produce v9.
+
+    python -m bench.produce_callgrind [N] [--shape small|franz] [--brokers 1] [--out cg.out] [--annotate 25]
+    python -m bench.produce_callgrind [N] --cprofile out.prof   # the same load under cProfile instead:
+                                                                # Python functions, calls per request
+
+Figures (1,000 requests, 2026-11-29), before (40cdb3d) -> after the Produce path's cuts (issue 29
+item 4): small 255,102 -> 189,586 (1 broker), 269,531 -> 202,613 (3 brokers); franz 478,695 ->
+336,252 (1), 478,596 -> 356,864 (3); 6 partitions of 500 records (--shape franz --parts 6
+--records 500) 3,971,363 -> 3,174,408. What is left is the interpreter itself (ceval ~38% of the
+instructions, allocation and frames most of the rest), spread over ~280 Python-level calls of a
+two-partition request (cProfile; 436 before): the socket path, dispatch and the cluster guard
+(~20k of the 3-broker figure) are outside the Produce handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from groupd.storage import records as rec
+
+from . import targets
+from .targets import start_groupd
+
+
+def _summary(path: Path) -> int:
+    for line in path.read_text().splitlines():
+        if line.startswith("summary:"):
+            return int(line.split()[1])
+    raise ValueError(f"no summary in {path}")
+
+
+def _with_sequence(batch: bytes, seq: int) -> bytes:
+    buf = bytearray(batch)
+    struct.pack_into(">i", buf, 53, seq)  # baseSequence
+    struct.pack_into(">I", buf, 17, rec.compute_crc(buf, 0, len(buf)))
+    return bytes(buf)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.produce_callgrind", description=__doc__.split("\n\n")[0])
+    ap.add_argument("n", nargs="?", type=int, default=1000)
+    ap.add_argument("--shape", choices=("small", "franz"), default="small")
+    ap.add_argument("--brokers", type=int, default=1)
+    ap.add_argument("--parts", type=int, default=None, help="partitions per request (default: small 1, franz 2)")
+    ap.add_argument("--records", type=int, default=15, help="records per batch of the franz shape")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--annotate", type=int, default=0, help="print the top N functions (callgrind_annotate)")
+    ap.add_argument("--cprofile", type=Path, default=None, help="run the daemon under cProfile, stats to this file")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="groupd-produce-callgrind-"))
+    out = args.out or root / "cg.out"
+    spawn = targets._spawn
+
+    def under_callgrind(cmd: list[str], **kw: Any) -> Any:
+        # uncompressed names: each dump then reads on its own (callgrind_annotate)
+        cg = ["valgrind", "--tool=callgrind", "--compress-strings=no", "--compress-pos=no"]
+        return spawn([*cg, f"--callgrind-out-file={out}", *cmd], **kw)
+
+    def under_cprofile(cmd: list[str], **kw: Any) -> Any:
+        # the daemon's main under a profiler that is enabled by SIGUSR1 and dumps at a clean exit
+        code = (
+            "import cProfile, signal, sys\n"
+            "from groupd.cli import main\n"
+            "import time\n"
+            # CPU time of the loop's thread: a wall clock charges the socket write with the time
+            # the process is descheduled after waking the client (a loaded 2-core machine)
+            "p = cProfile.Profile(time.thread_time)\n"
+            "signal.signal(signal.SIGUSR1, lambda *_: p.enable())\n"
+            "sys.argv = ['groupd', *sys.argv[1:]]\n"
+            "try:\n    rc = main()\nfinally:\n    p.disable()\n"
+            f"    p.dump_stats({str(args.cprofile)!r})\n"
+            "sys.exit(rc)\n"
+        )
+        assert cmd[1:3] == ["-m", "groupd"], cmd
+        return spawn([cmd[0], "-c", code, *cmd[3:]], **kw)
+
+    targets._spawn = under_cprofile if args.cprofile else under_callgrind  # type: ignore[assignment]
+    t, _ = start_groupd(root / "data", "--brokers", str(args.brokers), timeout=300)
+    try:
+        from tests.support.raw_client import RawClient
+
+        port = int(t.bootstrap.rsplit(":", 1)[1])
+        admin = RawClient(port, timeout=60)
+        r = admin.request(
+            "CreateTopics",
+            4,
+            {
+                "topics": [
+                    {"name": "p", "num_partitions": 6, "replication_factor": 1, "assignments": [], "configs": []}
+                ],
+                "timeout_ms": 30000,
+                "validate_only": False,
+            },
+        )
+        assert r["topics"][0]["error_code"] == 0, r
+        md = admin.request(
+            "Metadata",
+            9,
+            {"topics": [{"name": "p"}], "allow_auto_topic_creation": False}
+            | {"include_cluster_authorized_operations": False, "include_topic_authorized_operations": False},
+        )
+        ports = {b["node_id"]: b["port"] for b in md["brokers"]}
+        leaders = {p["partition_index"]: p["leader_id"] for p in md["topics"][0]["partitions"]}
+        now = int(time.time() * 1000)
+        if args.shape == "small":
+            lead = leaders[0]
+            parts = [p for p in sorted(leaders) if leaders[p] == lead][: args.parts or 1]
+            pid, epoch = -1, -1
+            batches = {p: rec.build_batch([(b"k", b"v" * 64, (), now)]) for p in parts}
+        else:
+            # two partitions of one broker on its connection (franz-go sends per broker)
+            lead = leaders[0]
+            parts = [p for p in sorted(leaders) if leaders[p] == lead][: args.parts or 2]
+            ip = admin.request(
+                "InitProducerId",
+                4,
+                {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1},
+            )
+            pid, epoch = ip["producer_id"], ip["producer_epoch"]
+            batches = {
+                p: rec.build_batch(
+                    [(str(i).encode(), b"v" * 100, (), now + i) for i in range(args.records)],
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    base_sequence=0,
+                )
+                for p in parts
+            }
+        admin.close()
+        c = RawClient(ports[leaders[parts[0]]], timeout=60)
+        seq = 0
+
+        def produce() -> None:
+            nonlocal seq
+            data = []
+            for p in parts:
+                b = batches[p] if pid < 0 else _with_sequence(batches[p], seq)
+                data.append({"index": p, "records": b})
+            if pid >= 0:
+                seq += args.records
+            body = {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout_ms": 30000,
+                "topic_data": [{"name": "p", "partition_data": data}],
+            }
+            r = c.request("Produce", 9, body)
+            assert all(pr["error_code"] == 0 for tr in r["responses"] for pr in tr["partition_responses"]), r
+
+        for _ in range(200):  # warm: codecs, the logs' first segments, the producer state
+            produce()
+        if args.cprofile:
+            os.kill(t.pid, signal.SIGUSR1)
+            time.sleep(0.5)  # the handler runs on the loop's next wake-up: the sleep lets it in
+            for _ in range(args.n):
+                produce()
+            t.proc.terminate()
+            t.proc.wait(120)
+            stats = pstats.Stats(str(args.cprofile))
+            print(f"{args.n} requests ({args.shape}, {args.brokers} broker(s)); cProfile stats in {args.cprofile}")
+            stats.sort_stats("tottime").print_stats(args.annotate or 40)
+            return
+        subprocess.run(["callgrind_control", "-z", str(t.pid)], check=True, capture_output=True)
+        for _ in range(args.n):
+            produce()
+        subprocess.run(["callgrind_control", "-d", str(t.pid)], check=True, capture_output=True)
+        dumped = sorted(out.parent.glob(out.name + ".*"))[-1]
+        print(
+            f"{_summary(dumped) / args.n:,.0f} instructions per Produce ({args.shape}, {args.brokers} broker(s), "
+            f"{args.n} requests, {dumped})",
+            flush=True,
+        )
+        if args.annotate:
+            ann = subprocess.run(
+                ["callgrind_annotate", "--threshold=100", str(dumped)], capture_output=True, text=True
+            ).stdout.splitlines()
+            start = next((i for i, ln in enumerate(ann) if "file:function" in ln), 0)
+            for ln in ann[start + 2 : start + 2 + args.annotate]:
+                print(ln)
+    finally:
+        t.proc.terminate()
+        t.proc.wait(120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""A Produce answer whose partitions all succeeded, encoded here (issue 29 item 4, issue 26).
+
+A small Produce (one or two partitions, franz-go's shape on three brokers) spent ~15% of its
+server CPU on its answer: a dict per partition and per topic built by ``ProduceHandler``, then walked
+field by field by the generic encoder. The common answer (every partition appended, no record
+errors, no error message, no leader hint) is a fixed layout per version, so ``encode_answer``
+packs it from the outcomes directly and ``ProduceAnswer`` hands the bytes to the dispatcher
+(``wire_payload``, as OffsetCommit's and Heartbeat's answers do). Whoever reads the answer as a dict
+(the metrics observers read the top-level ``error_code``, the cluster guard merges refused partitions
+into ``responses``, tests) gets ``responses`` decoded from those bytes on first read; an answer
+whose ``responses`` were read may have been changed, so the generic encoder encodes it then.
+
+Any answer with an error takes the dict path (``ProduceHandler._produce_answer``), and so do v0-2.
+tests/data_plane/test_produce_wire.py checks the bytes against the generic encoder for every version.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+from groupd.protocol.messages import API_BY_NAME
+
+__all__ = ["FIRST_WIRE_VERSION", "ProduceAnswer", "Success", "encode_answer"]
+
+PRODUCE = API_BY_NAME["Produce"]
+FIRST_WIRE_VERSION = 3  # v0-2 (message sets, no transactional id) keep the generic encoder
+_RESPONSES = "responses"
+_contains = dict.__contains__
+_get = dict.get
+
+# A partition that was appended: (index, base offset, log-append time or -1, log start offset).
+Success = tuple[int, int, int, int]
+
+_I32 = struct.Struct(">i").pack
+_I16 = struct.Struct(">h").pack
+_THROTTLE = b"\x00\x00\x00\x00"
+_ONE_BYTE = [bytes([n]) for n in range(0x80)]  # the uvarints of 0-127
+
+
+def _uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return _ONE_BYTE[n]
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+# A successful partition in one pack per version: index, error code (0), base offset, log-append
+# time, log start offset (v5+), then from v8 record_errors (empty) and error_message (null), and
+# (flexible, v9+) an empty tagged-field section: no current_leader.
+_V9 = struct.Struct(">ihqqqBBB").pack  # compact: empty array 0x01, null string 0x00, no tags 0x00
+_V8 = struct.Struct(">ihqqqih").pack  # record_errors count 0, error_message length -1
+_V5 = struct.Struct(">ihqqq").pack
+_V3 = struct.Struct(">ihqq").pack  # before v5: no log start offset
+
+
+def encode_answer(version: int, answers: list[tuple[str, list[Success]]]) -> bytes:
+    """The body of a Produce ``version`` (3+) answer whose partitions all succeeded, as the
+    generic encoder would write it (throttle time 0, no node endpoints)."""
+    if version >= 9:
+        parts = [_uvarint(len(answers) + 1)]
+        append = parts.append
+        for name, outs in answers:
+            raw = name.encode()
+            append(_uvarint(len(raw) + 1) + raw + _uvarint(len(outs) + 1))
+            for index, base, lat, lso in outs:
+                append(_V9(index, 0, base, lat, lso, 1, 0, 0))
+            append(b"\x00")  # the topic's tagged fields
+        append(_THROTTLE + b"\x00")  # and the answer's
+        return b"".join(parts)
+    parts = [_I32(len(answers))]
+    append = parts.append
+    for name, outs in answers:
+        raw = name.encode()
+        append(_I16(len(raw)) + raw + _I32(len(outs)))
+        if version >= 8:
+            for index, base, lat, lso in outs:
+                append(_V8(index, 0, base, lat, lso, 0, -1))
+        elif version >= 5:
+            for index, base, lat, lso in outs:
+                append(_V5(index, 0, base, lat, lso))
+        else:
+            for index, base, lat, _lso in outs:
+                append(_V3(index, 0, base, lat))
+    append(_THROTTLE)
+    return b"".join(parts)
+
+
+class ProduceAnswer(dict):  # type: ignore[type-arg]
+    """A Produce answer sent as ``payload`` (``wire_payload``); as a dict it is
+    ``{"responses": [...], "throttle_time_ms": 0}`` with ``responses`` decoded on first read (or
+    by anything that reads every key: iteration, equality, ``repr``)."""
+
+    __slots__ = ("payload", "version", "wire_payload")
+
+    def __init__(self, payload: bytes, version: int) -> None:
+        dict.__init__(self, throttle_time_ms=0)
+        self.payload = payload
+        self.version = version
+        # What the dispatcher sends (an attribute, not a property: read once per answer). None once
+        # the answer was read as a dict (``_full``), which may have changed it: the generic
+        # encoder encodes it then.
+        self.wire_payload: bytes | None = payload
+
+    def _full(self) -> None:
+        if not _contains(self, _RESPONSES):
+            decoded = PRODUCE.response.codec(self.version).parse_at(self.payload, 0)[0]
+            dict.__setitem__(self, _RESPONSES, decoded[_RESPONSES])
+            self.wire_payload = None
+
+    def __missing__(self, key: str) -> Any:
+        if key == _RESPONSES:
+            self._full()
+            return dict.__getitem__(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        if key == _RESPONSES:
+            self._full()
+        return _get(self, key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if key == _RESPONSES:
+            self._full()
+        return _contains(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        self._full()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self._full()
+        return dict.__len__(self)
+
+    def keys(self):  # type: ignore[no-untyped-def]
+        self._full()
+        return dict.keys(self)
+
+    def items(self):  # type: ignore[no-untyped-def]
+        self._full()
+        return dict.items(self)
+
+    def values(self):  # type: ignore[no-untyped-def]
+        self._full()
+        return dict.values(self)
+
+    def copy(self) -> dict[str, Any]:  # type: ignore[override]
+        self._full()
+        return dict(dict.items(self))
+
+    # A write (a throttle time, say) makes the bytes stale: decoded first, encoded generically then.
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._full()
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._full()
+        dict.__delitem__(self, key)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._full()
+        dict.update(self, *args, **kwargs)
+
+    def pop(self, key: str, *default: Any) -> Any:  # type: ignore[override]
+        self._full()
+        return dict.pop(self, key, *default)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        self._full()
+        return dict.setdefault(self, key, default)
+
+    def popitem(self) -> tuple[str, Any]:
+        self._full()
+        return dict.popitem(self)
+
+    def clear(self) -> None:
+        self._full()
+        dict.clear(self)
+
+    def __eq__(self, other: object) -> bool:
+        self._full()
+        if isinstance(other, ProduceAnswer):
+            other._full()
+        return dict.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        self._full()
+        return dict.__repr__(self)
+
+    def __reduce__(self) -> Any:
+        self._full()
+        return (dict, (dict(dict.items(self)),))
