@@ -20,7 +20,7 @@ from ..protocol.ratelimit import LogLimiter
 from . import errors as err
 from .classic.admin import GROUP_AUTHORIZED_OPERATIONS
 from .classic.manager import ClassicGroupManager
-from .consumer_wire import steady_answer
+from .consumer_wire import SteadyBody, steady_answer
 from .migration import Migration
 from .records import GroupMetadataKey, Record
 from .result import Result
@@ -190,7 +190,7 @@ class ConsumerGroupRequests:
             image = self._topics_image()
             if image is not consumer.topics:
                 consumer.set_topics(image)
-        return consumer.steady_heartbeat(rt.now, req, version, client_id, client_host)
+        return consumer.steady_heartbeat(rt.now, req, version, client_id, client_host, type(req) is SteadyBody)
 
     def snapshot(self, gid: str) -> None:
         # the first snapshot before a write wins: an upgrade applies the conversion, then the heartbeat

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..protocol.messages import API_BY_NAME
 
-__all__ = ["SteadyAnswer", "parse_body_for", "steady_answer"]
+__all__ = ["SteadyAnswer", "SteadyBody", "parse_body_for", "steady_answer"]
 
 CONSUMER_GROUP_HEARTBEAT = API_BY_NAME["ConsumerGroupHeartbeat"]
 _INT32 = struct.Struct(">i")
@@ -35,6 +35,14 @@ _STEADY_TAIL = {
 }
 
 
+class SteadyBody(dict):  # type: ignore[type-arg]
+    """A body read in the steady form (``parse_body_for``): a dict like the generic decoder's, whose
+    type tells the steady path that every field a steady member leaves unset is unset (issue 26: the
+    reader checked their bytes; ``ConsumerGroupManager.steady_heartbeat`` need not look again)."""
+
+    __slots__ = ()
+
+
 def parse_body_for(version: int) -> Callable[[bytes, int], tuple[dict[str, Any], int]] | None:
     """The dispatcher's decoder of ConsumerGroupHeartbeat ``version`` bodies (None: the generic one)."""
     tail = _STEADY_TAIL.get(version)
@@ -42,8 +50,22 @@ def parse_body_for(version: int) -> Callable[[bytes, int], tuple[dict[str, Any],
         return None
     generic = CONSUMER_GROUP_HEARTBEAT.request.codec(version).parse_at
     n_tail = len(tail)
-    with_regex = version >= 1
     unpack_epoch = _INT32.unpack_from
+    # The body with the unset fields, in the generic decoder's order: copied, then the ids and the
+    # epoch set (a copy of a dict costs less than a display of ten entries).
+    template: dict[str, Any] = {
+        "group_id": "",
+        "member_id": "",
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": -1,
+        "subscribed_topic_names": None,
+    }
+    if version >= 1:
+        template["subscribed_topic_regex"] = None
+    template["server_assignor"] = None
+    template["topic_partitions"] = None
 
     def parse_at(frame: bytes, pos: int) -> tuple[dict[str, Any], int]:
         # Compact strings of 1-126 bytes (a one-byte length), so an empty, null or long id, like any
@@ -57,19 +79,12 @@ def parse_body_for(version: int) -> Callable[[bytes, int], tuple[dict[str, Any],
                     at_epoch = at_member + m
                     end = at_epoch + 4 + n_tail
                     if frame[at_epoch + 4 : end] == tail:
-                        body: dict[str, Any] = {
-                            "group_id": frame[pos + 1 : at_member].decode(),
-                            "member_id": frame[at_member + 1 : at_epoch].decode(),
-                            "member_epoch": unpack_epoch(frame, at_epoch)[0],
-                            "instance_id": None,
-                            "rack_id": None,
-                            "rebalance_timeout_ms": -1,
-                            "subscribed_topic_names": None,
-                        }
-                        if with_regex:
-                            body["subscribed_topic_regex"] = None
-                        body["server_assignor"] = None
-                        body["topic_partitions"] = None
+                        group_id = frame[pos + 1 : at_member].decode()
+                        member_id = frame[at_member + 1 : at_epoch].decode()
+                        body = SteadyBody(template)
+                        body["group_id"] = group_id
+                        body["member_id"] = member_id
+                        body["member_epoch"] = unpack_epoch(frame, at_epoch)[0]
                         return body, end
         except (IndexError, UnicodeDecodeError):
             pass  # the generic decoder says what is wrong with it, as it always did
