@@ -182,7 +182,7 @@ class ConsumerGroupRequests:
             or gid in self.group_records
             or gid in self.classic.groups
             or rt.route_error(partition_for(gid, self.classic.config.num_offsets_partitions)) != err.NONE
-            or self.share_side.is_share_group(gid)
+            or self.share_side.share.group(gid) is not None  # is_share_group, without its call
         ):
             return None
         consumer = self.consumer
