@@ -31,7 +31,13 @@ from .messages import API_BY_KEY
 from .messages.core import API_VERSIONS
 from .messages.headers import REQUEST_HEADER
 from .schema import ApiSchema
-from .server import Connection, Request
+from .server import Connection, Request, _wire
+
+# protocol/_wire.c's header reader and Request maker (None / Request itself without the C module)
+read_header: Callable[[bytes, dict[int, Any]], tuple[Any, int, str, int] | None] | None = (
+    None if _wire is None else _wire.read_header
+)
+new_request: Callable[..., Request] = (lambda cls, *fields: cls(*fields)) if _wire is None else _wire.new_request
 
 log = structlog.get_logger("groupd.dispatch")
 
@@ -207,36 +213,21 @@ class Dispatcher:
                     return
         elif not session.authenticated and not self._before_authentication(conn, session, frame):
             return
-        key_version, correlation_id = _KEY_VERSION_CORR.unpack_from(frame, 0)
-        entry = self._versions.get(key_version)
-        if entry is None:
-            api_key, version, _ = _FIXED_HEADER.unpack_from(frame, 0)
-            route = self.routes.get(api_key)
-            if route is None:
-                conn.close("unknown api key", api_key=api_key, api_version=version)
-                return
-            if not route.min_version <= version <= route.max_version:
-                self._unsupported(conn, route, version, correlation_id)
-                return
-            entry = self._versions[key_version] = _Version(self, route, version)
-        route = entry.route
-        version = entry.version
         if type(frame) is not bytes:  # the server hands bytes; in-process callers may not
             frame = bytes(frame)
+        # The header read in C when it is the common one (a known version, a present client_id, no
+        # tagged fields: protocol/_wire.c); anything else, or no C module, by _read_header.
+        head = read_header(frame, self._versions) if read_header is not None else None
+        if head is None:
+            head = self._read_header(conn, frame)
+            if head is None:
+                return  # answered or closed
+        entry, correlation_id, client_id, pos = head
+        route = entry.route
+        version = entry.version
         # The compiled parse functions directly (design.md: no per-call context); the errors
         # mapped to DecodeError are those ``Codec.decode_at`` maps.
         try:
-            # The header's client_id read in place (issue 26: the header's dict cost ~0.3 us of a
-            # ~7 us heartbeat); anything but a present client_id and an empty tagged-field
-            # section goes through the compiled parser, which raises what it raises.
-            (n,) = _CLIENT_ID_SIZE.unpack_from(frame, 8)
-            pos = 10 + n
-            if n >= 0 and pos < len(frame) and (not entry.flexible_header or frame[pos] == 0):
-                client_id = frame[10:pos].decode()
-                pos += entry.flexible_header
-            else:
-                header, pos = entry.parse_header(frame, 0)
-                client_id = header["client_id"]
             body = entry.parse_body(frame, pos)[0]
         except DecodeError as e:
             conn.close("undecodable request", api=route.api.name, api_version=version, error=str(e))
@@ -244,7 +235,8 @@ class Dispatcher:
         except (struct.error, IndexError, UnicodeDecodeError, ValueError) as e:
             conn.close("undecodable request", api=route.api.name, api_version=version, error=f"malformed message: {e}")
             return
-        req = Request(
+        req = new_request(
+            Request,
             conn,
             entry.api_key,
             version,
@@ -276,6 +268,43 @@ class Dispatcher:
                 self._result(route, req, result)
         finally:
             current_request.reset(token)
+
+    def _read_header(self, conn: Connection, frame: bytes) -> tuple[_Version, int, str | None, int] | None:
+        """The request header of ``frame``: its entry, correlation id, client_id and where the body
+        starts; None when the request was answered or the connection closed (the reference of
+        ``_wire.read_header``, and what reads every header that one leaves to it)."""
+        key_version, correlation_id = _KEY_VERSION_CORR.unpack_from(frame, 0)
+        entry = self._versions.get(key_version)
+        if entry is None:
+            api_key, version, _ = _FIXED_HEADER.unpack_from(frame, 0)
+            route = self.routes.get(api_key)
+            if route is None:
+                conn.close("unknown api key", api_key=api_key, api_version=version)
+                return None
+            if not route.min_version <= version <= route.max_version:
+                self._unsupported(conn, route, version, correlation_id)
+                return None
+            entry = self._versions[key_version] = _Version(self, route, version)
+        try:
+            # The header's client_id read in place (issue 26: the header's dict cost ~0.3 us of a
+            # ~7 us heartbeat); anything but a present client_id and an empty tagged-field
+            # section goes through the compiled parser, which raises what it raises.
+            (n,) = _CLIENT_ID_SIZE.unpack_from(frame, 8)
+            pos = 10 + n
+            if n >= 0 and pos < len(frame) and (not entry.flexible_header or frame[pos] == 0):
+                client_id = frame[10:pos].decode()
+                pos += entry.flexible_header
+            else:
+                header, pos = entry.parse_header(frame, 0)
+                client_id = header["client_id"]
+        except DecodeError as e:
+            conn.close("undecodable request", api=entry.route.api.name, api_version=entry.version, error=str(e))
+            return None
+        except (struct.error, IndexError, UnicodeDecodeError, ValueError) as e:
+            name, version = entry.route.api.name, entry.version
+            conn.close("undecodable request", api=name, api_version=version, error=f"malformed message: {e}")
+            return None
+        return entry, correlation_id, client_id, pos
 
     def _before_authentication(self, conn: Connection, session: Session, frame: bytes) -> bool:
         """A frame on a connection not authenticated yet: whether it goes on to be dispatched as a
