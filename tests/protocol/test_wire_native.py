@@ -182,6 +182,8 @@ def test_without_the_c_module_the_python_path_runs() -> None:
         "d.register(API_BY_NAME['Heartbeat'], seen.append)\n"
         "c = _Conn(); d(c, _frame(4, 'cid', [], 9))\n"
         "assert c.closed is None and seen[0].client_id == 'cid' and seen[0].correlation_id == 9\n"
+        "from groupd.coordinator import consumer_wire\n"  # its steady reader in C (coordinator/_native.c)
+        "assert consumer_wire._steady_c is None and consumer_wire.parse_body_for(1).__name__ == 'parse_at'\n"
     )
     env = {**os.environ, "GROUPD_NO_NATIVE": "1"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
