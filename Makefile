@@ -20,8 +20,8 @@ $(VENV)/bin/python:
 # table is what setuptools documents for extensions declared in pyproject.toml.
 QUIET_EDITABLE := PYTHONWARNINGS='ignore:Editable installation,ignore:`[tool.setuptools.ext-modules]`'
 
-# The C extensions (*/_native.c) are built by the editable install: edited, they are built again.
-$(VENV)/.base: $(VENV)/bin/python pyproject.toml $(wildcard */_native.c)
+# The C extensions (*/_native.c, protocol/_wire.c) are built by the editable install: edited, they are built again.
+$(VENV)/.base: $(VENV)/bin/python pyproject.toml $(wildcard */_native.c) protocol/_wire.c
 	$(QUIET_EDITABLE) $(PIP) install -q -e .
 	touch $@
 

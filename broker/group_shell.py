@@ -197,7 +197,9 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
             arm = self._arm
 
             def handle_consumer_heartbeat(req: Request) -> None:
-                host = host_of(req)
+                host = hosts.get(req.conn.peer_host)  # host_of's lookup, without its call
+                if host is None:
+                    host = host_of(req)
                 enter(clock(), node_id)
                 response = steady(req.api_version, req.body, req.client_id or "", host)
                 if response is None:

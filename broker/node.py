@@ -106,7 +106,9 @@ class Broker:
                 migration_policy=config.group_consumer_migration_policy.strip().lower(),
                 regex_refresh_interval_ms=config.group_consumer_regex_refresh_interval_ms,
             ),
-            topics_image=self.topics_image,
+            # its bound __call__: asked for by every KIP-848 heartbeat, and an instance's call slot
+            # costs ~0.1 us more than a bound method's (issue 26)
+            topics_image=self.topics_image.__call__,
             share_config=ShareGroupConfig(
                 session_timeout_ms=config.group_share_session_timeout_ms,
                 min_session_timeout_ms=config.group_share_min_session_timeout_ms,

@@ -17,6 +17,9 @@
  *       group checks stay in Python: build_commit calls `validate()` once, where the Python path
  *       does.
  *
+ *   steady_consumer_heartbeat(...)  reads a steady ConsumerGroupHeartbeat body (ids and epoch
+ *       only) as coordinator/consumer_wire.py's steady reader does (tests/coordinator/test_consumer_wire.py).
+ *
  * The Python path (coordinator/offsets.py, serde.py, storage/records.py) stays the reference:
  * tests/coordinator/test_native_commit.py compares both byte for byte and feeds parse_commit
  * random and truncated bytes. Every read is bounds-checked against the buffer's length.
@@ -887,7 +890,70 @@ done:
     return result;
 }
 
+/* ---- a steady ConsumerGroupHeartbeat (coordinator/consumer_wire.py) ------------------------ */
+
+static PyObject *s_group_id, *s_member_id, *s_member_epoch;
+
+/* steady_consumer_heartbeat(frame, pos, tail, template, cls) -> (body, end) or None: what
+ * consumer_wire's steady reader reads (group id and member id as compact strings of 1-126 bytes,
+ * the epoch, then ``tail``, the bytes of every other field unset), the body made as
+ * ``cls(template)`` with the two ids and the epoch set; None wherever that reader hands the bytes
+ * to the generic decoder (which then decides). */
+static PyObject *steady_consumer_heartbeat(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "steady_consumer_heartbeat takes 5 arguments");
+        return NULL;
+    }
+    PyObject *frame = args[0], *tail = args[2];
+    if (!PyBytes_CheckExact(frame) || !PyBytes_CheckExact(tail)) Py_RETURN_NONE;
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) return NULL;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(frame);
+    Py_ssize_t len = PyBytes_GET_SIZE(frame), n_tail = PyBytes_GET_SIZE(tail);
+    if (pos < 0 || pos >= len) Py_RETURN_NONE;
+    unsigned g = b[pos];
+    if (g < 2 || g >= 0x80) Py_RETURN_NONE;
+    Py_ssize_t at_member = pos + g;
+    if (at_member >= len) Py_RETURN_NONE;
+    unsigned m = b[at_member];
+    if (m < 2 || m >= 0x80) Py_RETURN_NONE;
+    Py_ssize_t at_epoch = at_member + m;
+    Py_ssize_t end = at_epoch + 4 + n_tail;
+    if (n_tail < 1 || end > len || memcmp(b + at_epoch + 4, PyBytes_AS_STRING(tail), (size_t)n_tail) != 0)
+        Py_RETURN_NONE;
+    PyObject *group_id = PyUnicode_DecodeUTF8((const char *)b + pos + 1, (Py_ssize_t)g - 1, NULL);
+    PyObject *member_id = group_id ? PyUnicode_DecodeUTF8((const char *)b + at_member + 1, (Py_ssize_t)m - 1, NULL) : NULL;
+    if (member_id == NULL) {
+        Py_XDECREF(group_id);
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear(); /* the generic decoder raises it */
+            Py_RETURN_NONE;
+        }
+        return NULL;
+    }
+    const unsigned char *e = b + at_epoch;
+    int32_t epoch = (int32_t)(((uint32_t)e[0] << 24) | ((uint32_t)e[1] << 16) | ((uint32_t)e[2] << 8) | e[3]);
+    PyObject *epoch_obj = PyLong_FromLong(epoch);
+    PyObject *body = epoch_obj ? PyObject_CallOneArg(args[4], args[3]) : NULL;
+    PyObject *at_end = body ? PyLong_FromSsize_t(end) : NULL;
+    PyObject *out = NULL;
+    if (at_end != NULL && PyDict_Check(body) && PyDict_SetItem(body, s_group_id, group_id) == 0 &&
+        PyDict_SetItem(body, s_member_id, member_id) == 0 && PyDict_SetItem(body, s_member_epoch, epoch_obj) == 0)
+        out = PyTuple_Pack(2, body, at_end);
+    else if (at_end != NULL && !PyDict_Check(body))
+        PyErr_SetString(PyExc_TypeError, "steady_consumer_heartbeat: cls(template) is not a dict");
+    Py_DECREF(group_id);
+    Py_DECREF(member_id);
+    Py_XDECREF(epoch_obj);
+    Py_XDECREF(body);
+    Py_XDECREF(at_end);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"steady_consumer_heartbeat", (PyCFunction)(void (*)(void))steady_consumer_heartbeat, METH_FASTCALL,
+     "steady_consumer_heartbeat(frame, pos, tail, template, cls) -> (body, end) or None (the generic decoder's)."},
     {"parse_commit", parse_commit, METH_VARARGS,
      "parse_commit(frame, pos, version) -> (end, group_id, generation, member_id, instance_id, retention, "
      "topics_pos, topic_count) or None when the generic decoder must decide."},
@@ -905,7 +971,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, 
 PyMODINIT_FUNC PyInit__native(void) {
     crc_init();
     s_partitions = PyUnicode_InternFromString("partitions");
-    if (!s_partitions) return NULL;
+    s_group_id = PyUnicode_InternFromString("group_id");
+    s_member_id = PyUnicode_InternFromString("member_id");
+    s_member_epoch = PyUnicode_InternFromString("member_epoch");
+    if (!s_partitions || !s_group_id || !s_member_id || !s_member_epoch) return NULL;
 #ifdef HAVE_HW_CRC
     __builtin_cpu_init();
     hw_crc = __builtin_cpu_supports("sse4.2") && !getenv("GROUPD_NATIVE_NO_HW_CRC");

@@ -20,7 +20,7 @@ from ..protocol.ratelimit import LogLimiter
 from . import errors as err
 from .classic.admin import GROUP_AUTHORIZED_OPERATIONS
 from .classic.manager import ClassicGroupManager
-from .consumer_wire import steady_answer
+from .consumer_wire import SteadyBody, steady_answer
 from .migration import Migration
 from .records import GroupMetadataKey, Record
 from .result import Result
@@ -182,7 +182,7 @@ class ConsumerGroupRequests:
             or gid in self.group_records
             or gid in self.classic.groups
             or rt.route_error(partition_for(gid, self.classic.config.num_offsets_partitions)) != err.NONE
-            or self.share_side.is_share_group(gid)
+            or self.share_side.share.group(gid) is not None  # is_share_group, without its call
         ):
             return None
         consumer = self.consumer
@@ -190,7 +190,7 @@ class ConsumerGroupRequests:
             image = self._topics_image()
             if image is not consumer.topics:
                 consumer.set_topics(image)
-        return consumer.steady_heartbeat(rt.now, req, version, client_id, client_host)
+        return consumer.steady_heartbeat(rt.now, req, version, client_id, client_host, type(req) is SteadyBody)
 
     def snapshot(self, gid: str) -> None:
         # the first snapshot before a write wins: an upgrade applies the conversion, then the heartbeat

@@ -14,15 +14,26 @@ tests/coordinator/test_consumer_wire.py checks both against the generic codecs b
 
 from __future__ import annotations
 
+import importlib
+import os
 import struct
 from collections.abc import Callable
 from typing import Any
 
 from ..protocol.messages import API_BY_NAME
 
-__all__ = ["SteadyAnswer", "parse_body_for", "steady_answer"]
+__all__ = ["SteadyAnswer", "SteadyBody", "parse_body_for", "steady_answer"]
 
 CONSUMER_GROUP_HEARTBEAT = API_BY_NAME["ConsumerGroupHeartbeat"]
+
+# The steady reader in C (coordinator/_native.c, issue 26: the Python one is ~0.4 us of a KIP-848
+# heartbeat); the Python reader stays the reference and the fallback (GROUPD_NO_NATIVE=1, read once).
+try:
+    if os.environ.get("GROUPD_NO_NATIVE") == "1":
+        raise ImportError("GROUPD_NO_NATIVE=1")
+    _steady_c: Any = importlib.import_module(__name__.rpartition(".")[0] + "._native").steady_consumer_heartbeat
+except (ImportError, AttributeError):
+    _steady_c = None
 _INT32 = struct.Struct(">i")
 _TWO_INT32 = struct.Struct(">ii")
 
@@ -35,15 +46,38 @@ _STEADY_TAIL = {
 }
 
 
-def parse_body_for(version: int) -> Callable[[bytes, int], tuple[dict[str, Any], int]] | None:
-    """The dispatcher's decoder of ConsumerGroupHeartbeat ``version`` bodies (None: the generic one)."""
+class SteadyBody(dict):  # type: ignore[type-arg]
+    """A body read in the steady form (``parse_body_for``): a dict like the generic decoder's, whose
+    type tells the steady path that every field a steady member leaves unset is unset (issue 26: the
+    reader checked their bytes; ``ConsumerGroupManager.steady_heartbeat`` need not look again)."""
+
+    __slots__ = ()
+
+
+def parse_body_for(version: int, *, native: bool = True) -> Callable[[bytes, int], tuple[dict[str, Any], int]] | None:
+    """The dispatcher's decoder of ConsumerGroupHeartbeat ``version`` bodies (None: the generic one);
+    ``native``: the steady reader in C when the module is there (else the Python one)."""
     tail = _STEADY_TAIL.get(version)
     if tail is None:
         return None
     generic = CONSUMER_GROUP_HEARTBEAT.request.codec(version).parse_at
     n_tail = len(tail)
-    with_regex = version >= 1
     unpack_epoch = _INT32.unpack_from
+    # The body with the unset fields, in the generic decoder's order: copied, then the ids and the
+    # epoch set (a copy of a dict costs less than a display of ten entries).
+    template: dict[str, Any] = {
+        "group_id": "",
+        "member_id": "",
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": -1,
+        "subscribed_topic_names": None,
+    }
+    if version >= 1:
+        template["subscribed_topic_regex"] = None
+    template["server_assignor"] = None
+    template["topic_partitions"] = None
 
     def parse_at(frame: bytes, pos: int) -> tuple[dict[str, Any], int]:
         # Compact strings of 1-126 bytes (a one-byte length), so an empty, null or long id, like any
@@ -57,24 +91,26 @@ def parse_body_for(version: int) -> Callable[[bytes, int], tuple[dict[str, Any],
                     at_epoch = at_member + m
                     end = at_epoch + 4 + n_tail
                     if frame[at_epoch + 4 : end] == tail:
-                        body: dict[str, Any] = {
-                            "group_id": frame[pos + 1 : at_member].decode(),
-                            "member_id": frame[at_member + 1 : at_epoch].decode(),
-                            "member_epoch": unpack_epoch(frame, at_epoch)[0],
-                            "instance_id": None,
-                            "rack_id": None,
-                            "rebalance_timeout_ms": -1,
-                            "subscribed_topic_names": None,
-                        }
-                        if with_regex:
-                            body["subscribed_topic_regex"] = None
-                        body["server_assignor"] = None
-                        body["topic_partitions"] = None
+                        group_id = frame[pos + 1 : at_member].decode()
+                        member_id = frame[at_member + 1 : at_epoch].decode()
+                        body = SteadyBody(template)
+                        body["group_id"] = group_id
+                        body["member_id"] = member_id
+                        body["member_epoch"] = unpack_epoch(frame, at_epoch)[0]
                         return body, end
         except (IndexError, UnicodeDecodeError):
             pass  # the generic decoder says what is wrong with it, as it always did
         return generic(frame, pos)
 
+    if native and _steady_c is not None:
+        steady_c = _steady_c
+
+        def parse_at_c(frame: bytes, pos: int) -> tuple[dict[str, Any], int]:
+            # None exactly where parse_at hands the bytes to the generic decoder
+            got = steady_c(frame, pos, tail, template, SteadyBody)
+            return got if got is not None else generic(frame, pos)  # type: ignore[no-any-return]
+
+        return parse_at_c
     return parse_at
 
 

@@ -128,8 +128,8 @@ class GroupCoordinator:
 
     def enter(self, now_ms: int, node_id: int | None = None) -> None:
         """Start a hot-path call, one that answers nothing through a Result (Heartbeat, a steady one)."""
-        self.runtime.receive(node_id)
-        self.runtime.now = now_ms
+        rt = self.runtime  # rt.receive, without its call (issue 26)
+        rt.receiver, rt.now = (rt.local_id if node_id is None else node_id), now_ms
         if not self._retention_armed:
             self._begin(now_ms)
 

@@ -78,7 +78,7 @@ class _Calls:
 class DeferredGroups:
     """Stands in for a ``ConsumerGroupManager`` or ``ShareGroupManager`` until its first use."""
 
-    __slots__ = ("_build", "_calls", "_deadlines", "_groups", "_holders", "_pending", "_real")
+    __slots__ = ("_build", "_calls", "_groups", "_holders", "_pending", "_real", "deadlines")
 
     def __init__(self, build: Callable[[], Any]) -> None:
         _set = object.__setattr__
@@ -86,7 +86,9 @@ class DeferredGroups:
         _set(self, "_real", None)
         _set(self, "_pending", {})  # attributes set before the build, applied to the real manager
         _set(self, "_holders", [])  # (object, attribute) that hold the stand-in, rebound at the build
-        _set(self, "_deadlines", Deadlines())  # empty: what the shard's timers read meanwhile
+        # Empty: what the shard's timers read meanwhile; the real manager's once built. A plain
+        # slot, not a property: the shell reads it after every heartbeat (Wakeup.arm, issue 26).
+        _set(self, "deadlines", Deadlines())
         _set(self, "_groups", _NoGroups(self))
         _set(self, "_calls", [])  # (attribute, method, args, kwargs) made on a collaborator meanwhile
 
@@ -110,6 +112,7 @@ class DeferredGroups:
             for attribute, method, args, kwargs in self._calls:
                 getattr(getattr(real, attribute), method)(*args, **kwargs)
             object.__setattr__(self, "_real", real)
+            object.__setattr__(self, "deadlines", real.deadlines)
             for holder, attribute in self._holders:
                 if getattr(holder, attribute) is self:
                     setattr(holder, attribute, real)
@@ -127,11 +130,6 @@ class DeferredGroups:
     def groups(self) -> Any:
         real = self._real
         return self._groups if real is None else real.groups
-
-    @property
-    def deadlines(self) -> Deadlines:
-        real = self._real
-        return self._deadlines if real is None else real.deadlines
 
     @property
     def events(self) -> Any:

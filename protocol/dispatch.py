@@ -31,12 +31,21 @@ from .messages import API_BY_KEY
 from .messages.core import API_VERSIONS
 from .messages.headers import REQUEST_HEADER
 from .schema import ApiSchema
-from .server import Connection, Request
+from .server import Connection, Request, _wire
+
+# protocol/_wire.c's header reader and Request maker (None / Request itself without the C module)
+read_header: Callable[[bytes, dict[int, Any]], tuple[Any, int, str, int] | None] | None = (
+    None if _wire is None else _wire.read_header
+)
+new_request: Callable[..., Request] = (lambda cls, *fields: cls(*fields)) if _wire is None else _wire.new_request
 
 log = structlog.get_logger("groupd.dispatch")
 
 Handler = Callable[[Request], Any]
 _FIXED_HEADER = struct.Struct(">hhi")
+# api key and version read as one int32 (the key of the per-version entries: an int hashes and
+# compares for less than a tuple of two), then the correlation id
+_KEY_VERSION_CORR = struct.Struct(">ii")
 _SIZE_CORR = struct.Struct(">ii")
 _SIZE_CORR_TAGS = struct.Struct(">iiB")  # size, correlation id, empty tagged fields (header v1)
 _CLIENT_ID_SIZE = struct.Struct(">h")  # request header v1+: client_id, a nullable (int16-sized) string
@@ -85,12 +94,24 @@ class _Version:
     generic path (``routes`` -> ``is_flexible`` -> ``codec(version)``) cost ~5 us per request in
     lookups alone, a sixth of a heartbeat."""
 
-    __slots__ = ("encode", "flexible_header", "flexible_response", "parse_body", "parse_header", "response", "route")
+    __slots__ = (
+        "api_key",
+        "encode",
+        "flexible_header",
+        "flexible_response",
+        "parse_body",
+        "parse_header",
+        "response",
+        "route",
+        "version",
+    )
 
     def __init__(self, dispatcher: Dispatcher, route: Route, version: int) -> None:
         api = route.api
         flexible = api.is_flexible(version)
         self.route = route
+        self.api_key = api.key
+        self.version = version
         self.parse_header = dispatcher._req_header[2 if flexible else 1].parse_at
         self.flexible_header = int(flexible)  # header v2: a tagged-field section after client_id
         # An API may have a decoder of its own (OffsetCommit's C walk: ``body_parsers``), which
@@ -141,7 +162,8 @@ class _Version:
 class Dispatcher:
     def __init__(self) -> None:
         self.routes: dict[int, Route] = {}
-        self._versions: dict[tuple[int, int], _Version] = {}
+        # (api key << 16 | version as uint16) -> its entry (``_KEY_VERSION_CORR``)
+        self._versions: dict[int, _Version] = {}
         # api key -> (version -> a body decoder ``parse_at(frame, pos) -> (body, end)``, or None for
         # the generic one); set before the first request of that API (``_Version`` keeps it).
         self.body_parsers: dict[int, Callable[[int], Callable[[bytes, int], tuple[dict[str, Any], int]] | None]] = {}
@@ -184,33 +206,85 @@ class Dispatcher:
     # --- the request path -------------------------------------------------------------------------
     def __call__(self, conn: Connection, frame: bytes) -> None:
         session = conn.session
-        if session is None and self.open_session is not None:
-            session = conn.session = self.open_session(conn)
-        if session is not None and not session.authenticated:
-            if session.raw_tokens:
-                self._raw_token(conn, session, frame)
+        if session is None:
+            if self.open_session is not None:
+                session = conn.session = self.open_session(conn)
+                if not session.authenticated and not self._before_authentication(conn, session, frame):
+                    return
+        elif not session.authenticated and not self._before_authentication(conn, session, frame):
+            return
+        if type(frame) is not bytes:  # the server hands bytes; in-process callers may not
+            frame = bytes(frame)
+        # The header read in C when it is the common one (a known version, a present client_id, no
+        # tagged fields: protocol/_wire.c); anything else, or no C module, by _read_header.
+        head = read_header(frame, self._versions) if read_header is not None else None
+        if head is None:
+            head = self._read_header(conn, frame)
+            if head is None:
+                return  # answered or closed
+        entry, correlation_id, client_id, pos = head
+        route = entry.route
+        version = entry.version
+        # The compiled parse functions directly (design.md: no per-call context); the errors
+        # mapped to DecodeError are those ``Codec.decode_at`` maps.
+        try:
+            body = entry.parse_body(frame, pos)[0]
+        except DecodeError as e:
+            conn.close("undecodable request", api=route.api.name, api_version=version, error=str(e))
+            return
+        except (struct.error, IndexError, UnicodeDecodeError, ValueError) as e:
+            conn.close("undecodable request", api=route.api.name, api_version=version, error=f"malformed message: {e}")
+            return
+        req = new_request(
+            Request,
+            conn,
+            entry.api_key,
+            version,
+            correlation_id,
+            client_id,
+            body,
+            entry.encode,
+            # only the observers (metrics) read it; 0 tells them "no start time"
+            time.perf_counter_ns() if self.observers else 0,
+        )
+        conn._pending.append(req)  # conn.enqueue, without its call
+        token = current_request.set(req)
+        try:
+            faults = self.faults
+            if faults is not None and faults(route, req):
                 return
-            api_key = _FIXED_HEADER.unpack_from(frame, 0)[0]
-            if api_key not in _PRE_AUTH_API_KEYS:
-                name = API_BY_KEY[api_key].name if api_key in API_BY_KEY else None
-                conn.close("request before SASL authentication", api_key=api_key, api=name)
+            # _handle, inlined for the common answer (issue 26: a call fewer per request)
+            try:
+                result = route.handler(req)
+            except Exception:
+                log.exception("handler_failed", api=route.api.name, api_version=version, conn=conn.id)
+                conn.close("internal error while handling request", api=route.api.name)
                 return
-        api_key, version, correlation_id = _FIXED_HEADER.unpack_from(frame, 0)
-        entry = self._versions.get((api_key, version))
+            if result is None:
+                return
+            if type(result) is dict:  # ahead of isawaitable's ~0.3 us
+                req.respond(result)
+            else:
+                self._result(route, req, result)
+        finally:
+            current_request.reset(token)
+
+    def _read_header(self, conn: Connection, frame: bytes) -> tuple[_Version, int, str | None, int] | None:
+        """The request header of ``frame``: its entry, correlation id, client_id and where the body
+        starts; None when the request was answered or the connection closed (the reference of
+        ``_wire.read_header``, and what reads every header that one leaves to it)."""
+        key_version, correlation_id = _KEY_VERSION_CORR.unpack_from(frame, 0)
+        entry = self._versions.get(key_version)
         if entry is None:
+            api_key, version, _ = _FIXED_HEADER.unpack_from(frame, 0)
             route = self.routes.get(api_key)
             if route is None:
                 conn.close("unknown api key", api_key=api_key, api_version=version)
-                return
+                return None
             if not route.min_version <= version <= route.max_version:
                 self._unsupported(conn, route, version, correlation_id)
-                return
-            entry = self._versions[(api_key, version)] = _Version(self, route, version)
-        route = entry.route
-        if type(frame) is not bytes:  # the server hands bytes; in-process callers may not
-            frame = bytes(frame)
-        # The compiled parse functions directly (design.md: no per-call context); the errors
-        # mapped to DecodeError are those ``Codec.decode_at`` maps.
+                return None
+            entry = self._versions[key_version] = _Version(self, route, version)
         try:
             # The header's client_id read in place (issue 26: the header's dict cost ~0.3 us of a
             # ~7 us heartbeat); anything but a present client_id and an empty tagged-field
@@ -223,32 +297,28 @@ class Dispatcher:
             else:
                 header, pos = entry.parse_header(frame, 0)
                 client_id = header["client_id"]
-            body = entry.parse_body(frame, pos)[0]
         except DecodeError as e:
-            conn.close("undecodable request", api=route.api.name, api_version=version, error=str(e))
-            return
+            conn.close("undecodable request", api=entry.route.api.name, api_version=entry.version, error=str(e))
+            return None
         except (struct.error, IndexError, UnicodeDecodeError, ValueError) as e:
-            conn.close("undecodable request", api=route.api.name, api_version=version, error=f"malformed message: {e}")
-            return
-        req = Request(
-            conn,
-            api_key,
-            version,
-            correlation_id,
-            client_id,
-            body,
-            entry.encode,
-            # only the observers (metrics) read it; 0 tells them "no start time"
-            time.perf_counter_ns() if self.observers else 0,
-        )
-        conn.enqueue(req)
-        token = current_request.set(req)
-        try:
-            faults = self.faults
-            if faults is None or not faults(route, req):
-                self._handle(route, req)
-        finally:
-            current_request.reset(token)
+            name, version = entry.route.api.name, entry.version
+            conn.close("undecodable request", api=name, api_version=version, error=f"malformed message: {e}")
+            return None
+        return entry, correlation_id, client_id, pos
+
+    def _before_authentication(self, conn: Connection, session: Session, frame: bytes) -> bool:
+        """A frame on a connection not authenticated yet: whether it goes on to be dispatched as a
+        request (the APIs allowed before authentication); else it was taken here (a bare SASL
+        token) or closed the connection."""
+        if session.raw_tokens:
+            self._raw_token(conn, session, frame)
+            return False
+        api_key = _FIXED_HEADER.unpack_from(frame, 0)[0]
+        if api_key not in _PRE_AUTH_API_KEYS:
+            name = API_BY_KEY[api_key].name if api_key in API_BY_KEY else None
+            conn.close("request before SASL authentication", api_key=api_key, api=name)
+            return False
+        return True
 
     def run_handler(self, route: Route, req: Request) -> None:
         """Handle a request dispatched earlier and held back (a delay injected by ``faults``)."""
@@ -270,6 +340,10 @@ class Dispatcher:
         if type(result) is dict:  # the common answer, ahead of isawaitable's ~0.3 us
             req.respond(result)
             return
+        self._result(route, req, result)
+
+    def _result(self, route: Route, req: Request, result: Any) -> None:
+        """A handler's answer other than None or a dict: an awaitable, or a mapping of another type."""
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             task.add_done_callback(lambda t: self._async_done(req, route, t))

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import itertools
+import os
 import socket
 import ssl as ssl_
 import struct
@@ -57,8 +59,20 @@ _PRODUCE_KEY = b"\x00\x00"  # a request frame starts with its api key (Produce =
 _FLUSH_EVERY = 64  # answers ready that are written at once rather than at the end of the loop iteration
 
 
-class Request:
-    """One decoded request and the slot its response goes into."""
+# A request's fields and its header read in C (protocol/_wire.c, issue 26: ~0.5 us of a ~6 us
+# heartbeat in Python); the Python classes below stay the reference and the fallback (no compiler,
+# GROUPD_NO_NATIVE=1, read once here). tests/protocol/test_wire_native.py checks the two agree.
+try:
+    if os.environ.get("GROUPD_NO_NATIVE") == "1":
+        raise ImportError("GROUPD_NO_NATIVE=1")
+    # by name: a relative import would import the package first
+    _wire: Any = importlib.import_module(__name__.rpartition(".")[0] + "._wire")
+except ImportError:
+    _wire = None
+
+
+class _PyRequestFields:
+    """The fields of a ``Request`` (the pure-Python reference of ``_wire.RequestBase``)."""
 
     __slots__ = (
         "api_key",
@@ -93,6 +107,26 @@ class Request:
         self.payload: bytes | None = None
         self.received_ns = received_ns
 
+
+_RequestFields: Any = _PyRequestFields if _wire is None else _wire.RequestBase
+
+
+class Request(_RequestFields):  # type: ignore[misc]
+    """One decoded request and the slot its response goes into: ``Request(conn, api_key, api_version,
+    correlation_id, client_id, body, encode_response, received_ns=0)``."""
+
+    __slots__ = ()
+
+    conn: Connection
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: dict[str, Any]
+    encode_response: Callable[[Request, dict[str, Any]], bytes]
+    payload: bytes | None
+    received_ns: int
+
     @property
     def client_host(self) -> str:
         return self.conn.peer_host
@@ -113,7 +147,9 @@ class Request:
             self.payload = b""
             self.conn.close("response could not be encoded")
             return
-        self.conn.ready()
+        conn = self.conn
+        if not (conn._flush_scheduled or conn.closed):  # ready()'s own first check, without its call
+            conn.ready()
 
     def respond_raw(self, payload: bytes) -> None:
         """Answer with an already framed response (used for ApiVersions fallbacks)."""
@@ -245,6 +281,8 @@ class Connection(asyncio.Protocol):
         end = len(buf)
         max_bytes = self.max_frame_bytes
         unpack = _FRAME_SIZE.unpack_from
+        dispatch = self.server.dispatch
+        pending = self._pending
         while end - pos >= 4:
             (size,) = unpack(buf, pos)
             if size < 8 or size > max_bytes:
@@ -261,9 +299,20 @@ class Connection(asyncio.Protocol):
                 self._held.append(frame)
                 self._held_bytes += size
                 continue
-            self._dispatch(frame)
+            # _dispatch inlined (issue 26: a call per frame is ~2% of a heartbeat's server CPU)
+            dispatch(self, frame)
             if self.closed:
                 return pos
+            if not pending:
+                continue  # nothing to answer (see _dispatch)
+            payload = pending[-1].payload
+            if payload is None:
+                self._waiting = self._blocked = True  # see _dispatch
+                continue
+            self._unflushed += 1
+            self._unflushed_bytes += len(payload)
+            if self._unflushed >= _FLUSH_EVERY or self._unflushed_bytes >= self._flush_bytes:
+                self._flush()
         return pos
 
     def _dispatch(self, frame: bytes) -> None:

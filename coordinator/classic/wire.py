@@ -30,16 +30,18 @@ class HeartbeatAnswer(dict):  # type: ignore[type-arg]
     wire_payload: bytes
 
 
-_ANSWERS: dict[tuple[int, int], dict[str, Any]] = {}  # (version, error code) -> the answer
+# error code * 256 + version -> the answer (an int key: no tuple to build and hash per heartbeat)
+_ANSWERS: dict[int, dict[str, Any]] = {}
 
 
 def heartbeat_answer(version: int, code: int) -> dict[str, Any]:
     """``{"throttle_time_ms": 0, "error_code": code}`` with its bytes. One object per version and code
     answers every heartbeat: the dispatcher encodes an answer when it is given and nothing changes one
     after that (the observers only read it)."""
-    out = _ANSWERS.get((version, code))
+    key = code * 256 + version
+    out = _ANSWERS.get(key)
     if out is None:
-        out = _ANSWERS[(version, code)] = _answer(version, code)
+        out = _ANSWERS[key] = _answer(version, code)
     return out
 
 

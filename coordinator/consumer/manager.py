@@ -102,6 +102,7 @@ from .validation import (
     RequestError,
     check_member_epoch,
     error_response,
+    leaves_unset,
     validate_request,
 )
 
@@ -394,13 +395,14 @@ class ConsumerGroupManager:
         return HeartbeatResult(self._response(gid, mid, epoch, None), records)
 
     def steady_heartbeat(
-        self, now_ms: int, request: Mapping[str, Any], version: int, client_id: str, client_host: str
+        self, now_ms: int, request: Mapping[str, Any], version: int, cid: str, host: str, steady_form: bool = False
     ) -> dict[str, Any] | None:
         """``heartbeat``'s answer when it takes the ``_steady`` shortcut (the session renewed), else
-        None with nothing changed: an invalid request, a leave, a fenced epoch and every other case
-        are ``heartbeat``'s, which answers them with their events (the shell's hot path, as
-        ``GroupCoordinator.heartbeat`` is the classic one's). ``_steady``'s checks in one pass (issue
-        26: the calls cost as much as the checks), the answer built by ``steady_answer``."""
+        None with nothing changed: every other case is ``heartbeat``'s, which answers it with its
+        events (the shell's hot path, as ``GroupCoordinator.heartbeat`` is the classic one's), in one
+        pass (issue 26). ``steady_form``: the wire reader saw the unset fields unset (``SteadyBody``)."""
+        if not steady_form and not leaves_unset(request, version):
+            return None
         member_id, group_id, epoch = request.get("member_id"), request.get("group_id"), request["member_epoch"]
         # What validate_request checks of a request _steady can take: a positive epoch and its ids;
         # the optional fields it checks (instance, rack, assignor, regex) _steady requires unset
@@ -419,16 +421,10 @@ class ConsumerGroupManager:
             member is None
             or member.classic is not None
             or member.instance_id is not None
-            or member.client_id != client_id
-            or member.client_host != client_host
+            or member.client_id != cid
+            or member.client_host != host
             or member.state != MemberState.STABLE
             or member.member_epoch != target_epoch
-            or request.get("instance_id") is not None
-            or request.get("rack_id") is not None
-            or request.get("rebalance_timeout_ms", -1) != -1
-            or request.get("server_assignor") is not None
-            or request.get("subscribed_topic_names") is not None
-            or request.get("subscribed_topic_regex") is not None
         ):
             return None
         if epoch != member.member_epoch:  # the same epoch always passes throwIfMemberEpochIsInvalid

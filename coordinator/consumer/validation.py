@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import field
+from operator import itemgetter
 from typing import Any
 
 from groupd.protocol.frozen import DEFAULT_FACTORY, mutable_record
@@ -133,3 +134,28 @@ def check_member_epoch(
             f"The consumer group member has a smaller member epoch ({received}) than the one known by the "
             f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
         )
+
+
+# A steady heartbeat's unset fields (``steady_heartbeat``) and what _steady requires of them, by
+# request version (v0 has no regex field).
+_UNSET_FIELDS = ("instance_id", "rack_id", "rebalance_timeout_ms", "server_assignor", "subscribed_topic_names")
+_STEADY_V0 = (itemgetter(*_UNSET_FIELDS), (None, None, -1, None, None))
+_STEADY_V1 = (itemgetter(*_UNSET_FIELDS, "subscribed_topic_regex"), (None, None, -1, None, None, None))
+
+
+def leaves_unset(request: Mapping[str, Any], version: int) -> bool:
+    """Whether ``request`` leaves unset what a steady heartbeat does: fetched in one C call (issue 26:
+    six .get calls cost ~0.25 us), or one by one from a body without all of them (not decoded)."""
+    fields, unset = _STEADY_V1 if version else _STEADY_V0
+    try:
+        return fields(request) == unset  # type: ignore[no-any-return]
+    except KeyError:
+        pass
+    return (
+        request.get("instance_id") is None
+        and request.get("rack_id") is None
+        and request.get("rebalance_timeout_ms", -1) == -1
+        and request.get("server_assignor") is None
+        and request.get("subscribed_topic_names") is None
+        and request.get("subscribed_topic_regex") is None
+    )

@@ -9,6 +9,8 @@ from typing import Any
 from groupd.coordinator.consumer import ConsumerGroupManager, ConsumerGroups, TopicsImage
 from groupd.coordinator.consumer.member import freeze
 from groupd.coordinator.consumer.records import ConsumerRecord
+from groupd.coordinator.consumer_wire import SteadyBody, parse_body_for
+from groupd.protocol.messages import API_BY_NAME
 
 GROUP = "g"
 
@@ -19,6 +21,17 @@ def topic_id(name: str) -> uuid.UUID:
 
 def image(version: int = 1, **partitions: int) -> TopicsImage:
     return TopicsImage(version, {n: (topic_id(n), c) for n, c in partitions.items()})
+
+
+def _as_read(version: int, request: dict[str, Any]) -> dict[str, Any]:
+    """A ConsumerGroupHeartbeat body as the dispatcher hands it on: encoded, then read by the steady
+    reader (``consumer_wire.parse_body_for``, the generic decoder for the rest); one the codec cannot
+    encode (a test's malformed request) as it is."""
+    try:
+        wire = API_BY_NAME["ConsumerGroupHeartbeat"].request.codec(version).encode(request)
+    except Exception:
+        return request
+    return parse_body_for(version)(wire, 0)[0]  # type: ignore[misc]
 
 
 @dataclass
@@ -77,7 +90,10 @@ class Shell:
     def heartbeat(self, req: dict[str, Any]) -> dict[str, Any]:
         # The shell's hot path (steady_heartbeat) answers what heartbeat answers whenever it answers,
         # and changes nothing else: a session renewed twice at one time is idempotent.
-        fast = self.mgr.steady_heartbeat(self.now, req, 1, "", "")
+        # It is handed the body as the dispatcher reads it, and told when the steady reader read it
+        # (a SteadyBody: its unset fields are not looked at again), as ConsumerGroupRequests does.
+        body = _as_read(1, req)
+        fast = self.mgr.steady_heartbeat(self.now, body, 1, "", "", type(body) is SteadyBody)
         result = self.mgr.heartbeat(self.now, req)
         self.log.extend(result.records)
         if fast is not None:

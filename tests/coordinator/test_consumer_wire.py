@@ -6,9 +6,11 @@ coordinator test that sends a ConsumerGroupHeartbeat."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
+from groupd.coordinator import consumer_wire
 from groupd.coordinator.consumer import ConsumerGroupManager
 from groupd.coordinator.consumer_wire import parse_body_for, steady_answer
 from groupd.protocol.messages import API_BY_NAME
@@ -101,3 +103,57 @@ def test_a_steady_answer_is_encoded_as_the_codec_encodes_it(
         assert wire is None  # a two-byte length: the generic encoder's
     else:
         assert wire == CGH.response.codec(version).encode(dict(answer))
+
+
+# --- the steady reader in C (coordinator/_native.c) against the Python one --------------------------
+needs_c = pytest.mark.skipif(
+    consumer_wire._steady_c is None, reason="the C module is not built (or GROUPD_NO_NATIVE=1)"
+)
+
+
+def read(parse: Any, frame: bytes, pos: int) -> Any:
+    """``outcome`` with the body's type: the C reader makes a SteadyBody wherever the Python one does."""
+    try:
+        body, end = parse(frame, pos)
+    except Exception as e:
+        return type(e)
+    return type(body), list(body.items()), end
+
+
+def test_the_c_steady_reader_is_used_here() -> None:
+    if os.environ.get("GROUPD_NO_NATIVE") == "1":
+        pytest.skip("GROUPD_NO_NATIVE=1")
+    assert consumer_wire._steady_c is not None  # make .venv/.dev builds coordinator/_native.c
+    assert parse_body_for(1).__name__ == "parse_at_c"  # type: ignore[union-attr]
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(
+    version=st.sampled_from(list(VERSIONS)), body=bodies(), prefix=st.binary(max_size=3), extra=st.binary(max_size=4)
+)
+def test_the_c_steady_reader_reads_what_the_python_one_reads(
+    version: int, body: dict[str, Any], prefix: bytes, extra: bytes
+) -> None:
+    if version < 1:
+        body.pop("subscribed_topic_regex")
+    frame = prefix + CGH.request.codec(version).encode(body) + extra
+    c, py = parse_body_for(version), parse_body_for(version, native=False)
+    for cut in range(len(prefix), len(frame) + 1):
+        assert read(c, frame[:cut], len(prefix)) == read(py, frame[:cut], len(prefix))
+
+
+@needs_c
+@settings(max_examples=500, deadline=None)
+@given(version=st.sampled_from(list(VERSIONS)), data=st.binary(max_size=80), pos=st.integers(-2, 6))
+def test_the_c_steady_reader_takes_random_bytes(version: int, data: bytes, pos: int) -> None:
+    c, py = parse_body_for(version), parse_body_for(version, native=False)
+    if pos >= 0:
+        assert read(c, data, pos) == read(py, data, pos)
+    steady_c = consumer_wire._steady_c
+    for tail in (b"", b"\x00", data[:3]):  # whatever it is handed, an answer or None, never a crash
+        out = steady_c(data, pos, tail, {}, consumer_wire.SteadyBody)
+        assert out is None or (type(out) is tuple and out[1] <= len(data))
+    assert steady_c(bytearray(data), 0, b"\x00", {}, dict) is None
+    with pytest.raises(TypeError):
+        steady_c(data, 0)

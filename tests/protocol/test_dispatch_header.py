@@ -24,6 +24,7 @@ class _Conn:
         self.id = 1
         self.closed: str | None = None
         self.enqueued: list[Any] = []
+        self._pending = self.enqueued  # the dispatcher appends to it (Connection._pending)
 
     def enqueue(self, req: Any) -> None:
         self.enqueued.append(req)
