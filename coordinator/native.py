@@ -30,10 +30,11 @@ from __future__ import annotations
 import importlib
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from ..protocol.lazy_dict import LazyDict
 from ..protocol.messages.offsets import OFFSET_COMMIT
 from .errors import append_error_to_response_error
 from .records import OffsetCommitValue
@@ -72,87 +73,15 @@ def available() -> bool:
     return _native is not None
 
 
-class _Lazy(dict):
+class _Lazy(LazyDict):
     """A dict whose ``topics`` entry is decoded from bytes the first time anything reads it (or
     anything that reads every key: iteration, equality, ``repr``). The rest is a plain dict."""
 
     __slots__ = ()
+    LAZY = _TOPICS
 
-    def _decode_topics(self) -> Any:
-        raise NotImplementedError
-
-    def _full(self) -> None:
-        if not _dict_contains(self, _TOPICS):
-            dict.__setitem__(self, _TOPICS, self._decode_topics())
-
-    def __missing__(self, key: str) -> Any:
-        if key == _TOPICS:
-            self._full()
-            return dict.__getitem__(self, key)
-        raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
-        if key == _TOPICS:
-            self._full()
-        return _dict_get(self, key, default)
-
-    def __contains__(self, key: object) -> bool:
-        if key == _TOPICS:
-            self._full()
-        return _dict_contains(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        self._full()
-        return dict.__iter__(self)
-
-    def __len__(self) -> int:
-        self._full()
-        return dict.__len__(self)
-
-    def keys(self):  # type: ignore[no-untyped-def]
-        self._full()
-        return dict.keys(self)
-
-    def items(self):  # type: ignore[no-untyped-def]
-        self._full()
-        return dict.items(self)
-
-    def values(self):  # type: ignore[no-untyped-def]
-        self._full()
-        return dict.values(self)
-
-    def copy(self) -> dict[str, Any]:  # type: ignore[override]
-        self._full()
-        return dict(dict.items(self))
-
-    def pop(self, key: str, *default: Any) -> Any:  # type: ignore[override]
-        if key == _TOPICS:
-            self._full()
-        return dict.pop(self, key, *default)
-
-    def setdefault(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
-        if key == _TOPICS:
-            self._full()
-        return dict.setdefault(self, key, default)
-
-    def __eq__(self, other: object) -> bool:
-        self._full()
-        if isinstance(other, _Lazy):
-            other._full()
-        return dict.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        self._full()
-        return dict.__repr__(self)
-
-    def __reduce__(self) -> Any:
-        self._full()
-        return (dict, (dict(dict.items(self)),))
+    def _fill(self) -> None:
+        dict.__setitem__(self, _TOPICS, self._decode_topics())  # type: ignore[attr-defined]
 
 
 class CommitBody(_Lazy):

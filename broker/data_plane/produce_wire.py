@@ -17,9 +17,9 @@ tests/data_plane/test_produce_wire.py checks the bytes against the generic encod
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from typing import Any
 
+from groupd.protocol.lazy_dict import LazyDict
 from groupd.protocol.messages import API_BY_NAME
 
 __all__ = ["FIRST_WIRE_VERSION", "ProduceAnswer", "Success", "encode_answer"]
@@ -27,8 +27,6 @@ __all__ = ["FIRST_WIRE_VERSION", "ProduceAnswer", "Success", "encode_answer"]
 PRODUCE = API_BY_NAME["Produce"]
 FIRST_WIRE_VERSION = 3  # v0-2 (message sets, no transactional id) keep the generic encoder
 _RESPONSES = "responses"
-_contains = dict.__contains__
-_get = dict.get
 
 # A partition that was appended: (index, base offset, log-append time or -1, log start offset).
 Success = tuple[int, int, int, int]
@@ -91,12 +89,13 @@ def encode_answer(version: int, answers: list[tuple[str, list[Success]]]) -> byt
     return b"".join(parts)
 
 
-class ProduceAnswer(dict):  # type: ignore[type-arg]
+class ProduceAnswer(LazyDict):
     """A Produce answer sent as ``payload`` (``wire_payload``); as a dict it is
     ``{"responses": [...], "throttle_time_ms": 0}`` with ``responses`` decoded on first read (or
     by anything that reads every key: iteration, equality, ``repr``)."""
 
     __slots__ = ("payload", "version", "wire_payload")
+    LAZY = _RESPONSES
 
     def __init__(self, payload: bytes, version: int) -> None:
         dict.__init__(self, throttle_time_ms=0)
@@ -107,51 +106,10 @@ class ProduceAnswer(dict):  # type: ignore[type-arg]
         # encoder encodes it then.
         self.wire_payload: bytes | None = payload
 
-    def _full(self) -> None:
-        if not _contains(self, _RESPONSES):
-            decoded = PRODUCE.response.codec(self.version).parse_at(self.payload, 0)[0]
-            dict.__setitem__(self, _RESPONSES, decoded[_RESPONSES])
-            self.wire_payload = None
-
-    def __missing__(self, key: str) -> Any:
-        if key == _RESPONSES:
-            self._full()
-            return dict.__getitem__(self, key)
-        raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
-        if key == _RESPONSES:
-            self._full()
-        return _get(self, key, default)
-
-    def __contains__(self, key: object) -> bool:
-        if key == _RESPONSES:
-            self._full()
-        return _contains(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        self._full()
-        return dict.__iter__(self)
-
-    def __len__(self) -> int:
-        self._full()
-        return dict.__len__(self)
-
-    def keys(self):  # type: ignore[no-untyped-def]
-        self._full()
-        return dict.keys(self)
-
-    def items(self):  # type: ignore[no-untyped-def]
-        self._full()
-        return dict.items(self)
-
-    def values(self):  # type: ignore[no-untyped-def]
-        self._full()
-        return dict.values(self)
-
-    def copy(self) -> dict[str, Any]:  # type: ignore[override]
-        self._full()
-        return dict(dict.items(self))
+    def _fill(self) -> None:
+        decoded = PRODUCE.response.codec(self.version).parse_at(self.payload, 0)[0]
+        dict.__setitem__(self, _RESPONSES, decoded[_RESPONSES])
+        self.wire_payload = None
 
     # A write (a throttle time, say) makes the bytes stale: decoded first, encoded generically then.
     def __setitem__(self, key: str, value: Any) -> None:
@@ -181,22 +139,3 @@ class ProduceAnswer(dict):  # type: ignore[type-arg]
     def clear(self) -> None:
         self._full()
         dict.clear(self)
-
-    def __eq__(self, other: object) -> bool:
-        self._full()
-        if isinstance(other, ProduceAnswer):
-            other._full()
-        return dict.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        self._full()
-        return dict.__repr__(self)
-
-    def __reduce__(self) -> Any:
-        self._full()
-        return (dict, (dict(dict.items(self)),))
