@@ -18,7 +18,7 @@
 - ``records.py``: the ``__consumer_offsets`` record types (serialized by ``coordinator/serde.py``).
 """
 
-import importlib
+from ..lazy_exports import lazy_getattr
 
 # The names below are imported on first use (PEP 562): serve imports this package for its settings
 # (config.py) and record types (records.py) at start, and the core (manager, assignors, members,
@@ -41,13 +41,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -2,7 +2,7 @@
 (``group.py``), the sans-IO heartbeat, fencing and assignment (``manager.py``), the records
 (``records.py``) and what the coordinator asks of the share-partition state (``state.py``)."""
 
-import importlib
+from ..lazy_exports import lazy_getattr
 
 # Imported on first use (PEP 562): serve needs the settings (config.py), the record types
 # (records.py) and the state interface (state.py) at start, the core only when a share group is
@@ -24,13 +24,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 __all__ = [
