@@ -1,7 +1,7 @@
 """Produce side by side: confluent-kafka producing to groupd and to the librdkafka mock cluster, in
 one run, rounds alternating, ratio of the median rates.
 
-    python -m bench.produce [--messages 300000] [--rounds 7] [--size 100] [--linger-ms 5] [--acks all]
+    python -m bench.produce [--messages 300000] [--rounds 11] [--size 100] [--linger-ms 5] [--acks all]
                             [--profile groupd.txt]
 
 Both targets are started once and stay up for the whole run, each with the same topic (the mock's
@@ -14,7 +14,7 @@ a first Produce answered), then timed from the first of ``--messages`` ``produce
 of ``flush()`` (an undelivered message ends the run). A target's rate is the median of its rounds;
 its server CPU per message (/proc/<pid>/stat, utime + stime) is its CPU over every timed window
 divided by every message it took. Every process listens on 127.0.0.1 and is stopped by pid.
-``python -m bench.run --only produce`` runs the same rounds (150,000 messages x 7 rounds per target
+``python -m bench.run --only produce`` runs the same rounds (150,000 messages x 11 rounds per target
 under ``--quick``) and scores the ratio of the medians in the regression guard (``bench/history.py``,
 keys unchanged: groupd's ``msgs_per_s`` over the mock's). ``--profile`` samples groupd's last round
 with py-spy (collapsed stacks).
@@ -33,7 +33,7 @@ connect and first Metadata inside the timed window (its first answer came 10-140
 first ``produce()``, right after the target's own start-up burst of CPU), and scored the ratio of
 the means of two rounds per target: a single slow round moved the ratio by 20-40% (0.79x-1.10x
 between runs of one build). Its topics differed too: groupd's had 6 partitions, the mock's 4 (its
-CreateTopics request timed out after 15 s, unanswered, and the mock made the topic on first use). Now: no start-up in a timed window, 7 rounds per target, medians, and
+CreateTopics request timed out after 15 s, unanswered, and the mock made the topic on first use). Now: no start-up in a timed window, 11 rounds per target, medians, and
 each round's loop/flush split and run-queue wait printed.
 
 Earlier figures (same machine; ``--messages 300000``, the old scheme): before (2586db9: the CRC
@@ -154,7 +154,7 @@ def run(
     """The alternating rounds; per target the median rate and the server CPU per message (what
     ``bench.run``'s ``produce`` workload records and ``bench.history`` scores against the mock)."""
     n = messages or (150_000 if quick else 300_000)
-    r = rounds or 7
+    r = rounds or 11
     base = workdir("groupd-produce-")
     per: dict[str, list[dict[str, float]]] = {"mock": [], "groupd": []}
     targets: dict[str, Target] = {}
@@ -225,7 +225,7 @@ def print_results(out: dict[str, Any], print_figures: Callable[..., None]) -> No
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=300_000)
-    ap.add_argument("--rounds", type=int, default=7, help="rounds per target")
+    ap.add_argument("--rounds", type=int, default=11, help="rounds per target")
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--linger-ms", type=int, default=5)
     ap.add_argument("--acks", default="all")
