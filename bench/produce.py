@@ -22,19 +22,38 @@ with py-spy (collapsed stacks).
 What the figure measures (2026-11-29, issue 26; the phases of a round timed per target, the
 producing thread's schedstat read around its loop). The rate is the client's: ``produce()`` is
 never refused (the queue holds 500,000 messages), so the producing Python thread runs flat out
-through its loop, ~1.6-1.7 us of its own CPU per message whichever target answers, and the loop is
-~98% of a round's time; ``flush()`` then waits 3-9 ms (a linger and a round trip) for the last
-answers. What moves a round is only how long that thread waits for a CPU (its run-queue wait: 0.01
-to 0.35 s in a 0.5 s round on this 2-core machine shared with other sessions, the same spread in
-mock and groupd rounds): the target weighs in only through the CPU it takes from that machine
-(groupd ~0.3 us/msg, the mock ~0.1). The bench this replaces (until 8a315cd) started a fresh
-target per round, 4 rounds of 100,000 messages (0.15-0.45 s each) with the producer's start,
-connect and first Metadata inside the timed window (its first answer came 10-140 ms after the
-first ``produce()``, right after the target's own start-up burst of CPU), and scored the ratio of
-the means of two rounds per target: a single slow round moved the ratio by 20-40% (0.79x-1.10x
-between runs of one build). Its topics differed too: groupd's had 6 partitions, the mock's 4 (its
-CreateTopics request timed out after 15 s, unanswered, and the mock made the topic on first use). Now: no start-up in a timed window, 11 rounds per target, medians, and
-each round's loop/flush split and run-queue wait printed.
+through its loop, ~1.4-1.7 us of its own CPU per message whichever target answers (groupd/mock
+1.01-1.07x), and the loop is ~98% of a round; ``flush()`` then waits for the last answers (a
+linger and a round trip: medians 3-10 ms for groupd, 3-6 ms for the mock, 1-2% of a round).
+What moves a round is how long that thread waits for a CPU: its run-queue wait was 0.01-0.35 s
+in 0.25-0.5 s rounds on this 2-core machine shared with other sessions. The target weighs in
+through the CPU it takes from that machine, groupd ~0.23 us/msg against the mock's ~0.07: in one
+quiet run groupd's rounds waited 0.072-0.083 s, the mock's 0.040-0.053 s, most of the difference
+between their rates (0.86x). So on a loaded machine the ratio is roughly 1 - (groupd's server CPU
+- the mock's) / the client's CPU per message, and only the server's CPU per message moves it.
+
+The bench this replaces (until 8a315cd) started a fresh target per round, 4 rounds of 100,000
+messages (0.15-0.45 s each) with the producer's start, connect and first Metadata inside the
+timed window (its first answer came 7-144 ms after the first ``produce()``, right after the
+target's own start-up burst of CPU), and scored the ratio of the means of two rounds per target:
+one slow round moved it by 20-50% (three runs of one build, 8a315cd, in one sitting: 0.44x,
+0.75x, 0.72x; the issue's 0.92x, 1.10x, 0.79x). Its topics differed too: groupd's had 6
+partitions, the mock's 4 (the mock answers no CreateTopics: the request waited out its 15 s
+timeout, twice a run, and the mock made the topic on first use). Now: no start-up in a timed
+window, 11 rounds per target, the same topic, medians; each round's loop/flush split and run-queue
+wait printed, and the pairs' ratios (their spread says how loaded the sitting was). In the same
+sitting (pairs' ratios 0.25-2.1: four other sessions at work) the medians still moved: 8a315cd
+0.96x, 0.89x, 0.79x; with the produce path's copies cut (next paragraph) 0.72x, 0.92x, 0.86x: a 5-10%
+change of the server's CPU is below what three runs resolve on this machine, so compare server
+CPU (``bench.produce_callgrind``: instructions per request, load-insensitive) for that.
+
+The copies (issue 26): requests of 4 partitions x 200 records of this bench's shape, 4 sent back
+to back (``python -m bench.produce_callgrind 200 --shape plain --parts 4 --records 200
+--pipeline 4``): 1,067,400 -> 893,273 daemon instructions per request (-16%), memcpy's share
+493k -> 316k bytes, i.e. ~5.4 -> ~3.4 copies of each ~92 KB request. The read buffer took a
+producer's whole 256 KiB reads and each frame left it in two copies (protocol/server.py); the
+log copied each batch to stamp its offset and epoch (storage/log.py, now one pwritev). Left: the
+read itself (uvloop's bytes), the frame's bytes and the decoder's slice of each batch.
 
 Earlier figures (same machine; ``--messages 300000``, the old scheme): before (2586db9: the CRC
 computed twice, records framed byte by byte) server CPU 0.57, 0.60, 0.53, 0.53 us/msg, groupd/mock
