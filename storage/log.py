@@ -1378,8 +1378,8 @@ class PartitionLog:
                 return None
         # The batch as sent but for baseOffset and partitionLeaderEpoch (outside the CRC), written
         # as a new 16-byte head and the rest of the request's own bytes in one pwritev: no copy of
-        # the batch (it was ~5% of a 100-byte-message produce load's server CPU, with the page
-        # faults of its allocation). Kafka stamps the batch in place too
+        # the batch (~85k of the ~1M daemon instructions of a Produce of 4 x 200 records,
+        # bench.produce_callgrind, and an allocation its size). Kafka stamps the batch in place too
         # (LogValidator.assignOffsetsNonCompressed: setLastOffset, setPartitionLeaderEpoch).
         head = _HEAD.pack(first, size - rec.LOG_OVERHEAD, leader_epoch)
         rest = memoryview(buffer)[position + _HEAD.size : position + size]
