@@ -43,6 +43,10 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+# os.pwritev is not on every platform (macOS before Python 3.12): joined and written plainly there
+_PWRITEV = getattr(os, "pwritev", None)
+
+
 class FileOps:
     """The few system calls that change files; tests substitute a subclass to inject failures."""
 
@@ -54,9 +58,9 @@ class FileOps:
         rest, not copied into one buffer first). A subclass that replaces only ``pwrite`` (a test
         injecting a failure or counting writes) has the buffers joined and handed to its ``pwrite``,
         so a vectored write fails and counts as a plain one would."""
-        if type(self).pwrite is not FileOps.pwrite:
+        if type(self).pwrite is not FileOps.pwrite or _PWRITEV is None:
             return self.pwrite(fd, b"".join(buffers), offset)
-        return os.pwritev(fd, buffers, offset)
+        return _PWRITEV(fd, buffers, offset)
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
