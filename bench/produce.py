@@ -41,10 +41,12 @@ one slow round moved it by 20-50% (three runs of one build, 8a315cd, in one sitt
 partitions, the mock's 4 (the mock answers no CreateTopics: the request waited out its 15 s
 timeout, twice a run, and the mock made the topic on first use). Now: no start-up in a timed
 window, 11 rounds per target, the same topic, medians; each round's loop/flush split and run-queue
-wait printed, and the pairs' ratios (their spread says how loaded the sitting was). In the same
-sitting (pairs' ratios 0.25-2.1: four other sessions at work) the medians still moved: 8a315cd
-0.96x, 0.89x, 0.79x; with the produce path's copies cut (next paragraph) 0.72x, 0.92x, 0.86x: a 5-10%
-change of the server's CPU is below what three runs resolve on this machine, so compare server
+wait printed, and the pairs' ratios (their spread says how loaded the sitting was). Runs
+alternating the builds: in the same sitting as the old scheme's figures above (pairs' ratios
+0.25-2.1: four other sessions at work) 8a315cd 0.96x, 0.89x, 0.79x, with the produce path's
+copies cut (next paragraph) 0.72x, 0.92x, 0.86x; in a quieter one (pairs 0.47-1.38) 0.89x, 0.89x,
+0.86x against 0.97x, 0.87x, 0.93x; server CPU 0.22-0.29 us/msg for both, the mock's 0.06-0.09. A
+5-10% change of the server's CPU is below what three runs resolve on this machine: compare server
 CPU (``bench.produce_callgrind``: instructions per request, load-insensitive) for that.
 
 The copies (issue 26): requests of 4 partitions x 200 records of this bench's shape, 4 sent back
