@@ -8,11 +8,14 @@ the machine's load does not move the figure (wall-clock benches on a shared 2-co
 
 Shapes (``--shape``):
   small  bench.small_requests' produce: one 64-byte record, one partition, acks=all, no producer id.
+  plain  what confluent-kafka's default producer sends in bench/produce.py (no producer id, 100
+         random bytes keyed by a number), ``--parts`` partitions (default 4) of ``--records`` each.
   franz  what franz-go sends on three brokers in TestGroupETL (bench/cluster_group.py: ~29 records
          over 1.7 partitions per request): an idempotent producer (producer id, epoch, the next
          sequence per partition), 2 partitions of 15 records each, acks=all, Produce v9.
 
-    python -m bench.produce_callgrind [N] [--shape small|franz] [--brokers 1] [--out cg.out] [--annotate 25]
+    python -m bench.produce_callgrind [N] [--shape small|franz|plain] [--parts P] [--records R] [--pipeline K]
+                                      [--brokers 1] [--out cg.out] [--annotate 25]
     python -m bench.produce_callgrind [N] --cprofile out.prof   # the same load under cProfile instead:
                                                                 # Python functions, calls per request
 
@@ -23,6 +26,14 @@ item 4): small 255,102 -> 189,586 (1 broker), 269,531 -> 202,613 (3 brokers); fr
 instructions, allocation and frames most of the rest), spread over ~280 Python-level calls of a
 two-partition request (cProfile; 436 before): the socket path, dispatch and the cluster guard
 (~20k of the 3-broker figure) are outside the Produce handler.
+
+``--pipeline K`` sends K requests back to back before reading their answers, as a producer with
+requests in flight does: the daemon then reads several in one go, which one request at a time
+never shows. Issue 26 (bench/produce.py's load: ``--shape plain --parts 4 --records 200
+--pipeline 4``, 200 requests): 8a315cd 1,067,400 instructions per request, memcpy 493k of them
+(valgrind counts a ``rep movsb`` byte by byte: ~5.4 copies of the ~92 KB request); after the read
+buffer keeps only the rest of a split frame and the log writes a batch with pwritev instead of
+copying it to stamp its offset, 893,273 (-16%), memcpy 316k (~3.4 copies).
 """
 
 from __future__ import annotations
@@ -62,10 +73,13 @@ def _with_sequence(batch: bytes, seq: int) -> bytes:
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.produce_callgrind", description=__doc__.split("\n\n")[0])
     ap.add_argument("n", nargs="?", type=int, default=1000)
-    ap.add_argument("--shape", choices=("small", "franz"), default="small")
+    ap.add_argument("--shape", choices=("small", "franz", "plain"), default="small")
     ap.add_argument("--brokers", type=int, default=1)
     ap.add_argument("--parts", type=int, default=None, help="partitions per request (default: small 1, franz 2)")
-    ap.add_argument("--records", type=int, default=15, help="records per batch of the franz shape")
+    ap.add_argument("--records", type=int, default=15, help="records per batch of the franz and plain shapes")
+    ap.add_argument(
+        "--pipeline", type=int, default=1, help="requests sent back to back before their answers are read (>= 1)"
+    )
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--annotate", type=int, default=0, help="print the top N functions (callgrind_annotate)")
     ap.add_argument("--cprofile", type=Path, default=None, help="run the daemon under cProfile, stats to this file")
@@ -130,6 +144,16 @@ def main() -> None:
             parts = [p for p in sorted(leaders) if leaders[p] == lead][: args.parts or 1]
             pid, epoch = -1, -1
             batches = {p: rec.build_batch([(b"k", b"v" * 64, (), now)]) for p in parts}
+        elif args.shape == "plain":
+            # confluent-kafka's default producer (no idempotence): records of 100 random bytes keyed
+            # by a number, no producer id (bench/produce.py's messages)
+            lead = leaders[0]
+            parts = [p for p in sorted(leaders) if leaders[p] == lead][: args.parts or 4]
+            pid, epoch = -1, -1
+            batches = {
+                p: rec.build_batch([(b"%d" % (i % 1000), os.urandom(100), (), now + i) for i in range(args.records)])
+                for p in parts
+            }
         else:
             # two partitions of one broker on its connection (franz-go sends per broker)
             lead = leaders[0]
@@ -154,6 +178,12 @@ def main() -> None:
         seq = 0
 
         def produce() -> None:
+            corrs = [send() for _ in range(args.pipeline)]
+            for corr in corrs:
+                r = c.receive("Produce", 9, corr)
+                assert all(pr["error_code"] == 0 for tr in r["responses"] for pr in tr["partition_responses"]), r
+
+        def send() -> int:
             nonlocal seq
             data = []
             for p in parts:
@@ -167,15 +197,14 @@ def main() -> None:
                 "timeout_ms": 30000,
                 "topic_data": [{"name": "p", "partition_data": data}],
             }
-            r = c.request("Produce", 9, body)
-            assert all(pr["error_code"] == 0 for tr in r["responses"] for pr in tr["partition_responses"]), r
+            return c.send("Produce", 9, body)
 
-        for _ in range(200):  # warm: codecs, the logs' first segments, the producer state
+        for _ in range(max(1, 200 // args.pipeline)):  # warm: codecs, the logs' first segments, the producer state
             produce()
         if args.cprofile:
             os.kill(t.pid, signal.SIGUSR1)
             time.sleep(0.5)  # the handler runs on the loop's next wake-up: the sleep lets it in
-            for _ in range(args.n):
+            for _ in range(max(1, args.n // args.pipeline)):
                 produce()
             t.proc.terminate()
             t.proc.wait(120)
@@ -184,13 +213,14 @@ def main() -> None:
             stats.sort_stats("tottime").print_stats(args.annotate or 40)
             return
         subprocess.run(["callgrind_control", "-z", str(t.pid)], check=True, capture_output=True)
-        for _ in range(args.n):
+        rounds = max(1, args.n // args.pipeline)
+        for _ in range(rounds):
             produce()
         subprocess.run(["callgrind_control", "-d", str(t.pid)], check=True, capture_output=True)
         dumped = sorted(out.parent.glob(out.name + ".*"))[-1]
         print(
-            f"{_summary(dumped) / args.n:,.0f} instructions per Produce ({args.shape}, {args.brokers} broker(s), "
-            f"{args.n} requests, {dumped})",
+            f"{_summary(dumped) / (rounds * args.pipeline):,.0f} instructions per Produce ({args.shape}, "
+            f"{args.brokers} broker(s), {rounds * args.pipeline} requests, {args.pipeline} at a time, {dumped})",
             flush=True,
         )
         if args.annotate:

@@ -59,6 +59,14 @@ _PRODUCE_KEY = b"\x00\x00"  # a request frame starts with its api key (Produce =
 _FLUSH_EVERY = 64  # answers ready that are written at once rather than at the end of the loop iteration
 
 
+def _rest_of_frame(buf: bytearray) -> int:
+    """How many bytes the frame that starts ``buf`` still lacks (<= 0 when its size is not in
+    yet or it is complete: ``_take_frames`` then decides, and checks the size's bounds)."""
+    if len(buf) < 4:
+        return 0
+    return _FRAME_SIZE.unpack_from(buf)[0] + 4 - len(buf)
+
+
 # A request's fields and its header read in C (protocol/_wire.c, issue 26: ~0.5 us of a ~6 us
 # heartbeat in Python); the Python classes below stay the reference and the fallback (no compiler,
 # GROUPD_NO_NATIVE=1, read once here). tests/protocol/test_wire_native.py checks the two agree.
@@ -259,21 +267,38 @@ class Connection(asyncio.Protocol):
             return
         self.last_active = self.server.loop.time()
         buf = self._buf
+        view: bytes | memoryview = data
         if buf:
-            buf += data
-            pos = self._take_frames(buf)
-            if pos and not self.closed:
+            need = _rest_of_frame(buf)
+            if 0 < need < len(data):
+                # Only the rest of the buffered frame joins the buffer; the frames after it are
+                # sliced out of ``data`` below. A producer's 256 KiB reads (several ~100 KB
+                # Produce requests and the start of the next) were appended whole, then every
+                # frame copied twice out of the buffer: three copies of each byte (issue 26).
+                view = memoryview(data)
+                buf += view[:need]
+                pos = self._take_frames(buf)  # the frame is complete: all of buf, or closed
+                if self.closed:
+                    return
                 del buf[:pos]
-        else:
-            # The common case, nothing buffered: frames are sliced straight out of ``data`` (one
-            # copy each instead of two through the bytearray) and only an incomplete tail is kept.
-            pos = self._take_frames(data)
-            if pos < len(data) and not self.closed:
-                buf += memoryview(data)[pos:]
+                view = view[need:]
+            else:
+                buf += data
+                pos = self._take_frames(buf)
+                if pos and not self.closed:
+                    del buf[:pos]
+                if self._blocked and not self.closed:
+                    self._check_reading()
+                return
+        # Nothing buffered: frames are sliced straight out of ``data`` (one copy each instead of
+        # two through the bytearray) and only an incomplete tail is kept.
+        pos = self._take_frames(view)
+        if pos < len(view) and not self.closed:
+            buf += view[pos:] if type(view) is memoryview else memoryview(view)[pos:]
         if self._blocked and not self.closed:
             self._check_reading()
 
-    def _take_frames(self, buf: bytes | bytearray) -> int:
+    def _take_frames(self, buf: bytes | bytearray | memoryview) -> int:
         """Frame the complete requests at the start of ``buf``, each checked against
         the connection's bound as soon as its size arrives, and dispatch each whose turn has come;
         the others are held. Returns how many bytes they took."""
@@ -292,9 +317,12 @@ class Connection(asyncio.Protocol):
             if end - start < size:
                 break
             pos = start + size
-            frame = buf[start:pos]
-            if type(frame) is not bytes:
-                frame = bytes(frame)
+            if type(buf) is bytearray:  # one copy, not a bytearray slice and then its bytes
+                frame = bytes(memoryview(buf)[start:pos])
+            else:
+                frame = buf[start:pos]
+                if type(frame) is not bytes:  # a memoryview's slice (data_received)
+                    frame = bytes(frame)
             if self._blocked:
                 self._held.append(frame)
                 self._held_bytes += size

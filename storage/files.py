@@ -43,11 +43,24 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+# os.pwritev is not on every platform (macOS before Python 3.12): joined and written plainly there
+_PWRITEV = getattr(os, "pwritev", None)
+
+
 class FileOps:
     """The few system calls that change files; tests substitute a subclass to inject failures."""
 
     def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
         return os.pwrite(fd, data, offset)
+
+    def pwritev(self, fd: int, buffers: list[bytes | memoryview], offset: int) -> int:
+        """One write of several buffers (a produced batch's restamped header and its untouched
+        rest, not copied into one buffer first). A subclass that replaces only ``pwrite`` (a test
+        injecting a failure or counting writes) has the buffers joined and handed to its ``pwrite``,
+        so a vectored write fails and counts as a plain one would."""
+        if type(self).pwrite is not FileOps.pwrite or _PWRITEV is None:
+            return self.pwrite(fd, b"".join(buffers), offset)
+        return _PWRITEV(fd, buffers, offset)
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
@@ -113,6 +126,17 @@ def _pwrite_all(ops: FileOps, fd: int, data: bytes | memoryview, offset: int) ->
             raise OSError(errno.EIO, "short write")
         view = view[n:]
         offset += n
+
+
+def _pwritev_all(ops: FileOps, fd: int, buffers: list[bytes | memoryview], offset: int, total: int) -> None:
+    """``_pwrite_all`` of the buffers' concatenation (``total`` bytes) without making it, but for
+    the rest of a short write."""
+    n = ops.pwritev(fd, buffers, offset)
+    if n == total:
+        return
+    if n <= 0:
+        raise OSError(errno.EIO, "short write")
+    _pwrite_all(ops, fd, memoryview(b"".join(buffers))[n:], offset + n)
 
 
 def _pread_exact(fd: int, size: int, offset: int) -> bytes:

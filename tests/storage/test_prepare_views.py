@@ -6,11 +6,15 @@ of good, too large and badly framed batches (hypothesis)."""
 
 from __future__ import annotations
 
+import errno
+import os
 import struct
 from pathlib import Path
 
 import pytest
 from groupd.storage import records as rec
+from groupd.storage.errors import StorageError
+from groupd.storage.files import FileOps
 from groupd.storage.log import LogConfig, PartitionLog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -128,5 +132,75 @@ def test_prepare_views_takes_only_plain_checked_views(tmp_path: Path) -> None:
         assert plog._prepare_views([rec.OwnBatch(raw, 0)], 0) is None
         p = plog._prepare_views([rec.BatchView(raw, 0)], 0)
         assert p is not None and p.results == [(0, 0)]
+    finally:
+        plog.close()
+
+
+class _ShortVectoredOps(FileOps):
+    """Writes at most ``step`` bytes per call, vectored or not (a disk full of short writes)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.vectored = 0
+
+    def pwritev(self, fd: int, buffers: list, offset: int) -> int:
+        self.vectored += 1
+        return os.pwrite(fd, b"".join(buffers)[: self.step], offset)
+
+    def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:  # type: ignore[override]
+        return os.pwrite(fd, bytes(data[: self.step]), offset)
+
+
+@pytest.mark.parametrize("step", [1, 5, 16, 17, 100])
+def test_one_view_append_survives_short_vectored_writes(tmp_path: Path, step: int) -> None:
+    """The produced batch goes out as a restamped 16-byte head and the rest of the request's bytes
+    (``_pwritev_all``): a write that stops anywhere, in the head or in the rest, is finished."""
+    raw = rec.build_batch([(b"k%d" % i, b"v" * 30, (), 1_000 + i) for i in range(4)])
+    buf = b"\xff" * 3 + raw + b"\xee" * 2  # a batch inside a larger request
+    ops = _ShortVectoredOps(step)
+    short = PartitionLog.open(tmp_path / "short-0", LogConfig(file_ops=ops))
+    plain = PartitionLog.open(tmp_path / "plain-0", LogConfig())
+    short.leader_epoch_source = plain.leader_epoch_source = lambda: 3
+    try:
+        for _ in range(3):
+            assert short.append_items([rec.BatchView(buf, 3)]) == plain.append_items([rec.BatchView(raw, 0)])
+        assert ops.vectored == 3
+        assert _log_bytes(tmp_path / "short-0") == _log_bytes(tmp_path / "plain-0")
+        got = [(v.base_offset, v.partition_leader_epoch, v.record_count) for v in short.iter_batches()]
+        assert got == [(0, 3, 4), (4, 3, 4), (8, 3, 4)]
+        for v in short.iter_batches():
+            v.validate()  # the CRC still holds: only bytes outside it were stamped
+    finally:
+        short.close()
+        plain.close()
+
+
+def test_a_failing_pwrite_still_fails_the_vectored_append(tmp_path: Path) -> None:
+    """Ops that replace only ``pwrite`` (the failure injectors of the tests and of fault
+    injection) see the produced batch's vectored write too: it fails as a plain write would,
+    nothing of it becomes visible, and the next append lands where it would have."""
+
+    class Failing(FileOps):
+        def __init__(self) -> None:
+            self.fail = True
+            self.writes: list[bytes] = []
+
+        def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:  # type: ignore[override]
+            if self.fail:
+                raise OSError(errno.ENOSPC, "no space left")
+            self.writes.append(bytes(data))
+            return os.pwrite(fd, data, offset)
+
+    ops = Failing()
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(file_ops=ops))
+    raw = rec.build_batch([(b"k", b"v" * 20, (), 1)])
+    try:
+        with pytest.raises(StorageError):
+            plog.append_items([rec.BatchView(raw, 0)])
+        assert plog.log_end_offset == 0 and list(plog.iter_batches()) == []
+        ops.fail = False
+        assert plog.append_items([rec.BatchView(raw, 0)]) == [(0, 0)]
+        assert len(ops.writes) == 1 and ops.writes[0][rec.MAGIC_OFFSET :] == raw[rec.MAGIC_OFFSET :]
+        assert [v.base_offset for v in plog.iter_batches()] == [0]
     finally:
         plog.close()
