@@ -169,7 +169,16 @@ class ClassicGroupManager:
             member = group.members.get(member_id)
             rt = self.rt
             if member is not None and rt.route_error(partition_for(gid, self.config.num_offsets_partitions)) == 0:
-                self.deadlines.set(("hb", gid, member_id), rt.now + member.session_timeout_ms)  # hb_key
+                deadline = rt.now + member.session_timeout_ms
+                # The session moved later in the member's own deadline slot, as Deadlines.set would
+                # (timers.Slot); the heap entry is re-checked when it surfaces, as Kafka's
+                # GroupMetadataManager.scheduleClassicGroupMemberHeartbeat's cancel and re-schedule
+                # come to. Else (first heartbeat since the slot went, a clock moving back) by key.
+                slot = member.session
+                if slot is not None and slot.due is not None and slot.live <= deadline:
+                    slot.due = deadline
+                else:
+                    member.session = self.deadlines.set(("hb", gid, member_id), deadline)  # hb_key
                 return err.NONE
         return self.heartbeat_error(gid, member_id, generation, instance_id)
 
@@ -409,7 +418,7 @@ class ClassicGroupManager:
 
     def reschedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        self.deadlines.set(hb_key(group.group_id, member.member_id), self.rt.now + timeout)
+        member.session = self.deadlines.set(hb_key(group.group_id, member.member_id), self.rt.now + timeout)
 
     def expire_member_heartbeat(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
@@ -622,7 +631,7 @@ class ClassicGroupManager:
         if state is E:
             return err.UNKNOWN_MEMBER_ID
         member = group.members[member_id]
-        self.deadlines.set(hb_key(gid, member_id), self.rt.now + member.session_timeout_ms)
+        member.session = self.deadlines.set(hb_key(gid, member_id), self.rt.now + member.session_timeout_ms)
         if self.debug_enabled():  # README: --log-level debug shows every heartbeat
             self.log.debug("heartbeat", group=gid, member=member_id, generation=generation, state=state.value)
         return err.REBALANCE_IN_PROGRESS if state is PR else err.NONE
