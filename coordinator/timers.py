@@ -59,7 +59,7 @@ class Deadlines:
         slot = self._slots.get(key)
         return slot is not None and slot.due is not None
 
-    def keys(self) -> Iterator[Hashable]:
+    def due_keys(self) -> Iterator[Hashable]:
         """The keys with a deadline."""
         return (key for key, slot in self._slots.items() if slot.due is not None)
 
