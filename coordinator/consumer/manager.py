@@ -198,9 +198,9 @@ class ConsumerGroupManager:
         self.topics = topics or TopicsImage()
         self.groups = ConsumerGroups()
         self.deadlines = Deadlines()
-        # member id -> the slot of its session deadline, held for steady_heartbeat (as the classic
-        # short path holds Member.session; members here are immutable records)
-        self._sessions: dict[str, Slot] = {}
+        # member id -> (the slot of its session deadline, epoch, interval, answer), steady_heartbeat's
+        # (as the classic short path holds Member.session; members here are immutable records)
+        self._sessions: dict[str, tuple[Slot, int, int, dict[str, Any]]] = {}
         counter = itertools.count(1)
         self._uuid = uuid_factory or (lambda: f"member-{next(counter)}-{uuid.uuid4().hex[:8]}")
         # Told the group id before a call's records are applied (the shell keeps a copy to roll
@@ -455,16 +455,21 @@ class ConsumerGroupManager:
         else:  # session_timeout and _heartbeat_interval: the group's config, else the broker's
             session = own[0] if own[0] is not None else config.session_timeout_ms
             interval = own[1] if own[1] is not None else config.heartbeat_interval_ms
-        # Moved later in the held slot, as Deadlines.set would (timers.Slot); else by key, and the
-        # slots of members gone dropped once they outnumber the live deadlines.
-        deadline, slot = now_ms + session, self._sessions.get(member_id)
-        if slot is not None and slot.due is not None and slot.live <= deadline and slot.key[0] == group_id:
+        # The session moved later in the held slot, as Deadlines.set would (timers.Slot), and the last
+        # answer given again while its epoch and interval stay; else by key (the members gone
+        # dropped once they outnumber the live deadlines).
+        deadline, epoch, held = now_ms + session, member.member_epoch, self._sessions.get(member_id)
+        if held is not None and (slot := held[0]).due is not None and slot.live <= deadline and slot.key[0] == group_id:
             slot.due = deadline
+            if held[1] == epoch and held[2] == interval:
+                return held[3]  # type: ignore[no-any-return]
         else:
             if len(self._sessions) > 2 * len(self.deadlines) + 64:
-                self._sessions = {m: s for m, s in self._sessions.items() if s.due is not None}
-            self._sessions[member_id] = self.deadlines.set((group_id, member_id, "session"), deadline)
-        return self.steady_answer(member.member_id, member.member_epoch, interval)
+                self._sessions = {m: h for m, h in self._sessions.items() if h[0].due is not None}
+            slot = self.deadlines.set((group_id, member_id, "session"), deadline)
+        answer = self.steady_answer(member.member_id, epoch, interval)
+        self._sessions[member_id] = (slot, epoch, interval, answer)
+        return answer
 
     steady_answer = staticmethod(_steady_answer)  # the shell may put one that carries its bytes here
 
