@@ -37,6 +37,7 @@ from groupd.coordinator import GroupCoordinator, Node, native
 from groupd.coordinator.classic.wire import heartbeat_answer
 from groupd.coordinator.result import Append, Result
 from groupd.coordinator.serde import RecordDecodeError, decode_record, encode_log_records
+from groupd.protocol.dispatch import BINDS_REQUEST, bind_request
 from groupd.protocol.frozen import mutable_record
 from groupd.protocol.ratelimit import LogLimiter
 from groupd.protocol.server import Request
@@ -156,12 +157,26 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
 
                 return handle_broker_heartbeat
 
+            # a core without the short path (a test's stand-in) answers every heartbeat the long way
+            classic = getattr(core, "classic", None)
+            steady = getattr(classic, "steady_heartbeat_code", None) or (lambda _version, _body: None)
+            enter = getattr(core, "enter", None) or (lambda _now: None)
+
             # the answer with its bytes made once per version and code (issue 26: no generic encoder)
             def handle_heartbeat(req: Request) -> None:
                 version = req.api_version
-                req.respond(heartbeat_answer(version, heartbeat(clock(), version, req.body)))
+                now = clock()
+                enter(now)
+                code = steady(version, req.body)
+                if code is None:  # anything but a steady member's: it may log (BINDS_REQUEST)
+                    with bind_request(req):
+                        req.respond(heartbeat_answer(version, heartbeat(now, version, req.body)))
+                        arm()
+                    return
+                req.respond(heartbeat_answer(version, code))
                 arm()
 
+            setattr(handle_heartbeat, BINDS_REQUEST, True)
             return handle_heartbeat
         # Kafka's "/host" form of each peer, made once per host rather than once per request.
         hosts: dict[str, str] = {}
@@ -202,12 +217,14 @@ class GroupShell(CoordinatorShell[GroupCoordinator, Result, Append]):
                     host = host_of(req)
                 enter(clock(), node_id)
                 response = steady(req.api_version, req.body, req.client_id or "", host)
-                if response is None:
-                    handle(req)
+                if response is None:  # the long way may log and start appends (BINDS_REQUEST)
+                    with bind_request(req):
+                        handle(req)
                     return
                 req.respond(response)
                 arm()
 
+            setattr(handle_consumer_heartbeat, BINDS_REQUEST, True)
             return handle_consumer_heartbeat
         if api_name == "OffsetCommit" and hasattr(core, "enter") and native.available():
             # A commit whose partitions are still bytes (the dispatcher's C walk) without a Result

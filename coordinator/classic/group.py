@@ -71,11 +71,14 @@ import enum
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import errors as err
 from ..consumer_protocol import ConsumerProtocolError, subscribed_topics
 from ..routing import JAVA_HASHMAP_INITIAL_CAPACITY, java_hashmap_capacity, java_hashmap_order
+
+if TYPE_CHECKING:
+    from ..timers import Slot
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -139,6 +142,9 @@ class Member:
     join_waiter: Waiter | None = None
     sync_waiter: Waiter | None = None
     is_new: bool = False
+    # The slot of its session deadline (``Deadlines.set``'s answer), kept by the heartbeat's short
+    # path to move the deadline later without looking the key up (issue 26); not state.
+    session: Slot | None = field(default=None, repr=False)
 
     @property
     def is_static(self) -> bool:

@@ -46,7 +46,7 @@ from dataclasses import replace
 from typing import Any
 
 from .. import errors
-from ..timers import Deadlines
+from ..timers import Deadlines, Slot
 from .assignor_spec import (
     GroupSpec,
     consumer_subscription_type,
@@ -164,6 +164,19 @@ class _Members(Mapping[str, ConsumerGroupMember]):
         return sum(1 for _ in self)
 
 
+def _steady_answer(member_id: str, epoch: int, interval_ms: int) -> dict[str, Any]:
+    """``ConsumerGroupManager._response`` with no assignment (``steady_answer``)."""
+    return {
+        "throttle_time_ms": 0,
+        "error_code": errors.NONE,
+        "error_message": None,
+        "member_id": member_id,
+        "member_epoch": epoch,
+        "heartbeat_interval_ms": interval_ms,
+        "assignment": None,
+    }
+
+
 def _owned(request: Mapping[str, Any]) -> list[tuple[uuid.UUID, list[int]]] | None:
     tps = request.get("topic_partitions")
     if tps is None:
@@ -185,6 +198,9 @@ class ConsumerGroupManager:
         self.topics = topics or TopicsImage()
         self.groups = ConsumerGroups()
         self.deadlines = Deadlines()
+        # member id -> (the slot of its session deadline, epoch, interval, answer), steady_heartbeat's
+        # (as the classic short path holds Member.session; members here are immutable records)
+        self._sessions: dict[str, tuple[Slot, int, int, dict[str, Any]]] = {}
         counter = itertools.count(1)
         self._uuid = uuid_factory or (lambda: f"member-{next(counter)}-{uuid.uuid4().hex[:8]}")
         # Told the group id before a call's records are applied (the shell keeps a copy to roll
@@ -439,21 +455,23 @@ class ConsumerGroupManager:
         else:  # session_timeout and _heartbeat_interval: the group's config, else the broker's
             session = own[0] if own[0] is not None else config.session_timeout_ms
             interval = own[1] if own[1] is not None else config.heartbeat_interval_ms
-        self.deadlines.set((group_id, member_id, "session"), now_ms + session)
-        return self.steady_answer(member.member_id, member.member_epoch, interval)
+        # The session moved later in the held slot, as Deadlines.set would (timers.Slot), and the last
+        # answer given again while its epoch and interval stay; else by key (the members gone
+        # dropped once they outnumber the live deadlines).
+        deadline, epoch, held = now_ms + session, member.member_epoch, self._sessions.get(member_id)
+        if held is not None and (slot := held[0]).due is not None and slot.live <= deadline and slot.key[0] == group_id:
+            slot.due = deadline
+            if held[1] == epoch and held[2] == interval:
+                return held[3]  # type: ignore[no-any-return]
+        else:
+            if len(self._sessions) > 2 * len(self.deadlines) + 64:
+                self._sessions = {m: h for m, h in self._sessions.items() if h[0].due is not None}
+            slot = self.deadlines.set((group_id, member_id, "session"), deadline)
+        answer = self.steady_answer(member.member_id, epoch, interval)
+        self._sessions[member_id] = (slot, epoch, interval, answer)
+        return answer
 
-    @staticmethod
-    def steady_answer(member_id: str, epoch: int, interval_ms: int) -> dict[str, Any]:
-        """``_response`` with no assignment; the shell may put one that carries its bytes here."""
-        return {
-            "throttle_time_ms": 0,
-            "error_code": errors.NONE,
-            "error_message": None,
-            "member_id": member_id,
-            "member_epoch": epoch,
-            "heartbeat_interval_ms": interval_ms,
-            "assignment": None,
-        }
+    steady_answer = staticmethod(_steady_answer)  # the shell may put one that carries its bytes here
 
     def _response(self, group_id: str, member_id: str, epoch: int, assignment: Partitions | None) -> dict[str, Any]:
         return {

@@ -109,7 +109,7 @@ class ConsumerMoveMachine(RuleBasedStateMachine):
         self.shell.unload(P)
         missing = [c for c in self.shell.sent if c not in self.shell.answers]
         assert not missing, f"not answered after the resignation: {missing}"
-        assert not self.shell.coord.consumer.deadlines._due
+        assert not list(self.shell.coord.consumer.deadlines.due_keys())
         self.collect()
 
     @rule()
@@ -124,7 +124,7 @@ class ConsumerMoveMachine(RuleBasedStateMachine):
             event("reload == before the unload")
         g = self.shell.coord.consumer.group(GROUP)
         members = set() if g is None else set(g.members)
-        assert {k[1] for k in self.shell.coord.consumer.deadlines._due if k[2] == "session"} == members
+        assert {k[1] for k in self.shell.coord.consumer.deadlines.due_keys() if k[2] == "session"} == members
 
     # -- invariants ------------------------------------------------------------------------------
 

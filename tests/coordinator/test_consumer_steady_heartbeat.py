@@ -99,3 +99,48 @@ def test_a_steady_heartbeat_renews_the_session():
         shell.advance(30000)  # the others' sessions (45 s) expire; a's was renewed 30 s ago
     assert fast.log == slow.log
     assert set(fast.group().members) == {"a"}
+
+
+def _steady_body(group: str, mid: str, epoch: int) -> dict[str, Any]:
+    from consumer_harness import _as_read
+
+    return _as_read(1, {"group_id": group, "member_id": mid, "member_epoch": epoch, "instance_id": None,
+                        "rack_id": None, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+                        "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": None})  # fmt: skip
+
+
+def test_sessions_renewed_by_the_shell_path_alone_expire_when_kafka_would() -> None:
+    # steady_heartbeat moves a session later in the slot it holds per member id (issue 26): only its
+    # own group's session moves (the same member id in a second group heartbeating in between), and a
+    # member heartbeating only that way expires exactly one session timeout after its last
+    # heartbeat, as the long way's Deadlines.set has it.
+    shell = Shell(topics=image(t=6))
+    c = shell.client("a")
+    for _ in range(3):
+        c.heartbeat()
+    mid, epoch = c.member_id, c.epoch
+    session = shell.mgr.config.session_timeout_ms
+    # the same member id in group g2, Stable too
+    req: dict[str, Any] = {"group_id": "g2", "member_id": mid, "member_epoch": 0, "rebalance_timeout_ms": 30000,
+                           "subscribed_topic_names": ["t"], "topic_partitions": []}  # fmt: skip
+    for _ in range(4):
+        resp = shell.mgr.heartbeat(shell.now, req).response
+        req = {"group_id": "g2", "member_id": mid, "member_epoch": resp["member_epoch"], "topic_partitions":
+               [{"topic_id": a["topic_id"], "partitions": a["partitions"]}
+                for a in (resp["assignment"] or {"topic_partitions": []})["topic_partitions"]] if resp["assignment"]
+               else req["topic_partitions"]}  # fmt: skip
+    epoch2 = req["member_epoch"]
+    for step in range(5):
+        shell.advance(session - 1000)
+        g2_before = shell.mgr.deadlines.get(("g2", mid, "session"))
+        assert shell.mgr.steady_heartbeat(shell.now, _steady_body("g", mid, epoch), 1, "", "", False), step
+        assert shell.mgr.deadlines.get(("g", mid, "session")) == shell.now + session
+        assert shell.mgr.deadlines.get(("g2", mid, "session")) == g2_before
+        if step < 2:  # g2's member heartbeats twice, then stops
+            assert shell.mgr.steady_heartbeat(shell.now, _steady_body("g2", mid, epoch2), 1, "", "", False)
+            assert shell.mgr.deadlines.get(("g2", mid, "session")) == shell.now + session
+    last = shell.now
+    shell.advance(session - 1)
+    assert mid in shell.group().members
+    shell.advance(1)
+    assert mid not in shell.group().members and shell.now == last + session

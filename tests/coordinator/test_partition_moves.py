@@ -177,7 +177,7 @@ def test_consumer_group_timers_cancelled_on_unload_and_sessions_rearmed_on_load(
     s.advance(100000)
     s.reload(cg)
     assert persisted(s, "cg") == before
-    assert {k[1] for k in s.coord.consumer.deadlines._due} == {"m1", "m2"}
+    assert {k[1] for k in s.coord.consumer.deadlines.due_keys()} == {"m1", "m2"}
     s.advance(45001)  # neither heartbeats after the move: both fenced
     assert s.coord.consumer.group("cg").members == {}
 
