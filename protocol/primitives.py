@@ -553,8 +553,9 @@ class KStruct(_Node):
                 "for _ in range(nt):",
                 "    tag, pos = uvarint_at(buf, pos)",
                 "    size, pos = uvarint_at(buf, pos)",
-                "    end = pos + size",
-                "    if end > len(buf):",
+                # Not ``end``: a string or bytes value's own lines use that name.
+                "    tag_end = pos + size",
+                "    if tag_end > len(buf):",
                 "        raise short_read()",
             ]
             branch = "if"
@@ -562,11 +563,11 @@ class KStruct(_Node):
                 loop.append(f"    {branch} tag == {f.tag}:")
                 loop.extend(_indent(_parse_value_lines(code, f.subcon, "t"), 8))
                 loop.append(f"        r[{f.name!r}] = t")
-                loop.append("        if pos != end:")
+                loop.append("        if pos != tag_end:")
                 loop.append(f"            raise tagged_size_mismatch({f.name!r})")
                 branch = "elif"
             loop.append("    else:" if self.tagged else "    if True:")
-            loop.append("        pos = end")
+            loop.append("        pos = tag_end")
             # The empty section is the common case: one byte compare instead of the loop.
             body.append("if buf[pos] == 0:")
             body.append("    pos += 1")

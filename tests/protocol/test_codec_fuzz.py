@@ -135,3 +135,21 @@ def test_round_trip_paths_agree_and_malformed_input_is_a_decode_error(
 @given(junk=st.binary(max_size=64))
 def test_random_bytes_decode_or_raise_decode_error(schema: MessageSchema, version: int, junk: bytes) -> None:
     _decode_or_decode_error(schema.codec(version), junk)
+
+
+def test_tagged_string_longer_than_its_declared_size_is_a_decode_error_on_every_path() -> None:
+    """Found by the fuzz test above: a tagged string field (FetchRequest v12's ``cluster_id``) declared
+    with size 0 but followed by a one-byte string. The compiled parsers' string code reused the name
+    of the tagged field's end, so their size check compared the string's end with itself and passed;
+    the struct path refused it. Every path now refuses it (Kafka's generated reader would read past
+    the field: the section is malformed either way)."""
+    fetch = next(a for a in ALL_APIS if a.name == "Fetch")
+    codec = fetch.request.codec(12)
+    body = codec.encode({"topics": [], "forgotten_topics_data": [], "rack_id": "", "max_wait_ms": 0, "min_bytes": 0})
+    assert body.endswith(b"\x01\x00")  # rack_id "" and an empty tagged section
+    bad = body[:-1] + b"\x01\x00\x00\x01"  # one tagged field: tag 0, size 0, then the string ""
+    for parse in (codec.decode, codec.construct.parse, codec.struct.parse):
+        with pytest.raises(_rt.DecodeError, match="size mismatch"):
+            parse(bad)
+    good = body[:-1] + b"\x01\x00\x01\x01"  # size 1: the same string, declared right
+    assert codec.decode(good)["cluster_id"] == "" == codec.struct.parse(good)["cluster_id"]
