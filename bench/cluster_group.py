@@ -109,11 +109,14 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -247,6 +250,7 @@ def _franz_test(binary: Path, bootstrap: str, records: int, brokers: int, timeou
         "KGO_LOG_LEVEL": "none",
     }
     t0 = time.perf_counter()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         proc = subprocess.run(
             [str(binary), "-test.run", "^TestGroupETL$", "-test.count", "1", "-test.timeout", f"{int(timeout)}s"],
@@ -258,8 +262,10 @@ def _franz_test(binary: Path, bootstrap: str, records: int, brokers: int, timeou
         )
     except subprocess.TimeoutExpired:
         return {"seconds": time.perf_counter() - t0, "delivered": 0, "complete": False, "errors": ["timeout"]}
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the test binary's, reaped by run()
     complete = proc.returncode == 0 and "PASS" in proc.stdout
     return {
+        "client_cpu_s": r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
         "seconds": time.perf_counter() - t0,
         "delivered": records if complete else 0,
         "complete": complete,
@@ -364,9 +370,26 @@ def _franz(binary: Path, bootstrap: str, records: int, timeout: float) -> dict[s
     }
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _requests(port: int) -> dict[str, int]:
+    """Requests answered so far by API name (``--metrics-port``'s groupd_requests, every broker)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: dict[str, int] = {}
+    for m in re.finditer(r'^groupd_requests_total\{api="(\w+)",[^}]*\} ([0-9.e+]+)$', text, re.M):
+        out[m[1]] = out.get(m[1], 0) + int(float(m[2]))
+    return out
+
+
 def _one(root: Path, brokers: int, name: str, records: int, timeout: float, franz: Path | None) -> dict[str, Any]:
     t: Target
-    t, _ = start_groupd(root / f"{name}-b{brokers}" / "data", "--brokers", str(brokers))
+    port = _free_port()
+    t, _ = start_groupd(root / f"{name}-b{brokers}" / "data", "--brokers", str(brokers), "--metrics-port", str(port))
+    counts: dict[str, int] | None = None
     try:
         cpu0 = t.cpu_s()
         if name == "franz":
@@ -378,8 +401,13 @@ def _one(root: Path, brokers: int, name: str, records: int, timeout: float, fran
         else:
             out = _pipeline(t.bootstrap, records, PROFILES[name], time.monotonic() + timeout)
         cpu1 = t.cpu_s()
+        try:
+            counts = _requests(port)
+        except OSError:
+            counts = None
     finally:
         t.stop()
+    out["requests"] = {"0": counts.get("Produce", 0), "1": counts.get("Fetch", 0)} if counts else None
     cpu = (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
     out["server_cpu_s"] = cpu
     out["cpu_us_per_record"] = cpu / records * 1e6 if cpu is not None else None
@@ -474,12 +502,28 @@ def main(argv: list[str] | None = None) -> int:
                     each += f"; first producer done in {ps[(len(ps) - 1) // 2]:.1f} s (median)"
                 return f"{r['seconds']:6.1f} s, server CPU {cpu:5.1f} s ({r['cpu_us_per_record']:.0f} us/record){extra}{each}"
 
+            def reqs(r: dict[str, Any]) -> str:
+                c = r.get("requests") or {}
+                return f", {c.get('0', 0):,} Produce, {c.get('1', 0):,} Fetch requests"
+
+            def each_round(b: int, rs: list[dict[str, Any]]) -> None:
+                for i, x in enumerate(rs):
+                    client = x.get("client_cpu_s")
+                    extra = f", client CPU {client:.1f} s" if client is not None else ""
+                    print(
+                        f"    {b} broker(s) round {i + 1}: {x['seconds']:.1f} s, server CPU {x['server_cpu_s']:.1f} s"
+                        f"{extra}{reqs(x)}",
+                        flush=True,
+                    )
+
             verdict = "within" if ratio <= 1.2 else "NOT within"
             what = "" if args.rounds <= 1 else f", median of {args.rounds} alternating rounds"
             print(f"{name} profile, {n} records{what}", flush=True)
             print(f"  1 broker:  {fmt(one, runs[1])}", flush=True)
             print(f"  3 brokers: {fmt(three, runs[3])}", flush=True)
             print(f"  ratio 3/1: {ratio:.2f} ({verdict} the 1.2 target)", flush=True)
+            for b in (1, 3):
+                each_round(b, runs[b])
             if peer[1] and peer[3]:
                 k1, k3 = _median_run(peer[1]), _median_run(peer[3])
                 results["profiles"][name]["kfake"] = {
@@ -488,11 +532,6 @@ def main(argv: list[str] | None = None) -> int:
                     "ratio": k3["seconds"] / k1["seconds"],
                     "rounds": peer,
                 }
-
-                def reqs(r: dict[str, Any]) -> str:
-                    c = r.get("requests") or {}
-                    return f", {c.get('0', 0):,} Produce, {c.get('1', 0):,} Fetch requests"
-
                 print(f"  kfake 1 broker:  {fmt(k1, peer[1])}{reqs(k1)}", flush=True)
                 print(f"  kfake 3 brokers: {fmt(k3, peer[3])}{reqs(k3)}", flush=True)
                 print(f"  kfake ratio 3/1: {k3['seconds'] / k1['seconds']:.2f}", flush=True)
