@@ -253,7 +253,16 @@ def _franz_test(binary: Path, bootstrap: str, records: int, brokers: int, timeou
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         proc = subprocess.run(
-            [str(binary), "-test.run", "^TestGroupETL$", "-test.count", "1", "-test.timeout", f"{int(timeout)}s"],
+            [
+                str(binary),
+                "-test.run",
+                "^TestGroupETL$",
+                "-test.count",
+                "1",
+                "-test.v",
+                "-test.timeout",
+                f"{int(timeout)}s",
+            ],
             capture_output=True,
             text=True,
             env=env,
@@ -264,7 +273,10 @@ def _franz_test(binary: Path, bootstrap: str, records: int, brokers: int, timeou
         return {"seconds": time.perf_counter() - t0, "delivered": 0, "complete": False, "errors": ["timeout"]}
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the test binary's, reaped by run()
     complete = proc.returncode == 0 and "PASS" in proc.stdout
+    # the subtests' own durations (one per balancer, run one after the other): which phase is slow
+    subtests = {m[1]: float(m[2]) for m in re.finditer(r"--- PASS: TestGroupETL/(\S+) \(([0-9.]+)s\)", proc.stdout)}
     return {
+        "subtests": subtests,
         "client_cpu_s": r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
         "seconds": time.perf_counter() - t0,
         "delivered": records if complete else 0,
@@ -510,6 +522,8 @@ def main(argv: list[str] | None = None) -> int:
                 for i, x in enumerate(rs):
                     client = x.get("client_cpu_s")
                     extra = f", client CPU {client:.1f} s" if client is not None else ""
+                    if x.get("subtests"):
+                        extra += " (subtests " + "/".join(f"{v:.1f}" for v in x["subtests"].values()) + " s)"
                     print(
                         f"    {b} broker(s) round {i + 1}: {x['seconds']:.1f} s, server CPU {x['server_cpu_s']:.1f} s"
                         f"{extra}{reqs(x)}",
