@@ -167,3 +167,27 @@ class GuardMachine(RuleBasedStateMachine):
 
 GuardMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
 TestGuardMachine = GuardMachine.TestCase
+
+
+def test_forgetting_a_topic_the_leadership_file_does_not_name_leaves_the_file(tmp_path: Path) -> None:
+    """A deleted topic whose partitions never moved is not in ``cluster-leaders.json``: the file is
+    not written again (no write and fsync on the event loop per deleted topic); a deleted topic
+    the file names is taken out of it, also after a restart read the file."""
+    topics = TopicRegistry(tmp_path)
+    topics.load()
+    path = tmp_path / "cluster-leaders.json"
+    leaders = Leadership(NODES, topics, path=path)
+    still = topics.create("still", 2, replication_factor=3)
+    moved = topics.create("moved", 2, replication_factor=3)
+    leaders.get(still, 0)
+    leader, _ = leaders.get(moved, 0)
+    leaders.move(moved, 0, leader % 3 + 1)
+    written = path.stat()
+    assert "moved" in path.read_text() and "still" not in path.read_text()
+    topics.delete("still")
+    leaders.forget("still")
+    assert path.stat().st_ino == written.st_ino and path.stat().st_mtime_ns == written.st_mtime_ns
+    again = Leadership(NODES, topics, path=path)  # a restart
+    topics.delete("moved")
+    again.forget("moved")
+    assert "moved" not in path.read_text()
