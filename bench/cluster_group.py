@@ -24,6 +24,7 @@ Profiles:
            event loop (the issue's 5x was this shape).
 
     python -m bench.cluster_group [--quick] [--records R] [--profiles batched,small] [--json out.json]
+        [--rounds N] [--kfake] [--timeline]
 
 Where the three brokers' time goes (franz profile, 300,000 records, counted in the daemon):
   1 broker:  ~6 s; Produce 5,105 requests (411 records, 14.7 partitions each), Fetch 1,830 (992
@@ -450,11 +451,38 @@ def _requests(port: int) -> dict[str, int]:
     return out
 
 
-def _one(root: Path, brokers: int, name: str, records: int, timeout: float, franz: Path | None) -> dict[str, Any]:
+TIMELINE_APIS = ("Produce", "Fetch", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit")
+
+
+def _sample_timeline(port: int, stop: threading.Event, rows: list[list[Any]]) -> None:
+    """Requests answered in each second of a run, by API (``--timeline``): the phases of a run
+    (rebalances show as JoinGroup/SyncGroup bursts, idle waits as seconds without Produce/Fetch)."""
+    t0 = time.perf_counter()
+    try:
+        prev = _requests(port)
+    except OSError:
+        return
+    while not stop.wait(1.0):
+        try:
+            cur = _requests(port)
+        except OSError:
+            return
+        rows.append([round(time.perf_counter() - t0, 1), {a: cur.get(a, 0) - prev.get(a, 0) for a in TIMELINE_APIS}])
+        prev = cur
+
+
+def _one(
+    root: Path, brokers: int, name: str, records: int, timeout: float, franz: Path | None, timeline: bool = False
+) -> dict[str, Any]:
     t: Target
     port = _free_port()
     t, _ = start_groupd(root / f"{name}-b{brokers}" / "data", "--brokers", str(brokers), "--metrics-port", str(port))
     counts: dict[str, int] | None = None
+    rows: list[list[Any]] = []
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sample_timeline, args=(port, stop, rows), daemon=True)
+    if timeline:
+        sampler.start()
     try:
         cpu0 = t.cpu_s()
         if name == "franz":
@@ -471,7 +499,12 @@ def _one(root: Path, brokers: int, name: str, records: int, timeout: float, fran
         except OSError:
             counts = None
     finally:
+        stop.set()
+        if timeline:
+            sampler.join(10)
         t.stop()
+    if timeline:
+        out["timeline"] = rows
     out["requests"] = {"0": counts.get("Produce", 0), "1": counts.get("Fetch", 0)} if counts else None
     cpu = (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
     out["server_cpu_s"] = cpu
@@ -500,6 +533,11 @@ def main(argv: list[str] | None = None) -> int:
         "bimodal on any server, kfake's three brokers too: one round proves little)",
     )
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--timeline",
+        action="store_true",
+        help="print each groupd round's requests per second by API (Produce, Fetch, the group APIs)",
+    )
     ap.add_argument(
         "--franz-gopath",
         type=Path,
@@ -546,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
                 for b in (1, 3):
                     # a fresh data directory per round: a second round must not find the first's topics
                     client = franz_test if name == "franz-test" else franz
-                    runs[b].append(_one(root / f"round{i}", b, name, n, args.timeout, client))
+                    runs[b].append(_one(root / f"round{i}", b, name, n, args.timeout, client, args.timeline))
                 if name in ("franz", "franz-test") and kfake is not None:
                     client = franz_test if name == "franz-test" else franz
                     assert client is not None
@@ -591,6 +629,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  ratio 3/1: {ratio:.2f} ({verdict} the 1.2 target)", flush=True)
             for b in (1, 3):
                 each_round(b, runs[b])
+            if args.timeline:
+                for b in (1, 3):
+                    for i, x in enumerate(runs[b]):
+                        print(f"    timeline, {b} broker(s) round {i + 1} (s: " + " ".join(TIMELINE_APIS) + ")")
+                        for at, c in x.get("timeline") or ():
+                            print(f"      {at:6.1f} " + " ".join(f"{c[a]:6d}" for a in TIMELINE_APIS), flush=True)
             if peer[1] and peer[3]:
                 k1, k3 = _median_run(peer[1]), _median_run(peer[3])
                 results["profiles"][name]["kfake"] = {
