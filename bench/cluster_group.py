@@ -98,15 +98,16 @@ medians 1.36; the issue had 91 s and ~495 s); kfake 36.6, 33.2, 25.4 s on one br
 26.1, 28.1 s on three. Server CPU 5.5 s on one broker, 14.8 s on three (kfake: 2.5 and 4.2 s, on
 both cores). Requests at three brokers (``--metrics-port``, an earlier build): 166k Produce and
 50k Fetch against kfake's 77k and 26k: each answers as soon as its append is written, and
-franz-go keeps up to five Produce requests in flight per broker, so a faster answer makes more,
+franz-go keeps up to four Produce requests in flight per broker, so a faster answer makes more,
 smaller requests (franz-go v1.16's sink: one in flight, four once the broker answers Produce v4+
-to an idempotent producer, ``sink.firstRespCheck``).
+to an idempotent producer, ``sink.firstRespCheck``; Kafka too answers one request of a connection
+at a time, as groupd).
 
 Where TestGroupETL's time goes at three brokers (issue 29 item 4, 2026-11-29 11:20-12:00, h/cl5;
 each round now reports its subtests' own durations (-test.v), its Produce and Fetch requests
 (``--metrics-port``, which every build and broker count pays alike: ~3% of the loop in the append
-metrics) and the test binary's CPU; per-second request counts from /metrics beside KGO_LOG_LEVEL=info
-logs stamped on arrival):
+metrics) and the test binary's CPU; ``--timeline`` prints each round's requests per second by API;
+franz-go's KGO_LOG_LEVEL=info logs were read beside them, stamped on arrival):
   Phases. The four subtests run one after the other; each sleeps 5 s before its second wave of
   members, whose joins (and a member that quits after one poll without committing) cost each
   group two rebalances, each noticed at the members' next 3 s heartbeat (KGO logs: "heartbeat
@@ -114,10 +115,11 @@ logs stamped on arrival):
   On one broker every subtest is done at or just after the 5 s step: 6.0/6.0/5.6/5.9 s, ~1,000
   Produce and ~300 Fetch requests a second. On three the same chain is not done by then (subtests
   10-25 s, the first one carrying the first producer's 500k records too), so it runs on through
-  those rebalances: no idle wait of the server's making (no fetch waited out its max wait, no
-  NOT_LEADER/coordinator move, no produce retry, no metadata refresh beyond the joins'), the
-  rebalances are the test's own and Kafka would pace them the same (the heartbeat interval is
-  the client's). What differs is throughput: 4,000-7,000 Produce requests a second of ~45 records
+  those rebalances: no idle wait of the server's making (franz-go's logs of a 3-broker run: no
+  NOT_LEADER_OR_FOLLOWER or NOT_COORDINATOR, no produce retry, metadata refreshed only as members
+  start, first produce to a topic or rejoin; the seconds without Produce/Fetch are the
+  rebalances'), and the rebalances are the test's own, paced as Kafka would pace them (the
+  heartbeat interval is the client's). What differs is throughput: 4,000-7,000 Produce requests a second of ~45 records
   against ~1,000 of ~390.
   Why. Requests are the client's choice: franz-go has a sink per broker, no linger, four in flight
   each, and its ETL members produce each polled record (100 a poll) at once, split over the
@@ -125,10 +127,10 @@ logs stamped on arrival):
   since its last one. 3 brokers: 128-168k Produce and 40-53k Fetch requests in a run against
   16-19k and 4-6k on one (8-9x), for the same 6.5M records. Server CPU per request is the same on
   one broker and three (``bench.small_requests``: a small Produce 34.5 vs 37.8 us, Fetch ~the
-  same), and so is the client's (~100 us): server + client CPU 41-55 s at three brokers against
-  18-21 s at one, for a run that lasts 23 s at best, on a 2-core machine that also runs the
-  clients. So three brokers finish each subtest before its step only when the machine is
-  otherwise idle (the 10:40 rounds above: one in three did), and never when it is shared
+  same), and the client pays ~110-140 us per request too: server + client CPU 35-55 s at three
+  brokers against 18-21 s at one, for a run that lasts 23 s at best, on a 2-core machine that
+  also runs the clients. So three brokers finish a subtest before its step only when the machine
+  is otherwise quiet (the 10:40 rounds above: one round in three), and rarely when it is shared
   (11:37-11:50, load average 3-5 from other work: one broker 23.7-35.6 s, three 46.5-61.9 s).
   Kafka at RF 3, acks=all. A Produce completes when every in-sync follower's next fetch has moved
   the high watermark past it (``ReplicaManager.appendRecords`` -> ``maybeAddDelayedProduce``;
@@ -147,12 +149,23 @@ logs stamped on arrival):
   broker led when last checked, valid while ``Leadership.version`` is unchanged: 2.0 -> 1.35 us
   per 2-partition Produce, 3.3 -> 1.85 us per 4-partition Fetch (a loop of 100k calls); in the
   3-broker py-spy profile its own samples plus ``Leadership.check`` went from 2.6% to 1.2% of the
-  daemon. That is under the noise of a shared machine: before (8a315cd) and after, alternating,
-  load average 3-5, ``--rounds 3``: ratio of medians 1.51 (1 broker 35.6/23.7/33.1 s, 3 brokers
-  50.0/46.5/58.7 s, server CPU 19.0-23.5 s) and 2.28 (24.5-29.0 s; 49.0-61.9 s, 22.5-27.9 s).
+  daemon. A deleted topic that never moved no longer rewrites and fsyncs ``cluster-leaders.json``
+  on the loop (14 samples, ~70 ms, in one 3-broker run on a busy disk: the subtests delete three
+  topics each). Both are under the noise of a shared machine. Before (8a315cd, its own venv, driven by
+  this bench) and after, in one sitting (11:37-12:10, load average 1-5 from other work), three
+  alternations of ``--rounds 3``; ratio of medians before 1.51, 1.60, 1.65, after 2.28 (the most
+  loaded), 1.38, 1.22; over all nine rounds before 26.2 s (1 broker) and 42.5 s (3), ratio 1.62,
+  after 27.8 and 38.9 s, ratio 1.40. 3-broker rounds 32.7-58.7 s before, 34.0-61.9 s after;
+  server CPU per request 102-124 us before and 108-131 us after at three brokers (250-360 us at
+  one: 8x fewer, larger requests), the franz-go test's 112-139 us either way; 115-159k Produce and
+  29-56k Fetch requests at three brokers against 15-23k and 4-8k at one. A 3-broker subtest that
+  finishes before the 5 s step takes 5.4-6.5 s, as on one broker; one that does not takes 10-15 s
+  (1 broker has some too: 10.1-12.4 s), and which one happens follows the machine's load: on the
+  quietest alternation half the 3-broker subtests made it (ratio 1.22).
   What would reach 1.2 here is fewer requests or a far cheaper one on both sides: 1.2 needs the
-  three brokers' ~45 CPU-seconds to fit in ~28 s of two cores shared with other work, which the
-  server alone cannot bring about (a server costing nothing still leaves the clients' ~25 s).
+  three brokers' ~35-50 CPU-seconds (server + client) to fit in ~28 s of two cores shared with
+  other work, which the server alone cannot bring about (a server costing nothing still leaves
+  the clients' ~20-25 s).
 
 Every process runs on 127.0.0.1 and is stopped by pid; every load is bounded in count and time.
 """
