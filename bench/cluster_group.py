@@ -103,7 +103,7 @@ smaller requests (franz-go v1.16's sink: one in flight, four once the broker ans
 to an idempotent producer, ``sink.firstRespCheck``; Kafka too answers one request of a connection
 at a time, as groupd).
 
-Where TestGroupETL's time goes at three brokers (issue 29 item 4, 2026-11-29 11:20-12:00, h/cl5;
+Where TestGroupETL's time goes at three brokers (issue 29 item 4, 2026-11-29 11:20-12:27, h/cl5;
 each round now reports its subtests' own durations (-test.v), its Produce and Fetch requests
 (``--metrics-port``, which every build and broker count pays alike: ~3% of the loop in the append
 metrics) and the test binary's CPU; ``--timeline`` prints each round's requests per second by API;
@@ -151,14 +151,15 @@ franz-go's KGO_LOG_LEVEL=info logs were read beside them, stamped on arrival):
   3-broker py-spy profile its own samples plus ``Leadership.check`` went from 2.6% to 1.2% of the
   daemon. A deleted topic that never moved no longer rewrites and fsyncs ``cluster-leaders.json``
   on the loop (14 samples, ~70 ms, in one 3-broker run on a busy disk: the subtests delete three
-  topics each). Both are under the noise of a shared machine. Before (8a315cd, its own venv, driven by
-  this bench) and after, in one sitting (11:37-12:10, load average 1-5 from other work), three
-  alternations of ``--rounds 3``; ratio of medians before 1.51, 1.60, 1.65, after 2.28 (the most
-  loaded), 1.38, 1.22; over all nine rounds before 26.2 s (1 broker) and 42.5 s (3), ratio 1.62,
-  after 27.8 and 38.9 s, ratio 1.40. 3-broker rounds 32.7-58.7 s before, 34.0-61.9 s after;
-  server CPU per request 102-124 us before and 108-131 us after at three brokers (250-360 us at
-  one: 8x fewer, larger requests), the franz-go test's 112-139 us either way; 115-159k Produce and
-  29-56k Fetch requests at three brokers against 15-23k and 4-8k at one. A 3-broker subtest that
+  topics each). Both are within the noise of a shared machine. Before (8a315cd, its own venv,
+  driven by this bench) and after, in one sitting (11:37-12:27, load average 0.1-5.6 from other
+  work), four alternations, ``--rounds 3`` three times then ``--rounds 5``: ratio of medians
+  before 1.51, 1.60, 1.65, 1.69, after 2.28 (the most loaded), 1.38, 1.22, 1.22 (1 broker 23.1-31.3
+  s, 3 brokers 32.4-36.8 s); over all fourteen rounds each, before 25.0 s (1 broker) and 42.2 s
+  (3), ratio 1.69, after 27.7 and 37.0 s, ratio 1.34. Server CPU per request at three brokers
+  102-124 us before and 104-131 us after (medians 113 and 111; 250-360 us at one broker: 8x
+  fewer, larger requests), the franz-go test's 112-139 us either way; 113-168k Produce and
+  29-56k Fetch requests at three brokers against 15-23k and 3-8k at one. A 3-broker subtest that
   finishes before the 5 s step takes 5.4-6.5 s, as on one broker; one that does not takes 10-15 s
   (1 broker has some too: 10.1-12.4 s), and which one happens follows the machine's load: on the
   quietest alternation half the 3-broker subtests made it (ratio 1.22).
