@@ -27,39 +27,49 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from .targets import start_groupd, workdir
 
 
-def _produce(bootstrap: str, topic: str, n: int, size: int, linger_ms: int, acks: str) -> tuple[float, int]:
-    payloads = [os.urandom(size) for _ in range(64)]
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": acks,
-            "linger.ms": linger_ms,
-            "compression.type": "none",
-            "queue.buffering.max.messages": 500_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-        }
-    )
-    failed = 0
+class BenchProducer:
+    """The producer both produce benches drive (this module and ``bench.produce``): no compression,
+    room in its queue for a whole run, 64 random payloads cycled, failed deliveries counted."""
 
-    def report(err: object, _msg: object) -> None:
-        nonlocal failed
+    def __init__(self, bootstrap: str, size: int, linger_ms: int, acks: str) -> None:
+        self.payloads = [os.urandom(size) for _ in range(64)]
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": acks,
+                "linger.ms": linger_ms,
+                "compression.type": "none",
+                "queue.buffering.max.messages": 500_000,
+                "queue.buffering.max.kbytes": 1_048_576,
+            }
+        )
+        self.failed = 0
+
+    def report(self, err: object, _msg: object) -> None:
         if err is not None:
-            failed += 1
+            self.failed += 1
 
+    def produce_n(self, topic: str, n: int) -> None:
+        p, payloads, report = self.producer, self.payloads, self.report
+        for i in range(n):
+            while True:
+                try:
+                    p.produce(topic, value=payloads[i % 64], key=b"%d" % (i % 1000), on_delivery=report)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+            if i % 5000 == 0:
+                p.poll(0)
+
+
+def _produce(bootstrap: str, topic: str, n: int, size: int, linger_ms: int, acks: str) -> tuple[float, int]:
+    bp = BenchProducer(bootstrap, size, linger_ms, acks)
     t0 = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, value=payloads[i % 64], key=b"%d" % (i % 1000), on_delivery=report)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i % 5000 == 0:
-            p.poll(0)
-    left = p.flush(120)
+    bp.produce_n(topic, n)
+    left = bp.producer.flush(120)
     elapsed = time.perf_counter() - t0
-    if left or failed:
-        raise SystemExit(f"produce: {left} undelivered, {failed} failed")
+    if left or bp.failed:
+        raise SystemExit(f"produce: {left} undelivered, {bp.failed} failed")
     return elapsed, n
 
 

@@ -68,7 +68,6 @@ us/msg, 0.85x, 0.82x, 0.96x.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import time
@@ -79,6 +78,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from .dataplane import BenchProducer
 from .targets import Target, start_groupd, start_mock, workdir
 
 TOPIC = "b"
@@ -112,49 +112,26 @@ def _create_topic(t: Target, partitions: int) -> None:
 
 def _round(t: Target, n: int, size: int, linger_ms: int, acks: str, partitions: int) -> dict[str, float]:
     """One warmed producer, ``n`` messages timed (``bench.dataplane._produce``'s loop)."""
-    payloads = [os.urandom(size) for _ in range(64)]
-    p = Producer(
-        {
-            "bootstrap.servers": t.bootstrap,
-            "acks": acks,
-            "linger.ms": linger_ms,
-            "compression.type": "none",
-            "queue.buffering.max.messages": 500_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-        }
-    )
-    failed = 0
-
-    def report(err: object, _msg: object) -> None:
-        nonlocal failed
-        if err is not None:
-            failed += 1
+    bp = BenchProducer(t.bootstrap, size, linger_ms, acks)
+    p = bp.producer
 
     # Warm-up, outside the timed window: the connection, ApiVersions, Metadata and one answered
     # Produce per partition (what a round would otherwise spend its first 10-140 ms on).
     for part in range(partitions):
-        p.produce(TOPIC, value=payloads[0], partition=part, on_delivery=report)
-    if p.flush(30) or failed:
+        p.produce(TOPIC, value=bp.payloads[0], partition=part, on_delivery=bp.report)
+    if p.flush(30) or bp.failed:
         raise SystemExit(f"produce to {t.name}: the warm-up was not delivered")
     c0 = t.cpu_s() or 0.0
     s0 = _schedstat()
     t0 = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(TOPIC, value=payloads[i % 64], key=b"%d" % (i % 1000), on_delivery=report)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i % 5000 == 0:
-            p.poll(0)
+    bp.produce_n(TOPIC, n)
     t1 = time.perf_counter()
     s1 = _schedstat()
     left = p.flush(120)
     t2 = time.perf_counter()
     c1 = t.cpu_s() or 0.0
-    if left or failed:
-        raise SystemExit(f"produce to {t.name}: {left} undelivered, {failed} failed")
+    if left or bp.failed:
+        raise SystemExit(f"produce to {t.name}: {left} undelivered, {bp.failed} failed")
     out = {"secs": t2 - t0, "loop_s": t1 - t0, "flush_s": t2 - t1, "server_cpu_s": c1 - c0}
     if s0 is not None and s1 is not None:
         out["loop_on_cpu_s"] = s1[0] - s0[0]

@@ -474,17 +474,12 @@ class ConsumerGroupManager:
     steady_answer = staticmethod(_steady_answer)  # the shell may put one that carries its bytes here
 
     def _response(self, group_id: str, member_id: str, epoch: int, assignment: Partitions | None) -> dict[str, Any]:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": errors.NONE,
-            "error_message": None,
-            "member_id": member_id,
-            "member_epoch": epoch,
-            "heartbeat_interval_ms": self._heartbeat_interval(group_id),
-            "assignment": None
-            if assignment is None
-            else {"topic_partitions": [{"topic_id": t, "partitions": list(ps)} for t, ps in to_tuple(assignment)]},
-        }
+        answer = _steady_answer(member_id, epoch, self._heartbeat_interval(group_id))
+        if assignment is not None:
+            answer["assignment"] = {
+                "topic_partitions": [{"topic_id": t, "partitions": list(ps)} for t, ps in to_tuple(assignment)]
+            }
+        return answer
 
     def _heartbeat(self, now_ms: int, req: Mapping[str, Any], client_id: str, client_host: str) -> HeartbeatResult:
         """``consumerGroupHeartbeat``: steps 2-5, then the answer (step 6)."""
