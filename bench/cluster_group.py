@@ -169,7 +169,9 @@ franz-go's KGO_LOG_LEVEL=info logs were read beside them, stamped on arrival):
   the clients' ~20-25 s).
   On a quiet machine after the merge (12:56, load average 0.4; ``--rounds 3``): one broker 33.8,
   27.7, 23.6 s, three 32.8, 33.4, 33.4 s, ratio of medians 1.21; ~125k Produce and ~40k Fetch at
-  three brokers against ~20k and ~5k. Per subtest at three brokers, roundrobin 6.0-6.5 s and
+  three brokers against ~20k and ~5k (again at 13:13: one broker 28.0, 23.5, 23.5 s, three 32.2,
+  32.9, 28.4 s, 1.37: one broker had a single subtest past the step, three brokers four of
+  twelve). Per subtest at three brokers, roundrobin 6.0-6.5 s and
   cooperative-sticky 5.9 s (a member's partitions mostly led by one broker), range 10.7-10.8 s
   and sticky 10.1-10.8 s (each member's partitions led by all three).
 
