@@ -59,8 +59,8 @@ from groupd.storage.errors import (
 
 from ..producer_state import BatchMeta, PartitionProducers, last_sequence
 from ..topics import Topic, TopicRegistry
-from .batch_checks import check_batch, partition_error, up_convert
-from .produce_wire import FIRST_WIRE_VERSION, ProduceAnswer, Success, encode_answer
+from .batch_checks import LIMITS, check_batch, partition_error, up_convert
+from .produce_wire import FIRST_WIRE_VERSION, ProduceAnswer, Success, encode_answer, native
 from .producers import Load, ProducerStates
 from .state import INT32_MAX, DataState, Key, Wake
 
@@ -82,6 +82,12 @@ TxnAdder = Callable[[str, int, int, list[tuple[str, int]]], Awaitable[dict[tuple
 LEGACY_PRODUCE_MAX = 2
 
 log = structlog.get_logger("groupd.data")
+
+# The compiled steps (produce_wire.native): each declines (None) what the Python path then decides.
+_native_check = native.check_batch if native is not None else None
+_native_any_txn = native.any_transactional if native is not None else None
+_native_answer = native.encode_answer if native is not None else None
+_DIFF, _BEFORE, _AFTER = LIMITS
 
 
 class Settled:
@@ -187,7 +193,11 @@ class ProduceHandler:
         txn_id = body.get("transactional_id")
         # KafkaApis.handleProduceRequest: transactional batches need the request's transactional id
         # (and WRITE on it); without one the whole request is refused before topics are looked at.
-        refused = txn_id is None and _has_transactional_batch(topic_data)
+        refused = False
+        if txn_id is None:
+            refused = _native_any_txn(topic_data) if _native_any_txn is not None else None
+            if refused is None:
+                refused = _has_transactional_batch(topic_data)
         results: list[tuple[str, list[dict[str, Any] | PendingAppend]]] = []
         topics = self.state.topics.topics  # TopicRegistry.get's dict, without the call
         for td in topic_data:
@@ -242,10 +252,18 @@ class ProduceHandler:
             if isinstance(converted, dict):
                 return converted
             raw = converted
-        checked = check_batch(t, cfg, index, raw, v, now, check_timestamps=check_timestamps)
-        if isinstance(checked, dict):
-            return checked
-        view = checked
+        view = None
+        if _native_check is not None and not cfg.compact:
+            configs = t.configs
+            if not (_DIFF in configs or _BEFORE in configs or _AFTER in configs):
+                # no record-level check wanted: the header checks in one C call (None: the Python
+                # checks below find and word the failure)
+                view = _native_check(raw, cfg.max_message_bytes, v)
+        if view is None:
+            checked = check_batch(t, cfg, index, raw, v, now, check_timestamps=check_timestamps)
+            if isinstance(checked, dict):
+                return checked
+            view = checked
         lat = now if cfg.message_timestamp_type == "LogAppendTime" else -1
         key = (t.name, index)
         if (
@@ -452,7 +470,8 @@ class ProduceHandler:
             return None
         v = req.api_version
         if plain and v >= FIRST_WIRE_VERSION:
-            return ProduceAnswer(encode_answer(v, answers), v)
+            payload = _native_answer(v, answers) if _native_answer is not None else None
+            return ProduceAnswer(payload if payload is not None else encode_answer(v, answers), v)
         return {"responses": _as_dicts(answers), "throttle_time_ms": 0}
 
     def _append_result(self, topic: str, part: PendingAppend) -> Success | dict[str, Any]:
