@@ -90,33 +90,67 @@ _native_answer = native.encode_answer if native is not None else None
 _DIFF, _BEFORE, _AFTER = LIMITS
 
 
-class Settled:
-    """What one append does once the appender has settled it (its ``on_settled``), in the loop
-    iteration of the write, not the next one as a future's done callbacks would be
-    (``Appender.append_future``): the producer state learns the offsets (or forgets the batch),
-    the partition's parked fetches are woken, then ``callbacks`` run (the request's answer).
-    One object per partition, not a closure and an object (issue 29 item 4)."""
+class PendingAppend:
+    """One partition of a Produce request whose outcome is a future: the append of its batch, or
+    another's (a duplicate's original; ``duplicate`` is then its metadata), or a wait (a producer
+    state load, a transaction add).
 
-    __slots__ = ("callbacks", "handler", "key", "meta", "pid", "plog", "producers", "size")
+    For its own append it is also the appender's ``on_settled`` (``__call__``, with ``own`` set),
+    which runs in the loop iteration of the write, not the next one as a future's done callbacks
+    would: the producer state learns the offsets (or forgets the batch), the partition's parked
+    fetches are woken, then ``then`` runs (the request's answer). One object per partition, not
+    an object for the request's partition and one for its append (issue 29 item 4, issue 26)."""
+
+    __slots__ = (
+        "duplicate",
+        "future",
+        "handler",
+        "index",
+        "key",
+        "lat",
+        "meta",
+        "own",
+        "pid",
+        "plog",
+        "producers",
+        "size",
+        "then",
+    )
 
     def __init__(
         self,
+        index: int,
+        plog: PartitionLog,
+        future: asyncio.Future[Any] | None,
+        lat: int,
+        duplicate: BatchMeta | None = None,
+    ) -> None:
+        self.index = index
+        self.plog = plog
+        self.future = future
+        self.lat = lat
+        self.duplicate = duplicate
+        self.own = False
+        self.then: Callable[[asyncio.Future[Any]], None] | None = None
+
+    def own_append(
+        self,
         handler: ProduceHandler,
         key: Key,
-        plog: PartitionLog,
         size: int,
         producers: PartitionProducers | None,
         pid: int,
         meta: BatchMeta | None,
-    ) -> None:
-        self.callbacks: list[Callable[[asyncio.Future[Any]], None]] = []
+    ) -> PendingAppend:
+        """Make this the ``on_settled`` of its own append (``__call__``)."""
+        self.own = True
         self.handler = handler
         self.key = key
-        self.plog = plog
         self.size = size
         self.producers = producers
         self.pid = pid
         self.meta = meta
+        return self
 
     def __call__(self, fut: asyncio.Future[Any]) -> None:
         producers, meta = self.producers, self.meta
@@ -131,42 +165,19 @@ class Settled:
                     plog = self.plog
                     if plog.has_transactions:  # only such a log has producer snapshots (snapshot_job)
                         self.handler.producer_states.snapshot_if_due(plog, producers)
-                # The partition's fetches are woken before the request is answered (its callback next).
+                # The partition's fetches are woken before the request is answered (``then`` next).
                 self.handler.wake(self.key, self.size)
-        except Exception:  # the request's answer still comes (its callback comes next)
+        except Exception:  # the request's answer still comes (``then`` comes next)
             log.exception("produce_append_callback_failed")
-        # Emptied as they are called: the request's callback holds the request's partitions, whose
-        # PendingAppend holds this object, a cycle that left ~26 objects per Produce to the cyclic
-        # collector: its young collections took ~7% of a small Produce's CPU (perf, bench.small_requests).
-        callbacks, self.callbacks = self.callbacks, []
-        for callback in callbacks:
+        # Emptied as it is called: the request's callback holds the request's partitions, this
+        # object among them, a cycle that left ~26 objects per Produce to the cyclic collector:
+        # its young collections took ~7% of a small Produce's CPU (perf, bench.small_requests).
+        then, self.then = self.then, None
+        if then is not None:
             try:
-                callback(fut)
+                then(fut)
             except Exception:  # the request's answer still comes (its callback is the last)
                 log.exception("produce_append_callback_failed")
-
-
-class PendingAppend:
-    """One partition of a Produce request whose batch was handed to the appender (``settled``: the
-    callbacks of that append; None when the future is another's, e.g. a duplicate's original)."""
-
-    __slots__ = ("duplicate", "future", "index", "lat", "plog", "settled")
-
-    def __init__(
-        self,
-        index: int,
-        plog: PartitionLog,
-        future: asyncio.Future[Any] | None,
-        lat: int,
-        duplicate: BatchMeta | None = None,
-        settled: Settled | None = None,
-    ) -> None:
-        self.index = index
-        self.plog = plog
-        self.future = future
-        self.lat = lat
-        self.duplicate = duplicate
-        self.settled = settled
 
 
 class ProduceHandler:
@@ -287,9 +298,11 @@ class ProduceHandler:
                 # idempotent batch after it, waits for that and is then checked in arrival order.
                 return PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v, txn_id), lat)
             return self._idempotent_append(state.producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
-        settled = Settled(self, key, plog, view.size, None, -1, None)  # as below, without producer state
-        fut = state.appender.append_future(plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=settled)
-        return PendingAppend(index, plog, fut, lat, settled=settled)
+        part = PendingAppend(index, plog, None, lat).own_append(self, key, view.size, None, -1, None)
+        part.future = state.appender.append_future(
+            plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=part
+        )
+        return part
 
     def _idempotent_append(
         self,
@@ -330,12 +343,11 @@ class ProduceHandler:
         # Queued in the appender now (no task per partition), so batches reach the log in the order
         # they were checked. The checked view, not the bytes: the log then trusts its CRC and
         # header (check_batch verified them) instead of computing the CRC again.
-        settled = Settled(self, key, plog, view.size, producers, pid, meta)
-        fut = self.state.appender.append_future(
-            plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=settled
+        part = PendingAppend(index, plog, None, lat).own_append(self, key, view.size, producers, pid, meta)
+        part.future = meta.pending = self.state.appender.append_future(
+            plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=part
         )
-        meta.pending = fut
-        return PendingAppend(index, plog, fut, lat, settled=settled)
+        return part
 
     def _verify(self, txn_id: str, pid: int, epoch: int, key: Key, v: int) -> int:
         """KIP-890 part 1: is this partition in the producer's ongoing transaction? The codes as
@@ -411,23 +423,27 @@ class ProduceHandler:
         None returned, as a parked Fetch is (no coroutine, task or dispatcher callback per request:
         three loop callbacks fewer on the hot path). With nothing to wait for, a done future of the
         answer."""
-        pending = [part for _, parts in results for part in parts if not isinstance(part, dict) and part.future]
-        waiting = [part.future for part in pending]
-        if not waiting:  # every partition refused or a duplicate already written
+        pending: list[PendingAppend] = []
+        for _, parts in results:
+            for part in parts:
+                if type(part) is not dict and part.future is not None:  # type: ignore[union-attr]
+                    pending.append(part)  # type: ignore[arg-type]
+        if not pending:  # every partition refused or a duplicate already written
             answer: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
             answer.set_result(self._produce_answer(req, acks, results))
             return answer
-        left = len(waiting)
+        left = len(pending)
 
         def one_done(_f: asyncio.Future[Any]) -> None:
             nonlocal left
             left -= 1
             if left:
                 return
-            if any(f.cancelled() for f in waiting):
-                # as the dispatcher treats a cancelled handler
-                req.conn.close("handler cancelled", api="Produce")
-                return
+            for part in pending:
+                if part.future.cancelled():  # type: ignore[union-attr]
+                    # as the dispatcher treats a cancelled handler
+                    req.conn.close("handler cancelled", api="Produce")
+                    return
             try:
                 response = self._produce_answer(req, acks, results)
             except Exception:
@@ -438,8 +454,8 @@ class ProduceHandler:
                 req.respond(response)
 
         for part in pending:
-            if part.settled is not None:
-                part.settled.callbacks.append(one_done)
+            if part.own:  # its own append, not settled yet (the appender settles from the loop)
+                part.then = one_done
             else:
                 part.future.add_done_callback(one_done)  # type: ignore[union-attr]
         return None
@@ -454,7 +470,21 @@ class ProduceHandler:
         for name, parts in results:
             out: list[Any] = []
             for part in parts:
-                r = part if type(part) is dict else self._append_result(name, part)
+                if type(part) is dict:
+                    r = part
+                else:
+                    fut = part.future
+                    # _append_result's common case inline: an append of its own that succeeded
+                    if (
+                        part.duplicate is None
+                        and fut is not None
+                        and fut.exception() is None
+                        and type(res := fut.result()) is tuple
+                    ):
+                        plog = part.plog
+                        r = (part.index, res[0], part.lat, plog.log_start_offset if not plog.closed else -1)
+                    else:
+                        r = self._append_result(name, part)
                 if type(r) is dict:
                     plain = False
                     failed = failed or r["error_code"] != ErrorCode.NONE
