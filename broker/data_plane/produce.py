@@ -95,7 +95,7 @@ class PendingAppend:
     another's (a duplicate's original; ``duplicate`` is then its metadata), or a wait (a producer
     state load, a transaction add).
 
-    For its own append it is also the appender's ``on_settled`` (``__call__``, with ``own`` set),
+    For its own append (made with its ``handler``) it is also the appender's ``on_settled`` (``__call__``),
     which runs in the loop iteration of the write, not the next one as a future's done callbacks
     would: the producer state learns the offsets (or forgets the batch), the partition's parked
     fetches are woken, then ``then`` runs (the request's answer). One object per partition, not
@@ -124,33 +124,27 @@ class PendingAppend:
         future: asyncio.Future[Any] | None,
         lat: int,
         duplicate: BatchMeta | None = None,
+        handler: ProduceHandler | None = None,
+        key: Key | None = None,
+        size: int = 0,
+        producers: PartitionProducers | None = None,
+        pid: int = -1,
+        meta: BatchMeta | None = None,
     ) -> None:
         self.index = index
         self.plog = plog
         self.future = future
         self.lat = lat
         self.duplicate = duplicate
-        self.own = False
-        self.then: Callable[[asyncio.Future[Any]], None] | None = None
-
-    def own_append(
-        self,
-        handler: ProduceHandler,
-        key: Key,
-        size: int,
-        producers: PartitionProducers | None,
-        pid: int,
-        meta: BatchMeta | None,
-    ) -> PendingAppend:
-        """Make this the ``on_settled`` of its own append (``__call__``)."""
-        self.own = True
+        # With a handler: the ``on_settled`` of its own append (``__call__``), set as ``future``.
+        self.own = handler is not None
         self.handler = handler
         self.key = key
         self.size = size
         self.producers = producers
         self.pid = pid
         self.meta = meta
-        return self
+        self.then: Callable[[asyncio.Future[Any]], None] | None = None
 
     def __call__(self, fut: asyncio.Future[Any]) -> None:
         producers, meta = self.producers, self.meta
@@ -164,9 +158,9 @@ class PendingAppend:
                     producers.written(meta, base, last)
                     plog = self.plog
                     if plog.has_transactions:  # only such a log has producer snapshots (snapshot_job)
-                        self.handler.producer_states.snapshot_if_due(plog, producers)
+                        self.handler.producer_states.snapshot_if_due(plog, producers)  # type: ignore[union-attr]
                 # The partition's fetches are woken before the request is answered (``then`` next).
-                self.handler.wake(self.key, self.size)
+                self.handler.wake(self.key, self.size)  # type: ignore[union-attr,arg-type]
         except Exception:  # the request's answer still comes (``then`` comes next)
             log.exception("produce_append_callback_failed")
         # Emptied as it is called: the request's callback holds the request's partitions, this
@@ -298,7 +292,7 @@ class ProduceHandler:
                 # idempotent batch after it, waits for that and is then checked in arrival order.
                 return PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v, txn_id), lat)
             return self._idempotent_append(state.producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
-        part = PendingAppend(index, plog, None, lat).own_append(self, key, view.size, None, -1, None)
+        part = PendingAppend(index, plog, None, lat, None, self, key, view.size)
         part.future = state.appender.append_future(
             plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=part
         )
@@ -343,7 +337,7 @@ class ProduceHandler:
         # Queued in the appender now (no task per partition), so batches reach the log in the order
         # they were checked. The checked view, not the bytes: the log then trusts its CRC and
         # header (check_batch verified them) instead of computing the CRC again.
-        part = PendingAppend(index, plog, None, lat).own_append(self, key, view.size, producers, pid, meta)
+        part = PendingAppend(index, plog, None, lat, None, self, key, view.size, producers, pid, meta)
         part.future = meta.pending = self.state.appender.append_future(
             plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=part
         )
