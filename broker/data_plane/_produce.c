@@ -21,7 +21,7 @@
  *       succeeded; None for anything but (str, [(int, int, int, int)]) lists.
  *
  * The Python code stays the reference and the fallback (GROUPD_NO_NATIVE=1, or no compiler):
- * tests/data_plane/test_produce_native.py compares the two value for value and byte for byte and
+ * tests/broker/test_produce_native.py compares the two value for value and byte for byte and
  * feeds the C code random and truncated bytes. Every read is bounds-checked.
  */
 #define PY_SSIZE_T_CLEAN
@@ -302,8 +302,10 @@ static inline Py_ssize_t r_len(Reader *r, int flexible, int wide) {
         return (Py_ssize_t)n - 1;
     }
     Py_ssize_t n = wide ? r_i32(r) : r_i16(r);
-    if (!r->ok || n < -1)
+    if (!r->ok || n < -1) {
+        r->ok = 0;
         return -2;
+    }
     return n;
 }
 
