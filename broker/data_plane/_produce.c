@@ -5,7 +5,8 @@
  * few fields (#26, #29 item 4). Here, each in one C call:
  *
  *   parse_body(version, generic, frame, pos)  the request body (v3-12) as the generic decoder
- *       makes it: the same dict of the same keys, records as bytes. Anything it does not take
+ *       makes it: the same dict of the same keys, records as bytes (from 4 KiB a memoryview of
+ *       the frame: equal to those bytes, and the log writes the batch from the frame itself). Anything it does not take
  *       (tagged fields, null arrays, long varints, truncation, bad UTF-8) goes to `generic`, which
  *       decides as it always did (ProduceRequest's schema).
  *   check_batch(raw, max_bytes, version)  Kafka's header checks of one partition's batch
@@ -107,6 +108,38 @@ static inline int16_t rd16(const unsigned char *p) { return (int16_t)((uint16_t)
 
 /* ---- check_batch ---------------------------------------------------------------------------- */
 
+/* The bytes of `obj` when it is bytes, or a live 1-D contiguous memoryview of bytes (parse_body's
+ * large records): their start and length, the bytes object that owns them and where in it they
+ * start. 0 for anything else. */
+static int bytes_of(PyObject *obj, const unsigned char **buf, Py_ssize_t *len, PyObject **owner, Py_ssize_t *at) {
+    if (PyBytes_CheckExact(obj)) {
+        *buf = (const unsigned char *)PyBytes_AS_STRING(obj);
+        *len = PyBytes_GET_SIZE(obj);
+        *owner = obj;
+        *at = 0;
+        return 1;
+    }
+    if (!PyMemoryView_Check(obj))
+        return 0;
+    PyMemoryViewObject *mv = (PyMemoryViewObject *)obj;
+    if (mv->flags & _Py_MEMORYVIEW_RELEASED || mv->mbuf->flags & _Py_MANAGED_BUFFER_RELEASED)
+        return 0;
+    Py_buffer *view = &mv->view;
+    PyObject *base = view->obj;
+    if (base == NULL || !PyBytes_CheckExact(base) || view->ndim != 1 || view->itemsize != 1 ||
+        !(mv->flags & _Py_MEMORYVIEW_C) || (view->strides != NULL && view->strides[0] != 1))
+        return 0;
+    const char *start = PyBytes_AS_STRING(base);
+    Py_ssize_t off = (const char *)view->buf - start;
+    if (off < 0 || view->len < 0 || off + view->len > PyBytes_GET_SIZE(base))
+        return 0;
+    *buf = (const unsigned char *)view->buf;
+    *len = view->len;
+    *owner = base;
+    *at = off;
+    return 1;
+}
+
 #define HEADER_SIZE 61
 #define LOG_OVERHEAD 12
 #define BATCH_OVERHEAD (HEADER_SIZE - LOG_OVERHEAD)
@@ -127,15 +160,15 @@ static PyObject *check_batch(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_TypeError, "check_batch(raw, max_bytes, version)");
         return NULL;
     }
-    PyObject *raw = args[0];
-    if (view_type == NULL || crc_func == NULL || !PyBytes_CheckExact(raw))
+    const unsigned char *b;
+    Py_ssize_t n, at;
+    PyObject *owner;
+    if (view_type == NULL || crc_func == NULL || !bytes_of(args[0], &b, &n, &owner, &at))
         Py_RETURN_NONE;
     long long max_bytes = PyLong_AsLongLong(args[1]);
     long version = PyLong_AsLong(args[2]);
     if ((max_bytes == -1 || version == -1) && PyErr_Occurred())
         return NULL;
-    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(raw);
-    Py_ssize_t n = PyBytes_GET_SIZE(raw);
     if (n < HEADER_SIZE || b[16] != 2)
         Py_RETURN_NONE;
     int64_t base_offset = rd64(b);
@@ -179,11 +212,11 @@ static PyObject *check_batch(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *view = view_type->tp_alloc(view_type, 0);
     if (view == NULL)
         return NULL;
-    Py_INCREF(raw);
+    /* a memoryview's batch is read where it lies: the bytes that hold it, from its position */
+    Py_INCREF(owner);
     Py_INCREF(small_zero);
-    Py_INCREF(small_zero);
-    if (set_slot(view, S_BASE_OFFSET, small_zero) || set_slot(view, S_POSITION, small_zero) ||
-        set_slot(view, S_BUFFER, raw) || set_slot(view, S_PARTITION_LEADER_EPOCH, PyLong_FromLong(rd32(b + 12))) ||
+    if (set_slot(view, S_BASE_OFFSET, small_zero) || set_slot(view, S_POSITION, PyLong_FromSsize_t(at)) ||
+        set_slot(view, S_BUFFER, owner) || set_slot(view, S_PARTITION_LEADER_EPOCH, PyLong_FromLong(rd32(b + 12))) ||
         set_slot(view, S_MAGIC, PyLong_FromLong(2)) || set_slot(view, S_CRC, PyLong_FromUnsignedLong(crc)) ||
         set_slot(view, S_ATTRIBUTES, PyLong_FromLong(attributes)) ||
         set_slot(view, S_LAST_OFFSET_DELTA, PyLong_FromLong(last_offset_delta)) ||
@@ -234,10 +267,12 @@ static PyObject *any_transactional(PyObject *self, PyObject *topic_data) {
             }
             if (raw == Py_None)
                 continue;
-            if (!PyBytes_CheckExact(raw))
+            const unsigned char *b;
+            Py_ssize_t n, at;
+            PyObject *owner;
+            if (!bytes_of(raw, &b, &n, &owner, &at))
                 Py_RETURN_NONE;
-            const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(raw);
-            if (PyBytes_GET_SIZE(raw) >= HEADER_SIZE && b[16] == 2 && b[22] & TRANSACTIONAL_FLAG)
+            if (n >= HEADER_SIZE && b[16] == 2 && b[22] & TRANSACTIONAL_FLAG)
                 Py_RETURN_TRUE;
         }
     }
@@ -324,8 +359,14 @@ static PyObject *r_str(Reader *r, Py_ssize_t n) {
 
 static PyObject *str_transactional_id, *str_acks, *str_timeout_ms, *str_topic_data, *str_name, *str_index;
 
+/* Records of at least this many bytes are handed as a memoryview of the request's frame, not
+ * copied into bytes of their own: a producer's ~20 KB batches were copied once more here than the
+ * log needs (it writes them from the frame: check_batch's BatchView reads them where they lie). */
+#define VIEW_MIN 4096
+
 /* The body, or NULL with r->ok == 0 (declined) or an exception set (r->ok == 1). */
-static PyObject *read_body(Reader *r, int flexible) {
+static PyObject *read_body(Reader *r, int flexible, PyObject *frame) {
+    PyObject *fview = NULL; /* a memoryview of the whole frame, made for the first large records */
     PyObject *body = NULL, *topics = NULL, *tid = NULL;
     Py_ssize_t n = r_len(r, flexible, 0);
     if (n == -2)
@@ -386,6 +427,11 @@ static PyObject *read_body(Reader *r, int flexible) {
             PyObject *records;
             if (size == -1) {
                 records = Py_NewRef(Py_None);
+            } else if (size >= VIEW_MIN && frame != NULL) {
+                if (fview == NULL && (fview = PyMemoryView_FromObject(frame)) == NULL)
+                    goto fail;
+                records = PySequence_GetSlice(fview, r->pos, r->pos + size);
+                r->pos += size;
             } else {
                 records = PyBytes_FromStringAndSize((const char *)r->buf + r->pos, size);
                 r->pos += size;
@@ -435,10 +481,12 @@ static PyObject *read_body(Reader *r, int flexible) {
     Py_DECREF(to);
     Py_DECREF(tid);
     Py_DECREF(topics);
+    Py_XDECREF(fview);
     return body;
 fail:
     Py_XDECREF(tid);
     Py_XDECREF(topics);
+    Py_XDECREF(fview);
     return NULL;
 }
 
@@ -454,7 +502,7 @@ static PyObject *parse_body(PyObject *self, PyObject *const *args, Py_ssize_t na
     PyObject *frame = args[2];
     if (version >= 3 && version <= 12 && PyBytes_CheckExact(frame) && pos >= 0 && pos <= PyBytes_GET_SIZE(frame)) {
         Reader r = {(const unsigned char *)PyBytes_AS_STRING(frame), pos, PyBytes_GET_SIZE(frame), 1};
-        PyObject *body = read_body(&r, version >= 9);
+        PyObject *body = read_body(&r, version >= 9, frame);
         if (body != NULL) {
             PyObject *end = PyLong_FromSsize_t(r.pos);
             if (end == NULL) {

@@ -183,8 +183,53 @@ def test_check_batch_of_random_bytes_never_crashes(raw: bytes, max_bytes: int, v
 def test_check_batch_declines_what_is_not_bytes() -> None:
     raw = rec.build_batch([(b"k", b"v", (), 1)])
     assert native.check_batch(raw, 1 << 20, 9) is not None  # type: ignore[union-attr]
-    for other in (None, bytearray(raw), memoryview(raw), b""):
+    released = memoryview(raw)
+    released.release()
+    strided = memoryview(raw + raw)[::2]
+    for other in (None, bytearray(raw), memoryview(bytearray(raw)), released, strided, b"", "x" * 70):
         assert native.check_batch(other, 1 << 20, 9) is None  # type: ignore[union-attr]
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(raw=batches(), before=st.binary(max_size=40), after=st.binary(max_size=40), version=VERSIONS)
+def test_a_memoryview_batch_is_read_where_it_lies(raw: bytes, before: bytes, after: bytes, version: int) -> None:
+    # parse_body hands large records as a memoryview of the frame: the view then points into the
+    # frame's bytes, from the batch's position, with the fields of the batch read on its own
+    frame = before + raw + after
+    mv = memoryview(frame)[len(before) : len(before) + len(raw)]
+    view = native.check_batch(mv, 1 << 20, version)  # type: ignore[union-attr]
+    expected = _python_check(mv, 1 << 20, version)
+    assert (view is None) == isinstance(expected, dict)
+    assert (view is None) == (native.check_batch(raw, 1 << 20, version) is None)  # type: ignore[union-attr]
+    if view is not None:
+        assert view.buffer is frame
+        assert view.position == len(before)
+        assert bytes(view.raw) == raw
+        for slot in SLOTS:
+            if slot not in ("buffer", "position"):
+                assert getattr(view, slot) == getattr(expected, slot), slot
+
+
+@needs_native
+def test_large_records_are_a_view_of_the_frame() -> None:
+    big = rec.build_batch([(b"k", b"v" * 5000, (), 1)])
+    small = rec.build_batch([(b"k", b"v", (), 1)])
+    for version in (3, 8, 9, 12):
+        body = {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 1000,
+            "topic_data": [
+                {"name": "t", "partition_data": [{"index": 0, "records": big}, {"index": 1, "records": small}]}
+            ],
+        }
+        frame = PRODUCE.request.codec(version).encode(body)
+        parsed, _ = produce_wire.parse_body_for(version)(frame, 0)  # type: ignore[misc]
+        big_out, small_out = (p["records"] for p in parsed["topic_data"][0]["partition_data"])
+        assert type(big_out) is memoryview and big_out.obj is frame and big_out == big
+        assert type(small_out) is bytes and small_out == small
+        assert parsed == body
 
 
 # --- transactional batches and the answer -----------------------------------------------------
