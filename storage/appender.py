@@ -429,8 +429,11 @@ class Appender:
             if wrote and self.policy.mode == "always":
                 self.fsyncs += len(groups)
                 state.last_fsync = self._clock()
-            elif wrote and self.policy.mode == "interval":
-                self._schedule_fsync(plog, state)
+            elif wrote and self.policy.mode == "interval" and not state.flushing:
+                handle = state.flush_handle
+                # a timer set and not late: nothing to do (_schedule_fsync's answer, without its call)
+                if handle is None or state.last_fsync + self.policy.interval_ms / 1000.0 <= self._clock():
+                    self._schedule_fsync(plog, state)
             if wrote:
                 for fn in self._listeners:
                     try:

@@ -956,6 +956,11 @@ class PartitionLog:
     def closed(self) -> bool:
         return self._closed
 
+    def answer_start_offset(self) -> int:
+        """The log start offset a Produce answer carries, -1 once the log is closed: one call per
+        answered partition instead of two properties (issue 26)."""
+        return -1 if self._closed else self._log_start
+
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")

@@ -330,8 +330,10 @@ class ProduceHandler:
                 plog.note_transactions()  # once per log: its state is then always rebuilt whole
             except StorageError as exc:
                 return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
-        meta = BatchMeta(first_seq, last_seq, timestamp=view.max_timestamp)
-        producers.record(pid, epoch, meta, now, transactional=transactional, end_offset=plog.log_end_offset)
+        meta = BatchMeta(first_seq, last_seq, -1, -1, view.max_timestamp)
+        # the log end offset only bounds a transaction the batch opens (a property call fewer)
+        end_offset = plog.log_end_offset if transactional else -1
+        producers.record(pid, epoch, meta, now, transactional=transactional, end_offset=end_offset)
         # Queued in the appender now (no task per partition), so batches reach the log in the order
         # they were checked. The checked view, not the bytes: the log then trusts its CRC and
         # header (check_batch verified them) instead of computing the CRC again.
@@ -473,8 +475,7 @@ class ProduceHandler:
                         and fut.exception() is None
                         and type(res := fut.result()) is tuple
                     ):
-                        plog = part.plog
-                        r = (part.index, res[0], part.lat, plog.log_start_offset if not plog.closed else -1)
+                        r = (part.index, res[0], part.lat, part.plog.answer_start_offset())
                     else:
                         r = self._append_result(name, part)
                 if type(r) is dict:
