@@ -208,7 +208,10 @@ class Appender:
         # Only the partitions queued to since the last drain (not every partition ever written:
         # a drain per loop iteration walked them all); dict order is queue order.
         candidates, self._ready = self._ready, {}
-        ready = [(plog, state) for plog, state in candidates.items() if state.pending and not state.writing]
+        ready = []  # a loop, not a comprehension: a comprehension is a call of its own on 3.11
+        for plog, state in candidates.items():
+            if state.pending and not state.writing:
+                ready.append((plog, state))
         if not ready:
             return
         units = []

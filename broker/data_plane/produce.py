@@ -144,7 +144,7 @@ class PendingAppend:
         self.producers = producers
         self.pid = pid
         self.meta = meta
-        self.then: Callable[[asyncio.Future[Any]], None] | None = None
+        self.then: _Answer | None = None
 
     def __call__(self, fut: asyncio.Future[Any]) -> None:
         producers, meta = self.producers, self.meta
@@ -169,9 +169,56 @@ class PendingAppend:
         then, self.then = self.then, None
         if then is not None:
             try:
-                then(fut)
+                # _Answer.__call__ inline: the request's other partitions need no call
+                then.left -= 1
+                if not then.left:
+                    then.answer()
             except Exception:  # the request's answer still comes (its callback is the last)
                 log.exception("produce_append_callback_failed")
+
+
+class _Answer:
+    """A Produce request's answer once each of its ``pending`` partitions is settled (called once
+    per partition: ``left`` counts them down), sent from there: no coroutine, task or dispatcher
+    callback per request (three loop callbacks fewer on the hot path)."""
+
+    __slots__ = ("acks", "handler", "left", "pending", "req", "results")
+
+    def __init__(
+        self,
+        handler: ProduceHandler,
+        req: Request,
+        acks: int,
+        results: list[tuple[str, list[dict[str, Any] | PendingAppend]]],
+        pending: list[PendingAppend],
+    ) -> None:
+        self.handler = handler
+        self.req = req
+        self.acks = acks
+        self.results = results
+        self.pending = pending
+        self.left = len(pending)
+
+    def __call__(self, _f: asyncio.Future[Any]) -> None:
+        self.left -= 1
+        if not self.left:
+            self.answer()
+
+    def answer(self) -> None:
+        req = self.req
+        for part in self.pending:
+            if part.future.cancelled():  # type: ignore[union-attr]
+                # as the dispatcher treats a cancelled handler
+                req.conn.close("handler cancelled", api="Produce")
+                return
+        try:
+            response = self.handler._produce_answer(req, self.acks, self.results)
+        except Exception:
+            log.exception("handler_failed", api="Produce", api_version=req.api_version)
+            req.conn.close("internal error while handling request", api="Produce")
+            return
+        if response is not None:
+            req.respond(response)
 
 
 class ProduceHandler:
@@ -426,32 +473,12 @@ class ProduceHandler:
             answer: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
             answer.set_result(self._produce_answer(req, acks, results))
             return answer
-        left = len(pending)
-
-        def one_done(_f: asyncio.Future[Any]) -> None:
-            nonlocal left
-            left -= 1
-            if left:
-                return
-            for part in pending:
-                if part.future.cancelled():  # type: ignore[union-attr]
-                    # as the dispatcher treats a cancelled handler
-                    req.conn.close("handler cancelled", api="Produce")
-                    return
-            try:
-                response = self._produce_answer(req, acks, results)
-            except Exception:
-                log.exception("handler_failed", api="Produce", api_version=req.api_version)
-                req.conn.close("internal error while handling request", api="Produce")
-                return
-            if response is not None:
-                req.respond(response)
-
+        answer_when_done = _Answer(self, req, acks, results, pending)
         for part in pending:
             if part.own:  # its own append, not settled yet (the appender settles from the loop)
-                part.then = one_done
+                part.then = answer_when_done
             else:
-                part.future.add_done_callback(one_done)  # type: ignore[union-attr]
+                part.future.add_done_callback(answer_when_done)  # type: ignore[union-attr]
         return None
 
     def _produce_answer(
