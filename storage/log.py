@@ -1385,8 +1385,18 @@ class PartitionLog:
         first = self._next_offset
         last = first + item.last_offset_delta
         max_ts = item.max_timestamp
-        if self._should_roll(active, size, last, max_ts):
-            return None
+        if active.size:  # _should_roll, inline (a call per Produce partition, issue 26)
+            cfg = self.config
+            if active.size + size > cfg.segment_bytes or last - active.base_offset > INT32_MAX:
+                return None
+            seg_ms = cfg.segment_ms
+            if seg_ms is not None:
+                rolling = active.rolling_base_timestamp
+                if rolling is not None and rolling >= 0 and max_ts >= 0:
+                    if max_ts - rolling > seg_ms:
+                        return None
+                elif self.clock() - active.created_ms > seg_ms:
+                    return None
         position = item.position
         buffer = item.buffer
         # the C walk when it says the framing is sound; anything else is worded in Python

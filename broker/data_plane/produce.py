@@ -289,7 +289,8 @@ class ProduceHandler:
                 index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {t.name}"
             )
         state = self.state
-        plog = state.logs.get(t.name, index)
+        key = (t.name, index)
+        plog = state.logs.by_key.get(key)  # LogManager.get, without its call
         if plog is None:
             try:
                 plog = state.log_for(t, index)
@@ -315,7 +316,6 @@ class ProduceHandler:
                 return checked
             view = checked
         lat = now if cfg.message_timestamp_type == "LogAppendTime" else -1
-        key = (t.name, index)
         if (
             not added
             and v >= FIRST_ADDING_PRODUCE
