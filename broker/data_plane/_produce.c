@@ -215,8 +215,8 @@ static PyObject *check_batch(PyObject *self, PyObject *const *args, Py_ssize_t n
     /* a memoryview's batch is read where it lies: the bytes that hold it, from its position */
     Py_INCREF(owner);
     Py_INCREF(small_zero);
-    if (set_slot(view, S_BASE_OFFSET, small_zero) || set_slot(view, S_POSITION, PyLong_FromSsize_t(at)) ||
-        set_slot(view, S_BUFFER, owner) || set_slot(view, S_PARTITION_LEADER_EPOCH, PyLong_FromLong(rd32(b + 12))) ||
+    if (set_slot(view, S_BUFFER, owner) || set_slot(view, S_BASE_OFFSET, small_zero) ||
+        set_slot(view, S_POSITION, PyLong_FromSsize_t(at)) || set_slot(view, S_PARTITION_LEADER_EPOCH, PyLong_FromLong(rd32(b + 12))) ||
         set_slot(view, S_MAGIC, PyLong_FromLong(2)) || set_slot(view, S_CRC, PyLong_FromUnsignedLong(crc)) ||
         set_slot(view, S_ATTRIBUTES, PyLong_FromLong(attributes)) ||
         set_slot(view, S_LAST_OFFSET_DELTA, PyLong_FromLong(last_offset_delta)) ||
