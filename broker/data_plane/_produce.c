@@ -28,6 +28,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -165,8 +166,17 @@ static PyObject *check_batch(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *owner;
     if (view_type == NULL || crc_func == NULL || !bytes_of(args[0], &b, &n, &owner, &at))
         Py_RETURN_NONE;
-    long long max_bytes = PyLong_AsLongLong(args[1]);
-    long version = PyLong_AsLong(args[2]);
+    if (!PyLong_Check(args[1]) || !PyLong_Check(args[2]))
+        Py_RETURN_NONE;
+    int overflow;
+    long long max_bytes = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (overflow > 0)
+        max_bytes = LLONG_MAX; /* a limit beyond any batch */
+    else if (overflow < 0)
+        Py_RETURN_NONE;
+    long version = PyLong_AsLongAndOverflow(args[2], &overflow);
+    if (overflow)
+        Py_RETURN_NONE;
     if ((max_bytes == -1 || version == -1) && PyErr_Occurred())
         return NULL;
     if (n < HEADER_SIZE || b[16] != 2)

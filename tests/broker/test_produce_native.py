@@ -173,7 +173,7 @@ def test_check_batch_decides_as_the_python_checks(raw: bytes, max_bytes: int, ve
 
 @needs_native
 @settings(max_examples=500, deadline=None)
-@given(raw=st.binary(max_size=200), max_bytes=st.integers(0, 2**40), version=VERSIONS)
+@given(raw=st.binary(max_size=200), max_bytes=st.integers(0, 2**70), version=VERSIONS)
 def test_check_batch_of_random_bytes_never_crashes(raw: bytes, max_bytes: int, version: int) -> None:
     view = native.check_batch(raw, max_bytes, version)  # type: ignore[union-attr]
     assert (view is None) == isinstance(_python_check(raw, max_bytes, version), dict)
@@ -188,6 +188,10 @@ def test_check_batch_declines_what_is_not_bytes() -> None:
     strided = memoryview(raw + raw)[::2]
     for other in (None, bytearray(raw), memoryview(bytearray(raw)), released, strided, b"", "x" * 70):
         assert native.check_batch(other, 1 << 20, 9) is None  # type: ignore[union-attr]
+    # limits and versions outside C's integers: a limit past any batch passes, the rest declines
+    assert native.check_batch(raw, 2**80, 9) is not None  # type: ignore[union-attr]
+    for max_bytes, version in ((-(2**80), 9), (1 << 20, 2**80), (1 << 20, -(2**80)), ("x", 9), (1 << 20, None)):
+        assert native.check_batch(raw, max_bytes, version) is None  # type: ignore[union-attr]
 
 
 @needs_native
