@@ -6,18 +6,25 @@
  *
  *   parse_body(version, generic, frame, pos)  the request body (v3-12) as the generic decoder
  *       makes it: the same dict of the same keys, records as bytes (from 4 KiB a memoryview of
- *       the frame: equal to those bytes, and the log writes the batch from the frame itself). Anything it does not take
- *       (tagged fields, null arrays, long varints, truncation, bad UTF-8) goes to `generic`, which
- *       decides as it always did (ProduceRequest's schema).
- *   check_batch(raw, max_bytes, version)  Kafka's header checks of one partition's batch
- *       (ProduceRequest.validateRecords, LogValidator.validateBatch and the CRC of
- *       LogValidator.validateMessagesAndAssignOffsets: one v2 batch filling the data exactly, a known codec,
- *       zstd from v7, max.message.bytes, the CRC, base offset 0, no control flag, record count ==
- *       lastOffsetDelta + 1 > 0, a producer id for a transactional batch, a sequence for an
- *       idempotent one). A `BatchView` of the batch when every check passes, else None: the
- *       Python checks (batch_checks.check_batch) then find and word the failure.
- *   any_transactional(topic_data)  whether a partition's data is a transactional batch
- *       (ProduceRequest.hasTransactionalRecords, from the header); None for what it cannot read.
+ *       the frame: equal to those bytes, and the log writes the batch from the frame itself).
+ *       Anything it does not take (tagged fields, null arrays, long varints, truncation, bad
+ *       UTF-8) goes to `generic`, which decides as it always did (ProduceRequest's schema).
+ *
+ * Maintenance: the request layout is Produce v3-12's, fixed by Kafka's schema; a new version is
+ * left to the generic decoder until parse_body is taught it (its range check). BatchView's
+ * slots are found by name at import (bind), so a slot added there is a bind() error, not a
+ * silent miss; the CRC is the crc32c package's own function, called on a memoryview.
+ *   check_batch(raw, max_bytes, version)  Kafka's header checks of one partition's batch, the
+ *       ones batch_checks.check_batch makes: ProduceRequest.validateRecords (one v2 batch filling
+ *       the data exactly, a known codec, zstd from v7), UnifiedLog.analyzeAndValidateRecords
+ *       (max.message.bytes, the CRC: batch.ensureValid) and LogValidator.validateBatch (base
+ *       offset 0, no control flag, record count == lastOffsetDelta + 1 > 0, a producer id for a
+ *       transactional batch, a sequence for an idempotent one). A `BatchView` of the batch when
+ *       every check passes, else None: the Python checks then find and word the failure in
+ *       Kafka's order. Like LogValidator.assignOffsetsNonCompressed, no record is decoded.
+ *   any_transactional(topic_data)  whether a partition's data is a transactional batch (as
+ *       KafkaApis.handleProduceRequest asks before it looks at topics, from each batch's header:
+ *       rec.is_transactional_batch); None for what it cannot read.
  *   encode_answer(version, answers)  produce_wire.encode_answer: a v3+ answer whose partitions all
  *       succeeded; None for anything but (str, [(int, int, int, int)]) lists.
  *
