@@ -12,8 +12,9 @@
  *
  * Maintenance: the request layout is Produce v3-12's, fixed by Kafka's schema; a new version is
  * left to the generic decoder until parse_body is taught it (its range check). BatchView's
- * slots are found by name at import (bind), so a slot added there is a bind() error, not a
- * silent miss; the CRC is the crc32c package's own function, called on a memoryview.
+ * slots are found by name at import (bind: a renamed one is an error there); a slot added to
+ * BatchView must be added to slot_names too, which the equivalence test's comparison of every
+ * slot in BatchView.__slots__ says. The CRC is the crc32c package's own function.
  *   check_batch(raw, max_bytes, version)  Kafka's header checks of one partition's batch, the
  *       ones batch_checks.check_batch makes: ProduceRequest.validateRecords (one v2 batch filling
  *       the data exactly, a known codec, zstd from v7), UnifiedLog.analyzeAndValidateRecords
