@@ -46,6 +46,13 @@ the appender; 436 -> 282 Python calls per franz-shaped request under cProfile. L
 after: 1 broker produce 47.2 -> 34.5 us, idempotent 51.0 -> 36.3; 3 brokers produce 47.7 -> 37.8,
 idempotent 52.5 -> 42.5 (a machine shared with other work: single rounds moved by up to 25%).
 
+The Produce path's C steps and fewer calls per partition (issue 26, issue 29 item 4, 2026-11-29;
+``bench.produce_callgrind``: small 185k -> 124k instructions, franz 331k -> 226k on 1 broker,
+349k -> 243k on 3), here two alternating runs per build of --rounds 3000 (--modes
+produce,produce_idem), 0b5b0a9 -> after: 1 broker produce 40.0, 29.4 -> 22.2, 25.6 us,
+idempotent 40.6, 36.1 -> 31.1, 26.7; 3 brokers produce 33.9, 32.8 -> 24.4, 24.4, idempotent
+42.2, 36.1 -> 27.8, 27.2 (a loaded machine: single figures move by 15-25%).
+
 The daemon runs on 127.0.0.1 with its own data directory and is stopped by pid at the end.
 """
 

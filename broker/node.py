@@ -33,6 +33,7 @@ from .admin_handlers import AdminHandlers
 from .apis import ACL_WRAPPERS, APIS, IMPLEMENTED_FEATURES, SHARE_APIS, share_disabled
 from .configs import ConfigHandlers, consumer_group_overrides, share_group_overrides
 from .data_plane import DataPlane, topic_log_config
+from .data_plane.produce_wire import parse_body_for as produce_parse_body_for
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
 from .scram_apis import ScramApis
@@ -321,6 +322,8 @@ class Broker:
         d.body_parsers[API_BY_NAME["OffsetCommit"].key] = commit_parse_body_for
         # A steady ConsumerGroupHeartbeat (ids and epoch only) is read in place, the rest generically.
         d.body_parsers[API_BY_NAME["ConsumerGroupHeartbeat"].key] = consumer_heartbeat_parse_body_for
+        # Produce bodies (v3+) read in C when the module is built (data_plane/produce_wire.py).
+        d.body_parsers[API_BY_NAME["Produce"].key] = produce_parse_body_for
         for api in APIS:
             if api.handler is None:
                 continue  # the dispatcher answers it (ApiVersions)

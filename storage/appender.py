@@ -208,7 +208,10 @@ class Appender:
         # Only the partitions queued to since the last drain (not every partition ever written:
         # a drain per loop iteration walked them all); dict order is queue order.
         candidates, self._ready = self._ready, {}
-        ready = [(plog, state) for plog, state in candidates.items() if state.pending and not state.writing]
+        ready = []  # a loop, not a comprehension: a comprehension is a call of its own on 3.11
+        for plog, state in candidates.items():
+            if state.pending and not state.writing:
+                ready.append((plog, state))
         if not ready:
             return
         units = []
@@ -429,8 +432,11 @@ class Appender:
             if wrote and self.policy.mode == "always":
                 self.fsyncs += len(groups)
                 state.last_fsync = self._clock()
-            elif wrote and self.policy.mode == "interval":
-                self._schedule_fsync(plog, state)
+            elif wrote and self.policy.mode == "interval" and not state.flushing:
+                handle = state.flush_handle
+                # a timer set and not late: nothing to do (_schedule_fsync's answer, without its call)
+                if handle is None or state.last_fsync + self.policy.interval_ms / 1000.0 <= self._clock():
+                    self._schedule_fsync(plog, state)
             if wrote:
                 for fn in self._listeners:
                     try:

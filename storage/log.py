@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import functools
 import os
 import struct
@@ -464,6 +465,18 @@ class Segment:
             pos += rec.LOG_OVERHEAD + length
         self.next_offset = nxt
         return nxt
+
+
+# os.pwritev where the platform has it (FileOps.pwritev's test), and the C framing walk
+_PWRITEV = getattr(os, "pwritev", None)
+_native_frames = rec._native_frames
+
+
+def _finish_short_write(ops: FileOps, fd: int, buffers: list[Any], at: int, total: int, n: int) -> None:
+    """The rest of a vectored write that wrote ``n`` of ``total`` bytes (``_pwritev_all``'s)."""
+    if n <= 0:
+        raise OSError(errno.EIO, "short write")
+    _pwrite_all(ops, fd, memoryview(b"".join(buffers))[n:], at + n)
 
 
 _HEAD7 = struct.Struct(">qiibIhi")  # up to lastOffsetDelta
@@ -943,6 +956,11 @@ class PartitionLog:
     def closed(self) -> bool:
         return self._closed
 
+    def answer_start_offset(self) -> int:
+        """The log start offset a Produce answer carries, -1 once the log is closed: one call per
+        answered partition instead of two properties (issue 26)."""
+        return -1 if self._closed else self._log_start
+
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
@@ -1367,11 +1385,26 @@ class PartitionLog:
         first = self._next_offset
         last = first + item.last_offset_delta
         max_ts = item.max_timestamp
-        if self._should_roll(active, size, last, max_ts):
-            return None
+        if active.size:  # _should_roll, inline (a call per Produce partition, issue 26)
+            cfg = self.config
+            if active.size + size > cfg.segment_bytes or last - active.base_offset > INT32_MAX:
+                return None
+            seg_ms = cfg.segment_ms
+            if seg_ms is not None:
+                rolling = active.rolling_base_timestamp
+                if rolling is not None and rolling >= 0 and max_ts >= 0:
+                    if max_ts - rolling > seg_ms:
+                        return None
+                elif self.clock() - active.created_ms > seg_ms:
+                    return None
         position = item.position
         buffer = item.buffer
-        if not item.attributes & (rec.COMPRESSION_MASK | rec.CONTROL_FLAG):
+        # the C walk when it says the framing is sound; anything else is worded in Python
+        if not item.attributes & (rec.COMPRESSION_MASK | rec.CONTROL_FLAG) and not (
+            _native_frames is not None
+            and type(buffer) is bytes
+            and _native_frames(buffer, position + rec.HEADER_SIZE, position + size, item.record_count)
+        ):
             try:
                 rec.check_record_frames(buffer, position + rec.HEADER_SIZE, position + size, item.record_count)
             except CorruptRecordError:
@@ -1384,16 +1417,45 @@ class PartitionLog:
         head = _HEAD.pack(first, size - rec.LOG_OVERHEAD, leader_epoch)
         rest = memoryview(buffer)[position + _HEAD.size : position + size]
         at = active.size
-        cur = _Cursor(active, self.config.index_interval_bytes)  # type: ignore[arg-type]
-        cur.track(at, last, max_ts, size)
+        # _Cursor.track for one batch, in locals (a cursor object and two calls per Produce
+        # partition, issue 26): Kafka's LogSegment.append order, applied below once written.
+        seg_max_ts = active.max_timestamp
+        seg_max_off = active.offset_of_max_timestamp
+        if max_ts > seg_max_ts:
+            seg_max_ts, seg_max_off = max_ts, last
+        since = active.bytes_since_index
+        idx_entry = ti_entry = None
+        if since > self.config.index_interval_bytes:  # type: ignore[operator]
+            idx_entry = (last - active.base_offset, at)
+            tis = active.ti_timestamps
+            if seg_max_ts > (tis[-1] if tis else -1):
+                ti_entry = (seg_max_ts, seg_max_off - active.base_offset)
+            since = 0
+        ops = self._ops
+        fd = active.log_fd
         try:
-            _pwritev_all(self._ops, active.log_fd, [head, rest], at, size)
+            if type(ops) is FileOps and _PWRITEV is not None:  # FileOps.pwritev, without two calls
+                n = _PWRITEV(fd, [head, rest], at)
+                if n != size:
+                    _finish_short_write(ops, fd, [head, rest], at, size, n)
+            else:
+                _pwritev_all(ops, fd, [head, rest], at, size)
         except OSError as exc:
             self._undo_write(active, at)
             raise StorageError(f"write to {active.log_path} failed: {exc}") from exc
         with self._lock:  # what _execute marks and _commit makes visible, under one acquisition
             self._dirty.add(active)
-            active.apply_cursor(cur)
+            if idx_entry is not None:
+                active.idx_offsets.append(idx_entry[0])
+                active.idx_positions.append(idx_entry[1])
+            if ti_entry is not None:
+                active.ti_timestamps.append(ti_entry[0])
+                active.ti_offsets.append(ti_entry[1])
+            active.bytes_since_index = since + size
+            active.max_timestamp = seg_max_ts
+            active.offset_of_max_timestamp = seg_max_off
+            if active.rolling_base_timestamp is None:
+                active.rolling_base_timestamp = max_ts
             active.size = at + size
             active.next_offset = last + 1
             self._next_offset = last + 1

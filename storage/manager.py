@@ -62,6 +62,9 @@ class LogManager:
         self._topic_config = topic_config
         self._clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        # (topic, partition) -> its open log, read-only for callers: ``get`` without its call, for
+        # Produce's per-partition lookup (issue 26). The dict itself is never replaced.
+        self.by_key: dict[tuple[str, int], PartitionLog] = self._logs
         self._overrides: dict[str, dict[str, str | None]] = {}
         self._lock_fd: int | None = None
         # Told of every corrupt batch a verified read of any of these logs skips (the metrics).

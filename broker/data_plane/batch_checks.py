@@ -23,7 +23,7 @@ from ..topics import Topic
 from .state import INT64_MAX
 from .topic_config import int_config
 
-__all__ = ["check_batch", "check_records", "partition_error", "timestamp_limits", "up_convert"]
+__all__ = ["LIMITS", "check_batch", "check_records", "partition_error", "timestamp_limits", "up_convert"]
 
 
 def partition_error(index: int, code: int, message: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -125,6 +125,7 @@ def check_batch(
 _DIFF = "message.timestamp.difference.max.ms"
 _BEFORE = "message.timestamp.before.max.ms"
 _AFTER = "message.timestamp.after.max.ms"
+LIMITS = (_DIFF, _BEFORE, _AFTER)  # a topic that sets none has no record-level timestamp check
 
 
 def _limited(configs: dict[str, str]) -> bool:

@@ -59,8 +59,8 @@ from groupd.storage.errors import (
 
 from ..producer_state import BatchMeta, PartitionProducers, last_sequence
 from ..topics import Topic, TopicRegistry
-from .batch_checks import check_batch, partition_error, up_convert
-from .produce_wire import FIRST_WIRE_VERSION, ProduceAnswer, Success, encode_answer
+from .batch_checks import LIMITS, check_batch, partition_error, up_convert
+from .produce_wire import FIRST_WIRE_VERSION, ProduceAnswer, Success, encode_answer, native
 from .producers import Load, ProducerStates
 from .state import INT32_MAX, DataState, Key, Wake
 
@@ -83,34 +83,68 @@ LEGACY_PRODUCE_MAX = 2
 
 log = structlog.get_logger("groupd.data")
 
+# The compiled steps (produce_wire.native): each declines (None) what the Python path then decides.
+_native_check = native.check_batch if native is not None else None
+_native_any_txn = native.any_transactional if native is not None else None
+_native_answer = native.encode_answer if native is not None else None
+_DIFF, _BEFORE, _AFTER = LIMITS
 
-class Settled:
-    """What one append does once the appender has settled it (its ``on_settled``), in the loop
-    iteration of the write, not the next one as a future's done callbacks would be
-    (``Appender.append_future``): the producer state learns the offsets (or forgets the batch),
-    the partition's parked fetches are woken, then ``callbacks`` run (the request's answer).
-    One object per partition, not a closure and an object (issue 29 item 4)."""
 
-    __slots__ = ("callbacks", "handler", "key", "meta", "pid", "plog", "producers", "size")
+class PendingAppend:
+    """One partition of a Produce request whose outcome is a future: the append of its batch, or
+    another's (a duplicate's original; ``duplicate`` is then its metadata), or a wait (a producer
+    state load, a transaction add).
+
+    For its own append (made with its ``handler``) it is also the appender's ``on_settled`` (``__call__``),
+    which runs in the loop iteration of the write, not the next one as a future's done callbacks
+    would: the producer state learns the offsets (or forgets the batch), the partition's parked
+    fetches are woken, then ``then`` runs (the request's answer). One object per partition, not
+    an object for the request's partition and one for its append (issue 29 item 4, issue 26)."""
+
+    __slots__ = (
+        "duplicate",
+        "future",
+        "handler",
+        "index",
+        "key",
+        "lat",
+        "meta",
+        "own",
+        "pid",
+        "plog",
+        "producers",
+        "size",
+        "then",
+    )
 
     def __init__(
         self,
-        handler: ProduceHandler,
-        key: Key,
+        index: int,
         plog: PartitionLog,
-        size: int,
-        producers: PartitionProducers | None,
-        pid: int,
-        meta: BatchMeta | None,
+        future: asyncio.Future[Any] | None,
+        lat: int,
+        duplicate: BatchMeta | None = None,
+        handler: ProduceHandler | None = None,
+        key: Key | None = None,
+        size: int = 0,
+        producers: PartitionProducers | None = None,
+        pid: int = -1,
+        meta: BatchMeta | None = None,
     ) -> None:
-        self.callbacks: list[Callable[[asyncio.Future[Any]], None]] = []
+        self.index = index
+        self.plog = plog
+        self.future = future
+        self.lat = lat
+        self.duplicate = duplicate
+        # With a handler: the ``on_settled`` of its own append (``__call__``), set as ``future``.
+        self.own = handler is not None
         self.handler = handler
         self.key = key
-        self.plog = plog
         self.size = size
         self.producers = producers
         self.pid = pid
         self.meta = meta
+        self.then: _Answer | None = None
 
     def __call__(self, fut: asyncio.Future[Any]) -> None:
         producers, meta = self.producers, self.meta
@@ -124,43 +158,67 @@ class Settled:
                     producers.written(meta, base, last)
                     plog = self.plog
                     if plog.has_transactions:  # only such a log has producer snapshots (snapshot_job)
-                        self.handler.producer_states.snapshot_if_due(plog, producers)
-                # The partition's fetches are woken before the request is answered (its callback next).
-                self.handler.wake(self.key, self.size)
-        except Exception:  # the request's answer still comes (its callback comes next)
+                        self.handler.producer_states.snapshot_if_due(plog, producers)  # type: ignore[union-attr]
+                # The partition's fetches are woken before the request is answered (``then`` next).
+                self.handler.wake(self.key, self.size)  # type: ignore[union-attr,arg-type]
+        except Exception:  # the request's answer still comes (``then`` comes next)
             log.exception("produce_append_callback_failed")
-        # Emptied as they are called: the request's callback holds the request's partitions, whose
-        # PendingAppend holds this object, a cycle that left ~26 objects per Produce to the cyclic
-        # collector: its young collections took ~7% of a small Produce's CPU (perf, bench.small_requests).
-        callbacks, self.callbacks = self.callbacks, []
-        for callback in callbacks:
+        # Emptied as it is called: the request's callback holds the request's partitions, this
+        # object among them, a cycle that left ~26 objects per Produce to the cyclic collector:
+        # its young collections took ~7% of a small Produce's CPU (perf, bench.small_requests).
+        then, self.then = self.then, None
+        if then is not None:
             try:
-                callback(fut)
+                # _Answer.__call__ inline: the request's other partitions need no call
+                then.left -= 1
+                if not then.left:
+                    then.answer()
             except Exception:  # the request's answer still comes (its callback is the last)
                 log.exception("produce_append_callback_failed")
 
 
-class PendingAppend:
-    """One partition of a Produce request whose batch was handed to the appender (``settled``: the
-    callbacks of that append; None when the future is another's, e.g. a duplicate's original)."""
+class _Answer:
+    """A Produce request's answer once each of its ``pending`` partitions is settled (called once
+    per partition: ``left`` counts them down), sent from there: no coroutine, task or dispatcher
+    callback per request (three loop callbacks fewer on the hot path)."""
 
-    __slots__ = ("duplicate", "future", "index", "lat", "plog", "settled")
+    __slots__ = ("acks", "handler", "left", "pending", "req", "results")
 
     def __init__(
         self,
-        index: int,
-        plog: PartitionLog,
-        future: asyncio.Future[Any] | None,
-        lat: int,
-        duplicate: BatchMeta | None = None,
-        settled: Settled | None = None,
+        handler: ProduceHandler,
+        req: Request,
+        acks: int,
+        results: list[tuple[str, list[dict[str, Any] | PendingAppend]]],
+        pending: list[PendingAppend],
     ) -> None:
-        self.index = index
-        self.plog = plog
-        self.future = future
-        self.lat = lat
-        self.duplicate = duplicate
-        self.settled = settled
+        self.handler = handler
+        self.req = req
+        self.acks = acks
+        self.results = results
+        self.pending = pending
+        self.left = len(pending)
+
+    def __call__(self, _f: asyncio.Future[Any]) -> None:
+        self.left -= 1
+        if not self.left:
+            self.answer()
+
+    def answer(self) -> None:
+        req = self.req
+        for part in self.pending:
+            if part.future.cancelled():  # type: ignore[union-attr]
+                # as the dispatcher treats a cancelled handler
+                req.conn.close("handler cancelled", api="Produce")
+                return
+        try:
+            response = self.handler._produce_answer(req, self.acks, self.results)
+        except Exception:
+            log.exception("handler_failed", api="Produce", api_version=req.api_version)
+            req.conn.close("internal error while handling request", api="Produce")
+            return
+        if response is not None:
+            req.respond(response)
 
 
 class ProduceHandler:
@@ -187,7 +245,11 @@ class ProduceHandler:
         txn_id = body.get("transactional_id")
         # KafkaApis.handleProduceRequest: transactional batches need the request's transactional id
         # (and WRITE on it); without one the whole request is refused before topics are looked at.
-        refused = txn_id is None and _has_transactional_batch(topic_data)
+        refused = False
+        if txn_id is None:
+            refused = _native_any_txn(topic_data) if _native_any_txn is not None else None
+            if refused is None:
+                refused = _has_transactional_batch(topic_data)
         results: list[tuple[str, list[dict[str, Any] | PendingAppend]]] = []
         topics = self.state.topics.topics  # TopicRegistry.get's dict, without the call
         for td in topic_data:
@@ -227,7 +289,8 @@ class ProduceHandler:
                 index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {t.name}"
             )
         state = self.state
-        plog = state.logs.get(t.name, index)
+        key = (t.name, index)
+        plog = state.logs.by_key.get(key)  # LogManager.get, without its call
         if plog is None:
             try:
                 plog = state.log_for(t, index)
@@ -242,12 +305,17 @@ class ProduceHandler:
             if isinstance(converted, dict):
                 return converted
             raw = converted
-        checked = check_batch(t, cfg, index, raw, v, now, check_timestamps=check_timestamps)
-        if isinstance(checked, dict):
-            return checked
-        view = checked
+        view = None
+        if _native_check is not None and not cfg.compact:
+            configs = t.configs
+            if not (_DIFF in configs or _BEFORE in configs or _AFTER in configs):
+                view = _native_check(raw, cfg.max_message_bytes, v)  # _check, without its call
+        if view is None:
+            checked = check_batch(t, cfg, index, raw, v, now, check_timestamps=check_timestamps)
+            if type(checked) is dict:
+                return checked
+            view = checked
         lat = now if cfg.message_timestamp_type == "LogAppendTime" else -1
-        key = (t.name, index)
         if (
             not added
             and v >= FIRST_ADDING_PRODUCE
@@ -269,9 +337,11 @@ class ProduceHandler:
                 # idempotent batch after it, waits for that and is then checked in arrival order.
                 return PendingAppend(index, plog, self._after_load(load, key, plog, t, index, raw, v, txn_id), lat)
             return self._idempotent_append(state.producers[key], key, plog, index, view, raw, lat, now, v, txn_id)
-        settled = Settled(self, key, plog, view.size, None, -1, None)  # as below, without producer state
-        fut = state.appender.append_future(plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=settled)
-        return PendingAppend(index, plog, fut, lat, settled=settled)
+        part = PendingAppend(index, plog, None, lat, None, self, key, view.size)
+        part.future = state.appender.append_future(
+            plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=part
+        )
+        return part
 
     def _idempotent_append(
         self,
@@ -307,17 +377,18 @@ class ProduceHandler:
                 plog.note_transactions()  # once per log: its state is then always rebuilt whole
             except StorageError as exc:
                 return partition_error(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
-        meta = BatchMeta(first_seq, last_seq, timestamp=view.max_timestamp)
-        producers.record(pid, epoch, meta, now, transactional=transactional, end_offset=plog.log_end_offset)
+        meta = BatchMeta(first_seq, last_seq, -1, -1, view.max_timestamp)
+        # the log end offset only bounds a transaction the batch opens (a property call fewer)
+        end_offset = plog.log_end_offset if transactional else -1
+        producers.record(pid, epoch, meta, now, transactional=transactional, end_offset=end_offset)
         # Queued in the appender now (no task per partition), so batches reach the log in the order
         # they were checked. The checked view, not the bytes: the log then trusts its CRC and
         # header (check_batch verified them) instead of computing the CRC again.
-        settled = Settled(self, key, plog, view.size, producers, pid, meta)
-        fut = self.state.appender.append_future(
-            plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=settled
+        part = PendingAppend(index, plog, None, lat, None, self, key, view.size, producers, pid, meta)
+        part.future = meta.pending = self.state.appender.append_future(
+            plog, view, log_append_time_ms=lat if lat >= 0 else None, on_settled=part
         )
-        meta.pending = fut
-        return PendingAppend(index, plog, fut, lat, settled=settled)
+        return part
 
     def _verify(self, txn_id: str, pid: int, epoch: int, key: Key, v: int) -> int:
         """KIP-890 part 1: is this partition in the producer's ongoing transaction? The codes as
@@ -373,7 +444,7 @@ class ProduceHandler:
                 if self.state.logs.get(t.name, index) is not plog:
                     return partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition was deleted.")
                 now = self.state.clock()
-                checked = check_batch(t, plog.config, index, raw, v, now)
+                checked = _check(t, plog.config, index, raw, v, now)
                 if isinstance(checked, dict):
                     return checked
                 lat = now if plog.config.message_timestamp_type == "LogAppendTime" else -1
@@ -393,37 +464,21 @@ class ProduceHandler:
         None returned, as a parked Fetch is (no coroutine, task or dispatcher callback per request:
         three loop callbacks fewer on the hot path). With nothing to wait for, a done future of the
         answer."""
-        pending = [part for _, parts in results for part in parts if not isinstance(part, dict) and part.future]
-        waiting = [part.future for part in pending]
-        if not waiting:  # every partition refused or a duplicate already written
+        pending: list[PendingAppend] = []
+        for _, parts in results:
+            for part in parts:
+                if type(part) is not dict and part.future is not None:  # type: ignore[union-attr]
+                    pending.append(part)  # type: ignore[arg-type]
+        if not pending:  # every partition refused or a duplicate already written
             answer: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
             answer.set_result(self._produce_answer(req, acks, results))
             return answer
-        left = len(waiting)
-
-        def one_done(_f: asyncio.Future[Any]) -> None:
-            nonlocal left
-            left -= 1
-            if left:
-                return
-            if any(f.cancelled() for f in waiting):
-                # as the dispatcher treats a cancelled handler
-                req.conn.close("handler cancelled", api="Produce")
-                return
-            try:
-                response = self._produce_answer(req, acks, results)
-            except Exception:
-                log.exception("handler_failed", api="Produce", api_version=req.api_version)
-                req.conn.close("internal error while handling request", api="Produce")
-                return
-            if response is not None:
-                req.respond(response)
-
+        answer_when_done = _Answer(self, req, acks, results, pending)
         for part in pending:
-            if part.settled is not None:
-                part.settled.callbacks.append(one_done)
+            if part.own:  # its own append, not settled yet (the appender settles from the loop)
+                part.then = answer_when_done
             else:
-                part.future.add_done_callback(one_done)  # type: ignore[union-attr]
+                part.future.add_done_callback(answer_when_done)  # type: ignore[union-attr]
         return None
 
     def _produce_answer(
@@ -436,7 +491,20 @@ class ProduceHandler:
         for name, parts in results:
             out: list[Any] = []
             for part in parts:
-                r = part if type(part) is dict else self._append_result(name, part)
+                if type(part) is dict:
+                    r = part
+                else:
+                    fut = part.future
+                    # _append_result's common case inline: an append of its own that succeeded
+                    if (
+                        part.duplicate is None
+                        and fut is not None
+                        and fut.exception() is None
+                        and type(res := fut.result()) is tuple
+                    ):
+                        r = (part.index, res[0], part.lat, part.plog.answer_start_offset())
+                    else:
+                        r = self._append_result(name, part)
                 if type(r) is dict:
                     plain = False
                     failed = failed or r["error_code"] != ErrorCode.NONE
@@ -452,7 +520,8 @@ class ProduceHandler:
             return None
         v = req.api_version
         if plain and v >= FIRST_WIRE_VERSION:
-            return ProduceAnswer(encode_answer(v, answers), v)
+            payload = _native_answer(v, answers) if _native_answer is not None else None
+            return ProduceAnswer(payload if payload is not None else encode_answer(v, answers), v)
         return {"responses": _as_dicts(answers), "throttle_time_ms": 0}
 
     def _append_result(self, topic: str, part: PendingAppend) -> Success | dict[str, Any]:
@@ -475,6 +544,21 @@ class ProduceHandler:
             log.info("produce_duplicate", topic=topic, partition=part.index, base_offset=base)
         plog = part.plog
         return (part.index, base, part.lat, plog.log_start_offset if not plog.closed else -1)
+
+
+def _check(
+    t: Topic, cfg: Any, index: int, raw: Any, v: int, now: int, check_timestamps: bool = True
+) -> dict[str, Any] | rec.BatchView:
+    """``check_batch``, its header checks in one C call when no record-level check is wanted (no
+    compaction, no timestamp limits); the C call's None leaves it to the Python checks, which find
+    and word the failure (LogValidator's order)."""
+    if _native_check is not None and not cfg.compact:
+        configs = t.configs
+        if not (_DIFF in configs or _BEFORE in configs or _AFTER in configs):
+            view = _native_check(raw, cfg.max_message_bytes, v)
+            if view is not None:
+                return view  # type: ignore[no-any-return]
+    return check_batch(t, cfg, index, raw, v, now, check_timestamps=check_timestamps)
 
 
 def _as_dicts(answers: list[tuple[str, list[Any]]]) -> list[dict[str, Any]]:

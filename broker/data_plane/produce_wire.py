@@ -12,17 +12,46 @@ whose ``responses`` were read may have been changed, so the generic encoder enco
 
 Any answer with an error takes the dict path (``ProduceHandler._produce_answer``), and so do v0-2.
 tests/data_plane/test_produce_wire.py checks the bytes against the generic encoder for every version.
+
+The compiled steps (``_produce.c``, issue 26 and 29 item 4: the request's body, each batch's header
+checks and this answer, each one C call instead of a dozen Python ones): ``native`` is the module or
+None (not built, or ``GROUPD_NO_NATIVE=1``, read once here). ``parse_body_for`` is the dispatcher's
+``body_parsers`` hook for Produce. The Python code stays the reference: each C function declines
+(None) what it does not take and the Python path decides; tests/data_plane/test_produce_native.py
+checks the two agree.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+import os
 import struct
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from groupd.protocol.lazy_dict import LazyDict
 from groupd.protocol.messages import API_BY_NAME
+from groupd.storage import records as rec
 
-__all__ = ["FIRST_WIRE_VERSION", "ProduceAnswer", "Success", "encode_answer"]
+__all__ = ["FIRST_WIRE_VERSION", "ProduceAnswer", "Success", "encode_answer", "native", "parse_body_for"]
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("GROUPD_NO_NATIVE") == "1":
+        return None
+    try:
+        # by name: `from . import _produce` would read as an import of the package to the layout test
+        mod = importlib.import_module(f"{__package__}._produce")
+    except ImportError:
+        return None
+    # what check_batch builds (a BatchView, its slots filled in C) and the CRC it checks with
+    mod.bind(rec.BatchView, rec._crc32c)
+    return mod
+
+
+native = _load()
 
 PRODUCE = API_BY_NAME["Produce"]
 FIRST_WIRE_VERSION = 3  # v0-2 (message sets, no transactional id) keep the generic encoder
@@ -87,6 +116,14 @@ def encode_answer(version: int, answers: list[tuple[str, list[Success]]]) -> byt
                 append(_V3(index, 0, base, lat))
     append(_THROTTLE)
     return b"".join(parts)
+
+
+def parse_body_for(version: int) -> Callable[[bytes, int], tuple[dict[str, Any], int]] | None:
+    """The dispatcher's decoder of Produce ``version`` bodies: the C reader, which hands what it
+    does not take to the generic decoder; None (the generic one) without it or below v3."""
+    if native is None or not FIRST_WIRE_VERSION <= version <= 12:
+        return None
+    return functools.partial(native.parse_body, version, PRODUCE.request.codec(version).parse_at)
 
 
 class ProduceAnswer(LazyDict):
