@@ -1831,6 +1831,11 @@ class PartitionLog:
         At least one batch is returned (if any exists at `offset`) even when it is larger than
         `max_bytes`, unless `min_one_batch` is False. The first batch may begin before `offset`.
         """
+        if offset == self._next_offset and not self._closed:
+            # At the log end (a caught-up or parked fetch, read twice when woken): nothing to read,
+            # no snapshot taken. One attribute read is atomic; an append committing meanwhile is
+            # seen by the next read, as it would be had it committed after the snapshot.
+            return b""
         segs, bases, sizes, start, end = self._snapshot()
         if offset < start or offset > end:
             raise OffsetOutOfRangeError(f"offset {offset} outside [{start}, {end}] of {self.path}")

@@ -204,13 +204,14 @@ class FetchHandler:
                 # (librdkafka's every Fetch).
                 stats.sessionless += 1
                 return inner(req)
+            fetch_data = request_partitions(body["topics"])
             ctx = new_context(
                 cache,
                 clock(),
                 session_id,
                 epoch,
                 body.get("replica_id", -1) >= 0,  # a follower's session is privileged
-                request_partitions(body["topics"]),
+                fetch_data,
                 forgotten(body.get("forgotten_topics_data")),
             )
             if isinstance(ctx, ErrorContext):
@@ -222,7 +223,7 @@ class FetchHandler:
                 return inner(req)
             if isinstance(ctx, IncrementalContext):
                 stats.incremental += 1
-                req.body = {**body, "topics": ctx.request_topics(), "forgotten_topics_data": []}
+                req.body = {**body, "topics": ctx.request_topics(fetch_data), "forgotten_topics_data": []}
             else:
                 stats.full += 1
             finish = ctx.finish
@@ -335,88 +336,97 @@ class FetchHandler:
         caps: dict[Key, int] = {}
         read_committed = body.get("isolation_level", 0) == 1
         responses = []
-        for tp in body["topics"] or []:
+        state = self.state
+        topics = state.topics
+        logs = state.logs
+        loaded = state.producers
+        for tp in body["topics"] or ():
             name = tp["topic"]
-            t = self.state.topics.get(name)
-            parts = []
-            for fp in tp["partitions"] or []:
+            t = topics.get(name)
+            parts: list[dict[str, Any]] = []
+            responses.append({"topic": name, "partitions": parts})
+            for fp in tp["partitions"] or ():
                 index = fp["partition"]
-                out = {
-                    "partition_index": index,
-                    "error_code": ErrorCode.NONE,
-                    "high_watermark": -1,
-                    "last_stable_offset": -1,
-                    "log_start_offset": -1,
-                    "aborted_transactions": [] if read_committed else None,
-                    "preferred_read_replica": -1,
-                    "records": b"",
-                }
-                parts.append(out)
                 if t is None or not 0 <= index < t.partitions:
-                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    parts.append(_failed(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, read_committed))
                     error = True
                     continue
                 epoch = fp.get("current_leader_epoch", -1)
                 if epoch is not None and epoch > LEADER_EPOCH:
-                    out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+                    parts.append(_failed(index, ErrorCode.UNKNOWN_LEADER_EPOCH, read_committed))
                     error = True
                     continue
+                key = (name, index)
+                aborted = None
                 try:
-                    plog = self.state.log_for(t, index)
+                    plog = logs.get(name, index) or state.log_for(t, index)
                     hw = plog.log_end_offset
                     start = plog.log_start_offset
-                    pmax = min(fp["partition_max_bytes"], FETCH_MAX_BYTES)
-                    want = min(pmax, limit)
+                    pmax = fp["partition_max_bytes"]
+                    if pmax > FETCH_MAX_BYTES:
+                        pmax = FETCH_MAX_BYTES
+                    want = pmax if pmax < limit else limit
                     offset = fp["fetch_offset"]
                     if want <= 0 and not min_one:
                         if not start <= offset <= hw:
                             raise OffsetOutOfRangeError(f"offset {offset} outside [{start}, {hw}]")
                         data = b""
                     else:
-                        data = plog.read(offset, max(want, 0), min_one_batch=min_one)
+                        data = plog.read(offset, want if want > 0 else 0, min_one_batch=min_one)
+                    producers = loaded.get(key)
                     if read_committed:
-                        producers = self.state.producers.get((name, index)) or PartitionProducers()
+                        if producers is None:
+                            producers = PartitionProducers()
                         lso = producers.last_stable_offset(hw, start)
                         data, upper = stable_prefix(data, lso)
-                        aborted = producers.collect_aborted(offset, upper) if data else []
+                        aborted = [
+                            {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                            for a in (producers.collect_aborted(offset, upper) if data else ())
+                        ]
+                    else:
+                        # Kafka fills the LSO whatever the isolation level (LogReadResult); a partition
+                        # whose producer state is not rebuilt yet answers its high watermark here.
+                        lso = (
+                            hw
+                            if producers is None or not producers.unstable
+                            else producers.last_stable_offset(hw, start)
+                        )
                     if v <= LEGACY_FETCH_MAX and data:
                         data = legacy.down_convert(data, 0 if v <= 1 else 1, offset)
                 except OffsetOutOfRangeError:
-                    out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    parts.append(_failed(index, ErrorCode.OFFSET_OUT_OF_RANGE, read_committed))
                     error = True
                     continue
                 except UnsupportedCompressionError:
                     # KafkaApis: zstd batches are not down-converted for Fetch below v10.
-                    out["error_code"] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+                    parts.append(_failed(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, read_committed))
                     error = True
                     continue
                 except (StorageError, CorruptRecordError, ValueError) as exc:
                     limited_log.error(
                         "fetch_read_failed", key=(name, index), topic=name, partition=index, error=str(exc)
                     )
-                    out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                    parts.append(_failed(index, ErrorCode.KAFKA_STORAGE_ERROR, read_committed))
                     error = True
                     continue
-                out["high_watermark"] = hw
-                if not read_committed:
-                    # Kafka fills the LSO whatever the isolation level (LogReadResult); a partition
-                    # whose producer state is not rebuilt yet answers its high watermark here.
-                    known = self.state.producers.get((name, index))
-                    lso = known.last_stable_offset(hw, start) if known is not None else hw
-                out["last_stable_offset"] = lso
-                if read_committed:
-                    out["aborted_transactions"] = [
-                        {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
-                    ]
-                out["log_start_offset"] = start
-                out["records"] = data
+                parts.append(
+                    {
+                        "partition_index": index,
+                        "error_code": ErrorCode.NONE,
+                        "high_watermark": hw,
+                        "last_stable_offset": lso,
+                        "log_start_offset": start,
+                        "aborted_transactions": aborted,
+                        "preferred_read_replica": -1,
+                        "records": data,
+                    }
+                )
                 n = len(data)
                 if n:
                     min_one = False
                     total += n
-                    limit = max(0, limit - n)
-                caps[(name, index)] = max(0, pmax - n)
-            responses.append({"topic": name, "partitions": parts})
+                    limit = limit - n if limit > n else 0
+                caps[key] = pmax - n if pmax > n else 0
         response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
         return response, total, error, caps
 
@@ -431,6 +441,20 @@ class FetchHandler:
         for waiters in list(self.waiters.values()):
             for w in list(waiters):
                 self.complete(w)
+
+
+def _failed(index: int, code: int, read_committed: bool) -> dict[str, Any]:
+    """The answer of a partition that could not be read (no records, offsets -1)."""
+    return {
+        "partition_index": index,
+        "error_code": code,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": [] if read_committed else None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
 
 
 def stable_prefix(data: bytes, end: int) -> tuple[bytes, int]:
