@@ -44,7 +44,9 @@ read as "grow the fetch size").
 from __future__ import annotations
 
 import asyncio
+import math
 import struct
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +76,7 @@ from .fetch_sessions import (
     error_answer,
     forgotten,
     new_context,
+    next_epoch,
     request_partitions,
 )
 from .producers import ProducerStates
@@ -105,18 +108,18 @@ limited_log = LogLimiter(log)
 
 
 class ParkedFetch:
-    """A Fetch waiting for min_bytes or max_wait_ms."""
+    """A Fetch waiting for min_bytes or max_wait_ms (its ``deadline``, on the loop's clock)."""
 
-    __slots__ = ("accumulated", "caps", "done", "keys", "min_bytes", "read_committed", "req", "timer")
+    __slots__ = ("accumulated", "caps", "deadline", "done", "keys", "min_bytes", "read_committed", "req")
 
     def __init__(self, req: Request, min_bytes: int, accumulated: int, caps: dict[Key, int]) -> None:
-        self.req = req
+        self.req: Request | None = req  # None once answered (the expiry queue may hold it a while)
         self.read_committed = req.body.get("isolation_level", 0) == 1
         self.min_bytes = min_bytes
         self.accumulated = accumulated
         self.caps = caps  # remaining bytes each partition may still contribute
         self.keys = list(caps)
-        self.timer: asyncio.TimerHandle | None = None
+        self.deadline = 0.0
         self.done = False
 
 
@@ -146,6 +149,17 @@ class FetchHandler:
         self.parked: dict[Any, set[ParkedFetch]] = {}
         # Other readers woken by the same appends and markers (share fetches: ``broker.share``).
         self.listeners: list[Wake] = []
+        # Max wait expiry: the parked fetches of each max_wait_ms in the order they parked, so in
+        # deadline order, and one loop timer for the earliest head (Kafka's purgatory keeps its
+        # delayed operations on a timing wheel, ``SystemTimer``, not a timer each). A call_later per
+        # fetch cost a uvloop timer made, cancelled and freed for every parked fetch, almost all of
+        # them woken by an append long before their max wait. Answered fetches stay queued until
+        # they reach the head or the queues are compacted (``_expired``, ``complete``).
+        self._expiry: dict[int, deque[ParkedFetch]] = {}
+        self._expiry_done = 0  # answered fetches still queued
+        self._expiry_live = 0  # parked fetches queued: at 0 the queues are emptied, the timer cancelled
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
 
     def handle(self, req: Request) -> Any:
         """The answer, None when parked (answered later), or an awaitable when the producer states of
@@ -164,7 +178,17 @@ class FetchHandler:
             self.waiters.setdefault(key, set()).add(w)
         self.parked.setdefault(req.conn, set()).add(w)
         loop = asyncio.get_running_loop()
-        w.timer = loop.call_later(body["max_wait_ms"] / 1000, self.complete, w)
+        max_wait = body["max_wait_ms"]
+        w.deadline = deadline = loop.time() + max_wait / 1000
+        if self._expiry_done > 1024 and self._expiry_done * 2 > sum(map(len, self._expiry.values())):
+            self._compact()
+        queue = self._expiry.get(max_wait)
+        if queue is None:
+            queue = self._expiry[max_wait] = deque()
+        queue.append(w)
+        self._expiry_live += 1
+        if deadline < self._timer_at:
+            self._arm(loop, deadline)
         # A closed connection's fetches go at once, not after max_wait_ms (up to 24 days): a client
         # that parks fetches and reconnects must not pile them up. Its parked fetches are bounded
         # while it is open by the server's max in-flight requests (they hold their slots).
@@ -205,6 +229,30 @@ class FetchHandler:
                 stats.sessionless += 1
                 return inner(req)
             fetch_data = request_partitions(body["topics"])
+            if epoch > 0 and session_id != INVALID_SESSION_ID:
+                # The common case first (franz-go's every Fetch after the first): new_context's
+                # incremental branch, inlined.
+                shard = cache.shard_of(session_id)
+                session = None if shard is None else shard.sessions.get(session_id)
+                if session is not None and session.epoch == epoch:
+                    session.update(fetch_data, forgotten(body.get("forgotten_topics_data")))
+                    if session.partitions:
+                        shard.touch(session, clock())
+                        session.epoch = next_epoch(epoch)
+                        stats.incremental += 1
+                        inc = IncrementalContext(session, epoch)
+                        req.body = {**body, "topics": inc.request_topics(fetch_data), "forgotten_topics_data": []}
+                        finish_inc = inc.finish
+                        encode_inc = req.encode_response
+
+                        def finished_inc(r: Request, resp: dict[str, Any]) -> bytes:
+                            return encode_inc(r, finish_inc(resp))
+
+                        req.encode_response = finished_inc
+                        return inner(req)
+                    shard.remove(session)
+                    stats.sessionless += 1
+                    return inner(req)
             ctx = new_context(
                 cache,
                 clock(),
@@ -231,7 +279,7 @@ class FetchHandler:
             full = isinstance(ctx, FullContext)
 
             def finished(r: Request, resp: dict[str, Any]) -> bytes:
-                out = finish(resp, clock())
+                out = finish(resp) if not full else finish(resp, clock())
                 if full:
                     log.debug("fetch_session_opened", node=node_id, session_id=out["session_id"], closed=session_id)
                 return encode(r, out)
@@ -283,7 +331,9 @@ class FetchHandler:
             if w.read_committed:
                 if stable_moved:
                     # The LSO moved: how much became readable is only known by reading.
-                    response, total, error, _caps = self.read(w.req.body, w.req.api_version)
+                    req = w.req
+                    assert req is not None  # still parked
+                    response, total, error, _caps = self.read(req.body, req.api_version)
                     if error or total >= w.min_bytes:
                         self.complete(w, response)
                     continue
@@ -297,34 +347,92 @@ class FetchHandler:
             if w.accumulated >= w.min_bytes:
                 self.complete(w)
 
+    def _arm(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(at, self._expired)
+        self._timer_at = at
+
+    def _compact(self) -> None:
+        """Mostly answered fetches queued (woken long before their max wait): drop them."""
+        for max_wait, queue in list(self._expiry.items()):
+            live = deque(x for x in queue if not x.done)
+            if live:
+                self._expiry[max_wait] = live
+            else:
+                del self._expiry[max_wait]
+        self._expiry_done = 0
+
+    def _expired(self) -> None:
+        """The expiry timer: answer the fetches whose max wait is over, drop the answered ones at
+        the queues' heads, and arm the timer for the earliest deadline left."""
+        self._timer = None
+        self._timer_at = math.inf
+        loop = asyncio.get_running_loop()
+        # a timer may fire up to a clock tick early (uvloop counts in ms): within a ms is due
+        now = loop.time() + 0.001
+        due = []
+        for max_wait, queue in list(self._expiry.items()):
+            while queue:
+                w = queue[0]
+                if w.done:
+                    queue.popleft()
+                    self._expiry_done -= 1
+                elif w.deadline <= now:
+                    due.append(queue.popleft())
+                else:
+                    break
+            if not queue:
+                del self._expiry[max_wait]
+        for w in due:
+            self._answer(w, None, queued=False)
+        heads = [q[0].deadline for q in self._expiry.values() if q]
+        if heads and self._timer is None:
+            self._arm(loop, min(heads))
+
     def complete(self, w: ParkedFetch, response: dict[str, Any] | None = None) -> None:
-        """Unpark ``w`` and answer it (read again unless ``response`` is given); its timer's callback."""
+        """Unpark ``w`` and answer it (read again unless ``response`` is given)."""
+        self._answer(w, response, queued=True)
+
+    def _answer(self, w: ParkedFetch, response: dict[str, Any] | None, *, queued: bool) -> None:
+        """``complete``; ``queued``: ``w`` is still in its expiry queue (not popped by the timer)."""
         if w.done:
             return
         w.done = True
-        if w.timer is not None:
-            w.timer.cancel()
+        self._expiry_live -= 1
+        if not self._expiry_live:  # nothing left to expire: no queue kept, no timer armed
+            self._expiry.clear()
+            self._expiry_done = 0
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._timer_at = math.inf
+        elif queued:
+            self._expiry_done += 1
+        req = w.req
+        w.req = None  # the request (and its answer) is not kept alive by the expiry queue
+        assert req is not None
         for key in w.keys:
             ws = self.waiters.get(key)
             if ws is not None:
                 ws.discard(w)
                 if not ws:
                     del self.waiters[key]
-        ws = self.parked.get(w.req.conn)
+        ws = self.parked.get(req.conn)
         if ws is not None:
             ws.discard(w)
             if not ws:
-                del self.parked[w.req.conn]
-        if w.req.conn.closed:
+                del self.parked[req.conn]
+        if req.conn.closed:
             return
         try:
             if response is None:
-                response = self.read(w.req.body, w.req.api_version)[0]
+                response = self.read(req.body, req.api_version)[0]
         except Exception:
             log.exception("fetch_failed")
-            w.req.conn.close("internal error while handling fetch")
+            req.conn.close("internal error while handling fetch")
             return
-        w.req.respond(response)
+        req.respond(response)
 
     def read(self, body: dict[str, Any], v: int) -> tuple[dict[str, Any], int, bool, dict[Key, int]]:
         """Read every requested partition now: (response, bytes read, any error, per-partition caps

@@ -423,9 +423,10 @@ class IncrementalContext:
             parts.append(entry if entry is not None else cp.request_entry(key[1]))
         return topics
 
-    def finish(self, resp: Body, now: int) -> Body:
+    def finish(self, resp: Body, now: int = 0) -> Body:
         """``updateAndGenerateResponseData``: INVALID_FETCH_SESSION_EPOCH if another request of the
-        session came in between, else ``resp`` less the partitions that did not change."""
+        session came in between, else ``resp`` less the partitions that did not change (``now`` is
+        not used: the session was touched by ``new_context``)."""
         session = self.session
         if session.epoch != next_epoch(self.req_epoch):
             return error_answer(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id)

@@ -82,13 +82,12 @@ async def plane(tmp_path: Path):
     await p.close()
 
 
-def live_timers_of(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any]) -> list[asyncio.TimerHandle]:
-    """The loop's scheduled, uncancelled timers that would call ``callback`` (CPython's loop)."""
-    return [
-        h
-        for h in loop._scheduled  # type: ignore[attr-defined]
-        if not h.cancelled() and getattr(h, "_callback", None) == callback
-    ]
+def live_expiries(handler: Any) -> int:
+    """Parked fetches still queued to expire at their max wait (``FetchHandler``'s expiry queues:
+    one loop timer for all of them, armed only while any is queued)."""
+    n = sum(1 for q in handler._expiry.values() for w in q if not w.done)
+    assert (handler._timer is None) == (n == 0), (handler._timer, n)
+    return n
 
 
 async def wait_until(check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
@@ -108,7 +107,6 @@ async def test_client_disconnect_drops_its_parked_fetches(plane: Plane) -> None:
         dispatcher.register(API_BY_NAME[name], handler, min_version=lo, max_version=hi)
     server = Server(dispatcher, idle_timeout_ms=0)
     host, port = await server.start("127.0.0.1", 0)
-    loop = asyncio.get_running_loop()
     try:
         clients = []
         for i in range(5):
@@ -120,19 +118,19 @@ async def test_client_disconnect_drops_its_parked_fetches(plane: Plane) -> None:
             clients.append(writer)
         await wait_until(lambda: plane.dp.parked_fetches == 5, "5 parked fetches")
         assert set(plane.dp.fetch_handler.waiters) == {("t", 0), ("t", 1)}
-        assert len(live_timers_of(loop, plane.dp.fetch_handler.complete)) == 5
+        assert live_expiries(plane.dp.fetch_handler) == 5
 
         # One client goes: exactly its fetch goes with it, and the one held behind it never parks.
         clients[0].close()
         await wait_until(lambda: len(server.connections) == 4, "the server to see the close")
         assert plane.dp.parked_fetches == 4
-        assert len(live_timers_of(loop, plane.dp.fetch_handler.complete)) == 4
+        assert live_expiries(plane.dp.fetch_handler) == 4
 
         for w in clients[1:]:
             w.close()
         await wait_until(lambda: not server.connections, "the server to see every close")
         plane.assert_nothing_parked()
-        assert live_timers_of(loop, plane.dp.fetch_handler.complete) == []
+        assert live_expiries(plane.dp.fetch_handler) == 0
 
         # An append after all that finds nobody to wake (and a parked fetch of a live client still
         # works as before).
@@ -193,7 +191,6 @@ def request_on(conn: Connection, body: dict[str, Any], encoded: list[int]) -> Re
 
 @pytest.mark.parametrize("how", ["close", "connection_lost", "close_after_write"])
 async def test_server_side_close_drops_parked_fetches_at_once(plane: Plane, how: str) -> None:
-    loop = asyncio.get_running_loop()
     server = Server(lambda conn, frame: None, idle_timeout_ms=0)
     conn = Connection(server)
     conn.connection_made(StubTransport())
@@ -219,14 +216,14 @@ async def test_server_side_close_drops_parked_fetches_at_once(plane: Plane, how:
     assert plane.dp.parked_fetches == 1
     assert set(plane.dp.fetch_handler.parked) == {other}
     assert len(plane.dp.fetch_handler.waiters[("t", 0)]) == 1 and ("t", 1) not in plane.dp.fetch_handler.waiters
-    assert len(live_timers_of(loop, plane.dp.fetch_handler.complete)) == 1
+    assert live_expiries(plane.dp.fetch_handler) == 1
     assert encoded == []  # nothing was read or encoded for the closed connection
     # The close callback ran once and is not kept.
     assert conn._close_callbacks == {}
 
     other.connection_lost(None)
     plane.assert_nothing_parked()
-    assert live_timers_of(loop, plane.dp.fetch_handler.complete) == []
+    assert live_expiries(plane.dp.fetch_handler) == 0
 
 
 async def test_fetch_parked_on_an_already_closed_connection_is_not_kept(plane: Plane) -> None:
