@@ -157,7 +157,7 @@ class FetchHandler:
         # they reach the head or the queues are compacted (``_expired``, ``complete``).
         self._expiry: dict[int, deque[ParkedFetch]] = {}
         self._expiry_done = 0  # answered fetches still queued
-        self._expiry_live = 0  # parked fetches queued: at 0 the queues are emptied, the timer cancelled
+        self._expiry_live = 0  # parked fetches queued: at 0 the queues are emptied
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
 
@@ -400,13 +400,12 @@ class FetchHandler:
             return
         w.done = True
         self._expiry_live -= 1
-        if not self._expiry_live:  # nothing left to expire: no queue kept, no timer armed
+        if not self._expiry_live:
+            # Nothing left to expire: no queue kept. The timer stays armed (when it fires it finds
+            # nothing, or re-arms for what parked since): cancelled here it was made again by the
+            # next fetch that parks, a timer per fetch once more for a client with one in flight.
             self._expiry.clear()
             self._expiry_done = 0
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            self._timer_at = math.inf
         elif queued:
             self._expiry_done += 1
         req = w.req
