@@ -24,7 +24,7 @@ Profiles:
            event loop (the issue's 5x was this shape).
 
     python -m bench.cluster_group [--quick] [--records R] [--profiles batched,small] [--json out.json]
-        [--rounds N] [--kfake] [--timeline]
+        [--rounds N] [--brokers 1,3] [--kfake] [--timeline]
 
 Where the three brokers' time goes (franz profile, 300,000 records, counted in the daemon):
   1 broker:  ~6 s; Produce 5,105 requests (411 records, 14.7 partitions each), Fetch 1,830 (992
@@ -553,6 +553,12 @@ def main(argv: list[str] | None = None) -> int:
         help="alternating rounds (1, 3, 1, 3, ...) per profile; the ratio is of the medians (the pipeline is "
         "bimodal on any server, kfake's three brokers too: one round proves little)",
     )
+    ap.add_argument(
+        "--brokers",
+        default="1,3",
+        help="broker counts to run, comma-separated (default 1,3; '3' alone: one build's three-broker "
+        "subtests, no ratio)",
+    )
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument(
         "--timeline",
@@ -572,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
         "brokers are one process too), built from --franz-gopath",
     )
     args = ap.parse_args(argv)
+    counts = [int(b) for b in args.brokers.split(",")]
+    if not counts or any(b not in (1, 3) for b in counts):
+        ap.error("--brokers: 1, 3 or 1,3")
     records = args.records or (20_000 if args.quick else 200_000)
     default = "batched" if args.quick else "batched,small" + (",franz" if args.franz_gopath else "")
     names = (args.profiles or default).split(",")
@@ -602,19 +611,16 @@ def main(argv: list[str] | None = None) -> int:
             runs: dict[int, list[dict[str, Any]]] = {1: [], 3: []}
             peer: dict[int, list[dict[str, Any]]] = {1: [], 3: []}
             for i in range(max(1, args.rounds)):
-                for b in (1, 3):
+                for b in counts:
                     # a fresh data directory per round: a second round must not find the first's topics
                     client = franz_test if name == "franz-test" else franz
                     runs[b].append(_one(root / f"round{i}", b, name, n, args.timeout, client, args.timeline))
                 if name in ("franz", "franz-test") and kfake is not None:
                     client = franz_test if name == "franz-test" else franz
                     assert client is not None
-                    for b in (1, 3):
+                    for b in counts:
                         peer[b].append(_one_kfake(kfake, b, client, n, args.timeout, test=name == "franz-test"))
-            one, three = _median_run(runs[1]), _median_run(runs[3])
-            ratio = three["seconds"] / one["seconds"]
-            results["profiles"][name] = {"1": one, "3": three, "ratio": ratio, "rounds": runs}
-            ok = ok and all(r["complete"] for b in (1, 3) for r in runs[b])
+            ok = ok and all(r["complete"] for b in counts for r in runs[b])
 
             def fmt(r: dict[str, Any], rs: list[dict[str, Any]], n: int = n) -> str:
                 cpu = r["server_cpu_s"]
@@ -642,21 +648,28 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
 
-            verdict = "within" if ratio <= 1.2 else "NOT within"
             what = "" if args.rounds <= 1 else f", median of {args.rounds} alternating rounds"
             print(f"{name} profile, {n} records{what}", flush=True)
-            print(f"  1 broker:  {fmt(one, runs[1])}", flush=True)
-            print(f"  3 brokers: {fmt(three, runs[3])}", flush=True)
-            print(f"  ratio 3/1: {ratio:.2f} ({verdict} the 1.2 target)", flush=True)
-            for b in (1, 3):
+            results["profiles"][name] = {"rounds": runs}
+            for b in counts:
+                med = _median_run(runs[b])
+                results["profiles"][name][str(b)] = med
+                label = "1 broker: " if b == 1 else "3 brokers:"
+                print(f"  {label} {fmt(med, runs[b])}", flush=True)
+            if len(counts) == 2:
+                ratio = _median_run(runs[3])["seconds"] / _median_run(runs[1])["seconds"]
+                results["profiles"][name]["ratio"] = ratio
+                verdict = "within" if ratio <= 1.2 else "NOT within"
+                print(f"  ratio 3/1: {ratio:.2f} ({verdict} the 1.2 target)", flush=True)
+            for b in counts:
                 each_round(b, runs[b])
             if args.timeline:
-                for b in (1, 3):
+                for b in counts:
                     for i, x in enumerate(runs[b]):
                         print(f"    timeline, {b} broker(s) round {i + 1} (s: " + " ".join(TIMELINE_APIS) + ")")
                         for at, c in x.get("timeline") or ():
                             print(f"      {at:6.1f} " + " ".join(f"{c[a]:6d}" for a in TIMELINE_APIS), flush=True)
-            if peer[1] and peer[3]:
+            if peer[1] and peer[3] and len(counts) == 2:
                 k1, k3 = _median_run(peer[1]), _median_run(peer[3])
                 results["profiles"][name]["kfake"] = {
                     "1": k1,
