@@ -335,3 +335,66 @@ def test_reconnecting_long_pollers_do_not_pile_up_in_a_real_daemon(tmp_path: Pat
         assert d.proc is not None and d.proc.poll() is None
     finally:
         d.stop()
+
+
+async def test_parked_fetches_expire_by_their_own_max_wait_under_one_timer(plane: Plane) -> None:
+    # Fetches of several max waits, parked in an order that is not their deadlines' order: each is
+    # answered once its own max wait is over (DelayedFetch.onExpiration), the later ones stay parked,
+    # and a woken fetch leaves the expiry queues (none kept once nothing is parked).
+    server = Server(lambda conn, frame: None, idle_timeout_ms=0)
+    conn = Connection(server)
+    conn.connection_made(StubTransport())
+    done: list[int] = []
+    handler = plane.dp.fetch_handler
+
+    def park(max_wait_ms: int, partition: int = 0) -> None:
+        body = fetch_body("t", 1, max_wait_ms=max_wait_ms, min_bytes=1)
+        body["topics"][0]["partitions"][0]["partition"] = partition
+        enc: list[int] = []
+        req = request_on(conn, body, enc)
+        assert plane.dp.fetch(req) is None
+        original = req.encode_response
+
+        def answered(r: Request, resp: dict[str, Any]) -> bytes:
+            done.append(max_wait_ms)
+            return original(r, resp)
+
+        req.encode_response = answered
+
+    park(60_000)
+    park(300)
+    park(60_000, partition=1)
+    park(50)
+    assert plane.dp.parked_fetches == 4 and live_expiries(handler) == 4
+    await wait_until(lambda: done == [50, 300], "the two short max waits, in deadline order")
+    assert plane.dp.parked_fetches == 2 and live_expiries(handler) == 2
+    # an append to partition 1 wakes its fetch; the one on partition 0 waits on
+    await plane.appender.append(plane.logs.get("t", 1), rec.build_batch([(None, b"v" * 200, (), 0)]))
+    handler.notify(("t", 1), 300)
+    assert done == [50, 300, 60_000] and live_expiries(handler) == 1
+    conn.connection_lost(None)
+    plane.assert_nothing_parked()
+    assert live_expiries(handler) == 0
+
+
+async def test_woken_fetches_do_not_pile_up_in_the_expiry_queue(plane: Plane) -> None:
+    # Every fetch woken long before its max wait: the queue is compacted, not grown by each one.
+    server = Server(lambda conn, frame: None, idle_timeout_ms=0)
+    conn = Connection(server)
+    conn.connection_made(StubTransport())
+    handler = plane.dp.fetch_handler
+    keep = request_on(conn, fetch_body("t", 1, max_wait_ms=60_000), [])
+    assert plane.dp.fetch(keep) is None  # one stays parked throughout: the queues are kept
+    plog = plane.logs.get("t", 0)
+    for i in range(2100):
+        body = fetch_body("t", 1, max_wait_ms=60_000, min_bytes=1)
+        body["topics"][0]["partitions"][0]["partition"] = 1
+        body["topics"][0]["partitions"][0]["fetch_offset"] = i
+        assert plane.dp.fetch(request_on(conn, body, [])) is None
+        await plane.appender.append(plane.logs.get("t", 1), rec.build_batch([(None, b"v", (), 0)]))
+        handler.notify(("t", 1), 100)
+    assert plane.dp.parked_fetches == 1 and live_expiries(handler) == 1
+    assert sum(map(len, handler._expiry.values())) <= 1024 + 3
+    assert plog.log_end_offset == 0
+    conn.connection_lost(None)
+    plane.assert_nothing_parked()
