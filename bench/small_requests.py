@@ -46,6 +46,16 @@ the appender; 436 -> 282 Python calls per franz-shaped request under cProfile. L
 after: 1 broker produce 47.2 -> 34.5 us, idempotent 51.0 -> 36.3; 3 brokers produce 47.7 -> 37.8,
 idempotent 52.5 -> 42.5 (a machine shared with other work: single rounds moved by up to 25%).
 
+The Fetch path cut per request (issue 29 item 4, 2026-11-29, h/fetchc): the request read and the
+answer written in C (``broker/data_plane/_fetch.c``), ``FetchHandler.read`` building each answer
+once, a read at the log end taking no snapshot, parked fetches expiring under one loop timer (not a
+uvloop timer each). Two alternating sittings of ``--modes fetch,fetch_parked --rounds 3000``
+(before 0b5b0a9, its own venv; a machine shared with other work), before -> after: 1 broker fetch
+28.3, 28.9 -> 22.8, 23.3 us, parked fetch + produce 116.7, 126.7 -> 108.3, 103.3 us; 3 brokers fetch
+29.4, 27.2 -> 25.6, 25.6 us, parked pair 126.7, 136.7 -> 100.0, 100.0 us. Load-insensitive, with a
+franz-go session: ``python -m bench.fetch_callgrind`` (281k -> 175k instructions per session
+Fetch).
+
 The daemon runs on 127.0.0.1 with its own data directory and is stopped by pid at the end.
 """
 
