@@ -22,12 +22,13 @@ partitions' current leader epochs):
 
 Figures (2026-11-29, 400-500 requests or pairs each; callgrind counts are load-insensitive), before
 (0b5b0a9) -> after the cuts of issue 29 item 4 (h/fetchc):
-  session, 1 broker   281,458 -> 175,331 instructions per Fetch (-38%)
-  session, 3 brokers  289,152 -> 184,637 (-36%)
-  parked,  1 broker   498,436 -> 396,545 per pair (-20%); the pair's Produce alone is ~186k
-                      (``bench.produce_callgrind --shape small``, untouched here), so the parked
-                      Fetch's own share went ~312k -> ~210k (-33%)
-  parked,  3 brokers  518,230 -> 416,690 per pair (-20%)
+  session, 1 broker   281,458 -> 175,563 instructions per Fetch (-38%)
+  session, 3 brokers  289,152 -> 183,415 (-37%)
+  parked,  1 broker   498,436 -> 392,764 per pair (-21%); the pair's Produce alone is ~185k
+                      (``bench.produce_callgrind --shape small``: 186,476 before the last step
+                      below, 185,101 after; its handler is untouched here), so the parked Fetch's
+                      own share went ~312k -> ~208k (-33%)
+  parked,  3 brokers  518,230 -> 416,427 per pair (-20%)
 What moved it, in order (each step's session figure at 1 broker):
   - the request read and the answer written in C (``broker/data_plane/_fetch.c`` through
     ``fetch_wire.py``: the dispatcher's ``body_parsers`` and new ``response_builders`` hooks; the
@@ -41,9 +42,11 @@ What moved it, in order (each step's session figure at 1 broker):
     whole batches (``_read_tail``): -> 175k.
   The parked pair also lost its uvloop timer per parked fetch (made, cancelled and freed for every
   fetch, almost all woken by an append within ms): parked fetches now expire from one queue per
-  max wait under a single loop timer (Kafka's purgatory: a timing wheel, not a timer each).
+  max wait under a single loop timer (Kafka's purgatory: a timing wheel, not a timer each); and
+  the server no longer calls ``_check_reading`` for a blocked connection with nothing held
+  (twice a request answered later, Produce's too).
 What is left is the interpreter (``_PyEval_EvalFrameDefault`` ~34% of the instructions, dict
-lookups and allocation most of the rest), spread over ~150 calls of a session Fetch, builtins
+lookups and allocation most of the rest), spread over ~134 calls of a session Fetch, builtins
 included (``--cprofile``; 276 before): the server's read and write path, dispatch, the session
 (update, request entries, ``finish``), ``FetchHandler.read`` and the log read.
 """
