@@ -199,7 +199,12 @@ static PyObject *rd_topic(Reader *r, int v, int forgotten) {
         Py_DECREF(parts);
         return NULL;
     }
-    if (!put(d, s_topic, name) || !put(d, s_partitions, parts)) {
+    if (!put(d, s_topic, name)) { /* put released name */
+        Py_DECREF(parts);
+        Py_DECREF(d);
+        return NULL;
+    }
+    if (!put(d, s_partitions, parts)) {
         Py_DECREF(d);
         return NULL;
     }
@@ -222,7 +227,7 @@ static PyObject *rd_topics(Reader *r, int v, int forgotten) {
     return list;
 }
 
-static PyObject *parse_fetch(PyObject *self, PyObject *args) {
+static PyObject *parse_fetch(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos;
     int v;
@@ -493,7 +498,7 @@ static int w_body(W *w, PyObject *body, int v) {
     return 1;
 }
 
-static PyObject *build_fetch(PyObject *self, PyObject *args) {
+static PyObject *build_fetch(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *body;
     int v;
     if (!PyArg_ParseTuple(args, "Oi", &body, &v)) return NULL;
