@@ -175,19 +175,23 @@ franz-go's KGO_LOG_LEVEL=info logs were read beside them, stamped on arrival):
   cooperative-sticky 5.9 s (a member's partitions mostly led by one broker), range 10.7-10.8 s
   and sticky 10.1-10.8 s (each member's partitions led by all three).
 
-The Fetch path at a fraction of its cost (issue 29 item 4, 2026-11-29 13:35-14:05, h/fetchc):
+The Fetch path at a fraction of its cost (issue 29 item 4, 2026-11-29 13:35-14:20, h/fetchc):
 franz-go's Fetch (v12, a KIP-227 session, 1-2 partitions, min_bytes 1, max wait 5 s) costs the
-daemon 281k -> 175k instructions (1 broker) and 289k -> 185k (3 brokers) per incremental fetch
-with data, and a parked fetch woken by a one-record Produce ~312k -> ~210k of its pair
+daemon 281k -> 176k instructions (1 broker) and 289k -> 183k (3 brokers) per incremental fetch
+with data, and a parked fetch woken by a one-record Produce ~312k -> ~208k of its pair
 (``python -m bench.fetch_callgrind``, its docstring). franz-go's TestGroupETL (``--profiles
-franz-test --records 500000 --rounds 1``, two alternations before (0b5b0a9, its own venv) /
-after, a machine shared with other work, load average 3-7): 3 brokers 66.4 / 56.3 s and 48.9 /
-56.9 s, server CPU 27.1 / 22.2 s and 23.4 / 25.2 s; one broker 29.1 / 30.5 s and 27.9 / 24.9 s.
-No 3-broker subtest finished before the 5 s step in any of the four rounds (10.4-23.2 s each),
-nor did range and sticky. Within the noise, and for a reason: the run's requests are ~150k
-Produce and ~46k Fetch at three brokers, so a Fetch ~30% cheaper (~8 us of ~28) is ~0.4 s of
-the server's ~23 s, and the clients' own ~25 s of CPU is untouched. What decides the step is
-the Produce path and the clients' CPU on a machine this loaded.
+franz-test --records 500000 --rounds 1``, three alternations before (0b5b0a9, its own venv) /
+after, a machine shared with other work, load average 1.5-7): 3 brokers 66.4 / 56.3 s, 48.9 /
+56.9 s and 45.6 / 38.1 s (server CPU 27.1 / 22.2, 23.4 / 25.2 and 21.4 / 18.2 s); one broker
+29.1 / 30.5, 27.9 / 24.9 and 25.4 / 35.5 s. Subtests at three brokers (roundrobin, range, sticky,
+cooperative-sticky; roundrobin carries the first producer's 500k records): before 21.5/12.3/
+16.7/15.5, 17.0/10.5/10.4/10.8, 13.7/10.5/11.7/9.5 s; after 17.9/11.7/12.5/13.8,
+23.2/10.8/11.1/11.4, 14.3/11.3/6.4/6.0 s: sticky and cooperative-sticky made the 5 s step in the
+last (quietest) round, range in none. Within the noise of this machine, and for a reason: the
+run's requests are ~130-157k Produce and ~36-48k Fetch at three brokers, so a Fetch ~30% cheaper
+(~6-8 us of ~25-28, ``bench.small_requests``) is ~0.3 s of the server's ~20 s, and the clients'
+own ~20-27 s of CPU is untouched. What decides the step is the Produce path (3/4 of the
+requests) and the clients' CPU on a machine this loaded.
 
 Every process runs on 127.0.0.1 and is stopped by pid; every load is bounded in count and time.
 """
