@@ -168,6 +168,9 @@ class FetchHandler:
         self._expiry_live = 0  # parked fetches queued: at 0 the queues are emptied
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
+        # ``connection_closed`` bound once: a parking fetch registers it on its connection (the
+        # same object each time, so the connection keeps one entry)
+        self._on_close = self.connection_closed
 
     def handle(self, req: Request) -> Any:
         """The answer, None when parked (answered later), or an awaitable when the producer states of
@@ -211,7 +214,7 @@ class FetchHandler:
         # while it is open by the server's max in-flight requests (they hold their slots).
         add_close_callback = getattr(req.conn, "add_close_callback", None)
         if add_close_callback is not None:  # test doubles may not have it
-            add_close_callback(self.connection_closed)
+            add_close_callback(self._on_close)
         return None
 
     def session_cache(self, node_id: int | None = None) -> FetchSessionCache:
@@ -461,7 +464,7 @@ class FetchHandler:
         read_committed = body.get("isolation_level", 0) == 1
         responses = []
         state = self.state
-        topics = state.topics
+        topics = state.topics.topics  # the registry's dict (TopicRegistry.get without the call)
         logs = state.logs
         loaded = state.producers
         for tp in body["topics"] or ():
