@@ -53,6 +53,16 @@ produce,produce_idem), 0b5b0a9 -> after: 1 broker produce 40.0, 29.4 -> 22.2, 25
 idempotent 40.6, 36.1 -> 31.1, 26.7; 3 brokers produce 33.9, 32.8 -> 24.4, 24.4, idempotent
 42.2, 36.1 -> 27.8, 27.2 (a loaded machine: single figures move by 15-25%).
 
+The Fetch path cut per request (issue 29 item 4, 2026-11-29, h/fetchc): the request read and the
+answer written in C (``broker/data_plane/_fetch.c``), ``FetchHandler.read`` building each answer
+once, a read at the log end taking no snapshot, parked fetches expiring under one loop timer (not a
+uvloop timer each). Two alternating sittings of ``--modes fetch,fetch_parked --rounds 3000``
+(before 0b5b0a9, its own venv; a machine shared with other work), before -> after: 1 broker fetch
+28.3, 28.9 -> 22.8, 23.3 us, parked fetch + produce 116.7, 126.7 -> 108.3, 103.3 us; 3 brokers fetch
+29.4, 27.2 -> 25.6, 25.6 us, parked pair 126.7, 136.7 -> 100.0, 100.0 us. Load-insensitive, with a
+franz-go session: ``python -m bench.fetch_callgrind`` (281k -> 175k instructions per session
+Fetch).
+
 The daemon runs on 127.0.0.1 with its own data directory and is stopped by pid at the end.
 """
 

@@ -806,6 +806,8 @@ class Cluster:
         for m in moves:
             for w in list(fetches.waiters.get((m.topic, m.partition), ())):
                 req = w.req
+                if req is None:  # answered meanwhile
+                    continue
                 node_id = node_of.get(id(getattr(req.conn, "server", None)))
                 if node_id is None or node_id == m.new:
                     continue

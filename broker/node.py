@@ -32,7 +32,7 @@ from .acl_apis import AclApis
 from .admin_handlers import AdminHandlers
 from .apis import ACL_WRAPPERS, APIS, IMPLEMENTED_FEATURES, SHARE_APIS, share_disabled
 from .configs import ConfigHandlers, consumer_group_overrides, share_group_overrides
-from .data_plane import DataPlane, topic_log_config
+from .data_plane import DataPlane, fetch_wire, topic_log_config
 from .data_plane.produce_wire import parse_body_for as produce_parse_body_for
 from .group_shell import GroupShell
 from .log_admin import LogAdmin
@@ -324,6 +324,9 @@ class Broker:
         d.body_parsers[API_BY_NAME["ConsumerGroupHeartbeat"].key] = consumer_heartbeat_parse_body_for
         # Produce bodies (v3+) read in C when the module is built (data_plane/produce_wire.py).
         d.body_parsers[API_BY_NAME["Produce"].key] = produce_parse_body_for
+        # Fetch read and answered in C where it can be (``data_plane.fetch_wire``), else generically.
+        d.body_parsers[fetch_wire.FETCH_KEY] = fetch_wire.parse_body_for
+        d.response_builders[fetch_wire.FETCH_KEY] = fetch_wire.build_for
         for api in APIS:
             if api.handler is None:
                 continue  # the dispatcher answers it (ApiVersions)

@@ -114,6 +114,7 @@ class _Version:
     __slots__ = (
         "api_key",
         "bare_handler",
+        "build",
         "encode",
         "flexible_header",
         "flexible_response",
@@ -137,6 +138,10 @@ class _Version:
         custom = dispatcher.body_parsers.get(api.key)
         self.parse_body = (custom(version) if custom is not None else None) or api.request.codec(version).parse_at
         self.response = api.response.codec(version)
+        # An API may have a writer of its own (Fetch's C writer: ``response_builders``) that
+        # answers None for any body it does not take: the generic encoder then writes it.
+        builder = dispatcher.response_builders.get(api.key)
+        self.build = builder(version) if builder is not None else None
         # ApiVersions answers with response header v0 even in its flexible versions (KIP-511).
         self.flexible_response = flexible and api.key != _API_VERSIONS_KEY
         self.encode = self._encode_with(dispatcher)
@@ -147,6 +152,7 @@ class _Version:
     def _encode_with(self, dispatcher: Dispatcher) -> Callable[[Request, dict[str, Any]], bytes]:
         build_parts = self.response.build_parts
         encode_into = self.response.encode_into
+        build = self.build
         flexible = self.flexible_response
         observers = dispatcher.observers  # the live list: observers added later are seen
         pack = _SIZE_CORR.pack
@@ -156,6 +162,8 @@ class _Version:
             # A body that comes encoded already (a dict subclass with ``wire_payload``: OffsetCommit's
             # C path) is sent as it is.
             payload = getattr(body, "wire_payload", None) if type(body) is not dict else None
+            if payload is None and build is not None:
+                payload = build(body)
             if payload is None:
                 parts: list[bytes] = [b""]
                 try:
@@ -188,6 +196,9 @@ class Dispatcher:
         # api key -> (version -> a body decoder ``parse_at(frame, pos) -> (body, end)``, or None for
         # the generic one); set before the first request of that API (``_Version`` keeps it).
         self.body_parsers: dict[int, Callable[[int], Callable[[bytes, int], tuple[dict[str, Any], int]] | None]] = {}
+        # api key -> (version -> a writer ``build(body) -> bytes | None`` of response bodies, None
+        # handing a body to the generic encoder; or None for the generic one): as body_parsers.
+        self.response_builders: dict[int, Callable[[int], Callable[[dict[str, Any]], bytes | None] | None]] = {}
         self.register(API_VERSIONS, self._api_versions)
         self._req_header = {v: REQUEST_HEADER.codec(v) for v in (1, 2)}
         # Observers: (api_key, version, error_code|None, seconds) after each response; used by metrics.

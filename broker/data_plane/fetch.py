@@ -27,12 +27,20 @@ Parked fetches. If fewer than ``min_bytes`` are available, no partition had an e
 ``max_wait_ms`` > 0, the fetch is parked: it registers with each partition it reads, each append
 adds its size to the parked fetch's count (capped per partition at ``partition_max_bytes``:
 ``notify``, called by Produce and the markers), and the fetch is read again and answered once
-``min_bytes`` is reached or its single ``call_later`` timer fires. Nothing polls. A read_committed
+``min_bytes`` is reached or its max wait is over (``DelayedFetch.tryComplete`` / ``onExpiration``:
+the fetches parked with one ``max_wait_ms`` expire in the order they parked, from one queue each
+under a single loop timer, as Kafka's purgatory keeps delayed operations on its timing wheel
+rather than a timer each). Nothing polls. A read_committed
 fetch is woken by a marker that moves the LSO, not by appends above it. A parked fetch holds its
 request's in-flight slot, so the server's ``max_inflight`` bounds them per connection, and it is
 dropped as soon as its connection closes (a close callback), not when its timer fires. Appends that
 do not go through the data plane (the coordinator's own writes to ``__consumer_offsets``) do not
 wake fetches; a fetch of that topic waits out ``max_wait_ms``.
+
+On the wire. Fetch v4-12 requests are read and answers written in C where it can
+(``fetch_wire.py``, ``_fetch.c``: the generic codecs are the reference and take the rest), and an
+incremental session request takes ``new_context``'s branch inline and hands on the entries it named
+(issue 29 item 4: franz-go's ~40k small fetches at three brokers).
 
 Old versions. Fetch v0-3, which Kafka 4.0 removed, is served as Kafka 3.x served it: the answer is
 down-converted to the magic the client reads (RecordsUtil.downConvert; zstd batches answer
@@ -44,7 +52,9 @@ read as "grow the fetch size").
 from __future__ import annotations
 
 import asyncio
+import math
 import struct
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +84,7 @@ from .fetch_sessions import (
     error_answer,
     forgotten,
     new_context,
+    next_epoch,
     request_partitions,
 )
 from .producers import ProducerStates
@@ -105,18 +116,18 @@ limited_log = LogLimiter(log)
 
 
 class ParkedFetch:
-    """A Fetch waiting for min_bytes or max_wait_ms."""
+    """A Fetch waiting for min_bytes or max_wait_ms (its ``deadline``, on the loop's clock)."""
 
-    __slots__ = ("accumulated", "caps", "done", "keys", "min_bytes", "read_committed", "req", "timer")
+    __slots__ = ("accumulated", "caps", "deadline", "done", "keys", "min_bytes", "read_committed", "req")
 
     def __init__(self, req: Request, min_bytes: int, accumulated: int, caps: dict[Key, int]) -> None:
-        self.req = req
+        self.req: Request | None = req  # None once answered (the expiry queue may hold it a while)
         self.read_committed = req.body.get("isolation_level", 0) == 1
         self.min_bytes = min_bytes
         self.accumulated = accumulated
         self.caps = caps  # remaining bytes each partition may still contribute
         self.keys = list(caps)
-        self.timer: asyncio.TimerHandle | None = None
+        self.deadline = 0.0
         self.done = False
 
 
@@ -146,6 +157,20 @@ class FetchHandler:
         self.parked: dict[Any, set[ParkedFetch]] = {}
         # Other readers woken by the same appends and markers (share fetches: ``broker.share``).
         self.listeners: list[Wake] = []
+        # Max wait expiry: the parked fetches of each max_wait_ms in the order they parked, so in
+        # deadline order, and one loop timer for the earliest head (Kafka's purgatory keeps its
+        # delayed operations on a timing wheel, ``SystemTimer``, not a timer each). A call_later per
+        # fetch cost a uvloop timer made, cancelled and freed for every parked fetch, almost all of
+        # them woken by an append long before their max wait. Answered fetches stay queued until
+        # they reach the head or the queues are compacted (``_expired``, ``complete``).
+        self._expiry: dict[int, deque[ParkedFetch]] = {}
+        self._expiry_done = 0  # answered fetches still queued
+        self._expiry_live = 0  # parked fetches queued: at 0 the queues are emptied
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
+        # ``connection_closed`` bound once: a parking fetch registers it on its connection (the
+        # same object each time, so the connection keeps one entry)
+        self._on_close = self.connection_closed
 
     def handle(self, req: Request) -> Any:
         """The answer, None when parked (answered later), or an awaitable when the producer states of
@@ -160,17 +185,36 @@ class FetchHandler:
         if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not caps:
             return response
         w = ParkedFetch(req, body["min_bytes"], total, caps)
+        waiters = self.waiters
         for key in w.keys:
-            self.waiters.setdefault(key, set()).add(w)
-        self.parked.setdefault(req.conn, set()).add(w)
+            ws = waiters.get(key)
+            if ws is None:
+                waiters[key] = {w}
+            else:
+                ws.add(w)
+        ws = self.parked.get(req.conn)
+        if ws is None:
+            self.parked[req.conn] = {w}
+        else:
+            ws.add(w)
         loop = asyncio.get_running_loop()
-        w.timer = loop.call_later(body["max_wait_ms"] / 1000, self.complete, w)
+        max_wait = body["max_wait_ms"]
+        w.deadline = deadline = loop.time() + max_wait / 1000
+        if self._expiry_done > 1024 and self._expiry_done * 2 > sum(map(len, self._expiry.values())):
+            self._compact()
+        queue = self._expiry.get(max_wait)
+        if queue is None:
+            queue = self._expiry[max_wait] = deque()
+        queue.append(w)
+        self._expiry_live += 1
+        if deadline < self._timer_at:
+            self._arm(loop, deadline)
         # A closed connection's fetches go at once, not after max_wait_ms (up to 24 days): a client
         # that parks fetches and reconnects must not pile them up. Its parked fetches are bounded
         # while it is open by the server's max in-flight requests (they hold their slots).
         add_close_callback = getattr(req.conn, "add_close_callback", None)
         if add_close_callback is not None:  # test doubles may not have it
-            add_close_callback(self.connection_closed)
+            add_close_callback(self._on_close)
         return None
 
     def session_cache(self, node_id: int | None = None) -> FetchSessionCache:
@@ -204,13 +248,38 @@ class FetchHandler:
                 # (librdkafka's every Fetch).
                 stats.sessionless += 1
                 return inner(req)
+            fetch_data = request_partitions(body["topics"])
+            if epoch > 0 and session_id != INVALID_SESSION_ID:
+                # The common case first (franz-go's every Fetch after the first): new_context's
+                # incremental branch, inlined.
+                shard = cache.shard_of(session_id)
+                session = None if shard is None else shard.sessions.get(session_id)
+                if session is not None and session.epoch == epoch:
+                    session.update(fetch_data, forgotten(body.get("forgotten_topics_data")))
+                    if session.partitions:
+                        shard.touch(session, clock())
+                        session.epoch = next_epoch(epoch)
+                        stats.incremental += 1
+                        inc = IncrementalContext(session, epoch)
+                        req.body = {**body, "topics": inc.request_topics(fetch_data), "forgotten_topics_data": []}
+                        finish_inc = inc.finish
+                        encode_inc = req.encode_response
+
+                        def finished_inc(r: Request, resp: dict[str, Any]) -> bytes:
+                            return encode_inc(r, finish_inc(resp))
+
+                        req.encode_response = finished_inc
+                        return inner(req)
+                    shard.remove(session)
+                    stats.sessionless += 1
+                    return inner(req)
             ctx = new_context(
                 cache,
                 clock(),
                 session_id,
                 epoch,
                 body.get("replica_id", -1) >= 0,  # a follower's session is privileged
-                request_partitions(body["topics"]),
+                fetch_data,
                 forgotten(body.get("forgotten_topics_data")),
             )
             if isinstance(ctx, ErrorContext):
@@ -222,7 +291,7 @@ class FetchHandler:
                 return inner(req)
             if isinstance(ctx, IncrementalContext):
                 stats.incremental += 1
-                req.body = {**body, "topics": ctx.request_topics(), "forgotten_topics_data": []}
+                req.body = {**body, "topics": ctx.request_topics(fetch_data), "forgotten_topics_data": []}
             else:
                 stats.full += 1
             finish = ctx.finish
@@ -230,7 +299,7 @@ class FetchHandler:
             full = isinstance(ctx, FullContext)
 
             def finished(r: Request, resp: dict[str, Any]) -> bytes:
-                out = finish(resp, clock())
+                out = finish(resp) if not full else finish(resp, clock())
                 if full:
                     log.debug("fetch_session_opened", node=node_id, session_id=out["session_id"], closed=session_id)
                 return encode(r, out)
@@ -282,7 +351,9 @@ class FetchHandler:
             if w.read_committed:
                 if stable_moved:
                     # The LSO moved: how much became readable is only known by reading.
-                    response, total, error, _caps = self.read(w.req.body, w.req.api_version)
+                    req = w.req
+                    assert req is not None  # still parked
+                    response, total, error, _caps = self.read(req.body, req.api_version)
                     if error or total >= w.min_bytes:
                         self.complete(w, response)
                     continue
@@ -296,34 +367,91 @@ class FetchHandler:
             if w.accumulated >= w.min_bytes:
                 self.complete(w)
 
+    def _arm(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(at, self._expired)
+        self._timer_at = at
+
+    def _compact(self) -> None:
+        """Mostly answered fetches queued (woken long before their max wait): drop them."""
+        for max_wait, queue in list(self._expiry.items()):
+            live = deque(x for x in queue if not x.done)
+            if live:
+                self._expiry[max_wait] = live
+            else:
+                del self._expiry[max_wait]
+        self._expiry_done = 0
+
+    def _expired(self) -> None:
+        """The expiry timer: answer the fetches whose max wait is over, drop the answered ones at
+        the queues' heads, and arm the timer for the earliest deadline left."""
+        self._timer = None
+        self._timer_at = math.inf
+        loop = asyncio.get_running_loop()
+        # a timer may fire up to a clock tick early (uvloop counts in ms): within a ms is due
+        now = loop.time() + 0.001
+        due = []
+        for max_wait, queue in list(self._expiry.items()):
+            while queue:
+                w = queue[0]
+                if w.done:
+                    queue.popleft()
+                    self._expiry_done -= 1
+                elif w.deadline <= now:
+                    due.append(queue.popleft())
+                else:
+                    break
+            if not queue:
+                del self._expiry[max_wait]
+        for w in due:
+            self._answer(w, None, queued=False)
+        heads = [q[0].deadline for q in self._expiry.values() if q]
+        if heads and self._timer is None:
+            self._arm(loop, min(heads))
+
     def complete(self, w: ParkedFetch, response: dict[str, Any] | None = None) -> None:
-        """Unpark ``w`` and answer it (read again unless ``response`` is given); its timer's callback."""
+        """Unpark ``w`` and answer it (read again unless ``response`` is given)."""
+        self._answer(w, response, queued=True)
+
+    def _answer(self, w: ParkedFetch, response: dict[str, Any] | None, *, queued: bool) -> None:
+        """``complete``; ``queued``: ``w`` is still in its expiry queue (not popped by the timer)."""
         if w.done:
             return
         w.done = True
-        if w.timer is not None:
-            w.timer.cancel()
+        self._expiry_live -= 1
+        if not self._expiry_live:
+            # Nothing left to expire: no queue kept. The timer stays armed (when it fires it finds
+            # nothing, or re-arms for what parked since): cancelled here it was made again by the
+            # next fetch that parks, a timer per fetch once more for a client with one in flight.
+            self._expiry.clear()
+            self._expiry_done = 0
+        elif queued:
+            self._expiry_done += 1
+        req = w.req
+        w.req = None  # the request (and its answer) is not kept alive by the expiry queue
+        assert req is not None
         for key in w.keys:
             ws = self.waiters.get(key)
             if ws is not None:
                 ws.discard(w)
                 if not ws:
                     del self.waiters[key]
-        ws = self.parked.get(w.req.conn)
+        ws = self.parked.get(req.conn)
         if ws is not None:
             ws.discard(w)
             if not ws:
-                del self.parked[w.req.conn]
-        if w.req.conn.closed:
+                del self.parked[req.conn]
+        if req.conn.closed:
             return
         try:
             if response is None:
-                response = self.read(w.req.body, w.req.api_version)[0]
+                response = self.read(req.body, req.api_version)[0]
         except Exception:
             log.exception("fetch_failed")
-            w.req.conn.close("internal error while handling fetch")
+            req.conn.close("internal error while handling fetch")
             return
-        w.req.respond(response)
+        req.respond(response)
 
     def read(self, body: dict[str, Any], v: int) -> tuple[dict[str, Any], int, bool, dict[Key, int]]:
         """Read every requested partition now: (response, bytes read, any error, per-partition caps
@@ -335,88 +463,97 @@ class FetchHandler:
         caps: dict[Key, int] = {}
         read_committed = body.get("isolation_level", 0) == 1
         responses = []
-        for tp in body["topics"] or []:
+        state = self.state
+        topics = state.topics.topics  # the registry's dict (TopicRegistry.get without the call)
+        logs = state.logs
+        loaded = state.producers
+        for tp in body["topics"] or ():
             name = tp["topic"]
-            t = self.state.topics.get(name)
-            parts = []
-            for fp in tp["partitions"] or []:
+            t = topics.get(name)
+            parts: list[dict[str, Any]] = []
+            responses.append({"topic": name, "partitions": parts})
+            for fp in tp["partitions"] or ():
                 index = fp["partition"]
-                out = {
-                    "partition_index": index,
-                    "error_code": ErrorCode.NONE,
-                    "high_watermark": -1,
-                    "last_stable_offset": -1,
-                    "log_start_offset": -1,
-                    "aborted_transactions": [] if read_committed else None,
-                    "preferred_read_replica": -1,
-                    "records": b"",
-                }
-                parts.append(out)
                 if t is None or not 0 <= index < t.partitions:
-                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    parts.append(_failed(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, read_committed))
                     error = True
                     continue
                 epoch = fp.get("current_leader_epoch", -1)
                 if epoch is not None and epoch > LEADER_EPOCH:
-                    out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+                    parts.append(_failed(index, ErrorCode.UNKNOWN_LEADER_EPOCH, read_committed))
                     error = True
                     continue
+                key = (name, index)
+                aborted = None
                 try:
-                    plog = self.state.log_for(t, index)
+                    plog = logs.get(name, index) or state.log_for(t, index)
                     hw = plog.log_end_offset
                     start = plog.log_start_offset
-                    pmax = min(fp["partition_max_bytes"], FETCH_MAX_BYTES)
-                    want = min(pmax, limit)
+                    pmax = fp["partition_max_bytes"]
+                    if pmax > FETCH_MAX_BYTES:
+                        pmax = FETCH_MAX_BYTES
+                    want = pmax if pmax < limit else limit
                     offset = fp["fetch_offset"]
                     if want <= 0 and not min_one:
                         if not start <= offset <= hw:
                             raise OffsetOutOfRangeError(f"offset {offset} outside [{start}, {hw}]")
                         data = b""
                     else:
-                        data = plog.read(offset, max(want, 0), min_one_batch=min_one)
+                        data = plog.read(offset, want if want > 0 else 0, min_one_batch=min_one)
+                    producers = loaded.get(key)
                     if read_committed:
-                        producers = self.state.producers.get((name, index)) or PartitionProducers()
+                        if producers is None:
+                            producers = PartitionProducers()
                         lso = producers.last_stable_offset(hw, start)
                         data, upper = stable_prefix(data, lso)
-                        aborted = producers.collect_aborted(offset, upper) if data else []
+                        aborted = [
+                            {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                            for a in (producers.collect_aborted(offset, upper) if data else ())
+                        ]
+                    else:
+                        # Kafka fills the LSO whatever the isolation level (LogReadResult); a partition
+                        # whose producer state is not rebuilt yet answers its high watermark here.
+                        lso = (
+                            hw
+                            if producers is None or not producers.unstable
+                            else producers.last_stable_offset(hw, start)
+                        )
                     if v <= LEGACY_FETCH_MAX and data:
                         data = legacy.down_convert(data, 0 if v <= 1 else 1, offset)
                 except OffsetOutOfRangeError:
-                    out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    parts.append(_failed(index, ErrorCode.OFFSET_OUT_OF_RANGE, read_committed))
                     error = True
                     continue
                 except UnsupportedCompressionError:
                     # KafkaApis: zstd batches are not down-converted for Fetch below v10.
-                    out["error_code"] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+                    parts.append(_failed(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, read_committed))
                     error = True
                     continue
                 except (StorageError, CorruptRecordError, ValueError) as exc:
                     limited_log.error(
                         "fetch_read_failed", key=(name, index), topic=name, partition=index, error=str(exc)
                     )
-                    out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                    parts.append(_failed(index, ErrorCode.KAFKA_STORAGE_ERROR, read_committed))
                     error = True
                     continue
-                out["high_watermark"] = hw
-                if not read_committed:
-                    # Kafka fills the LSO whatever the isolation level (LogReadResult); a partition
-                    # whose producer state is not rebuilt yet answers its high watermark here.
-                    known = self.state.producers.get((name, index))
-                    lso = known.last_stable_offset(hw, start) if known is not None else hw
-                out["last_stable_offset"] = lso
-                if read_committed:
-                    out["aborted_transactions"] = [
-                        {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
-                    ]
-                out["log_start_offset"] = start
-                out["records"] = data
+                parts.append(
+                    {
+                        "partition_index": index,
+                        "error_code": ErrorCode.NONE,
+                        "high_watermark": hw,
+                        "last_stable_offset": lso,
+                        "log_start_offset": start,
+                        "aborted_transactions": aborted,
+                        "preferred_read_replica": -1,
+                        "records": data,
+                    }
+                )
                 n = len(data)
                 if n:
                     min_one = False
                     total += n
-                    limit = max(0, limit - n)
-                caps[(name, index)] = max(0, pmax - n)
-            responses.append({"topic": name, "partitions": parts})
+                    limit = limit - n if limit > n else 0
+                caps[key] = pmax - n if pmax > n else 0
         response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
         return response, total, error, caps
 
@@ -431,6 +568,20 @@ class FetchHandler:
         for waiters in list(self.waiters.values()):
             for w in list(waiters):
                 self.complete(w)
+
+
+def _failed(index: int, code: int, read_committed: bool) -> dict[str, Any]:
+    """The answer of a partition that could not be read (no records, offsets -1)."""
+    return {
+        "partition_index": index,
+        "error_code": code,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": [] if read_committed else None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
 
 
 def stable_prefix(data: bytes, end: int) -> tuple[bytes, int]:

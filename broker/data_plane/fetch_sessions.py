@@ -404,23 +404,29 @@ class IncrementalContext:
         self.session = session
         self.req_epoch = req_epoch
 
-    def request_topics(self) -> list[Body]:
+    def request_topics(self, named: dict[Key, Body] | None = None) -> list[Body]:
         """The session's partitions as a request's ``topics`` (consecutive runs of one topic, in the
-        session's order, as ``FetchRequest`` builds them)."""
+        session's order, as ``FetchRequest`` builds them). A partition the request named is handed
+        on as its own entry (decoded for this request, the parameters the session just took from
+        it); the others as ``request_entry`` makes them."""
         topics: list[Body] = []
         last = None
         parts: list[Body] = []
-        for (topic, index), cp in self.session.partitions.items():
+        get = named.get if named else None
+        for key, cp in self.session.partitions.items():
+            topic = key[0]
             if topic != last:
                 parts = []
                 topics.append({"topic": topic, "partitions": parts})
                 last = topic
-            parts.append(cp.request_entry(index))
+            entry = get(key) if get is not None else None
+            parts.append(entry if entry is not None else cp.request_entry(key[1]))
         return topics
 
-    def finish(self, resp: Body, now: int) -> Body:
+    def finish(self, resp: Body, now: int = 0) -> Body:
         """``updateAndGenerateResponseData``: INVALID_FETCH_SESSION_EPOCH if another request of the
-        session came in between, else ``resp`` less the partitions that did not change."""
+        session came in between, else ``resp`` less the partitions that did not change (``now`` is
+        not used: the session was touched by ``new_context``)."""
         session = self.session
         if session.epoch != next_epoch(self.req_epoch):
             return error_answer(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id)

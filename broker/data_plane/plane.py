@@ -77,6 +77,7 @@ class DataPlane:
         # The API table's Produce handler (``b.data.produce``) is the handler itself: one call fewer
         # per request than the method below, which stays as the documented entry.
         self.produce = self.produce_handler.handle  # type: ignore[method-assign]
+        self.fetch = self.fetch_handler.handle  # type: ignore[method-assign]  # (Fetch: the same)
         self.markers = MarkerWriter(self.state, self.producer_states, wake=self.fetch_handler.notify)
         self.list_offsets_handler = ListOffsetsHandler(self.state, self.producer_states)
         self.describe_producers_handler = DescribeProducersHandler(self.state, self.producer_states)

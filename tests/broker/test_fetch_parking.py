@@ -82,13 +82,12 @@ async def plane(tmp_path: Path):
     await p.close()
 
 
-def live_timers_of(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any]) -> list[asyncio.TimerHandle]:
-    """The loop's scheduled, uncancelled timers that would call ``callback`` (CPython's loop)."""
-    return [
-        h
-        for h in loop._scheduled  # type: ignore[attr-defined]
-        if not h.cancelled() and getattr(h, "_callback", None) == callback
-    ]
+def live_expiries(handler: Any) -> int:
+    """Parked fetches still queued to expire at their max wait (``FetchHandler``'s expiry queues:
+    one loop timer for all of them); with none, no queue is kept."""
+    n = sum(1 for q in handler._expiry.values() for w in q if not w.done)
+    assert n or not handler._expiry, handler._expiry
+    return n
 
 
 async def wait_until(check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
@@ -108,7 +107,6 @@ async def test_client_disconnect_drops_its_parked_fetches(plane: Plane) -> None:
         dispatcher.register(API_BY_NAME[name], handler, min_version=lo, max_version=hi)
     server = Server(dispatcher, idle_timeout_ms=0)
     host, port = await server.start("127.0.0.1", 0)
-    loop = asyncio.get_running_loop()
     try:
         clients = []
         for i in range(5):
@@ -120,19 +118,19 @@ async def test_client_disconnect_drops_its_parked_fetches(plane: Plane) -> None:
             clients.append(writer)
         await wait_until(lambda: plane.dp.parked_fetches == 5, "5 parked fetches")
         assert set(plane.dp.fetch_handler.waiters) == {("t", 0), ("t", 1)}
-        assert len(live_timers_of(loop, plane.dp.fetch_handler.complete)) == 5
+        assert live_expiries(plane.dp.fetch_handler) == 5
 
         # One client goes: exactly its fetch goes with it, and the one held behind it never parks.
         clients[0].close()
         await wait_until(lambda: len(server.connections) == 4, "the server to see the close")
         assert plane.dp.parked_fetches == 4
-        assert len(live_timers_of(loop, plane.dp.fetch_handler.complete)) == 4
+        assert live_expiries(plane.dp.fetch_handler) == 4
 
         for w in clients[1:]:
             w.close()
         await wait_until(lambda: not server.connections, "the server to see every close")
         plane.assert_nothing_parked()
-        assert live_timers_of(loop, plane.dp.fetch_handler.complete) == []
+        assert live_expiries(plane.dp.fetch_handler) == 0
 
         # An append after all that finds nobody to wake (and a parked fetch of a live client still
         # works as before).
@@ -193,7 +191,6 @@ def request_on(conn: Connection, body: dict[str, Any], encoded: list[int]) -> Re
 
 @pytest.mark.parametrize("how", ["close", "connection_lost", "close_after_write"])
 async def test_server_side_close_drops_parked_fetches_at_once(plane: Plane, how: str) -> None:
-    loop = asyncio.get_running_loop()
     server = Server(lambda conn, frame: None, idle_timeout_ms=0)
     conn = Connection(server)
     conn.connection_made(StubTransport())
@@ -219,14 +216,14 @@ async def test_server_side_close_drops_parked_fetches_at_once(plane: Plane, how:
     assert plane.dp.parked_fetches == 1
     assert set(plane.dp.fetch_handler.parked) == {other}
     assert len(plane.dp.fetch_handler.waiters[("t", 0)]) == 1 and ("t", 1) not in plane.dp.fetch_handler.waiters
-    assert len(live_timers_of(loop, plane.dp.fetch_handler.complete)) == 1
+    assert live_expiries(plane.dp.fetch_handler) == 1
     assert encoded == []  # nothing was read or encoded for the closed connection
     # The close callback ran once and is not kept.
     assert conn._close_callbacks == {}
 
     other.connection_lost(None)
     plane.assert_nothing_parked()
-    assert live_timers_of(loop, plane.dp.fetch_handler.complete) == []
+    assert live_expiries(plane.dp.fetch_handler) == 0
 
 
 async def test_fetch_parked_on_an_already_closed_connection_is_not_kept(plane: Plane) -> None:
@@ -338,3 +335,66 @@ def test_reconnecting_long_pollers_do_not_pile_up_in_a_real_daemon(tmp_path: Pat
         assert d.proc is not None and d.proc.poll() is None
     finally:
         d.stop()
+
+
+async def test_parked_fetches_expire_by_their_own_max_wait_under_one_timer(plane: Plane) -> None:
+    # Fetches of several max waits, parked in an order that is not their deadlines' order: each is
+    # answered once its own max wait is over (DelayedFetch.onExpiration), the later ones stay parked,
+    # and a woken fetch leaves the expiry queues (none kept once nothing is parked).
+    server = Server(lambda conn, frame: None, idle_timeout_ms=0)
+    conn = Connection(server)
+    conn.connection_made(StubTransport())
+    done: list[int] = []
+    handler = plane.dp.fetch_handler
+
+    def park(max_wait_ms: int, partition: int = 0) -> None:
+        body = fetch_body("t", 1, max_wait_ms=max_wait_ms, min_bytes=1)
+        body["topics"][0]["partitions"][0]["partition"] = partition
+        enc: list[int] = []
+        req = request_on(conn, body, enc)
+        assert plane.dp.fetch(req) is None
+        original = req.encode_response
+
+        def answered(r: Request, resp: dict[str, Any]) -> bytes:
+            done.append(max_wait_ms)
+            return original(r, resp)
+
+        req.encode_response = answered
+
+    park(60_000)
+    park(300)
+    park(60_000, partition=1)
+    park(50)
+    assert plane.dp.parked_fetches == 4 and live_expiries(handler) == 4
+    await wait_until(lambda: done == [50, 300], "the two short max waits, in deadline order")
+    assert plane.dp.parked_fetches == 2 and live_expiries(handler) == 2
+    # an append to partition 1 wakes its fetch; the one on partition 0 waits on
+    await plane.appender.append(plane.logs.get("t", 1), rec.build_batch([(None, b"v" * 200, (), 0)]))
+    handler.notify(("t", 1), 300)
+    assert done == [50, 300, 60_000] and live_expiries(handler) == 1
+    conn.connection_lost(None)
+    plane.assert_nothing_parked()
+    assert live_expiries(handler) == 0
+
+
+async def test_woken_fetches_do_not_pile_up_in_the_expiry_queue(plane: Plane) -> None:
+    # Every fetch woken long before its max wait: the queue is compacted, not grown by each one.
+    server = Server(lambda conn, frame: None, idle_timeout_ms=0)
+    conn = Connection(server)
+    conn.connection_made(StubTransport())
+    handler = plane.dp.fetch_handler
+    keep = request_on(conn, fetch_body("t", 1, max_wait_ms=60_000), [])
+    assert plane.dp.fetch(keep) is None  # one stays parked throughout: the queues are kept
+    plog = plane.logs.get("t", 0)
+    for i in range(2100):
+        body = fetch_body("t", 1, max_wait_ms=60_000, min_bytes=1)
+        body["topics"][0]["partitions"][0]["partition"] = 1
+        body["topics"][0]["partitions"][0]["fetch_offset"] = i
+        assert plane.dp.fetch(request_on(conn, body, [])) is None
+        await plane.appender.append(plane.logs.get("t", 1), rec.build_batch([(None, b"v", (), 0)]))
+        handler.notify(("t", 1), 100)
+    assert plane.dp.parked_fetches == 1 and live_expiries(handler) == 1
+    assert sum(map(len, handler._expiry.values())) <= 1024 + 3
+    assert plog.log_end_offset == 0
+    conn.connection_lost(None)
+    plane.assert_nothing_parked()
