@@ -951,9 +951,192 @@ static PyObject *steady_consumer_heartbeat(PyObject *self, PyObject *const *args
     return out;
 }
 
+/* ---- the steady reader with its bodies held per member (issue 26) ------------------------------
+ *
+ * steady_consumer_reader(state, frame, pos) -> (body, end): the dispatcher's decoder itself (bound
+ * to its state with functools.partial: no Python frame per request), state = (tail, template, cls,
+ * generic). What steady_consumer_heartbeat answers, and where that answers None, generic(frame,
+ * pos) (the generic decoder, which decides as it always did).
+ *
+ * A member re-sending its epoch with nothing changed sends the same bytes in every heartbeat, so
+ * the (body, end) read from them is kept, keyed by those bytes (ids, epoch, tail), and handed out
+ * again: no decoding of the ids, no dict, no tuple, and ids whose hashes are already computed for
+ * the coordinator's lookups. A body is handed out again only while it is as it was made: its dict
+ * version (ma_version_tag, which every mutation changes) is the one recorded, else it is read
+ * anew. The table holds at most HELD_MAX bodies; once full it is emptied (a group larger than that
+ * reads its bodies anew, as before). Only ASCII ids are held (the common case; other bodies are
+ * read anew each time). */
+
+#if PY_VERSION_HEX < 0x030E0000
+#define HOLD_BODIES 1
+#else
+#define HOLD_BODIES 0 /* no ma_version_tag to tell a mutated body by: read every body anew */
+#endif
+
+#define HELD_SLOTS 32768 /* a power of two */
+#define HELD_MAX (HELD_SLOTS / 2)
+
+typedef struct {
+    uint64_t hash; /* 0: an empty slot */
+    Py_ssize_t n;
+    unsigned char *key; /* the n bytes from the group id's length to the end of the tail */
+    PyObject *out;      /* (body, end) */
+    PyObject *template; /* the template and cls it was made from (held: compared by identity) */
+    PyObject *cls;
+    uint64_t version; /* the body's ma_version_tag when it was made */
+} Held;
+
+static Held *held;
+static Py_ssize_t held_count;
+
+static uint64_t held_hash(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, (size_t)n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 29;
+    return h ? h : 1;
+}
+
+static void held_clear(void) {
+    if (held == NULL) return;
+    for (Py_ssize_t i = 0; i < HELD_SLOTS; i++) {
+        Held *e = &held[i];
+        if (e->hash) {
+            PyMem_Free(e->key);
+            Py_DECREF(e->out);
+            Py_DECREF(e->template);
+            Py_DECREF(e->cls);
+            memset(e, 0, sizeof(*e));
+        }
+    }
+    held_count = 0;
+}
+
+static PyObject *py_steady_held_clear(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    Py_ssize_t n = held_count;
+    held_clear();
+    return PyLong_FromSsize_t(n);
+}
+
+static inline uint64_t dict_version(PyObject *d) {
+#if HOLD_BODIES
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return ((PyDictObject *)d)->ma_version_tag;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+#else
+    (void)d;
+    return 0;
+#endif
+}
+
+static PyObject *steady_consumer_reader(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 4) {
+        PyErr_SetString(PyExc_TypeError, "steady_consumer_reader takes (tail, template, cls, generic), frame, pos");
+        return NULL;
+    }
+    PyObject *state = args[0], *frame = args[1], *tail = PyTuple_GET_ITEM(state, 0);
+    PyObject *template = PyTuple_GET_ITEM(state, 1), *cls = PyTuple_GET_ITEM(state, 2);
+    PyObject *generic = PyTuple_GET_ITEM(state, 3);
+    if (HOLD_BODIES && held != NULL && PyBytes_CheckExact(frame) && PyBytes_CheckExact(tail) && PyLong_CheckExact(args[2])) {
+        Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
+        if (pos == -1 && PyErr_Occurred()) return NULL;
+        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(frame);
+        Py_ssize_t len = PyBytes_GET_SIZE(frame), n_tail = PyBytes_GET_SIZE(tail);
+        /* the shape steady_consumer_heartbeat takes, its bytes checked as it checks them */
+        if (pos >= 0 && pos < len && b[pos] >= 2 && b[pos] < 0x80 && pos + b[pos] < len) {
+            Py_ssize_t at_member = pos + b[pos];
+            unsigned m = b[at_member];
+            Py_ssize_t end = at_member + m + 4 + n_tail;
+            if (m >= 2 && m < 0x80 && n_tail >= 1 && end <= len) {
+                Py_ssize_t n = end - pos;
+                uint64_t h = held_hash(b + pos, n);
+                Py_ssize_t i = (Py_ssize_t)(h & (HELD_SLOTS - 1));
+                for (;;) {
+                    Held *e = &held[i];
+                    if (e->hash == 0) break;
+                    if (e->hash == h && e->n == n && e->template == template && e->cls == cls &&
+                        memcmp(e->key, b + pos, (size_t)n) == 0) {
+                        PyObject *body = PyTuple_GET_ITEM(e->out, 0), *at_end = PyTuple_GET_ITEM(e->out, 1);
+                        if (dict_version(body) == e->version && PyLong_AsSsize_t(at_end) == end) {
+                            Py_INCREF(e->out);
+                            return e->out;
+                        }
+                        break; /* mutated, or another pos: read anew below (the slot is replaced) */
+                    }
+                    i = (i + 1) & (HELD_SLOTS - 1);
+                }
+                PyObject *argv[5] = {frame, args[2], tail, template, cls};
+                PyObject *out = steady_consumer_heartbeat(self, argv, 5);
+                if (out == NULL) return NULL;
+                if (out == Py_None) {
+                    Py_DECREF(out);
+                    return PyObject_Vectorcall(generic, args + 1, 2, NULL);
+                }
+                int ascii = 1;
+                for (Py_ssize_t k = pos; k < end - 4 - n_tail; k++) ascii &= b[k] < 0x80;
+                if (!ascii) return out;
+                Held *e = &held[i];
+                if (e->hash == 0 && held_count >= HELD_MAX) {
+                    held_clear();
+                    i = (Py_ssize_t)(h & (HELD_SLOTS - 1));
+                    e = &held[i];
+                }
+                unsigned char *key = e->hash ? e->key : PyMem_Malloc((size_t)n);
+                if (key == NULL) return out; /* nothing held: the body is answered all the same */
+                if (e->hash) { /* the entry of these very bytes (the probe stopped at it): replaced */
+                    Py_DECREF(e->out);
+                    Py_DECREF(e->template);
+                    Py_DECREF(e->cls);
+                } else {
+                    held_count++;
+                }
+                memcpy(key, b + pos, (size_t)n);
+                e->hash = h;
+                e->n = n;
+                e->key = key;
+                Py_INCREF(out);
+                e->out = out;
+                Py_INCREF(template);
+                e->template = template;
+                Py_INCREF(cls);
+                e->cls = cls;
+                e->version = dict_version(PyTuple_GET_ITEM(out, 0));
+                return out;
+            }
+        }
+    }
+    PyObject *argv[5] = {frame, args[2], tail, template, cls};
+    PyObject *out = steady_consumer_heartbeat(self, argv, 5);
+    if (out != Py_None) return out;
+    Py_DECREF(out);
+    return PyObject_Vectorcall(generic, args + 1, 2, NULL);
+}
+
 static PyMethodDef methods[] = {
     {"steady_consumer_heartbeat", (PyCFunction)(void (*)(void))steady_consumer_heartbeat, METH_FASTCALL,
      "steady_consumer_heartbeat(frame, pos, tail, template, cls) -> (body, end) or None (the generic decoder's)."},
+    {"steady_consumer_reader", (PyCFunction)(void (*)(void))steady_consumer_reader, METH_FASTCALL,
+     "steady_consumer_reader((tail, template, cls, generic), frame, pos) -> (body, end): "
+     "steady_consumer_heartbeat's body, the same object again for the same bytes while unchanged, "
+     "else generic(frame, pos)."},
+    {"steady_held_clear", py_steady_held_clear, METH_NOARGS,
+     "steady_held_clear() -> how many bodies steady_consumer_reader held (now none)."},
     {"parse_commit", parse_commit, METH_VARARGS,
      "parse_commit(frame, pos, version) -> (end, group_id, generation, member_id, instance_id, retention, "
      "topics_pos, topic_count) or None when the generic decoder must decide."},
@@ -975,6 +1158,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     s_member_id = PyUnicode_InternFromString("member_id");
     s_member_epoch = PyUnicode_InternFromString("member_epoch");
     if (!s_partitions || !s_group_id || !s_member_id || !s_member_epoch) return NULL;
+    if (HOLD_BODIES) {
+        held = PyMem_Calloc(HELD_SLOTS, sizeof(Held));
+        if (held == NULL) return PyErr_NoMemory();
+    }
 #ifdef HAVE_HW_CRC
     __builtin_cpu_init();
     hw_crc = __builtin_cpu_supports("sse4.2") && !getenv("GROUPD_NATIVE_NO_HW_CRC");
