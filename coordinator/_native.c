@@ -19,6 +19,8 @@
  *
  *   steady_consumer_heartbeat(...)  reads a steady ConsumerGroupHeartbeat body (ids and epoch
  *       only) as coordinator/consumer_wire.py's steady reader does (tests/coordinator/test_consumer_wire.py).
+ *   steady_consumer_reader(...)  the same, as the dispatcher's decoder itself, handing a member's
+ *       unchanged bytes the body it read from them last time while that body is unchanged.
  *
  * The Python path (coordinator/offsets.py, serde.py, storage/records.py) stays the reference:
  * tests/coordinator/test_native_commit.py compares both byte for byte and feeds parse_commit

@@ -259,3 +259,24 @@ def test_held_bodies_are_what_the_python_reader_reads(steps: list[tuple[int, str
             body.pop("group_id")
         elif change == "clear":
             body.clear()
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=80), pos=st.integers(-2, 6), tail=st.sampled_from([b"", b"\x00", b"\x00\x00\xff"]))
+def test_the_held_reader_takes_random_bytes(data: bytes, pos: int, tail: bytes) -> None:
+    """Whatever it is handed: the steady body, else the generic decoder's answer, never a crash."""
+    reader = consumer_wire._reader_c
+
+    def generic(frame: Any, at: int) -> Any:
+        return ("generic", at)
+
+    for frame in (data, data, bytearray(data)):  # the second time from the held table when it was held
+        out = reader((tail, {}, consumer_wire.SteadyBody, generic), frame, pos)
+        assert out == ("generic", pos) or (type(out) is tuple and type(out[0]) is consumer_wire.SteadyBody)
+        if type(out[0]) is consumer_wire.SteadyBody:
+            assert out[1] <= len(data) and type(frame) is bytes
+    with pytest.raises(TypeError):
+        reader((tail, {}, consumer_wire.SteadyBody), data, pos)
+    with pytest.raises(TypeError):
+        reader((tail, {}, consumer_wire.SteadyBody, generic), data)
