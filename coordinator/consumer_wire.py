@@ -9,6 +9,8 @@ so past the two ids and the epoch a steady request's bytes are always the same. 
 generic decoder, which decides as it always did. ``steady_answer`` gives the answer to such a member
 (``GroupMetadataManager.consumerGroupHeartbeat`` for a member that is reconciled and unchanged: no
 error, no assignment) its bytes as well; the dispatcher sends them as they are (``wire_payload``).
+With the C module, a member's unchanged request bytes are handed the body read from them last time
+(``steady_consumer_reader`` in coordinator/_native.c), as long as nothing changed that body.
 tests/coordinator/test_consumer_wire.py checks both against the generic codecs byte for byte.
 """
 
@@ -36,7 +38,7 @@ try:
     _steady_c: Any = _native.steady_consumer_heartbeat
     # The same reader as the dispatcher's decoder itself (bound with partial: no Python frame per
     # request), which hands a member's unchanged bytes the body it read from them last time while
-    # that body is unchanged (its ids already hashed for the coordinator's lookups): ~2,000 of a
+    # that body is unchanged (its ids already hashed for the coordinator's lookups): ~2,700 of a
     # ~41,000-instruction heartbeat (bench/heartbeat_callgrind.py, issue 26).
     _reader_c: Any = _native.steady_consumer_reader
 except (ImportError, AttributeError):
