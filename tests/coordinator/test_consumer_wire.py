@@ -186,7 +186,10 @@ def test_a_members_unchanged_bytes_get_the_body_read_from_them_last_time() -> No
     first, end = c(frame, 1)
     again, end_again = c(bytes(frame), 1)  # the same bytes in another frame
     assert again is first and end_again == end == len(frame)
-    assert c(b"\x07\x07" + frame[1:], 2)[0] is not first  # at another position: read anew, then held
+    moved = c(b"\x07\x07" + frame[1:], 2)  # at another position: the same body, its own end
+    assert moved[0] is first and moved[1] == len(frame) + 1
+    # a group's bodies share one group id string (its hash computed once)
+    assert c(steady_frame(1, "g1", "member-b", 3), 0)[0]["group_id"] is first["group_id"]
     other = c(b"\x07" + steady_frame(1, "g1", "member-a", 4), 1)[0]  # another epoch: another body
     assert other is not first and other["member_epoch"] == 4
     v0 = parse_body_for(0)
