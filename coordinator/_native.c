@@ -977,10 +977,7 @@ static PyObject *steady_consumer_heartbeat(PyObject *self, PyObject *const *args
 #define HOLD_BODIES 0 /* no ma_version_tag to tell a mutated body by: read every body anew */
 #endif
 
-/* The table starts small and doubles while it is half full (a few hundred members' bodies stay in
- * the CPU's caches), up to HELD_SLOTS; at HELD_MAX bodies it is emptied. Powers of two. */
-#define HELD_SLOTS_MIN 1024
-#define HELD_SLOTS 32768
+#define HELD_SLOTS 32768 /* a power of two */
 #define HELD_MAX (HELD_SLOTS / 2)
 
 typedef struct {
@@ -996,7 +993,7 @@ typedef struct {
 } Held;
 
 static Held *held;
-static Py_ssize_t held_count, held_cap;
+static Py_ssize_t held_count;
 /* The group id of the last body made: the next body of the same group takes the same string (one
  * per group, not one per member: its hash computed once, and it stays in the cache). */
 static PyObject *last_group;
@@ -1029,27 +1026,10 @@ static void held_release(Held *e) {
 
 static void held_clear(void) {
     if (held == NULL) return;
-    for (Py_ssize_t i = 0; i < held_cap; i++)
+    for (Py_ssize_t i = 0; i < HELD_SLOTS; i++)
         if (held[i].hash) held_release(&held[i]);
     held_count = 0;
     Py_CLEAR(last_group);
-}
-
-/* The table at twice its size, every entry moved by its hash; -1 (nothing changed) without memory. */
-static int held_grow(void) {
-    Py_ssize_t cap = held_cap * 2;
-    Held *t = PyMem_Calloc((size_t)cap, sizeof(Held));
-    if (t == NULL) return -1;
-    for (Py_ssize_t i = 0; i < held_cap; i++) {
-        if (held[i].hash == 0) continue;
-        Py_ssize_t j = (Py_ssize_t)(held[i].hash & (uint64_t)(cap - 1));
-        while (t[j].hash) j = (j + 1) & (cap - 1);
-        t[j] = held[i];
-    }
-    PyMem_Free(held);
-    held = t;
-    held_cap = cap;
-    return 0;
 }
 
 static PyObject *py_steady_held_clear(PyObject *self, PyObject *unused) {
@@ -1106,7 +1086,7 @@ static PyObject *steady_consumer_reader(PyObject *self, PyObject *const *args, P
                 int32_t epoch = (int32_t)(((uint32_t)e4[0] << 24) | ((uint32_t)e4[1] << 16) | ((uint32_t)e4[2] << 8) | e4[3]);
                 Py_ssize_t n = end - pos;
                 uint64_t h = held_hash(b + pos, n);
-                Py_ssize_t i = (Py_ssize_t)(h & (uint64_t)(held_cap - 1));
+                Py_ssize_t i = (Py_ssize_t)(h & (HELD_SLOTS - 1));
                 for (;;) {
                     Held *e = &held[i];
                     if (e->hash == 0) break;
@@ -1119,7 +1099,7 @@ static PyObject *steady_consumer_reader(PyObject *self, PyObject *const *args, P
                         Py_DECREF(at_end);
                         return got;
                     }
-                    i = (i + 1) & (held_cap - 1);
+                    i = (i + 1) & (HELD_SLOTS - 1);
                 }
                 PyObject *out = steady_consumer_heartbeat(self, argv, 5);
                 if (out == NULL) return NULL;
@@ -1144,12 +1124,10 @@ static PyObject *steady_consumer_reader(PyObject *self, PyObject *const *args, P
                     Py_INCREF(group);
                     Py_XSETREF(last_group, group);
                 }
-                /* the first empty slot of the probe; half full: a table twice the size, or at
-                 * HELD_MAX bodies an emptied one */
-                if (held_count >= held_cap / 2) {
-                    if (held_count >= HELD_MAX || held_grow() < 0) held_clear();
-                    i = (Py_ssize_t)(h & (uint64_t)(held_cap - 1));
-                    while (held[i].hash) i = (i + 1) & (held_cap - 1);
+                /* the first empty slot of the probe (or, once full, an emptied table's) */
+                if (held_count >= HELD_MAX) {
+                    held_clear();
+                    i = (Py_ssize_t)(h & (HELD_SLOTS - 1));
                 }
                 Held *e = &held[i];
                 e->hash = h;
@@ -1208,9 +1186,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     s_member_epoch = PyUnicode_InternFromString("member_epoch");
     if (!s_partitions || !s_group_id || !s_member_id || !s_member_epoch) return NULL;
     if (HOLD_BODIES) {
-        held = PyMem_Calloc(HELD_SLOTS_MIN, sizeof(Held));
+        held = PyMem_Calloc(HELD_SLOTS, sizeof(Held));
         if (held == NULL) return PyErr_NoMemory();
-        held_cap = HELD_SLOTS_MIN;
     }
 #ifdef HAVE_HW_CRC
     __builtin_cpu_init();
