@@ -35,6 +35,22 @@ once per member and epoch (``coordinator/consumer_wire.py``), ``_steady``'s chec
 KIP-848 server CPU per heartbeat, medians, 9.9 -> 8.3 us at 1,000 members and 10.5 -> 9.4 us at
 10,000; its ratio to the classic Heartbeat of the same run 1.47x -> 1.20x and 1.20x -> 1.20x (single
 rounds 1.07x-1.47x: the host is shared, its load moves the figures more than the change does).
+
+Then (issue 26): the steady reader as the dispatcher's decoder itself, in C, handing a member's
+unchanged bytes the body it read from them last time while that body is unchanged
+(``steady_consumer_reader`` in coordinator/_native.c), and ``steady_heartbeat`` without the
+lru_cache of ``partition_for``, the share stand-in's calls and an enum read through its class.
+Daemon instructions per steady heartbeat at 1,000 members (``python -m bench.heartbeat_callgrind``,
+load-insensitive): KIP-848 41,040 (``--seconds 6``: 41,067) -> 35,428-35,895 (``--seconds 6``; a first
+cut 35,212-35,683), classic 36,869-37,089 (the classic path is the same in both trees): 1.11x ->
+0.96-0.97x. A member's first heartbeat at a new epoch is read anew, so a short phase after the
+members converged (``--seconds 3`` on a loaded host: 2,720 heartbeats) shows more (39,595).
+Server CPU ratio KIP-848 / classic of the
+same run (``python -m bench.run --quick --only heartbeats,consumer --no-mock``, 8 runs of the old
+tree alternating with 5 of this one and 7 of a first cut of it, one sitting), medians: 1,000 members
+1.24x -> 1.08x; 10,000 members 1.20x -> 1.20x (first cut 1.23x). At 10,000 members the time does
+not follow the instruction count: probably cache misses on per-member state, which the held bodies
+add to (a guess, not measured: no cache profile was taken).
 """
 
 from __future__ import annotations

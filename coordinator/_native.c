@@ -19,6 +19,8 @@
  *
  *   steady_consumer_heartbeat(...)  reads a steady ConsumerGroupHeartbeat body (ids and epoch
  *       only) as coordinator/consumer_wire.py's steady reader does (tests/coordinator/test_consumer_wire.py).
+ *   steady_consumer_reader(...)  the same, as the dispatcher's decoder itself, handing a member's
+ *       unchanged bytes the body it read from them last time while that body is unchanged.
  *
  * The Python path (coordinator/offsets.py, serde.py, storage/records.py) stays the reference:
  * tests/coordinator/test_native_commit.py compares both byte for byte and feeds parse_commit
@@ -951,9 +953,217 @@ static PyObject *steady_consumer_heartbeat(PyObject *self, PyObject *const *args
     return out;
 }
 
+/* ---- the steady reader with its bodies held per member (issue 26) ------------------------------
+ *
+ * steady_consumer_reader(state, frame, pos) -> (body, end): the dispatcher's decoder itself (bound
+ * to its state with functools.partial: no Python frame per request), state = (tail, template, cls,
+ * generic). What steady_consumer_heartbeat answers, and where that answers None, generic(frame,
+ * pos) (the generic decoder, which decides as it always did).
+ *
+ * A member re-sending its epoch with nothing changed sends the same bytes in every heartbeat, so
+ * the body read from them is kept, found again by those bytes (ids, epoch, tail: a hash of them,
+ * then the epoch and the ids compared with the body's own), and handed out again: no decoding of
+ * the ids, no dict, and ids whose hashes are already computed for the coordinator's lookups
+ * (~2,700 of a ~41,000-instruction heartbeat, bench/heartbeat_callgrind.py). A body is handed out
+ * again only while it is as it was made: its dict version (ma_version_tag, which every change
+ * moves) is the one recorded, else it is read anew. The bodies of one group share one group id
+ * string. The table holds at most HELD_MAX bodies; once full it is emptied (a group larger than
+ * that reads its bodies anew, as before). Only ASCII ids are held (the common case; other bodies
+ * are read anew each time). Kafka's KafkaApis decodes every request anew; nothing else differs. */
+
+#if PY_VERSION_HEX < 0x030E0000
+#define HOLD_BODIES 1
+#else
+#define HOLD_BODIES 0 /* no ma_version_tag to tell a mutated body by: read every body anew */
+#endif
+
+#define HELD_SLOTS 32768 /* a power of two */
+#define HELD_MAX (HELD_SLOTS / 2)
+
+typedef struct {
+    uint64_t hash; /* 0: an empty slot */
+    PyObject *body;     /* held */
+    PyObject *group;    /* the body's group id and member id (held: compared with the bytes) */
+    PyObject *member;
+    PyObject *template; /* the template and cls it was made from (held: compared by identity) */
+    PyObject *cls;
+    uint64_t version; /* the body's ma_version_tag when it was made */
+    int32_t epoch;
+    int32_t n; /* the bytes from the group id's length to the end of the tail */
+} Held;
+
+static Held *held;
+static Py_ssize_t held_count;
+/* The group id of the last body made: the next body of the same group takes the same string (one
+ * per group, not one per member: its hash computed once, and it stays in the cache). */
+static PyObject *last_group;
+
+static uint64_t held_hash(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, (size_t)n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 29;
+    return h ? h : 1;
+}
+
+static void held_release(Held *e) {
+    Py_DECREF(e->body);
+    Py_DECREF(e->group);
+    Py_DECREF(e->member);
+    Py_DECREF(e->template);
+    Py_DECREF(e->cls);
+    memset(e, 0, sizeof(*e));
+}
+
+static void held_clear(void) {
+    if (held == NULL) return;
+    for (Py_ssize_t i = 0; i < HELD_SLOTS; i++)
+        if (held[i].hash) held_release(&held[i]);
+    held_count = 0;
+    Py_CLEAR(last_group);
+}
+
+static PyObject *py_steady_held_clear(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    Py_ssize_t n = held_count;
+    held_clear();
+    return PyLong_FromSsize_t(n);
+}
+
+static inline uint64_t dict_version(PyObject *d) {
+#if HOLD_BODIES
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return ((PyDictObject *)d)->ma_version_tag;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+#else
+    (void)d;
+    return 0;
+#endif
+}
+
+/* Whether the ASCII string s is the n bytes at p. */
+static inline int ascii_is(PyObject *s, const unsigned char *p, Py_ssize_t n) {
+    return PyUnicode_IS_COMPACT_ASCII(s) && PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_DATA(s), p, (size_t)n) == 0;
+}
+
+static PyObject *steady_consumer_reader(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 4) {
+        PyErr_SetString(PyExc_TypeError, "steady_consumer_reader takes (tail, template, cls, generic), frame, pos");
+        return NULL;
+    }
+    PyObject *state = args[0], *frame = args[1], *tail = PyTuple_GET_ITEM(state, 0);
+    PyObject *template = PyTuple_GET_ITEM(state, 1), *cls = PyTuple_GET_ITEM(state, 2);
+    PyObject *generic = PyTuple_GET_ITEM(state, 3);
+    PyObject *argv[5] = {frame, args[1 + 1], tail, template, cls};
+    if (HOLD_BODIES && held != NULL && PyBytes_CheckExact(frame) && PyBytes_CheckExact(tail) && PyLong_CheckExact(args[2])) {
+        Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
+        if (pos == -1 && PyErr_Occurred()) return NULL;
+        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(frame);
+        Py_ssize_t len = PyBytes_GET_SIZE(frame), n_tail = PyBytes_GET_SIZE(tail);
+        /* the shape steady_consumer_heartbeat takes, its bytes checked as it checks them */
+        if (pos >= 0 && pos < len && b[pos] >= 2 && b[pos] < 0x80 && pos + b[pos] < len) {
+            Py_ssize_t g = b[pos], at_member = pos + g;
+            Py_ssize_t m = b[at_member], at_epoch = at_member + m;
+            Py_ssize_t end = at_epoch + 4 + n_tail;
+            if (m >= 2 && m < 0x80 && n_tail >= 1 && end <= len &&
+                memcmp(b + at_epoch + 4, PyBytes_AS_STRING(tail), (size_t)n_tail) == 0) {
+                const unsigned char *e4 = b + at_epoch;
+                int32_t epoch = (int32_t)(((uint32_t)e4[0] << 24) | ((uint32_t)e4[1] << 16) | ((uint32_t)e4[2] << 8) | e4[3]);
+                Py_ssize_t n = end - pos;
+                uint64_t h = held_hash(b + pos, n);
+                Py_ssize_t i = (Py_ssize_t)(h & (HELD_SLOTS - 1));
+                for (;;) {
+                    Held *e = &held[i];
+                    if (e->hash == 0) break;
+                    if (e->hash == h && e->n == n && e->template == template && e->cls == cls && e->epoch == epoch &&
+                        dict_version(e->body) == e->version && ascii_is(e->member, b + at_member + 1, m - 1) &&
+                        ascii_is(e->group, b + pos + 1, g - 1)) {
+                        PyObject *at_end = PyLong_FromSsize_t(end);
+                        if (at_end == NULL) return NULL;
+                        PyObject *got = PyTuple_Pack(2, e->body, at_end);
+                        Py_DECREF(at_end);
+                        return got;
+                    }
+                    i = (i + 1) & (HELD_SLOTS - 1);
+                }
+                PyObject *out = steady_consumer_heartbeat(self, argv, 5);
+                if (out == NULL) return NULL;
+                if (out == Py_None) {
+                    Py_DECREF(out);
+                    return PyObject_Vectorcall(generic, args + 1, 2, NULL);
+                }
+                PyObject *body = PyTuple_GET_ITEM(out, 0);
+                PyObject *group = PyDict_GetItemWithError(body, s_group_id);
+                PyObject *member = group ? PyDict_GetItemWithError(body, s_member_id) : NULL;
+                if (member == NULL || !PyUnicode_IS_COMPACT_ASCII(group) || !PyUnicode_IS_COMPACT_ASCII(member)) {
+                    PyErr_Clear();
+                    return out; /* not held (an id of other than ASCII): answered all the same */
+                }
+                if (last_group != NULL && ascii_is(last_group, b + pos + 1, g - 1)) {
+                    if (PyDict_SetItem(body, s_group_id, last_group) < 0) {
+                        Py_DECREF(out);
+                        return NULL;
+                    }
+                    group = last_group;
+                } else {
+                    Py_INCREF(group);
+                    Py_XSETREF(last_group, group);
+                }
+                /* the first empty slot of the probe (or, once full, an emptied table's) */
+                if (held_count >= HELD_MAX) {
+                    held_clear();
+                    i = (Py_ssize_t)(h & (HELD_SLOTS - 1));
+                }
+                Held *e = &held[i];
+                e->hash = h;
+                e->n = (int32_t)n;
+                e->epoch = epoch;
+                Py_INCREF(body);
+                e->body = body;
+                Py_INCREF(group);
+                e->group = group;
+                Py_INCREF(member);
+                e->member = member;
+                Py_INCREF(template);
+                e->template = template;
+                Py_INCREF(cls);
+                e->cls = cls;
+                e->version = dict_version(body);
+                held_count++;
+                return out;
+            }
+        }
+    }
+    PyObject *out = steady_consumer_heartbeat(self, argv, 5);
+    if (out != Py_None) return out;
+    Py_DECREF(out);
+    return PyObject_Vectorcall(generic, args + 1, 2, NULL);
+}
+
 static PyMethodDef methods[] = {
     {"steady_consumer_heartbeat", (PyCFunction)(void (*)(void))steady_consumer_heartbeat, METH_FASTCALL,
      "steady_consumer_heartbeat(frame, pos, tail, template, cls) -> (body, end) or None (the generic decoder's)."},
+    {"steady_consumer_reader", (PyCFunction)(void (*)(void))steady_consumer_reader, METH_FASTCALL,
+     "steady_consumer_reader((tail, template, cls, generic), frame, pos) -> (body, end): "
+     "steady_consumer_heartbeat's body, the same object again for the same bytes while unchanged, "
+     "else generic(frame, pos)."},
+    {"steady_held_clear", py_steady_held_clear, METH_NOARGS,
+     "steady_held_clear() -> how many bodies steady_consumer_reader held (now none)."},
     {"parse_commit", parse_commit, METH_VARARGS,
      "parse_commit(frame, pos, version) -> (end, group_id, generation, member_id, instance_id, retention, "
      "topics_pos, topic_count) or None when the generic decoder must decide."},
@@ -975,6 +1185,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     s_member_id = PyUnicode_InternFromString("member_id");
     s_member_epoch = PyUnicode_InternFromString("member_epoch");
     if (!s_partitions || !s_group_id || !s_member_id || !s_member_epoch) return NULL;
+    if (HOLD_BODIES) {
+        held = PyMem_Calloc(HELD_SLOTS, sizeof(Held));
+        if (held == NULL) return PyErr_NoMemory();
+    }
 #ifdef HAVE_HW_CRC
     __builtin_cpu_init();
     hw_crc = __builtin_cpu_supports("sse4.2") && !getenv("GROUPD_NATIVE_NO_HW_CRC");

@@ -9,6 +9,8 @@ so past the two ids and the epoch a steady request's bytes are always the same. 
 generic decoder, which decides as it always did. ``steady_answer`` gives the answer to such a member
 (``GroupMetadataManager.consumerGroupHeartbeat`` for a member that is reconciled and unchanged: no
 error, no assignment) its bytes as well; the dispatcher sends them as they are (``wire_payload``).
+With the C module, a member's unchanged request bytes are handed the body read from them last time
+(``steady_consumer_reader`` in coordinator/_native.c), as long as nothing changed that body.
 tests/coordinator/test_consumer_wire.py checks both against the generic codecs byte for byte.
 """
 
@@ -18,6 +20,7 @@ import importlib
 import os
 import struct
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..protocol.messages import API_BY_NAME
@@ -31,9 +34,15 @@ CONSUMER_GROUP_HEARTBEAT = API_BY_NAME["ConsumerGroupHeartbeat"]
 try:
     if os.environ.get("GROUPD_NO_NATIVE") == "1":
         raise ImportError("GROUPD_NO_NATIVE=1")
-    _steady_c: Any = importlib.import_module(__name__.rpartition(".")[0] + "._native").steady_consumer_heartbeat
+    _native: Any = importlib.import_module(__name__.rpartition(".")[0] + "._native")
+    _steady_c: Any = _native.steady_consumer_heartbeat
+    # The same reader as the dispatcher's decoder itself (bound with partial: no Python frame per
+    # request), which hands a member's unchanged bytes the body it read from them last time while
+    # that body is unchanged (its ids already hashed for the coordinator's lookups): ~2,700 of a
+    # ~41,000-instruction heartbeat (bench/heartbeat_callgrind.py, issue 26).
+    _reader_c: Any = _native.steady_consumer_reader
 except (ImportError, AttributeError):
-    _steady_c = None
+    _steady_c = _reader_c = None
 _INT32 = struct.Struct(">i")
 _TWO_INT32 = struct.Struct(">ii")
 
@@ -102,15 +111,10 @@ def parse_body_for(version: int, *, native: bool = True) -> Callable[[bytes, int
             pass  # the generic decoder says what is wrong with it, as it always did
         return generic(frame, pos)
 
-    if native and _steady_c is not None:
-        steady_c = _steady_c
-
-        def parse_at_c(frame: bytes, pos: int) -> tuple[dict[str, Any], int]:
-            # None exactly where parse_at hands the bytes to the generic decoder
-            got = steady_c(frame, pos, tail, template, SteadyBody)
-            return got if got is not None else generic(frame, pos)  # type: ignore[no-any-return]
-
-        return parse_at_c
+    if native and _reader_c is not None:
+        # steady_c(frame, pos, tail, template, SteadyBody), and generic(frame, pos) exactly where it
+        # answers None, as parse_at does
+        return partial(_reader_c, (tail, template, SteadyBody, generic))
     return parse_at
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import logging
@@ -41,6 +42,14 @@ def assignment(topic: str, *parts: int) -> bytes:
     return encode_assignment(Assignment((TopicPartitions(topic, tuple(parts)),)))
 
 
+@functools.cache
+def _reader(version: int) -> Any:
+    """One reader per version, as the dispatcher keeps one: a member's unchanged bytes get the body
+    read from them last time (coordinator/_native.c steady_consumer_reader), which the hot path and
+    the generic path are then both handed, as they are in the daemon."""
+    return parse_body_for(version)
+
+
 def _as_read(version: int, request: dict[str, Any]) -> dict[str, Any]:
     """A ConsumerGroupHeartbeat body as the dispatcher hands it to the handler: encoded, then read by
     the steady reader (``consumer_wire.parse_body_for``), which takes the generic decoder for the rest;
@@ -49,7 +58,7 @@ def _as_read(version: int, request: dict[str, Any]) -> dict[str, Any]:
         wire = API_BY_NAME["ConsumerGroupHeartbeat"].request.codec(version).encode(request)
     except Exception:
         return request
-    body = parse_body_for(version)(wire, 0)[0]  # type: ignore[misc]
+    body = _reader(version)(wire, 0)[0]
     return body
 
 

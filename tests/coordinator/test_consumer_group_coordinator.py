@@ -377,3 +377,52 @@ def test_a_steady_heartbeat_takes_the_hot_path_and_the_others_are_left_to_handle
     slow = Shell(auto_append=False, topics_image=lambda: IMAGE)
     slow.send("ConsumerGroupHeartbeat", 1, {**joiner, "member_id": "m1", "subscribed_topic_names": ["t"]})
     assert steady_hb(slow, {**steady, "member_epoch": 1}, "client", "/127.0.0.1") is None
+
+
+def _steady_member(shell: Shell) -> dict[str, Any]:
+    epoch = hb(shell, "m1")["member_epoch"]
+    hb(shell, "m1", epoch, owned=[0, 1, 2, 3])  # acks its assignment: reconciled, Stable
+    return {"group_id": "cg", "member_id": "m1", "member_epoch": epoch}
+
+
+def test_the_hot_path_routes_as_the_long_way_after_the_partition_moves() -> None:
+    # steady_heartbeat keeps each group's __consumer_offsets partition (issue 26), never whether it
+    # is served here: an unloaded or loading partition is the long way's NOT_COORDINATOR /
+    # COORDINATOR_LOAD_IN_PROGRESS (GroupCoordinatorService.consumerGroupHeartbeat via the runtime's
+    # scheduleWriteOperation), and once loaded again the hot path answers as before.
+    shell = Shell(topics_image=lambda: IMAGE)
+    steady = _steady_member(shell)
+    assert steady_hb(shell, steady, "client", "/127.0.0.1") is not None  # the partition now kept
+    p = shell.coord.partition_for("cg")
+    shell.unload(p)
+    assert steady_hb(shell, steady, "client", "/127.0.0.1") is None
+    assert shell.answer(shell.send("ConsumerGroupHeartbeat", 1, steady))["error_code"] == 16  # NOT_COORDINATOR
+    shell.begin_load(p)
+    assert steady_hb(shell, steady, "client", "/127.0.0.1") is None
+    assert shell.answer(shell.send("ConsumerGroupHeartbeat", 1, steady))["error_code"] == 14  # LOAD_IN_PROGRESS
+    shell.finish_load(p)
+    fast = steady_hb(shell, steady, "client", "/127.0.0.1")
+    assert fast is not None and fast["error_code"] == 0 and fast["member_epoch"] == steady["member_epoch"]
+    # and the send compares the hot path's answer with the long way's (harness.Shell.send)
+    assert shell.answer(shell.send("ConsumerGroupHeartbeat", 1, steady))["error_code"] == 0
+
+
+def test_the_hot_path_with_the_share_core_built_or_not() -> None:
+    # is_share_group without its calls: the stand-in of an unbuilt share core holds no group; once a
+    # share group exists (the core built) the hot path asks the core, and a consumer heartbeat
+    # naming the share group is the long way's (GroupMetadataManager.consumerGroupHeartbeat refuses
+    # a group of another type: GROUP_ID_NOT_FOUND)
+    from groupd.coordinator.lazy import DeferredGroups
+
+    shell = Shell(topics_image=lambda: IMAGE)
+    steady = _steady_member(shell)
+    assert type(shell.coord.share_requests.share) is DeferredGroups
+    assert steady_hb(shell, steady, "client", "/127.0.0.1") is not None
+    share_join = {"group_id": "sg", "member_id": "s1", "member_epoch": 0, "rack_id": None}
+    answer = shell.answer(shell.send("ShareGroupHeartbeat", 1, {**share_join, "subscribed_topic_names": ["t"]}))
+    assert answer["error_code"] == 0
+    assert type(shell.coord.share_requests.share) is not DeferredGroups  # built, and the holder rebound
+    assert steady_hb(shell, steady, "client", "/127.0.0.1") is not None
+    assert steady_hb(shell, {**steady, "group_id": "sg"}, "client", "/127.0.0.1") is None
+    long_way = shell.answer(shell.send("ConsumerGroupHeartbeat", 1, {**steady, "group_id": "sg"}))
+    assert long_way["error_code"] == 69, long_way  # GROUP_ID_NOT_FOUND

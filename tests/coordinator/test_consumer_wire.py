@@ -124,7 +124,7 @@ def test_the_c_steady_reader_is_used_here() -> None:
     if os.environ.get("GROUPD_NO_NATIVE") == "1":
         pytest.skip("GROUPD_NO_NATIVE=1")
     assert consumer_wire._steady_c is not None  # make .venv/.dev builds coordinator/_native.c
-    assert parse_body_for(1).__name__ == "parse_at_c"  # type: ignore[union-attr]
+    assert parse_body_for(1).func is consumer_wire._reader_c  # type: ignore[union-attr]
 
 
 @needs_c
@@ -157,3 +157,129 @@ def test_the_c_steady_reader_takes_random_bytes(version: int, data: bytes, pos: 
     assert steady_c(bytearray(data), 0, b"\x00", {}, dict) is None
     with pytest.raises(TypeError):
         steady_c(data, 0)
+
+
+# --- the bodies the C reader holds per member (steady_consumer_reader) ------------------------------
+def steady_frame(version: int, group_id: str, member_id: str, epoch: int) -> bytes:
+    body: dict[str, Any] = {
+        "group_id": group_id,
+        "member_id": member_id,
+        "member_epoch": epoch,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": -1,
+        "subscribed_topic_names": None,
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": None,
+    }
+    if version < 1:
+        body.pop("subscribed_topic_regex")
+    return CGH.request.codec(version).encode(body)
+
+
+@needs_c
+def test_a_members_unchanged_bytes_get_the_body_read_from_them_last_time() -> None:
+    c = parse_body_for(1)
+    assert c is not None
+    frame = b"\x07" + steady_frame(1, "g1", "member-a", 3)
+    first, end = c(frame, 1)
+    again, end_again = c(bytes(frame), 1)  # the same bytes in another frame
+    assert again is first and end_again == end == len(frame)
+    moved = c(b"\x07\x07" + frame[1:], 2)  # at another position: the same body, its own end
+    assert moved[0] is first and moved[1] == len(frame) + 1
+    # a group's bodies share one group id string (its hash computed once)
+    assert c(steady_frame(1, "g1", "member-b", 3), 0)[0]["group_id"] is first["group_id"]
+    other = c(b"\x07" + steady_frame(1, "g1", "member-a", 4), 1)[0]  # another epoch: another body
+    assert other is not first and other["member_epoch"] == 4
+    v0 = parse_body_for(0)
+    assert v0 is not None
+    assert "subscribed_topic_regex" not in v0(steady_frame(0, "g1", "member-a", 3), 0)[0]  # per version
+
+
+@needs_c
+def test_a_body_changed_after_it_was_handed_out_is_never_handed_out_again() -> None:
+    c = parse_body_for(1)
+    assert c is not None
+    frame = steady_frame(1, "g-mut", "member-b", 9)
+    for change in (
+        lambda b: b.__setitem__("member_epoch", 10),
+        lambda b: b.__setitem__("extra", 1),
+        lambda b: b.pop("rack_id"),
+        lambda b: b.update(member_epoch=10, rack_id="r"),
+        lambda b: b.clear(),
+    ):
+        body = c(frame, 0)[0]
+        change(body)
+        fresh = c(frame, 0)[0]
+        assert fresh is not body
+        assert type(fresh) is consumer_wire.SteadyBody
+        assert fresh == parse_body_for(1, native=False)(frame, 0)[0]  # type: ignore[misc]
+    # changed and changed back: a new body all the same (a dict's version moves with every change)
+    body = c(frame, 0)[0]
+    body["member_epoch"] = 10
+    body["member_epoch"] = 9
+    assert c(frame, 0)[0] is not body
+
+
+@needs_c
+def test_the_held_bodies_are_bounded() -> None:
+    native = consumer_wire._native
+    native.steady_held_clear()
+    c = parse_body_for(1)
+    assert c is not None
+    held = [c(steady_frame(1, "g-many", f"m-{i}", 1), 0)[0] for i in range(20_000)]
+    # at most half the table's 32,768 slots: emptied once full, then filled again
+    assert 0 < native.steady_held_clear() <= 16_384
+    assert all(b["member_id"] == f"m-{i}" for i, b in enumerate(held))
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(list(VERSIONS)),
+            st.sampled_from(["g", "gü", "group-2"]),
+            st.sampled_from(["m1", "m2", "ü-m", "m" * 126]),
+            st.integers(-3, 3),
+            st.integers(0, 2),  # position of the body in its frame
+            st.sampled_from([None, "set", "pop", "clear"]),  # what a reader then does to the body
+        ),
+        max_size=40,
+    )
+)
+def test_held_bodies_are_what_the_python_reader_reads(steps: list[tuple[int, str, str, int, int, str | None]]) -> None:
+    """Whatever was done to the bodies handed out before, each read is the Python reader's."""
+    for version, gid, mid, epoch, pos, change in steps:
+        frame = b"\x00" * pos + steady_frame(version, gid, mid, epoch)
+        c, py = parse_body_for(version), parse_body_for(version, native=False)
+        assert read(c, frame, pos) == read(py, frame, pos)
+        body = c(frame, pos)[0]  # type: ignore[misc]
+        if change == "set":
+            body["member_epoch"] = epoch + 1
+        elif change == "pop":
+            body.pop("group_id")
+        elif change == "clear":
+            body.clear()
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=80), pos=st.integers(-2, 6), tail=st.sampled_from([b"", b"\x00", b"\x00\x00\xff"]))
+def test_the_held_reader_takes_random_bytes(data: bytes, pos: int, tail: bytes) -> None:
+    """Whatever it is handed: the steady body, else the generic decoder's answer, never a crash."""
+    reader = consumer_wire._reader_c
+
+    def generic(frame: Any, at: int) -> Any:
+        return ("generic", at)
+
+    for frame in (data, data, bytearray(data)):  # the second time from the held table when it was held
+        out = reader((tail, {}, consumer_wire.SteadyBody, generic), frame, pos)
+        assert out == ("generic", pos) or (type(out) is tuple and type(out[0]) is consumer_wire.SteadyBody)
+        if type(out[0]) is consumer_wire.SteadyBody:
+            assert out[1] <= len(data) and type(frame) is bytes
+    with pytest.raises(TypeError):
+        reader((tail, {}, consumer_wire.SteadyBody), data, pos)
+    with pytest.raises(TypeError):
+        reader((tail, {}, consumer_wire.SteadyBody, generic), data)
