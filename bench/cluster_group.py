@@ -193,6 +193,14 @@ run's requests are ~130-157k Produce and ~36-48k Fetch at three brokers, so a Fe
 own ~20-27 s of CPU is untouched. What decides the step is the Produce path (3/4 of the
 requests) and the clients' CPU on a machine this loaded.
 
+With both the Produce (``broker/data_plane/_produce.c``) and the Fetch cuts merged (``b4e1514``,
+2026-11-29 15:13-15:23, a quiet machine, ``--profiles franz-test --records 500000 --rounds 5``, two
+sittings): one broker 23.5 and 23.6 s (medians; rounds 23.4-30.0), three brokers 27.3 and 31.7 s
+(27.1-36.3), ratios 1.16 and 1.34, 1.27 over the ten rounds. Three brokers' server CPU 11.2-13.1 s
+a run (16.2 before), ~94-110k Produce and ~23-31k Fetch requests. Sticky missed the 5 s step in
+nine rounds of ten, range in five; roundrobin and cooperative-sticky in none but one. Still
+bimodal, so not within 1.2.
+
 Every process runs on 127.0.0.1 and is stopped by pid; every load is bounded in count and time.
 """
 
