@@ -68,7 +68,7 @@ from typing import Any
 from groupd.storage import records as rec
 
 from . import targets
-from .produce_callgrind import _summary
+from .produce_callgrind import _summary, spawner, topic_leaders
 from .targets import start_groupd
 
 _LAST = struct.Struct(">qi")  # baseOffset, length
@@ -99,54 +99,13 @@ def main() -> None:
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="groupd-fetch-callgrind-"))
     out = args.out or root / "cg.out"
-    spawn = targets._spawn
-
-    def under_callgrind(cmd: list[str], **kw: Any) -> Any:
-        cg = ["valgrind", "--tool=callgrind", "--compress-strings=no", "--compress-pos=no"]
-        return spawn([*cg, f"--callgrind-out-file={out}", *cmd], **kw)
-
-    def under_cprofile(cmd: list[str], **kw: Any) -> Any:
-        code = (
-            "import cProfile, signal, sys, time\n"
-            "from groupd.cli import main\n"
-            "p = cProfile.Profile(time.thread_time)\n"
-            "signal.signal(signal.SIGUSR1, lambda *_: p.enable())\n"
-            "sys.argv = ['groupd', *sys.argv[1:]]\n"
-            "try:\n    rc = main()\nfinally:\n    p.disable()\n"
-            f"    p.dump_stats({str(args.cprofile)!r})\n"
-            "sys.exit(rc)\n"
-        )
-        assert cmd[1:3] == ["-m", "groupd"], cmd
-        return spawn([cmd[0], "-c", code, *cmd[3:]], **kw)
-
-    targets._spawn = under_cprofile if args.cprofile else under_callgrind  # type: ignore[assignment]
+    targets._spawn = spawner(out, args.cprofile)  # type: ignore[assignment]
     t, _ = start_groupd(root / "data", "--brokers", str(args.brokers), timeout=300)
     try:
         from tests.support.raw_client import RawClient
 
         port = int(t.bootstrap.rsplit(":", 1)[1])
-        admin = RawClient(port, timeout=60)
-        r = admin.request(
-            "CreateTopics",
-            4,
-            {
-                "topics": [
-                    {"name": "f", "num_partitions": 6, "replication_factor": 1, "assignments": [], "configs": []}
-                ],
-                "timeout_ms": 30000,
-                "validate_only": False,
-            },
-        )
-        assert r["topics"][0]["error_code"] == 0, r
-        md = admin.request(
-            "Metadata",
-            9,
-            {"topics": [{"name": "f"}], "allow_auto_topic_creation": False}
-            | {"include_cluster_authorized_operations": False, "include_topic_authorized_operations": False},
-        )
-        admin.close()
-        ports = {b["node_id"]: b["port"] for b in md["brokers"]}
-        leaders = {p["partition_index"]: (p["leader_id"], p["leader_epoch"]) for p in md["topics"][0]["partitions"]}
+        ports, leaders = topic_leaders(port, "f")
         lead = leaders[0][0]
         parts = [p for p in sorted(leaders) if leaders[p][0] == lead][:2]
         assert len(parts) == 2, leaders

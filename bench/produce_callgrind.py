@@ -82,6 +82,65 @@ def _summary(path: Path) -> int:
     raise ValueError(f"no summary in {path}")
 
 
+def spawner(out: Path, cprofile: Path | None) -> Any:
+    """A replacement for ``targets._spawn`` that starts the daemon under callgrind (its counters
+    written to ``out``) or, with ``cprofile``, under cProfile (enabled by SIGUSR1, dumped to that
+    file at a clean exit). Shared by the callgrind benches of Produce and Fetch."""
+    spawn = targets._spawn
+
+    def under_callgrind(cmd: list[str], **kw: Any) -> Any:
+        # uncompressed names: each dump then reads on its own (callgrind_annotate)
+        cg = ["valgrind", "--tool=callgrind", "--compress-strings=no", "--compress-pos=no"]
+        return spawn([*cg, f"--callgrind-out-file={out}", *cmd], **kw)
+
+    def under_cprofile(cmd: list[str], **kw: Any) -> Any:
+        # the daemon's main under a profiler that is enabled by SIGUSR1 and dumps at a clean exit
+        code = (
+            "import cProfile, signal, sys\n"
+            "from groupd.cli import main\n"
+            "import time\n"
+            # CPU time of the loop's thread: a wall clock charges the socket write with the time
+            # the process is descheduled after waking the client (a loaded 2-core machine)
+            "p = cProfile.Profile(time.thread_time)\n"
+            "signal.signal(signal.SIGUSR1, lambda *_: p.enable())\n"
+            "sys.argv = ['groupd', *sys.argv[1:]]\n"
+            "try:\n    rc = main()\nfinally:\n    p.disable()\n"
+            f"    p.dump_stats({str(cprofile)!r})\n"
+            "sys.exit(rc)\n"
+        )
+        assert cmd[1:3] == ["-m", "groupd"], cmd
+        return spawn([cmd[0], "-c", code, *cmd[3:]], **kw)
+
+    return under_cprofile if cprofile else under_callgrind
+
+
+def topic_leaders(port: int, topic: str) -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+    """Create ``topic`` (6 partitions) through the broker at ``port``; its brokers' ports by node id
+    and each partition's (leader, leader epoch)."""
+    from tests.support.raw_client import RawClient
+
+    admin = RawClient(port, timeout=60)
+    r = admin.request(
+        "CreateTopics",
+        4,
+        {
+            "topics": [{"name": topic, "num_partitions": 6, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout_ms": 30000,
+            "validate_only": False,
+        },
+    )
+    assert r["topics"][0]["error_code"] == 0, r
+    md = admin.request(
+        "Metadata",
+        9,
+        {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+        | {"include_cluster_authorized_operations": False, "include_topic_authorized_operations": False},
+    )
+    admin.close()
+    ports = {b["node_id"]: b["port"] for b in md["brokers"]}
+    return ports, {p["partition_index"]: (p["leader_id"], p["leader_epoch"]) for p in md["topics"][0]["partitions"]}
+
+
 def _with_sequence(batch: bytes, seq: int) -> bytes:
     buf = bytearray(batch)
     struct.pack_into(">i", buf, 53, seq)  # baseSequence
@@ -105,58 +164,15 @@ def main() -> None:
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="groupd-produce-callgrind-"))
     out = args.out or root / "cg.out"
-    spawn = targets._spawn
-
-    def under_callgrind(cmd: list[str], **kw: Any) -> Any:
-        # uncompressed names: each dump then reads on its own (callgrind_annotate)
-        cg = ["valgrind", "--tool=callgrind", "--compress-strings=no", "--compress-pos=no"]
-        return spawn([*cg, f"--callgrind-out-file={out}", *cmd], **kw)
-
-    def under_cprofile(cmd: list[str], **kw: Any) -> Any:
-        # the daemon's main under a profiler that is enabled by SIGUSR1 and dumps at a clean exit
-        code = (
-            "import cProfile, signal, sys\n"
-            "from groupd.cli import main\n"
-            "import time\n"
-            # CPU time of the loop's thread: a wall clock charges the socket write with the time
-            # the process is descheduled after waking the client (a loaded 2-core machine)
-            "p = cProfile.Profile(time.thread_time)\n"
-            "signal.signal(signal.SIGUSR1, lambda *_: p.enable())\n"
-            "sys.argv = ['groupd', *sys.argv[1:]]\n"
-            "try:\n    rc = main()\nfinally:\n    p.disable()\n"
-            f"    p.dump_stats({str(args.cprofile)!r})\n"
-            "sys.exit(rc)\n"
-        )
-        assert cmd[1:3] == ["-m", "groupd"], cmd
-        return spawn([cmd[0], "-c", code, *cmd[3:]], **kw)
-
-    targets._spawn = under_cprofile if args.cprofile else under_callgrind  # type: ignore[assignment]
+    targets._spawn = spawner(out, args.cprofile)  # type: ignore[assignment]
     t, _ = start_groupd(root / "data", "--brokers", str(args.brokers), timeout=300)
     try:
         from tests.support.raw_client import RawClient
 
         port = int(t.bootstrap.rsplit(":", 1)[1])
-        admin = RawClient(port, timeout=60)
-        r = admin.request(
-            "CreateTopics",
-            4,
-            {
-                "topics": [
-                    {"name": "p", "num_partitions": 6, "replication_factor": 1, "assignments": [], "configs": []}
-                ],
-                "timeout_ms": 30000,
-                "validate_only": False,
-            },
-        )
-        assert r["topics"][0]["error_code"] == 0, r
-        md = admin.request(
-            "Metadata",
-            9,
-            {"topics": [{"name": "p"}], "allow_auto_topic_creation": False}
-            | {"include_cluster_authorized_operations": False, "include_topic_authorized_operations": False},
-        )
-        ports = {b["node_id"]: b["port"] for b in md["brokers"]}
-        leaders = {p["partition_index"]: p["leader_id"] for p in md["topics"][0]["partitions"]}
+        ports, led = topic_leaders(port, "p")
+        leaders = {p: leader for p, (leader, _) in led.items()}
+        admin = RawClient(port, timeout=60)  # InitProducerId (franz), then closed
         now = int(time.time() * 1000)
         if args.shape == "small":
             lead = leaders[0]
