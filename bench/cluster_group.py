@@ -197,8 +197,8 @@ With both the Produce (``broker/data_plane/_produce.c``) and the Fetch cuts merg
 2026-11-29 15:13-15:23, a quiet machine, ``--profiles franz-test --records 500000 --rounds 5``, two
 sittings): one broker 23.5 and 23.6 s (medians; rounds 23.4-30.0), three brokers 27.3 and 31.7 s
 (27.1-36.3), ratios 1.16 and 1.34, 1.27 over the ten rounds. Three brokers' server CPU 11.2-13.1 s
-a run (16.2 before), ~94-110k Produce and ~23-31k Fetch requests. Sticky missed the 5 s step in
-nine rounds of ten, range in five; roundrobin and cooperative-sticky in none but one. Still
+a run (16.2 before), ~94-110k Produce and ~23-31k Fetch requests. At three brokers sticky missed the 5 s
+step in all ten rounds, range in five, roundrobin in one, cooperative-sticky in none. Still
 bimodal, so not within 1.2.
 
 Every process runs on 127.0.0.1 and is stopped by pid; every load is bounded in count and time.
