@@ -54,11 +54,7 @@ included (``--cprofile``; 276 before): the server's read and write path, dispatc
 from __future__ import annotations
 
 import argparse
-import os
-import pstats
-import signal
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -68,7 +64,7 @@ from typing import Any
 from groupd.storage import records as rec
 
 from . import targets
-from .produce_callgrind import _summary, spawner, topic_leaders
+from .produce_callgrind import _summary, measure, spawner, topic_leaders
 from .targets import start_groupd
 
 _LAST = struct.Struct(">qi")  # baseOffset, length
@@ -204,34 +200,15 @@ def main() -> None:
         for _ in range(warm):
             one()
         what = f"{'Fetch' if args.shape == 'session' else 'parked Fetch + Produce pair'}"
-        if args.cprofile:
-            os.kill(t.pid, signal.SIGUSR1)
-            time.sleep(0.5)
-            for _ in range(args.n):
-                one()
-            t.proc.terminate()
-            t.proc.wait(120)
-            stats = pstats.Stats(str(args.cprofile))
+        dumped = measure(t, out, args.n, one, args.cprofile, args.annotate)
+        if dumped is None:
             print(f"{args.n} x {what} ({args.brokers} broker(s)); cProfile stats in {args.cprofile}")
-            stats.sort_stats("tottime").print_stats(args.annotate or 40)
             return
-        subprocess.run(["callgrind_control", "-z", str(t.pid)], check=True, capture_output=True)
-        for _ in range(args.n):
-            one()
-        subprocess.run(["callgrind_control", "-d", str(t.pid)], check=True, capture_output=True)
-        dumped = sorted(out.parent.glob(out.name + ".*"))[-1]
         print(
             f"{_summary(dumped) / args.n:,.0f} instructions per {what} ({args.shape}, "
             f"{args.brokers} broker(s), {args.n} of them, {dumped})",
             flush=True,
         )
-        if args.annotate:
-            ann = subprocess.run(
-                ["callgrind_annotate", "--threshold=100", str(dumped)], capture_output=True, text=True
-            ).stdout.splitlines()
-            start = next((i for i, ln in enumerate(ann) if "file:function" in ln), 0)
-            for ln in ann[start + 2 : start + 2 + args.annotate]:
-                print(ln)
     finally:
         t.proc.terminate()
         t.proc.wait(120)

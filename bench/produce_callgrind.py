@@ -141,6 +141,35 @@ def topic_leaders(port: int, topic: str) -> tuple[dict[int, int], dict[int, tupl
     return ports, {p["partition_index"]: (p["leader_id"], p["leader_epoch"]) for p in md["topics"][0]["partitions"]}
 
 
+def measure(t: Any, out: Path, rounds: int, step: Any, cprofile: Path | None, top: int) -> Path | None:
+    """Run ``step`` ``rounds`` times against the daemon ``t`` started by ``spawner``: under cProfile
+    (enabled by SIGUSR1, its top ``top`` functions printed; returns None) or with callgrind's
+    counters zeroed before and dumped after (returns the dump; ``top`` > 0 prints its top
+    functions)."""
+    if cprofile:
+        os.kill(t.pid, signal.SIGUSR1)
+        time.sleep(0.5)  # the handler runs on the loop's next wake-up: the sleep lets it in
+        for _ in range(rounds):
+            step()
+        t.proc.terminate()
+        t.proc.wait(120)
+        pstats.Stats(str(cprofile)).sort_stats("tottime").print_stats(top or 40)
+        return None
+    subprocess.run(["callgrind_control", "-z", str(t.pid)], check=True, capture_output=True)
+    for _ in range(rounds):
+        step()
+    subprocess.run(["callgrind_control", "-d", str(t.pid)], check=True, capture_output=True)
+    dumped = sorted(out.parent.glob(out.name + ".*"))[-1]
+    if top:
+        ann = subprocess.run(
+            ["callgrind_annotate", "--threshold=100", str(dumped)], capture_output=True, text=True
+        ).stdout.splitlines()
+        start = next((i for i, ln in enumerate(ann) if "file:function" in ln), 0)
+        for ln in ann[start + 2 : start + 2 + top]:
+            print(ln)
+    return dumped
+
+
 def _with_sequence(batch: bytes, seq: int) -> bytes:
     buf = bytearray(batch)
     struct.pack_into(">i", buf, 53, seq)  # baseSequence
@@ -236,35 +265,16 @@ def main() -> None:
 
         for _ in range(max(1, 200 // args.pipeline)):  # warm: codecs, the logs' first segments, the producer state
             produce()
-        if args.cprofile:
-            os.kill(t.pid, signal.SIGUSR1)
-            time.sleep(0.5)  # the handler runs on the loop's next wake-up: the sleep lets it in
-            for _ in range(max(1, args.n // args.pipeline)):
-                produce()
-            t.proc.terminate()
-            t.proc.wait(120)
-            stats = pstats.Stats(str(args.cprofile))
-            print(f"{args.n} requests ({args.shape}, {args.brokers} broker(s)); cProfile stats in {args.cprofile}")
-            stats.sort_stats("tottime").print_stats(args.annotate or 40)
-            return
-        subprocess.run(["callgrind_control", "-z", str(t.pid)], check=True, capture_output=True)
         rounds = max(1, args.n // args.pipeline)
-        for _ in range(rounds):
-            produce()
-        subprocess.run(["callgrind_control", "-d", str(t.pid)], check=True, capture_output=True)
-        dumped = sorted(out.parent.glob(out.name + ".*"))[-1]
+        dumped = measure(t, out, rounds, produce, args.cprofile, args.annotate)
+        if dumped is None:
+            print(f"{args.n} requests ({args.shape}, {args.brokers} broker(s)); cProfile stats in {args.cprofile}")
+            return
         print(
             f"{_summary(dumped) / (rounds * args.pipeline):,.0f} instructions per Produce ({args.shape}, "
             f"{args.brokers} broker(s), {rounds * args.pipeline} requests, {args.pipeline} at a time, {dumped})",
             flush=True,
         )
-        if args.annotate:
-            ann = subprocess.run(
-                ["callgrind_annotate", "--threshold=100", str(dumped)], capture_output=True, text=True
-            ).stdout.splitlines()
-            start = next((i for i, ln in enumerate(ann) if "file:function" in ln), 0)
-            for ln in ann[start + 2 : start + 2 + args.annotate]:
-                print(ln)
     finally:
         t.proc.terminate()
         t.proc.wait(120)
