@@ -219,6 +219,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -333,12 +334,68 @@ def _build_franz(root: Path, gopath: Path) -> Path:
     return out
 
 
-def _build_franz_test(root: Path, gopath: Path) -> Path:
-    """franz-go's pkg/kgo test binary (``go test -c``) in GOPATH mode: TestGroupETL as shipped."""
-    out = root / "kgo.test"
+_STEP = "time.Sleep(5 * time.Second)"  # testChainETL's wait before its second wave of members
+
+
+def _build_franz_test(root: Path, gopath: Path, step: int = 5) -> Path:
+    """franz-go's pkg/kgo test binary (``go test -c``) in GOPATH mode: TestGroupETL as shipped, or
+    with ``step`` seconds before testChainETL's second wave (a copy of the package, first on the
+    GOPATH: the rest of franz-go still comes from ``gopath``)."""
+    out = root / ("kgo.test" if step == 5 else f"kgo-step{step}.test")
     pkg = gopath / "src" / "github.com" / "twmb" / "franz-go" / "pkg" / "kgo"
-    env = {**os.environ, "GO111MODULE": "off", "GOFLAGS": "", "GOPATH": f"{gopath}:/usr/share/gocode"}
+    paths = f"{gopath}:/usr/share/gocode"
+    if step != 5:
+        copy_root = root / f"kgo-step{step}"
+        copy = copy_root / "src" / "github.com" / "twmb" / "franz-go" / "pkg" / "kgo"
+        shutil.copytree(pkg, copy)
+        helpers = copy / "helpers_test.go"
+        text = helpers.read_text()
+        if text.count(_STEP) != 1:
+            raise RuntimeError(f"--franz-step: {_STEP!r} not found once in {helpers}")
+        helpers.write_text(text.replace(_STEP, f"time.Sleep({step} * time.Second)"))
+        pkg, paths = copy, f"{copy_root}:{paths}"
+    env = {**os.environ, "GO111MODULE": "off", "GOFLAGS": "", "GOPATH": paths}
     subprocess.run(["go", "test", "-c", "-o", str(out), "."], cwd=pkg, env=env, check=True, timeout=900)
+    return out
+
+
+def chain_done(log_lines: list[str]) -> list[float]:
+    """Seconds from each TestGroupETL subtest's start to the end of its pipeline, read from the
+    daemon's JSON log: a subtest starts with its topics' creation (the first subtest with the first
+    producer's topic), and its pipeline is done when the first member of its last group leaves.
+    That group (testChainETL's level 3) has no member that quits early: its members leave only
+    once everything produced to it was consumed (the test's ``consumed == testRecordLimit``), and
+    its level is the last to get there. Free of the test's own step when the step is longer than
+    the pipeline (``--franz-step``); with the test's 5 s, a pipeline not done by then also carries
+    the rebalances the second wave brings."""
+    starts: list[float] = []
+    first_seen: dict[str, float] = {}
+    first_left: dict[str, float] = {}
+    prev = None
+    for line in log_lines:
+        try:
+            e = json.loads(line)
+            ev = e["event"]
+            at = datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")).timestamp()
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if ev in ("topic_created", "topic_deleted"):
+            if ev == "topic_created" and prev != "topic_created":
+                starts.append(at)
+            prev = ev
+        group = e.get("group")
+        if not isinstance(group, str):
+            continue
+        first_seen.setdefault(group, at)
+        if ev == "member_left":
+            first_left.setdefault(group, at)
+    out = []
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else float("inf")
+        groups = [g for g, at in first_seen.items() if start <= at < end]
+        left = [first_left[g] for g in groups if g in first_left and first_left[g] < end]
+        if groups and len(left) == len(groups):
+            out.append(max(left) - start)
     return out
 
 
@@ -538,6 +595,8 @@ def _one(
         elif name == "franz-test":
             assert franz is not None
             out = _franz_test(franz, t.bootstrap, records, brokers, timeout)
+            if t.log_path is not None:
+                out["chain_done"] = chain_done(t.log_path.read_text(errors="replace").splitlines())
         else:
             out = _pipeline(t.bootstrap, records, PROFILES[name], time.monotonic() + timeout)
         cpu1 = t.cpu_s()
@@ -557,6 +616,11 @@ def _one(
     out["server_cpu_s"] = cpu
     out["cpu_us_per_record"] = cpu / records * 1e6 if cpu is not None else None
     return out
+
+
+def _median(values: list[float]) -> float | None:
+    """The median (the lower middle one of an even count), None for no values."""
+    return sorted(values)[(len(values) - 1) // 2] if values else None
 
 
 def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -598,6 +662,14 @@ def main(argv: list[str] | None = None) -> int:
         help="a GOPATH holding franz-go v1.16 (the franz profile; default $FRANZ_GO_GOPATH)",
     )
     ap.add_argument(
+        "--franz-step",
+        type=int,
+        default=5,
+        help="franz-test: seconds testChainETL waits before its second wave (default 5, the test as shipped; "
+        "longer, e.g. 20: each subtest's pipeline runs to its end before the rebalances of the second wave, "
+        "and its time from the daemon's log measures the pipeline itself)",
+    )
+    ap.add_argument(
         "--kfake",
         action="store_true",
         help="with the franz profile: the same rounds against franz-go's kfake with 1 and 3 brokers (a peer whose "
@@ -627,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
         if "franz" in names:
             franz = _build_franz(root, args.franz_gopath)
         if "franz-test" in names:
-            franz_test = _build_franz_test(root, args.franz_gopath)
+            franz_test = _build_franz_test(root, args.franz_gopath, args.franz_step)
         go_client = franz or franz_test
         kfake = _build_kfake(root, args.franz_gopath) if args.kfake and go_client is not None else None
         for name in names:
@@ -668,6 +740,8 @@ def main(argv: list[str] | None = None) -> int:
                     extra = f", client CPU {client:.1f} s" if client is not None else ""
                     if x.get("subtests"):
                         extra += " (subtests " + "/".join(f"{v:.1f}" for v in x["subtests"].values()) + " s)"
+                    if x.get("chain_done"):
+                        extra += " (pipelines done at " + "/".join(f"{v:.2f}" for v in x["chain_done"]) + " s)"
                     print(
                         f"    {b} broker(s) round {i + 1}: {x['seconds']:.1f} s, server CPU {x['server_cpu_s']:.1f} s"
                         f"{extra}{reqs(x)}",
@@ -687,6 +761,15 @@ def main(argv: list[str] | None = None) -> int:
                 results["profiles"][name]["ratio"] = ratio
                 verdict = "within" if ratio <= 1.2 else "NOT within"
                 print(f"  ratio 3/1: {ratio:.2f} ({verdict} the 1.2 target)", flush=True)
+                done = {b: _median([v for x in runs[b] for v in x.get("chain_done") or ()]) for b in counts}
+                if done[1] and done[3]:
+                    pipe = done[3] / done[1]
+                    results["profiles"][name]["pipeline_ratio"] = pipe
+                    print(
+                        f"  pipelines (subtest start -> last group done, median of every subtest): 1 broker "
+                        f"{done[1]:.2f} s, 3 brokers {done[3]:.2f} s, ratio 3/1 {pipe:.2f}",
+                        flush=True,
+                    )
             for b in counts:
                 each_round(b, runs[b])
             if args.timeline:
