@@ -24,7 +24,7 @@ Profiles:
            event loop (the issue's 5x was this shape).
 
     python -m bench.cluster_group [--quick] [--records R] [--profiles batched,small] [--json out.json]
-        [--rounds N] [--brokers 1,3] [--kfake] [--timeline]
+        [--rounds N] [--brokers 1,3] [--kfake] [--timeline] [--franz-step S]
 
 Where the three brokers' time goes (franz profile, 300,000 records, counted in the daemon):
   1 broker:  ~6 s; Produce 5,105 requests (411 records, 14.7 partitions each), Fetch 1,830 (992
@@ -200,6 +200,40 @@ sittings): one broker 23.5 and 23.6 s (medians; rounds 23.4-30.0), three brokers
 a run (16.2 before), ~94-110k Produce and ~23-31k Fetch requests. At three brokers sticky missed the 5 s
 step in all ten rounds, range in five, roundrobin in one, cooperative-sticky in none. Still
 bimodal, so not within 1.2.
+
+The pipeline itself, free of the test's step (issue 29 item 4, 2026-11-29 16:10-17:05). Each
+franz-test round also reports its subtests' pipeline times from the daemon's log (``chain_done``:
+from the subtest's topics to the first leave of its last group; testChainETL's level 3 has no
+member that quits early, so that leave is its last record consumed), and ``--franz-step S`` builds
+the test with S seconds before the second wave, so that a pipeline runs to its end undisturbed.
+``--profiles franz-test --records 500000``, a quiet machine:
+  default step, 5 rounds: wall 23.6 s against 28.1 s (ratio 1.19); pipelines (median of the 20
+      subtests) 4.83 against 5.57 s (1.15).
+  ``--franz-step 20``, 3 rounds: pipelines 4.79 against 5.24 s (1.09).
+What is left between the two:
+  The step. A pipeline done ~0.4 s later (5.0-5.6 s on three brokers, 4.6-5.0 s on one) crosses
+      the 5 s step, and the second wave's joins then cost its groups two heartbeat-paced
+      rebalances: a ~10 s subtest instead of ~5.9 s.
+  A client race that stalls a subtest ~4.5 s. After an eager rebalance franz-go validates each
+      kept partition's committed offset (OffsetForLeaderEpoch) and lists the start of a partition
+      nobody committed (ListOffsets); each answer makes its partition fetchable, and a source
+      fetches as soon as one is. When the kept partitions (read to their end) come first, that
+      fetch parks for its 5 s max wait and the new partition waits behind it: franz-go v1.16 never
+      interrupts a fetch in flight when a partition is added (``source.addCursor``). In the
+      daemon's log: a full fetch parked on partitions at their end, and the new partition's first
+      fetch (offset 0) arriving as it expires. Sticky on three brokers met it in 3 of 3 rounds
+      (pipelines 9.5-9.7 s), range now and then, one broker in 1 subtest of 12. Kafka parks the
+      same fetch the same way (``DelayedFetch``: min bytes or max wait).
+  The machine. During a three-broker pipeline both cores are busy (~180-185% of 200%: franz-go
+      ~110%, the daemon ~68%; one broker ~130% and ~48%). In franz-go's samples (perf, three
+      brokers) the test's own loop outside its Produce calls (its per-record maps and checks) is
+      ~25%, building Produce requests ~11%, reading Fetch answers ~12%, system calls ~11%.
+  The daemon's CPU is not what holds it now: 20 us of busy work added to every Produce (~20% more
+      daemon CPU) left the three-broker pipeline's records per second within the spread of
+      unchanged rounds (230-510k/s over the three levels either way, against 430-710k/s on one
+      broker). Tried and dropped, each slower: answering every Produce 1 ms later (157-164k
+      Produce requests instead of ~97k), dispatching a connection's next held request inside
+      the append's iteration, running the daemon at nice -10 or +10.
 
 Every process runs on 127.0.0.1 and is stopped by pid; every load is bounded in count and time.
 """
