@@ -208,7 +208,9 @@ member that quits early, so that leave is its last record consumed), and ``--fra
 the test with S seconds before the second wave, so that a pipeline runs to its end undisturbed.
 ``--profiles franz-test --records 500000``, a quiet machine:
   default step, 5 rounds: wall 23.6 s against 28.1 s (ratio 1.19); pipelines (median of the 20
-      subtests) 4.83 against 5.57 s (1.15).
+      subtests) 4.83 against 5.57 s (1.15). A second sitting: wall 27.8 and 27.8 s (1.00: three
+      of the one-broker rounds had a subtest stalled by the race below), pipelines 4.82 against
+      5.48 s (1.14).
   ``--franz-step 20``, 3 rounds: pipelines 4.79 against 5.24 s (1.09).
 What is left between the two:
   The step. A pipeline done ~0.4 s later (5.0-5.6 s on three brokers, 4.6-5.0 s on one) crosses
