@@ -56,16 +56,12 @@ from __future__ import annotations
 import argparse
 import struct
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from groupd.storage import records as rec
 
-from . import targets
-from .produce_callgrind import _summary, measure, spawner, topic_leaders
-from .targets import start_groupd
+from .produce_callgrind import _summary, common_options, measure, start_profiled, topic_leaders
 
 _LAST = struct.Struct(">qi")  # baseOffset, length
 
@@ -82,21 +78,14 @@ def _next_offset(records: bytes, at: int) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.fetch_callgrind", description=__doc__.split("\n\n")[0])
-    ap.add_argument("n", nargs="?", type=int, default=1000)
+    common_options(ap)
     ap.add_argument("--shape", choices=("session", "parked"), default="session")
-    ap.add_argument("--brokers", type=int, default=1)
     ap.add_argument("--records", type=int, default=3, help="records per batch of the session shape")
     ap.add_argument(
         "--gap-ms", type=float, default=10.0, help="parked: wait this long after the Fetch before the Produce"
     )
-    ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--annotate", type=int, default=0, help="print the top N functions (callgrind_annotate)")
-    ap.add_argument("--cprofile", type=Path, default=None, help="run the daemon under cProfile, stats to this file")
     args = ap.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="groupd-fetch-callgrind-"))
-    out = args.out or root / "cg.out"
-    targets._spawn = spawner(out, args.cprofile)  # type: ignore[assignment]
-    t, _ = start_groupd(root / "data", "--brokers", str(args.brokers), timeout=300)
+    t, out = start_profiled(args, "groupd-fetch-callgrind-")
     try:
         from tests.support.raw_client import RawClient
 

@@ -177,24 +177,36 @@ def _with_sequence(batch: bytes, seq: int) -> bytes:
     return bytes(buf)
 
 
+def common_options(ap: argparse.ArgumentParser) -> None:
+    """The options every callgrind bench takes: the request count first, the rest after its own."""
+    ap.add_argument("n", nargs="?", type=int, default=1000)
+    ap.add_argument("--brokers", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--annotate", type=int, default=0, help="print the top N functions (callgrind_annotate)")
+    ap.add_argument("--cprofile", type=Path, default=None, help="run the daemon under cProfile, stats to this file")
+
+
+def start_profiled(args: argparse.Namespace, prefix: str) -> tuple[Any, Path]:
+    """``groupd serve`` under callgrind (or cProfile, ``--cprofile``) in a fresh directory: the
+    target and the callgrind output file."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    out = args.out or root / "cg.out"
+    targets._spawn = spawner(out, args.cprofile)  # type: ignore[assignment]
+    t, _ = start_groupd(root / "data", "--brokers", str(args.brokers), timeout=300)
+    return t, out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.produce_callgrind", description=__doc__.split("\n\n")[0])
-    ap.add_argument("n", nargs="?", type=int, default=1000)
+    common_options(ap)
     ap.add_argument("--shape", choices=("small", "franz", "plain"), default="small")
-    ap.add_argument("--brokers", type=int, default=1)
     ap.add_argument("--parts", type=int, default=None, help="partitions per request (default: small 1, franz 2)")
     ap.add_argument("--records", type=int, default=15, help="records per batch of the franz and plain shapes")
     ap.add_argument(
         "--pipeline", type=int, default=1, help="requests sent back to back before their answers are read (>= 1)"
     )
-    ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--annotate", type=int, default=0, help="print the top N functions (callgrind_annotate)")
-    ap.add_argument("--cprofile", type=Path, default=None, help="run the daemon under cProfile, stats to this file")
     args = ap.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="groupd-produce-callgrind-"))
-    out = args.out or root / "cg.out"
-    targets._spawn = spawner(out, args.cprofile)  # type: ignore[assignment]
-    t, _ = start_groupd(root / "data", "--brokers", str(args.brokers), timeout=300)
+    t, out = start_profiled(args, "groupd-produce-callgrind-")
     try:
         from tests.support.raw_client import RawClient
 
